@@ -1,0 +1,29 @@
+# Two commands do all the set-up: `make demo` and `make test`.
+# Each creates a local virtual environment (.venv) and installs what it needs first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-all bench-losses clean
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[all,test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/suite bench losses
+
+test: $(STAMP)
+	$(PY) -m pytest -m "not slow" -q
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""graph front-end (see README)."""

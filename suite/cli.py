@@ -1,0 +1,115 @@
+"""The ``suite`` command (also ``python -m suite``).
+
+Built in: ``suite losses`` and ``suite results list|show|compare|export``. Other packages add
+sub-commands through the ``suite.cli`` entry-point group (``vision``, ``graph``, ``text``,
+``bench``): each entry point is a function ``register(subparsers)`` that adds its parser and sets
+``func``. ``suite`` itself never imports them statically.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Sequence
+
+from suite.registry import Registry, markdown_table
+
+
+def _cmd_losses(args: argparse.Namespace) -> int:
+    import suite.losses as L
+
+    rows = []
+    for name in L.available():
+        cls = L.loss_class(name)
+        kind = "multi-view (V, N, d)" if cls.multi_view else "two-view (N, d)"
+        extra = ", ".join(cls.requires)
+        hp = ", ".join(f"{k}={v}" for k, v in L.defaults(name).items())
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        rows.append([name, kind, extra or "-", "sphere" if cls.hypersphere else "euclidean", hp, doc])
+    al = L.aliases()
+    print(markdown_table(["loss", "input", "needs", "space", "defaults", "reference"], rows))
+    print("aliases: " + ", ".join(f"{a} -> {n}" for a, n in sorted(al.items())))
+    return 0
+
+
+def _filters(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: getattr(args, k) for k in ("modality", "task", "dataset", "loss", "status") if getattr(args, k, None)}
+
+
+def _cmd_results(args: argparse.Namespace) -> int:
+    reg = Registry(args.registry)
+    if args.action == "list":
+        rows = [[r["id"][:10], r["status"], r["modality"], r["task"], r["dataset"], r["loss"], r["seed"],
+                 r["started_at"][:19], f"{r['wall_time']:.1f}" if r["wall_time"] is not None else ""]
+                for r in reg.runs(**_filters(args))]
+        print(markdown_table(["id", "status", "modality", "task", "dataset", "loss", "seed", "started", "wall s"], rows))
+    elif args.action == "show":
+        if not args.run_id:
+            print("suite results show: give a run id (prefix)", file=sys.stderr)
+            return 2
+        run = reg.get(args.run_id)
+        print(json.dumps(run, indent=2, default=str))
+    elif args.action == "compare":
+        metric = args.metric
+        rows = reg.compare(metric, split=args.split, **_filters(args))
+        print(markdown_table(["modality", "task", "dataset", "loss", "metric", "n", "mean ± std", "seeds"],
+                             [[r["modality"], r["task"], r["dataset"], r["loss"], r["metric"], r["n"],
+                               f"{r['mean']:.4f} ± {r['std']:.4f}", " ".join(map(str, r["seeds"]))] for r in rows]))
+    elif args.action == "export":
+        text = reg.export(args.format, **_filters(args))
+        if args.out:
+            Path(args.out).write_text(text)
+            print(f"wrote {args.out}")
+        else:
+            print(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="suite", description="Contrastive representation learning suite")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    pl = sub.add_parser("losses", help="list the registered losses with their hyper-parameters")
+    pl.set_defaults(func=_cmd_losses)
+
+    pr = sub.add_parser("results", help="query the results registry")
+    pr.add_argument("action", choices=["list", "show", "compare", "export"])
+    pr.add_argument("run_id", nargs="?", help="run id or prefix (for show)")
+    pr.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY)")
+    for k in ("modality", "task", "dataset", "loss", "status"):
+        pr.add_argument(f"--{k}", default=None)
+    pr.add_argument("--metric", default="acc", help="metric to compare (default acc)")
+    pr.add_argument("--split", default=None, help="metric split to compare (e.g. test)")
+    pr.add_argument("--format", choices=["csv", "md", "json"], default="md")
+    pr.add_argument("--out", default=None, help="write the export to this file")
+    pr.set_defaults(func=_cmd_results)
+
+    for ep in sorted(metadata.entry_points(group="suite.cli"), key=lambda e: e.name):
+        try:
+            register = ep.load()
+            register(sub)
+        except Exception as exc:  # an extra not installed: say so when invoked
+            bad = sub.add_parser(ep.name, help=f"(unavailable: {type(exc).__name__})")
+            bad.set_defaults(func=lambda a, e=exc, n=ep.name: _unavailable(n, e))
+    return p
+
+
+def _unavailable(name: str, exc: Exception) -> int:
+    print(f"suite {name}: could not load ({type(exc).__name__}: {exc}). Install the extra: pip install -e '.[{name}]'",
+          file=sys.stderr)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 1
+    try:
+        return int(args.func(args) or 0)
+    except ValueError as exc:  # bad input: a clear message, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,108 @@
+"""Typed dataclass configs with one override layer: YAML file, then CLI flags.
+
+    cfg = load_config(TUConfig, "graph/configs/tu.yaml", overrides={"epochs": 5})
+    parser = argparse.ArgumentParser(); add_config_args(parser, TUConfig)
+    cfg = config_from_args(TUConfig, parser.parse_args())
+
+The resolved config is recorded with every run (``dataclasses.asdict``) together with its hash.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from suite.registry import config_hash
+
+C = TypeVar("C")
+
+
+def _fields(cls: type) -> dict[str, dataclasses.Field]:  # type: ignore[type-arg]
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass")
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
+def load_config(cls: type[C], path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> C:
+    """Build ``cls`` from a YAML file (optional) and overrides; unknown keys raise ``ValueError``."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.exists():
+            raise ValueError(f"config file not found: {p}")
+        loaded = yaml.safe_load(p.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ValueError(f"config file {p} must hold a mapping, got {type(loaded).__name__}")
+        values.update(loaded)
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    known = _fields(cls)
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ValueError(f"unknown config key(s) {unknown} for {cls.__name__}; valid: {sorted(known)}")
+    return cls(**values)
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def hash_config(cfg: Any, exclude: tuple[str, ...] = ()) -> str:
+    d = {k: v for k, v in to_dict(cfg).items() if k not in exclude}
+    return config_hash(d)
+
+
+def _unwrap_optional(tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def add_config_args(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = ()) -> None:
+    """One ``--flag`` per dataclass field (default None = keep the config/file value)."""
+    hints = typing.get_type_hints(cls)
+    for name, f in _fields(cls).items():
+        if name in skip:
+            continue
+        tp = _unwrap_optional(hints[name])
+        flag = "--" + name.replace("_", "-")
+        help_ = f.metadata.get("help", "") if f.metadata else ""
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
+        help_ = f"{help_} (default: {default})".strip()
+        origin = typing.get_origin(tp)
+        if tp is bool:
+            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_)
+        elif origin in (list, tuple):
+            (elem, *_) = typing.get_args(tp) or (str,)
+            parser.add_argument(flag, dest=name, nargs="+", type=elem, default=None, help=help_)
+        elif origin is dict:
+            parser.add_argument(flag, dest=name, type=_kv_pairs, default=None, help=help_ + " (key=value,...)")
+        elif typing.get_origin(tp) is typing.Literal:
+            choices = typing.get_args(tp)
+            parser.add_argument(flag, dest=name, choices=choices, default=None, help=help_)
+        else:
+            parser.add_argument(flag, dest=name, type=tp if tp in (int, float, str) else str, default=None, help=help_)
+
+
+def _kv_pairs(text: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in filter(None, text.split(",")):
+        if "=" not in part:
+            raise argparse.ArgumentTypeError(f"expected key=value, got {part!r}")
+        k, v = part.split("=", 1)
+        out[k.strip()] = yaml.safe_load(v)
+    return out
+
+
+def config_from_args(cls: type[C], args: argparse.Namespace, path: str | Path | None = None) -> C:
+    names = _fields(cls)
+    overrides = {k: getattr(args, k) for k in names if hasattr(args, k)}
+    return load_config(cls, path, overrides)

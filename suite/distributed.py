@@ -1,0 +1,96 @@
+"""torch.distributed helpers shared by the loss core and the training loops.
+
+Losses call :func:`gather` on their embeddings: with an initialised process group of world size
+W > 1 it returns the concatenation of every rank's tensor in rank order. The forward is an
+all-gather; the backward all-reduces the incoming gradient and returns this rank's slice, so the
+gradient reaches the local part from every rank's loss. Under DDP (which averages gradients over
+ranks) training with batch N per rank on W ranks is then the same as one process with batch W*N.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+def is_distributed() -> bool:
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def world_size() -> int:
+    return dist.get_world_size() if is_distributed() else 1
+
+
+def rank() -> int:
+    return dist.get_rank() if is_distributed() else 0
+
+
+def is_main() -> bool:
+    return rank() == 0
+
+
+class _GatherWithGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ctx.n = x.shape[0]
+        parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, x.contiguous())
+        return torch.cat(parts, dim=0)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        grad = grad.contiguous()
+        dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+        r = dist.get_rank()
+        return grad[r * ctx.n : (r + 1) * ctx.n]
+
+
+def gather(x: torch.Tensor) -> torch.Tensor:
+    """All-gather along dim 0 keeping the gradient (identity when not distributed).
+
+    Every rank must pass the same shape.
+    """
+    if not is_distributed():
+        return x
+    return _GatherWithGrad.apply(x)
+
+
+def gather_nograd(x: torch.Tensor) -> torch.Tensor:
+    """All-gather along dim 0 without gradient (labels, queue bookkeeping)."""
+    if not is_distributed():
+        return x
+    parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, x.contiguous())
+    return torch.cat(parts, dim=0)
+
+
+def all_reduce_mean(x: torch.Tensor) -> torch.Tensor:
+    if not is_distributed():
+        return x
+    y = x.detach().clone()
+    dist.all_reduce(y, op=dist.ReduceOp.SUM)
+    return y / dist.get_world_size()
+
+
+def init_from_env(backend: str | None = None) -> bool:
+    """Initialise the default process group when launched by torchrun (``WORLD_SIZE`` > 1).
+
+    Backend: nccl with CUDA, gloo otherwise. Returns whether a group is active.
+    """
+    if dist.is_initialized():
+        return True
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend=backend)
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    return True
+
+
+def cleanup() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

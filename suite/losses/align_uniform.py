@@ -1,0 +1,56 @@
+"""Alignment and uniformity on the hypersphere (Wang & Isola 2020, Eq. 4-5; AU-CL).
+
+    L_align   = mean_i ||f(x_i) - f(x_i')||_2^alpha
+    L_uniform = log mean_{i<j} exp(-t ||f(x_i) - f(x_j)||^2)        (per view, averaged)
+    loss      = align_weight * L_align + uniform_weight * (L_uniform(z_a) + L_uniform(z_b)) / 2
+
+Defaults alpha = 2, t = 2, weights 1 (the paper's CIFAR setting). Inputs are L2-normalised inside.
+A ``queue`` (Q, d) adds the (embedding, queue entry) pairs to each view's uniformity term.
+
+Shapes: z_a, z_b (N, d); queue (Q, d) optional -> ().
+Example: >>> AlignUniform()(torch.randn(8, 16), torch.randn(8, 16))
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from suite import distributed as sd
+from suite.losses.base import ContrastiveLoss, check_pair, check_positive, check_queue, register_loss
+from suite.losses.core import normalize, sq_dists_normalized
+
+
+def uniformity(x: Tensor, t: float = 2.0, extra: Tensor | None = None) -> Tensor:
+    """log mean over pairs i<j of exp(-t ||x_i - x_j||^2) for unit rows x (M, d) (+ pairs with ``extra``)."""
+    m = x.shape[0]
+    iu, ju = torch.triu_indices(m, m, 1, device=x.device)
+    terms = (-t * sq_dists_normalized(x, x))[iu, ju]
+    if extra is not None:
+        terms = torch.cat([terms, (-t * sq_dists_normalized(x, extra)).flatten()])
+    return torch.logsumexp(terms, dim=0) - math.log(terms.numel())
+
+
+def alignment(z_a: Tensor, z_b: Tensor, alpha: float = 2.0) -> Tensor:
+    return (z_a - z_b).norm(dim=1).pow(alpha).mean()
+
+
+@register_loss("align_uniform", "au", "aucl")
+class AlignUniform(ContrastiveLoss):
+    def __init__(self, alpha: float = 2.0, t: float = 2.0, align_weight: float = 1.0, uniform_weight: float = 1.0) -> None:
+        super().__init__()
+        self.alpha = check_positive(alpha, "alpha")
+        self.t = check_positive(t, "t")
+        self.align_weight = float(align_weight)
+        self.uniform_weight = float(uniform_weight)
+
+    def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None) -> Tensor:
+        z_a, z_b = check_pair(z_a, z_b)
+        queue = check_queue(queue, z_a.shape[1], z_a.dtype)
+        z_a, z_b = normalize(z_a), normalize(z_b)
+        q = normalize(queue) if queue is not None else None
+        align = alignment(z_a, z_b, self.alpha)
+        unif = (uniformity(sd.gather(z_a), self.t, q) + uniformity(sd.gather(z_b), self.t, q)) / 2
+        self._record(alignment=align, uniformity=unif)
+        return self.align_weight * align + self.uniform_weight * unif

@@ -1,0 +1,229 @@
+"""Loss base class, name registry and input validation shared by every loss.
+
+Every loss is a :class:`ContrastiveLoss` (an ``nn.Module``: tensors in, scalar out) registered
+under a name with :func:`register_loss`. ``build(name, **hparams)`` constructs one;
+``available()`` lists the names.
+"""
+from __future__ import annotations
+
+import difflib
+import inspect
+from typing import Any, Callable, ClassVar, TypeVar
+
+import torch
+from torch import Tensor, nn
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+class ContrastiveLoss(nn.Module):
+    """Base of every loss in the core.
+
+    Class attributes describe the calling convention so that training loops can dispatch:
+
+    - ``multi_view``: ``forward(views)`` with ``views`` of shape ``(V, N, d)`` is accepted
+      (the two-view call ``forward(z_a, z_b)`` is always accepted and means V = 2);
+    - ``hypersphere``: inputs are L2-normalised inside (scale-invariant);
+    - ``has_negatives``: the loss accepts ``queue=(Q, d)`` extra negatives;
+    - ``requires``: keyword inputs that must be given (``"labels"``, ``"similarity"``).
+
+    After each call ``diagnostics()`` returns the loss's own scalars (e.g. MACL's temperature).
+    """
+
+    name: ClassVar[str] = ""
+    multi_view: ClassVar[bool] = False
+    hypersphere: ClassVar[bool] = True
+    has_negatives: ClassVar[bool] = True
+    requires: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stats: dict[str, Tensor] = {}
+
+    def hparams(self) -> dict[str, Any]:
+        """Constructor arguments and their current values (recorded with every run)."""
+        sig = inspect.signature(type(self).__init__)
+        return {k: getattr(self, k) for k in sig.parameters if k != "self" and hasattr(self, k)}
+
+    def diagnostics(self) -> dict[str, float]:
+        """Scalars from the last forward call (floats), e.g. ``{"tau": 0.11, "alignment": 0.4}``."""
+        return {k: float(v) for k, v in self._stats.items()}
+
+    def _record(self, **stats: Tensor | float) -> None:
+        self._stats = {k: (v.detach() if isinstance(v, Tensor) else torch.tensor(float(v))) for k, v in stats.items()}
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self.hparams().items())
+
+
+L = TypeVar("L", bound=Callable[..., ContrastiveLoss])
+_REGISTRY: dict[str, Callable[..., ContrastiveLoss]] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def register_loss(name: str, *aliases: str, **fixed: Any) -> Callable[[L], L]:
+    """Register a loss class under ``name`` (and aliases).
+
+    ``fixed`` keyword arguments make a named variant of an existing class, e.g.
+    ``register_loss("uaur", t_pos=0.0, t_neg=0.0)(CACR)``: variants are constructor arguments.
+    """
+
+    def deco(cls: L) -> L:
+        if name in _REGISTRY or name in _ALIASES:
+            raise ValueError(f"loss name {name!r} registered twice")
+        if fixed:
+            def factory(**hp: Any) -> ContrastiveLoss:
+                clash = set(hp) & set(fixed)
+                if clash:
+                    raise ValueError(f"loss {name!r} fixes {sorted(clash)}; use the base loss to change them")
+                obj = cls(**fixed, **hp)
+                obj.variant = name  # type: ignore[attr-defined]
+                return obj
+            factory.__wrapped__ = cls  # type: ignore[attr-defined]
+            factory.fixed = dict(fixed)  # type: ignore[attr-defined]
+            _REGISTRY[name] = factory
+        else:
+            cls.name = name  # type: ignore[attr-defined]
+            _REGISTRY[name] = cls
+        for a in aliases:
+            _ALIASES[a] = name
+        return cls
+
+    return deco
+
+
+def canonical_name(name: str) -> str:
+    key = name.strip().lower().replace("-", "_")
+    key = _ALIASES.get(key, key)
+    if key not in _REGISTRY:
+        close = difflib.get_close_matches(key, list(_REGISTRY) + list(_ALIASES), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(f"unknown loss {name!r}{hint} Available: {', '.join(sorted(_REGISTRY))}")
+    return key
+
+
+def build(name: str, **hparams: Any) -> ContrastiveLoss:
+    """Construct the loss registered as ``name`` with the given hyper-parameters.
+
+    Unknown names and unknown hyper-parameters raise ``ValueError`` naming the problem.
+    """
+    key = canonical_name(name)
+    factory = _REGISTRY[key]
+    target = getattr(factory, "__wrapped__", factory)
+    params = inspect.signature(target.__init__).parameters
+    unknown = [k for k in hparams if k not in params]
+    if unknown:
+        valid = [k for k in params if k != "self"]
+        raise ValueError(f"loss {key!r} has no hyper-parameter(s) {unknown}; valid: {valid}")
+    return factory(**hparams)
+
+
+def available() -> list[str]:
+    """Registered loss names (canonical, sorted; aliases are accepted by :func:`build` too)."""
+    return sorted(_REGISTRY)
+
+
+def aliases() -> dict[str, str]:
+    return dict(_ALIASES)
+
+
+def loss_class(name: str) -> type[ContrastiveLoss]:
+    f = _REGISTRY[canonical_name(name)]
+    return getattr(f, "__wrapped__", f)  # type: ignore[return-value]
+
+
+def defaults(name: str) -> dict[str, Any]:
+    """Default hyper-parameters of a registered loss (fixed variant values included)."""
+    f = _REGISTRY[canonical_name(name)]
+    cls = getattr(f, "__wrapped__", f)
+    out = {
+        k: p.default
+        for k, p in inspect.signature(cls.__init__).parameters.items()
+        if k != "self" and p.default is not inspect.Parameter.empty
+    }
+    out.update(getattr(f, "fixed", {}))
+    return out
+
+
+# ----------------------------------------------------------------------------- validation
+
+def _check_float(x: Any, what: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise ValueError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in _FLOATS:
+        raise ValueError(f"{what} must be a floating-point tensor, got dtype {x.dtype}")
+    if not bool(torch.isfinite(x).all()):
+        n_nan = int(torch.isnan(x).sum())
+        n_inf = int(torch.isinf(x).sum())
+        raise ValueError(f"{what} contains non-finite values ({n_nan} NaN, {n_inf} inf)")
+    return x
+
+
+def _upcast(x: Tensor) -> Tensor:
+    """bfloat16/float16 are computed in float32 (losses are reductions over many terms)."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+def check_pair(z_a: Tensor, z_b: Tensor) -> tuple[Tensor, Tensor]:
+    """Validate a two-view batch: both ``(N, d)``, same shape, N >= 2, finite floats."""
+    _check_float(z_a, "z_a")
+    _check_float(z_b, "z_b")
+    if z_a.dim() != 2 or z_b.dim() != 2:
+        raise ValueError(f"z_a and z_b must be 2-D (N, d); got shapes {tuple(z_a.shape)} and {tuple(z_b.shape)}")
+    if z_a.shape != z_b.shape:
+        raise ValueError(f"z_a and z_b must have the same shape; got {tuple(z_a.shape)} and {tuple(z_b.shape)}")
+    if z_a.shape[0] < 2:
+        raise ValueError(f"need a batch of N >= 2 samples, got N = {z_a.shape[0]}")
+    dt = torch.promote_types(z_a.dtype, z_b.dtype)
+    return _upcast(z_a.to(dt)), _upcast(z_b.to(dt))
+
+
+def check_views(views: Tensor) -> Tensor:
+    """Validate a multi-view batch ``(V, N, d)`` with V >= 2 and N >= 2."""
+    _check_float(views, "views")
+    if views.dim() != 3:
+        raise ValueError(f"views must be 3-D (V, N, d); got shape {tuple(views.shape)}")
+    if views.shape[0] < 2:
+        raise ValueError(f"multi-view losses need V >= 2 views, got V = {views.shape[0]}")
+    if views.shape[1] < 2:
+        raise ValueError(f"need a batch of N >= 2 samples, got N = {views.shape[1]}")
+    return _upcast(views)
+
+
+def as_views(z_a: Tensor, z_b: Tensor | None) -> Tensor:
+    """``loss(views)`` or ``loss(z_a, z_b)`` for multi-view losses -> validated ``(V, N, d)``."""
+    if z_b is None:
+        return check_views(z_a)
+    a, b = check_pair(z_a, z_b)
+    return torch.stack([a, b])
+
+
+def check_queue(queue: Tensor | None, d: int, dtype: torch.dtype) -> Tensor | None:
+    if queue is None:
+        return None
+    _check_float(queue, "queue")
+    if queue.dim() != 2 or queue.shape[1] != d:
+        raise ValueError(f"queue must have shape (Q, {d}); got {tuple(queue.shape)}")
+    return queue.detach().to(dtype)
+
+
+def check_labels(labels: Any, n: int, what: str = "labels") -> Tensor:
+    if not isinstance(labels, Tensor):
+        raise ValueError(f"{what} must be a torch.Tensor of shape ({n},), got {type(labels).__name__}")
+    if labels.dim() != 1 or labels.shape[0] != n:
+        raise ValueError(f"{what} must have shape ({n},) (one per sample); got {tuple(labels.shape)}")
+    if labels.dtype.is_floating_point or labels.dtype == torch.bool:
+        raise ValueError(f"{what} must be an integer tensor, got dtype {labels.dtype}")
+    return labels
+
+
+def check_choice(value: str, what: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{what} must be one of {choices}, got {value!r}")
+    return value
+
+
+def check_positive(value: float, what: str) -> float:
+    if not value > 0:
+        raise ValueError(f"{what} must be > 0, got {value}")
+    return float(value)

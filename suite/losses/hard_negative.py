@@ -1,0 +1,59 @@
+"""Hard-negative contrastive loss (Robinson et al. 2021, HCL Eq. 4 and its estimator, Sec. 4).
+
+Negatives are importance-weighted by q_beta(x^-) proportional to exp(beta * s(x, x^-) / tau):
+with M negatives,
+
+    Ng_i = M * sum_j exp((1 + beta) s_ij / tau) / sum_j exp(beta s_ij / tau)
+    l_i  = -log( exp(s_i+/tau) / (exp(s_i+/tau) + Ng_i) )
+
+Debiasing (Chuang et al. 2020) with class prior ``tau_plus`` > 0 replaces Ng_i by
+max((Ng_i - tau_plus M exp(s_i+/tau)) / (1 - tau_plus), M exp(-1/tau)); off by default
+(tau_plus = 0). beta = 0 and tau_plus = 0 give InfoNCE. Defaults tau = 0.5, beta = 1 (the paper's
+CIFAR setting). All in log space. Inputs are L2-normalised inside.
+
+Shapes: z_a, z_b (N, d); queue (Q, d) optional -> ().
+Example: >>> HardNegative(temperature=0.5, beta=1.0)(torch.randn(8, 16), torch.randn(8, 16))
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from suite.losses.base import ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, register_loss
+from suite.losses.core import NEGATIVES, normalize, pair_similarities
+
+
+@register_loss("hard_negative", "hcl", "hn_cl")
+class HardNegative(ContrastiveLoss):
+    def __init__(
+        self, temperature: float = 0.5, beta: float = 1.0, tau_plus: float = 0.0, negatives: str = "all", symmetric: bool = True
+    ) -> None:
+        super().__init__()
+        self.temperature = check_positive(temperature, "temperature")
+        self.beta = float(beta)
+        if not 0.0 <= tau_plus < 1.0:
+            raise ValueError(f"tau_plus must be in [0, 1), got {tau_plus}")
+        self.tau_plus = float(tau_plus)
+        self.negatives = check_choice(negatives, "negatives", NEGATIVES)
+        self.symmetric = bool(symmetric)
+
+    def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None) -> Tensor:
+        z_a, z_b = check_pair(z_a, z_b)
+        queue = check_queue(queue, z_a.shape[1], z_a.dtype)
+        z_a, z_b = normalize(z_a), normalize(z_b)
+        ps = pair_similarities(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue, exclude_positive=True)
+        t = self.temperature
+        pos = (z_a * z_b).sum(-1)
+        pos = (torch.cat([pos, pos]) if self.symmetric else pos) / t  # (A,)
+        neg = ps.sim / t  # (A, C), -inf where not a negative
+        m = torch.isfinite(neg).sum(1).to(neg.dtype)  # negatives per anchor
+        log_ng = torch.log(m) + torch.logsumexp((1.0 + self.beta) * neg, 1) - torch.logsumexp(self.beta * neg, 1)
+        if self.tau_plus > 0:
+            log_sub = math.log(self.tau_plus) + torch.log(m) + pos
+            # log(Ng - tau+ M e^pos), -inf where the difference is not positive
+            diff = log_ng + torch.log1p(-torch.exp((log_sub - log_ng).clamp_max(0.0)))
+            diff = torch.where(log_sub < log_ng, diff, torch.full_like(diff, float("-inf")))
+            log_ng = torch.maximum(diff - math.log1p(-self.tau_plus), torch.log(m) - 1.0 / t)
+        return (torch.logaddexp(pos, log_ng) - pos).mean()

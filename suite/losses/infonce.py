@@ -1,0 +1,35 @@
+"""NT-Xent / InfoNCE (Oord et al. 2018; Chen et al. 2020, SimCLR Eq. 1).
+
+For anchor i with positive p(i) and negative set N(i), cosine similarities s and temperature tau:
+
+    l_i = -log( exp(s_i,p(i) / tau) / sum_{k in {p(i)} U N(i)} exp(s_ik / tau) )
+
+and the loss is the mean of l_i over the anchors (2N with ``negatives="all"``, ``symmetric=True``).
+Inputs are L2-normalised inside. MoCo v2 is ``InfoNCE(negatives="none", symmetric=False)`` called
+with ``queue=``.
+
+Shapes: z_a, z_b (N, d); queue (Q, d) optional -> ().
+Example: >>> InfoNCE(temperature=0.1)(torch.randn(8, 16), torch.randn(8, 16))
+"""
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor
+
+from suite.losses.base import ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, register_loss
+from suite.losses.core import NEGATIVES, normalize, pair_similarities
+
+
+@register_loss("infonce", "ntxent", "nt_xent", "simclr")
+class InfoNCE(ContrastiveLoss):
+    def __init__(self, temperature: float = 0.1, negatives: str = "all", symmetric: bool = True) -> None:
+        super().__init__()
+        self.temperature = check_positive(temperature, "temperature")
+        self.negatives = check_choice(negatives, "negatives", NEGATIVES)
+        self.symmetric = bool(symmetric)
+
+    def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None) -> Tensor:
+        z_a, z_b = check_pair(z_a, z_b)
+        queue = check_queue(queue, z_a.shape[1], z_a.dtype)
+        ps = pair_similarities(normalize(z_a), normalize(z_b), negatives=self.negatives, symmetric=self.symmetric, queue=queue)
+        return F.cross_entropy(ps.sim / self.temperature, ps.pos)  # mean over anchors

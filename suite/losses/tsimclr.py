@@ -1,0 +1,73 @@
+"""t-SimCLR (Hu et al. 2023, "Your contrastive learning is secretly doing stochastic neighbor
+embedding", Eq. 4.1) and its weighted-positive-pair form (Sec. 4.1).
+
+Features stay in Euclidean space (NOT normalised). Student-t kernel with t_df degrees of freedom
+
+    q(a, b) = (1 + ||a - b||^2 / (tau * t_df)) ^ (-(t_df + 1) / 2)
+    l_i     = -log q(x_i, x_i') + log sum_{1 <= j != k <= 2N} q(x~_j, x~_k)
+
+(one normaliser over all ordered pairs of the 2N embeddings, as in SNE); loss = mean of l_i over the
+2N anchors. ``weights`` (N,) gives the weighted variant (1/2N) sum_i p_ii' (l(x_i,x_i') + l(x_i',x_i)),
+p normalised to mean 1 so uniform weights give the unweighted loss; t-SimCLR's IoU scheme is
+``iou_weights(iou, tau_prime)``. A ``queue`` (Q, d) adds the pairs (embedding, queue entry) in both
+orders to the normaliser. Defaults tau = 5, t_df = 5 (paper's recommendation).
+
+Shapes: z_a, z_b (N, d); weights (N,) optional; queue (Q, d) optional -> ().
+Example: >>> TSimCLR()(torch.randn(8, 16), torch.randn(8, 16))
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from suite import distributed as sd
+from suite.losses.base import ContrastiveLoss, _check_float, check_pair, check_positive, check_queue, register_loss
+from suite.losses.core import NEG_INF
+
+
+def iou_weights(iou: Tensor, tau_prime: float = 1.0) -> Tensor:
+    """t-SimCLR Sec. 4.1: p_ii' proportional to exp(IoU / tau'), scaled to mean 1. (N,) -> (N,)."""
+    return torch.softmax(iou.double() / tau_prime, dim=0).to(iou.dtype) * iou.shape[0]
+
+
+@register_loss("tsimclr", "t_simclr")
+class TSimCLR(ContrastiveLoss):
+    hypersphere = False
+
+    def __init__(self, temperature: float = 5.0, t_df: float = 5.0) -> None:
+        super().__init__()
+        self.temperature = check_positive(temperature, "temperature")
+        self.t_df = check_positive(t_df, "t_df")
+
+    def _log_q(self, d2: Tensor) -> Tensor:
+        return -(self.t_df + 1.0) / 2.0 * torch.log1p(d2 / (self.temperature * self.t_df))
+
+    def forward(self, z_a: Tensor, z_b: Tensor, weights: Tensor | None = None, queue: Tensor | None = None) -> Tensor:
+        z_a, z_b = check_pair(z_a, z_b)
+        n = z_a.shape[0]
+        queue = check_queue(queue, z_a.shape[1], z_a.dtype)
+        pos = self._log_q(((z_a - z_b) ** 2).sum(-1))  # (N,) log q(x_i, x_i')
+        e = torch.cat([sd.gather(z_a), sd.gather(z_b)])  # (2M, d) all embeddings of all ranks
+        log_q = self._log_q(torch.cdist(e, e).pow(2))  # (2M, 2M)
+        log_q = log_q.masked_fill(torch.eye(e.shape[0], dtype=torch.bool, device=e.device), NEG_INF)
+        terms = [log_q.flatten()]
+        if queue is not None:
+            lq = self._log_q(torch.cdist(e, queue).pow(2)).flatten()
+            terms += [lq, lq]  # (embedding, queue) pairs in both orders
+        log_z = torch.logsumexp(torch.cat(terms), dim=0)
+        per_pair = log_z - pos  # (N,) l(x_i, x_i') = l(x_i', x_i)
+        if weights is not None:
+            _check_float(weights, "weights")
+            if weights.shape != (n,):
+                raise ValueError(f"weights must have shape ({n},) (one per positive pair); got {tuple(weights.shape)}")
+            if bool((weights < 0).any()):
+                raise ValueError("weights must be non-negative")
+            w = weights.detach().to(per_pair.dtype)
+            mean_w = sd.all_reduce_mean(w.mean())
+            if not float(mean_w) > 0:
+                raise ValueError("weights must not all be zero")
+            per_pair = per_pair * (w / mean_w)
+        self._record(log_normaliser=log_z, log_normaliser_per_pair=log_z - math.log(e.shape[0] * (e.shape[0] - 1)))
+        return per_pair.mean()  # mean over the 2N anchors (both orders give the same term)

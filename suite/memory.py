@@ -1,0 +1,43 @@
+"""Peak tensor memory of a CPU (or GPU) computation, tracked op by op.
+
+:class:`PeakTensorMemory` is a ``TorchDispatchMode`` that adds the bytes of every new storage an op
+produces and subtracts them when the storage is freed, keeping the maximum: the peak of live tensor
+memory created inside the block (forward and backward), independent of the allocator's caching.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map_only
+
+
+class PeakTensorMemory(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+        self._seen: set[int] = set()
+
+    def _track(self, t: torch.Tensor) -> torch.Tensor:
+        st = t.untyped_storage()
+        key, n = st.data_ptr(), st.nbytes()
+        if n == 0 or key in self._seen:
+            return t
+        self._seen.add(key)
+        self.live += n
+        self.peak = max(self.peak, self.live)
+
+        def free(k: int = key, n: int = n) -> None:
+            self.live -= n
+            self._seen.discard(k)
+
+        weakref.finalize(st, free)
+        return t
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        tree_map_only(torch.Tensor, self._track, out)
+        return out

@@ -1,0 +1,43 @@
+"""Where data sets, caches and the results registry live.
+
+One data root for every front-end: ``$SUITE_DATA`` if set, otherwise ``../shared/datasets``
+(relative to the working directory, then to the repository) when it exists, otherwise
+``~/.cache/suite`` (loaders that support it download there).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def data_root() -> Path:
+    env = os.environ.get("SUITE_DATA")
+    if env:
+        return Path(env).expanduser()
+    for cand in (Path.cwd() / ".." / "shared" / "datasets", _REPO / ".." / "shared" / "datasets"):
+        if cand.is_dir():
+            return cand.resolve()
+    return Path("~/.cache/suite").expanduser()
+
+
+def data_path(*parts: str) -> Path:
+    """``data_root() / parts``; the caller checks existence and raises a clear error."""
+    return data_root().joinpath(*parts)
+
+
+def cache_dir(*parts: str) -> Path:
+    """Writable cache for derived artefacts (decoded images, featurised molecules, embeddings).
+
+    ``$SUITE_CACHE`` if set, else ``~/.cache/suite/derived``. Never inside the (read-only) data root.
+    """
+    base = Path(os.environ.get("SUITE_CACHE", "~/.cache/suite/derived")).expanduser()
+    path = base.joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def registry_url() -> str:
+    """``$SUITE_REGISTRY`` (a path or an SQLAlchemy URL), default ``./results/registry.sqlite``."""
+    return os.environ.get("SUITE_REGISTRY", str(Path("results") / "registry.sqlite"))

@@ -1,0 +1,361 @@
+"""The common results registry of every front-end.
+
+An SQL database through SQLAlchemy Core: embedded SQLite by default (``$SUITE_REGISTRY``, default
+``./results/registry.sqlite``; WAL mode, ``BEGIN IMMEDIATE`` transactions, busy timeout) or any
+SQLAlchemy URL (e.g. ``postgresql+psycopg://user@host/db``) for a shared database. Every write is
+one transaction, so concurrent writers lose nothing.
+
+A run records id, start/end time, status (running / finished / failed / interrupted), modality,
+task, dataset, loss and its hyper-parameters, the whole config as JSON (and its hash), seed, code
+version (git commit), package versions, host, wall time, and any number of metrics
+(name, value, split, step).
+
+    reg = Registry()
+    with reg.run(modality="graph", task="tu", dataset="MUTAG", loss="macl",
+                 loss_hparams={...}, config=cfg_dict, seed=0) as run:
+        run.log("acc", 0.89, split="test", step=20)
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import asdict, is_dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from suite.paths import registry_url
+
+STATUSES = ("running", "finished", "failed", "interrupted")
+
+_meta = sa.MetaData()
+runs_t = sa.Table(
+    "runs",
+    _meta,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("started_at", sa.String(32), nullable=False),
+    sa.Column("ended_at", sa.String(32)),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("modality", sa.String(32), nullable=False),
+    sa.Column("task", sa.String(64), nullable=False),
+    sa.Column("dataset", sa.String(128), nullable=False),
+    sa.Column("loss", sa.String(64), nullable=False),
+    sa.Column("loss_hparams", sa.Text, nullable=False),
+    sa.Column("config", sa.Text, nullable=False),
+    sa.Column("config_hash", sa.String(64), nullable=False, index=True),
+    sa.Column("seed", sa.Integer),
+    sa.Column("code_version", sa.String(64)),
+    sa.Column("packages", sa.Text),
+    sa.Column("host", sa.String(128)),
+    sa.Column("wall_time", sa.Float),
+    sa.Column("error", sa.Text),
+)
+metrics_t = sa.Table(
+    "metrics",
+    _meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(32), sa.ForeignKey("runs.id"), nullable=False, index=True),
+    sa.Column("name", sa.String(128), nullable=False),
+    sa.Column("value", sa.Float, nullable=False),
+    sa.Column("split", sa.String(32)),
+    sa.Column("step", sa.Integer),
+    sa.Column("logged_at", sa.String(32)),
+)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _jsonable(x: Any) -> Any:
+    if is_dataclass(x) and not isinstance(x, type):
+        x = asdict(x)
+    return json.loads(json.dumps(x, sort_keys=True, default=str))
+
+
+def config_hash(config: Any) -> str:
+    """Stable hash of a config (dataclass or dict) including the seed if it holds one."""
+    blob = json.dumps(_jsonable(config), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def code_version() -> str:
+    try:
+        root = Path(__file__).resolve().parent.parent
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        if out.returncode == 0:
+            sha = out.stdout.strip()[:12]
+            dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=5).stdout.strip()
+            return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    from suite import __version__
+
+    return f"v{__version__}"
+
+
+def package_versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {"python": platform.python_version()}
+    for name in ("torch", "numpy", "scikit-learn", "torch-geometric", "rdkit", "ogb", "transformers",
+                 "sentence-transformers", "kornia", "contrastive-suite"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _make_engine(url: str) -> sa.Engine:
+    if "://" not in url:  # a plain path -> SQLite file
+        path = Path(url).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        url = f"sqlite:///{path}"
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"timeout": 60, "isolation_level": None}, poolclass=sa.pool.NullPool)
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=60000")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")  # take the write lock up front: no upgrade deadlocks
+
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True)
+
+
+class Registry:
+    """Handle on a results database (created on first use)."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or registry_url()
+        self.engine = _make_engine(self.url)
+        for attempt in range(5):
+            try:
+                _meta.create_all(self.engine)
+                break
+            except sa.exc.OperationalError:  # two processes creating at once
+                if attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
+    # ------------------------------------------------------------------ writes
+    def start_run(
+        self,
+        *,
+        modality: str,
+        task: str,
+        dataset: str,
+        loss: str,
+        loss_hparams: dict[str, Any] | None = None,
+        config: Any = None,
+        seed: int | None = None,
+        cfg_hash: str | None = None,
+    ) -> str:
+        cfg = _jsonable(config if config is not None else {})
+        run_id = uuid.uuid4().hex
+        row = dict(
+            id=run_id, started_at=_now(), status="running", modality=modality, task=task, dataset=dataset,
+            loss=loss, loss_hparams=json.dumps(_jsonable(loss_hparams or {}), sort_keys=True),
+            config=json.dumps(cfg, sort_keys=True), config_hash=cfg_hash or config_hash(cfg), seed=seed,
+            code_version=code_version(), packages=json.dumps(package_versions(), sort_keys=True),
+            host=socket.gethostname(),
+        )
+        with self.engine.begin() as conn:
+            conn.execute(runs_t.insert().values(**row))
+        return run_id
+
+    def log_metric(self, run_id: str, name: str, value: float, split: str | None = None, step: int | None = None) -> None:
+        self.log_metrics(run_id, {name: value}, split=split, step=step)
+
+    def log_metrics(self, run_id: str, values: dict[str, float], split: str | None = None, step: int | None = None) -> None:
+        rows = []
+        for k, v in values.items():
+            v = float(v)
+            if math.isnan(v):
+                raise ValueError(f"metric {k!r} is NaN")
+            rows.append(dict(run_id=run_id, name=k, value=v, split=split, step=step, logged_at=_now()))
+        if rows:
+            with self.engine.begin() as conn:
+                conn.execute(metrics_t.insert(), rows)
+
+    def finish(self, run_id: str, status: str = "finished", error: str | None = None) -> None:
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        with self.engine.begin() as conn:
+            start = conn.execute(sa.select(runs_t.c.started_at).where(runs_t.c.id == run_id)).scalar_one()
+            wall = (datetime.now(timezone.utc) - datetime.fromisoformat(start)).total_seconds()
+            conn.execute(runs_t.update().where(runs_t.c.id == run_id).values(
+                status=status, ended_at=_now(), wall_time=wall, error=error))
+
+    @contextmanager
+    def run(self, **kwargs: Any) -> Iterator["Run"]:
+        """Context manager: ``finished`` on success, ``interrupted`` on Ctrl-C / SIGTERM, ``failed`` otherwise."""
+        run = Run(self, self.start_run(**kwargs))
+        restore = _sigterm_as_interrupt()
+        try:
+            yield run
+        except KeyboardInterrupt:
+            self.finish(run.id, "interrupted", error="KeyboardInterrupt/SIGTERM")
+            raise
+        except BaseException as exc:
+            self.finish(run.id, "failed", error=f"{type(exc).__name__}: {exc}"[:2000])
+            raise
+        else:
+            self.finish(run.id, "finished")
+        finally:
+            restore()
+
+    # ------------------------------------------------------------------ reads
+    def runs(self, **filters: Any) -> list[dict[str, Any]]:
+        q = sa.select(runs_t)
+        for k, v in filters.items():
+            if v is None:
+                continue
+            col = runs_t.c[k]
+            q = q.where(col.in_(v) if isinstance(v, (list, tuple, set)) else col == v)
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q.order_by(runs_t.c.started_at))]
+
+    def get(self, run_id: str) -> dict[str, Any]:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(runs_t).where(runs_t.c.id.startswith(run_id))).fetchall()
+        if not row:
+            raise KeyError(f"no run with id {run_id!r}")
+        if len(row) > 1:
+            raise KeyError(f"run id prefix {run_id!r} is ambiguous ({len(row)} runs)")
+        out = dict(row[0]._mapping)
+        out["metrics"] = self.metrics(out["id"])
+        return out
+
+    def metrics(self, run_id: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+        q = sa.select(metrics_t)
+        if run_id is not None:
+            q = q.where(metrics_t.c.run_id == run_id)
+        if name is not None:
+            q = q.where(metrics_t.c.name == name)
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q.order_by(metrics_t.c.id))]
+
+    def find_finished(self, cfg_hash: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(runs_t).where(runs_t.c.config_hash == cfg_hash, runs_t.c.status == "finished")
+                               .order_by(runs_t.c.started_at.desc())).first()
+        return dict(row._mapping) if row else None
+
+    def final_metrics(self, run_id: str) -> dict[tuple[str, str | None], float]:
+        """Last logged value of each (name, split) of a run (highest step, then latest)."""
+        out: dict[tuple[str, str | None], tuple[int, int, float]] = {}
+        for m in self.metrics(run_id):
+            key = (m["name"], m["split"])
+            rank = (m["step"] if m["step"] is not None else -1, m["id"])
+            if key not in out or rank >= out[key][:2]:
+                out[key] = (*rank, m["value"])
+        return {k: v[2] for k, v in out.items()}
+
+    def compare(self, metric: str, split: str | None = None, **filters: Any) -> list[dict[str, Any]]:
+        """Mean ± std over seeds of a metric's final value, grouped by (modality, task, dataset, loss)."""
+        groups: dict[tuple[str, str, str, str], list[tuple[int | None, float]]] = {}
+        for r in self.runs(status="finished", **filters):
+            fm = self.final_metrics(r["id"])
+            vals = [v for (n, s), v in fm.items() if n == metric and (split is None or s == split)]
+            if vals:
+                groups.setdefault((r["modality"], r["task"], r["dataset"], r["loss"]), []).append((r["seed"], vals[-1]))
+        rows = []
+        for (mod, task, ds, loss), vs in sorted(groups.items()):
+            values = [v for _, v in vs]
+            rows.append(dict(modality=mod, task=task, dataset=ds, loss=loss, metric=metric, n=len(values),
+                             mean=statistics.fmean(values), std=statistics.stdev(values) if len(values) > 1 else 0.0,
+                             seeds=sorted(s for s, _ in vs if s is not None)))
+        return rows
+
+    def export(self, fmt: str, **filters: Any) -> str:
+        """All runs (with their final metrics) as ``csv``, ``json`` or ``md``."""
+        runs = self.runs(**filters)
+        for r in runs:
+            r["metrics"] = {f"{n}[{s}]" if s else n: v for (n, s), v in self.final_metrics(r["id"]).items()}
+        if fmt == "json":
+            return json.dumps(runs, indent=2, default=str)
+        cols = ["id", "status", "modality", "task", "dataset", "loss", "seed", "wall_time"]
+        mcols = sorted({k for r in runs for k in r["metrics"]})
+        if fmt == "csv":
+            buf = io.StringIO()
+            w = csv.writer(buf)
+            w.writerow(cols + mcols)
+            for r in runs:
+                w.writerow([r[c] for c in cols] + [r["metrics"].get(m, "") for m in mcols])
+            return buf.getvalue()
+        if fmt == "md":
+            return markdown_table(cols + mcols, [[r[c] for c in cols] + [r["metrics"].get(m, "") for m in mcols] for r in runs])
+        raise ValueError(f"export format must be csv, json or md, got {fmt!r}")
+
+
+class Run:
+    """A started run: ``log`` metrics, read its ``id``."""
+
+    def __init__(self, registry: Registry, run_id: str) -> None:
+        self.registry = registry
+        self.id = run_id
+
+    def log(self, name: str, value: float, split: str | None = None, step: int | None = None) -> None:
+        self.registry.log_metric(self.id, name, value, split=split, step=step)
+
+    def log_many(self, values: dict[str, float], split: str | None = None, step: int | None = None) -> None:
+        self.registry.log_metrics(self.id, values, split=split, step=step)
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return "" if x is None else str(x)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _sigterm_as_interrupt() -> Any:
+    """Turn SIGTERM into KeyboardInterrupt while a run is open (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    old = signal.getsignal(signal.SIGTERM)
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:
+        return lambda: None
+    return lambda: signal.signal(signal.SIGTERM, old)
+
+
+def default_registry() -> Registry:
+    return Registry(os.environ.get("SUITE_REGISTRY"))

@@ -1,0 +1,8 @@
+"""Shared training-loop pieces: seeding, checkpoints with RNG state, progress, DDP wrapping."""
+from suite.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from suite.train.loop import LossLogger, Throughput, progress, seed_everything, wrap_ddp
+
+__all__ = [
+    "latest_checkpoint", "load_checkpoint", "rng_state", "save_checkpoint", "set_rng_state",
+    "LossLogger", "Throughput", "progress", "seed_everything", "wrap_ddp",
+]

@@ -1,0 +1,84 @@
+"""Small pieces every front-end's training loop uses."""
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from typing import Any, Iterable, Iterator, TypeVar
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from suite import distributed as sd
+from suite.losses.base import ContrastiveLoss
+
+T = TypeVar("T")
+
+
+def seed_everything(seed: int, deterministic: bool = False) -> torch.Generator:
+    """Seed python, numpy and torch; return a torch.Generator seeded likewise for data pipelines."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    if deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return g
+
+
+def progress(it: Iterable[T], desc: str = "", total: int | None = None, unit: str = "it", **kw: Any) -> Iterator[T]:
+    """tqdm progress bar on the main rank only (disabled with SUITE_NO_PROGRESS=1)."""
+    disable = not sd.is_main() or os.environ.get("SUITE_NO_PROGRESS") == "1"
+    return iter(tqdm(it, desc=desc, total=total, unit=unit, disable=disable, dynamic_ncols=True, file=sys.stderr, **kw))
+
+
+class Throughput:
+    """Items per second over a window (e.g. images/s, graphs/s, sentences/s)."""
+
+    def __init__(self) -> None:
+        self.items = 0
+        self.t0 = time.perf_counter()
+
+    def update(self, n: int) -> None:
+        self.items += n
+
+    @property
+    def rate(self) -> float:
+        dt = time.perf_counter() - self.t0
+        return self.items / dt if dt > 0 else 0.0
+
+    def reset(self) -> None:
+        self.items, self.t0 = 0, time.perf_counter()
+
+
+class LossLogger:
+    """Running means of the loss and of the loss's own diagnostics over an epoch."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.count = 0
+
+    def update(self, loss_value: float, loss: ContrastiveLoss | None = None) -> None:
+        self.count += 1
+        vals = {"loss": loss_value, **(loss.diagnostics() if loss is not None else {})}
+        for k, v in vals.items():
+            self.sums[k] = self.sums.get(k, 0.0) + float(v)
+
+    def means(self) -> dict[str, float]:
+        return {k: v / max(self.count, 1) for k, v in self.sums.items()}
+
+    def reset(self) -> None:
+        self.sums, self.count = {}, 0
+
+
+def wrap_ddp(model: torch.nn.Module) -> torch.nn.Module:
+    """DistributedDataParallel when a process group is active, else the model itself."""
+    if not sd.is_distributed():
+        return model
+    dev = next(model.parameters()).device
+    ids = [dev.index] if dev.type == "cuda" else None
+    return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)

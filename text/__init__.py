@@ -1,0 +1,1 @@
+"""text front-end (see README)."""

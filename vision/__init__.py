@@ -1,0 +1,1 @@
+"""vision front-end (see README)."""
