@@ -1,0 +1,30 @@
+"""Test-wide settings: offline, no progress bars, a private registry and cache per session."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("SUITE_NO_PROGRESS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_registry(tmp_path_factory: pytest.TempPathFactory) -> None:
+    base = tmp_path_factory.mktemp("suite")
+    os.environ["SUITE_REGISTRY"] = str(base / "registry.sqlite")
+    os.environ["SUITE_CACHE"] = str(base / "cache")
+
+
+def data_or_skip(*parts: str) -> Path:
+    """Path under the data root; skip the (dataset-marked) test when it is absent."""
+    from suite.paths import data_path
+
+    p = data_path(*parts)
+    if not p.exists():
+        pytest.skip(f"real data not found: {p} (set SUITE_DATA)")
+    return p
