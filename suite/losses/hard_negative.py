@@ -48,8 +48,14 @@ class HardNegative(ContrastiveLoss):
         pos = (z_a * z_b).sum(-1)
         pos = (torch.cat([pos, pos]) if self.symmetric else pos) / t  # (A,)
         neg = ps.sim / t  # (A, C), -inf where not a negative
-        m = torch.isfinite(neg).sum(1).to(neg.dtype)  # negatives per anchor
-        log_ng = torch.log(m) + torch.logsumexp((1.0 + self.beta) * neg, 1) - torch.logsumexp(self.beta * neg, 1)
+        is_neg = torch.isfinite(neg)
+        m = is_neg.sum(1).to(neg.dtype)  # negatives per anchor
+        neg0 = neg.masked_fill(~is_neg, 0.0)  # finite stand-in so that beta = 0 gives no 0 * inf
+
+        def lse(scale: float) -> Tensor:
+            return torch.logsumexp((scale * neg0).masked_fill(~is_neg, float("-inf")), 1)
+
+        log_ng = torch.log(m) + lse(1.0 + self.beta) - lse(self.beta)
         if self.tau_plus > 0:
             log_sub = math.log(self.tau_plus) + torch.log(m) + pos
             # log(Ng - tau+ M e^pos), -inf where the difference is not positive
