@@ -26,7 +26,7 @@ def _cmd_losses(args: argparse.Namespace) -> int:
         kind = "multi-view (V, N, d)" if cls.multi_view else "two-view (N, d)"
         extra = ", ".join(cls.requires)
         hp = ", ".join(f"{k}={v}" for k, v in L.defaults(name).items())
-        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        doc = (sys.modules[cls.__module__].__doc__ or cls.__doc__ or "-").strip().splitlines()[0]
         rows.append([name, kind, extra or "-", "sphere" if cls.hypersphere else "euclidean", hp, doc])
     al = L.aliases()
     print(markdown_table(["loss", "input", "needs", "space", "defaults", "reference"], rows))

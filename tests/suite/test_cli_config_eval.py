@@ -1,0 +1,118 @@
+"""CLI, config layer, shared evaluators, diagnostics and the dependency direction."""
+from __future__ import annotations
+
+import ast
+import math
+import pathlib
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+
+from suite import metrics
+from suite.cli import main
+from suite.config import add_config_args, config_from_args, hash_config, load_config
+from suite.eval import knn_accuracy, linear_probe, svm_cv_accuracy
+from suite.registry import Registry
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_suite_imports_no_front_end():
+    bad = []
+    for path in (ROOT / "suite").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            bad += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("vision", "graph", "text", "benchmarks")]
+    assert not bad
+
+
+def test_cli_losses_and_results(capsys, tmp_path, monkeypatch):
+    assert main(["losses"]) == 0
+    out = capsys.readouterr().out
+    for name in ("infonce", "macl", "cacr", "xclr", "tsimclr", "tau0=0.1"):
+        assert name in out
+    db = str(tmp_path / "r.sqlite")
+    reg = Registry(db)
+    for seed in (0, 1):
+        with reg.run(modality="graph", task="tu", dataset="MUTAG", loss="macl", seed=seed) as run:
+            run.log("acc", 0.8 + 0.1 * seed, split="test")
+    assert main(["results", "list", "--registry", db]) == 0
+    assert "MUTAG" in capsys.readouterr().out
+    assert main(["results", "compare", "--registry", db, "--metric", "acc"]) == 0
+    assert "0.8500 ± 0.0707" in capsys.readouterr().out
+    assert main(["results", "show", run.id[:6], "--registry", db]) == 0
+    assert run.id in capsys.readouterr().out
+    out_csv = tmp_path / "x.csv"
+    assert main(["results", "export", "--registry", db, "--format", "csv", "--out", str(out_csv)]) == 0
+    assert out_csv.read_text().count("\n") == 3
+
+
+@dataclass
+class _Cfg:
+    epochs: int = 20
+    lr: float = 0.01
+    loss: str = "macl"
+    seeds: list[int] = field(default_factory=lambda: [0])
+    bf16: bool = False
+
+
+def test_config_yaml_then_cli_overrides(tmp_path):
+    y = tmp_path / "c.yaml"
+    y.write_text("epochs: 5\nloss: dcl\n")
+    import argparse
+
+    p = argparse.ArgumentParser()
+    add_config_args(p, _Cfg)
+    cfg = config_from_args(_Cfg, p.parse_args(["--lr", "0.1", "--seeds", "1", "2", "--bf16"]), y)
+    assert cfg == _Cfg(epochs=5, lr=0.1, loss="dcl", seeds=[1, 2], bf16=True)
+    assert hash_config(cfg) != hash_config(_Cfg())
+    with pytest.raises(ValueError, match="unknown config key"):
+        load_config(_Cfg, None, {"epoch": 3})
+    with pytest.raises(ValueError, match="config file not found"):
+        load_config(_Cfg, tmp_path / "missing.yaml")
+
+
+def _blobs(n=200, seed=0, shuffle=False):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(n) % 4
+    x = torch.randn(n, 8, generator=g) * 0.1 + torch.nn.functional.one_hot(y, 8).float() * 3
+    if shuffle:
+        y = y[torch.randperm(n, generator=g)]
+    return x, y
+
+
+def test_knn_and_linear_probe_on_separable_features():
+    x, y = _blobs()
+    assert knn_accuracy(x[:150], y[:150], x[150:], y[150:], k=20) == 1.0
+    assert linear_probe(x[:150], y[:150], x[150:], y[150:])["test_acc"] == 1.0
+
+
+def test_svm_cv_separable_and_chance():
+    x, y = _blobs(120)
+    res = svm_cv_accuracy(x, y, seed=0, folds=5, inner_folds=3)
+    assert res["acc_mean"] == 1.0 and res["protocol"]["outer_folds"] == 5
+    xs, ys = _blobs(120, shuffle=True)
+    chance = svm_cv_accuracy(xs, ys, seed=0, folds=5, inner_folds=3)["acc_mean"]
+    assert chance < 0.45  # 4 classes: chance 0.25
+    assert svm_cv_accuracy(x, y, seed=1, folds=5, inner_folds=3)["protocol"]["seed"] == 1
+    with pytest.raises(ValueError, match="NaN"):
+        svm_cv_accuracy(torch.full((10, 2), float("nan")), torch.arange(10) % 2)
+
+
+def test_metrics():
+    z = torch.nn.functional.normalize(torch.randn(50, 3), dim=1)
+    assert metrics.alignment(z, z) == pytest.approx(0.0, abs=1e-6)
+    # identical points: uniformity 0 (log 1), conditional entropy maximal (uniform weights)
+    same = torch.ones(10, 4)
+    assert metrics.uniformity(same) == pytest.approx(0.0, abs=1e-6)
+    assert metrics.conditional_entropy(same) == pytest.approx(math.log(9), abs=1e-5)
+    assert metrics.conditional_entropy(z) < math.log(49)
+    views = torch.randn(2, 8, 4)
+    assert metrics.positive_weight_entropy(views) == pytest.approx(0.0, abs=1e-6)  # one positive
+    assert metrics.positive_weight_entropy(torch.ones(5, 8, 4)) == pytest.approx(math.log(4), abs=1e-5)
+    tr = metrics.TemperatureTrace()
+    for s, t in enumerate([0.1, 0.12, 0.15]):
+        tr.update(s, t)
+    assert tr.summary()["tau_last"] == 0.15 and tr.summary()["tau_min"] == 0.1
