@@ -1,0 +1,60 @@
+"""The one typed config of ``suite vision pretrain`` (YAML in vision/configs/, CLI overrides)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass
+class PretrainConfig:
+    # data
+    dataset: str = field(default="cifar10", metadata={"help": "digits | cifar10 | cifar100 | stl10 | folder:<path>"})
+    data_root: str = field(default="", metadata={"help": "folder holding the data set (default: $SUITE_DATA)"})
+    imbalance: Literal["none", "linear", "exponential"] = field(default="none", metadata={"help": "CACR imbalance rule"})
+    imbalance_min_ratio: float = field(default=0.1, metadata={"help": "smallest class fraction of the exponential rule"})
+    train_per_class: int = field(default=0, metadata={"help": "balanced training subset: images per class (0 = all)"})
+    eval_train_per_class: int = field(default=0, metadata={"help": "kNN/probe training images per class (0 = all)"})
+    # augmentation
+    recipe: str = field(default="auto", metadata={"help": "cifar | stl10 | imagenet | digits | auto (by dataset)"})
+    image_size: int = field(default=0, metadata={"help": "crop size (0 = recipe default)"})
+    views: int = field(default=2, metadata={"help": "views per image (K = views - 1 positives for cacr/cmc)"})
+    # model
+    encoder: Literal["resnet18", "alexnet", "convnet"] = "resnet18"
+    width: float = field(default=0.0, metadata={"help": "encoder width (0 = default: resnet18 64, alexnet 1.0, convnet 32)"})
+    proj_dim: int = 128
+    proj_hidden: int = 0
+    # framework and loss
+    framework: Literal["simclr", "moco"] = "simclr"
+    loss: str = "infonce"
+    loss_hparams: dict[str, Any] = field(default_factory=dict)
+    moco_momentum: float = 0.99
+    queue_size: int = 4096
+    bn_splits: int = field(default=1, metadata={"help": "MoCo key-encoder BN chunks (Shuffle-BN)"})
+    iou_weights: bool = field(default=False, metadata={"help": "t-SimCLR IoU-weighted positive pairs (tsimclr)"})
+    iou_tau: float = 1.0
+    text_model: str = field(default="", metadata={"help": "sentence-transformers model for X-CLR captions "
+                                                            "(default: packaged all-MiniLM-L6-v2; 'labels' = hard label graph)"})
+    caption_template: str = "a photo of a {}"
+    # optimisation
+    epochs: int = 200
+    batch_size: int = 256
+    optimizer: Literal["sgd", "adam"] = "sgd"
+    lr: float = field(default=0.0, metadata={"help": "0 = 0.06 * batch_size / 256 for sgd, 1e-3 for adam"})
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    warmup_epochs: int = 0
+    max_steps_per_epoch: int = field(default=0, metadata={"help": "cap on steps per epoch (0 = full epochs)"})
+    bf16: bool = field(default=False, metadata={"help": "bfloat16 autocast for the encoder"})
+    device: str = "auto"
+    seed: int = 0
+    # evaluation and output
+    eval_every: int = field(default=0, metadata={"help": "evaluate every k epochs (0 = at the end only)"})
+    knn_k: int = 200
+    knn_t: float = 0.1
+    linear_probe: bool = True
+    eval_batch_size: int = 512
+    out_dir: str = field(default="runs/vision", metadata={"help": "checkpoints go to <out_dir>/<run name>/"})
+    run_name: str = field(default="", metadata={"help": "checkpoint folder name (default: derived from the config)"})
+    resume: bool = True
+    ckpt_every: int = 1
+    registry: bool = True

@@ -1,0 +1,299 @@
+"""Image data sets as uint8 tensors in memory: loaders for the layouts users download, a decoded
+cache for image folders, the built-in 8x8 digits, and CACR's class-imbalanced subsets.
+
+Every loader returns an :class:`ImageData` with ``(N, C, H, W)`` uint8 images and ``(N,)`` int64
+labels for the train and test splits. Pillow is used only once, to decode an image folder into a
+cached tensor file under ``suite.paths.cache_dir("vision")``; the hot path never touches PIL.
+
+Layouts:
+- CIFAR-10/100 python pickles: ``cifar-10-batches-py/{data_batch_1..5,test_batch,batches.meta}``,
+  ``cifar-100-python/{train,test,meta}``;
+- STL-10 binary: ``stl10_binary/{train_X.bin,train_y.bin,test_X.bin,test_y.bin,class_names.txt}``
+  (column-major 96x96x3 bytes; labels 1..10); the unlabeled split is not loaded;
+- image folder: ``<root>/{train,test}/<class>/*.{jpg,jpeg,png}`` (classes sorted by name, or in the
+  order of a ``classes.txt`` when present).
+
+Example: >>> data = load_dataset("digits"); data.train_x.shape  # (1437, 3, 8, 8)
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from suite.paths import cache_dir, data_path
+
+IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp")
+CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+ImbalanceRule = Literal["none", "linear", "exponential"]
+
+
+@dataclass
+class ImageData:
+    """Train/test images (N, C, H, W) uint8 and labels (N,) int64, with class names."""
+
+    name: str
+    train_x: Tensor
+    train_y: Tensor
+    test_x: Tensor
+    test_y: Tensor
+    classes: list[str]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for split, x, y in (("train", self.train_x, self.train_y), ("test", self.test_x, self.test_y)):
+            if x.dtype != torch.uint8 or x.dim() != 4:
+                raise ValueError(f"{self.name} {split} images must be uint8 (N, C, H, W); got {x.dtype} {tuple(x.shape)}")
+            if y.shape != (x.shape[0],):
+                raise ValueError(f"{self.name} {split}: {x.shape[0]} images but labels of shape {tuple(y.shape)}")
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        return tuple(self.train_x.shape[1:])  # type: ignore[return-value]
+
+    def subset_train(self, idx: Tensor, **info: Any) -> "ImageData":
+        """The same data set with the training split restricted to ``idx`` (test split unchanged)."""
+        return ImageData(self.name, self.train_x[idx], self.train_y[idx], self.test_x, self.test_y, self.classes,
+                         {**self.info, **info})
+
+
+# ----------------------------------------------------------------------------- CIFAR pickles
+
+def _unpickle(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise ValueError(f"CIFAR batch file not found: {path}")
+    with open(path, "rb") as f:
+        d = pickle.load(f, encoding="bytes")
+    return {(k.decode() if isinstance(k, bytes) else k): v for k, v in d.items()}
+
+
+def _cifar_arrays(d: dict[str, Any], label_key: str) -> tuple[Tensor, Tensor]:
+    x = np.asarray(d["data"], dtype=np.uint8).reshape(-1, 3, 32, 32)  # rows are R(1024) G(1024) B(1024)
+    y = np.asarray(d[label_key], dtype=np.int64)
+    return torch.from_numpy(x.copy()), torch.from_numpy(y)
+
+
+def load_cifar_pickle(root: str | Path, variant: Literal["cifar10", "cifar100"] = "cifar10") -> ImageData:
+    """CIFAR-10 (``cifar-10-batches-py``) or CIFAR-100 (``cifar-100-python``) python pickles.
+
+    ``root`` is that folder itself or its parent."""
+    root = Path(root)
+    sub = "cifar-10-batches-py" if variant == "cifar10" else "cifar-100-python"
+    if (root / sub).is_dir():
+        root = root / sub
+    if variant == "cifar10":
+        parts = [_cifar_arrays(_unpickle(root / f"data_batch_{i}"), "labels") for i in range(1, 6)]
+        train_x, train_y = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+        test_x, test_y = _cifar_arrays(_unpickle(root / "test_batch"), "labels")
+        meta = root / "batches.meta"
+        names = [n.decode() if isinstance(n, bytes) else n for n in _unpickle(meta)["label_names"]] if meta.exists() else CIFAR10_CLASSES
+    elif variant == "cifar100":
+        train_x, train_y = _cifar_arrays(_unpickle(root / "train"), "fine_labels")
+        test_x, test_y = _cifar_arrays(_unpickle(root / "test"), "fine_labels")
+        meta = root / "meta"
+        names = ([n.decode() if isinstance(n, bytes) else n for n in _unpickle(meta)["fine_label_names"]]
+                 if meta.exists() else [str(i) for i in range(100)])
+    else:
+        raise ValueError(f"variant must be 'cifar10' or 'cifar100', got {variant!r}")
+    return ImageData(variant, train_x, train_y, test_x, test_y, list(names), {"source": str(root), "layout": "pickle"})
+
+
+# ----------------------------------------------------------------------------- STL-10 binary
+
+def _stl_images(path: Path) -> Tensor:
+    if not path.exists():
+        raise ValueError(f"STL-10 file not found: {path}")
+    raw = np.fromfile(path, dtype=np.uint8).reshape(-1, 3, 96, 96)  # column-major: (N, C, W, H)
+    return torch.from_numpy(raw.transpose(0, 1, 3, 2).copy())
+
+
+def load_stl10_binary(root: str | Path) -> ImageData:
+    """STL-10 labelled train (5,000) and test (8,000) splits from ``stl10_binary``."""
+    root = Path(root)
+    if (root / "stl10_binary").is_dir():
+        root = root / "stl10_binary"
+    ys = []
+    for split in ("train", "test"):
+        p = root / f"{split}_y.bin"
+        if not p.exists():
+            raise ValueError(f"STL-10 file not found: {p}")
+        ys.append(torch.from_numpy(np.fromfile(p, dtype=np.uint8).astype(np.int64) - 1))
+    names_file = root / "class_names.txt"
+    names = names_file.read_text().split() if names_file.exists() else [str(i) for i in range(10)]
+    return ImageData("stl10", _stl_images(root / "train_X.bin"), ys[0], _stl_images(root / "test_X.bin"), ys[1], names,
+                     {"source": str(root), "layout": "binary"})
+
+
+# ----------------------------------------------------------------------------- image folders
+
+def _folder_classes(split_dir: Path, root: Path) -> list[str]:
+    listed = root / "classes.txt"
+    if listed.exists():
+        return listed.read_text().split()
+    return sorted(p.name for p in split_dir.iterdir() if p.is_dir())
+
+
+def _decode_folder(split_dir: Path, classes: list[str]) -> tuple[Tensor, Tensor, int]:
+    from PIL import Image  # decoding only, once per cache
+
+    files: list[tuple[Path, int]] = []
+    for c, name in enumerate(classes):
+        d = split_dir / name
+        if not d.is_dir():
+            raise ValueError(f"class folder missing: {d}")
+        files += [(p, c) for p in sorted(d.iterdir()) if p.suffix.lower() in IMAGE_EXTS]
+    if not files:
+        raise ValueError(f"no images ({', '.join(IMAGE_EXTS)}) under {split_dir}")
+    arrays, labels, skipped = [], [], 0
+    size: tuple[int, int] | None = None
+    for p, c in files:
+        with Image.open(p) as im:
+            arr = np.asarray(im.convert("RGB"), dtype=np.uint8)  # (H, W, 3)
+        if size is None:
+            size = arr.shape[:2]
+        if arr.shape[:2] != size:
+            skipped += 1  # a different size cannot be stacked; counted and reported
+            continue
+        arrays.append(arr)
+        labels.append(c)
+    x = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()  # (N, 3, H, W)
+    return x, torch.tensor(labels, dtype=torch.int64), skipped
+
+
+def load_image_folder(root: str | Path, name: str | None = None, cache: bool = True) -> ImageData:
+    """``root/{train,test}/<class>/*.jpg`` decoded once with Pillow into a cached uint8 tensor file.
+
+    The cache key is the folder path plus its file listing (names and sizes), so a changed folder
+    is decoded again. Images whose size differs from the first image are skipped and counted in
+    ``info["skipped"]``."""
+    root = Path(root)
+    for split in ("train", "test"):
+        if not (root / split).is_dir():
+            raise ValueError(f"image-folder layout needs {root / split}/<class>/*.jpg; not found")
+    classes = _folder_classes(root / "train", root)
+    listing = sorted(f"{p.relative_to(root)}:{p.stat().st_size}" for p in root.glob("*/*/*") if p.suffix.lower() in IMAGE_EXTS)
+    key = hashlib.sha256(("\n".join([str(root.resolve()), *classes, *listing])).encode()).hexdigest()[:16]
+    name = name or root.name
+    path = cache_dir("vision") / f"{name}-{key}.pt"
+    if cache and path.exists():
+        blob = torch.load(path)
+    else:
+        tr_x, tr_y, sk_tr = _decode_folder(root / "train", classes)
+        te_x, te_y, sk_te = _decode_folder(root / "test", classes)
+        blob = {"train_x": tr_x, "train_y": tr_y, "test_x": te_x, "test_y": te_y, "classes": classes,
+                "skipped": {"train": sk_tr, "test": sk_te}}
+        if cache:
+            tmp = path.with_suffix(".tmp")
+            torch.save(blob, tmp)
+            tmp.replace(path)
+    return ImageData(name, blob["train_x"], blob["train_y"], blob["test_x"], blob["test_y"], list(blob["classes"]),
+                     {"source": str(root), "layout": "image-folder", "cache": str(path) if cache else None,
+                      "skipped": blob["skipped"]})
+
+
+# ----------------------------------------------------------------------------- built-in digits
+
+def load_digits(test_fraction: float = 0.2, seed: int = 0) -> ImageData:
+    """scikit-learn's bundled 8x8 digits (1,797 images, 10 classes) as 3-channel uint8 images,
+    split into train/test by a seeded stratified split."""
+    from sklearn.datasets import load_digits as _sk_digits
+    from sklearn.model_selection import train_test_split
+
+    d = _sk_digits()
+    x = np.round(d.images * (255.0 / 16.0)).astype(np.uint8)  # (N, 8, 8) values 0..16 -> 0..255
+    idx = np.arange(len(x))
+    tr, te = train_test_split(idx, test_size=test_fraction, random_state=seed, stratify=d.target)
+    xt = torch.from_numpy(x)[:, None].expand(-1, 3, -1, -1).contiguous()  # (N, 3, 8, 8)
+    y = torch.from_numpy(d.target.astype(np.int64))
+    tr_t, te_t = torch.from_numpy(np.sort(tr)), torch.from_numpy(np.sort(te))
+    return ImageData("digits", xt[tr_t], y[tr_t], xt[te_t], y[te_t], [str(i) for i in range(10)],
+                     {"source": "sklearn.datasets.load_digits", "layout": "builtin"})
+
+
+# ----------------------------------------------------------------------------- dispatch
+
+def load_dataset(name: str, root: str | Path | None = None) -> ImageData:
+    """``digits``, ``cifar10``, ``cifar100``, ``stl10`` or ``folder:<path>``.
+
+    Without ``root`` the data root (``$SUITE_DATA``) is searched: for cifar10 the pickle folder
+    ``cifar-10-batches-py`` first, then the image folder ``cifar10-jpg``."""
+    key = name.lower()
+    if key == "digits":
+        return load_digits()
+    if key.startswith("folder:"):
+        return load_image_folder(key.split(":", 1)[1])
+    if key == "cifar10":
+        base = Path(root) if root else data_path()
+        if (base / "cifar-10-batches-py").is_dir() or (base / "data_batch_1").exists():
+            return load_cifar_pickle(base, "cifar10")
+        folder = base if (base / "train").is_dir() else base / "cifar10-jpg"
+        if folder.is_dir():
+            return load_image_folder(folder, name="cifar10")
+        raise ValueError(f"CIFAR-10 not found under {base} (looked for cifar-10-batches-py/ and cifar10-jpg/)")
+    if key == "cifar100":
+        return load_cifar_pickle(Path(root) if root else data_path(), "cifar100")
+    if key == "stl10":
+        return load_stl10_binary(Path(root) if root else data_path())
+    raise ValueError(f"unknown dataset {name!r}; choose digits, cifar10, cifar100, stl10 or folder:<path>")
+
+
+# ----------------------------------------------------------------------------- subsets
+
+def imbalance_proportions(num_classes: int, rule: ImbalanceRule, min_ratio: float = 0.1) -> list[float]:
+    """Fraction of each class kept (class l = 1..C in label order), following CACR Sec. 5.1
+    (after Kim et al. 2020):
+
+    - ``linear``: p_l = l / C (C = 10: 0.1, 0.2, ..., 1.0);
+    - ``exponential``: p_l = min_ratio ** ((C - l) / (C - 1)), a geometric decay from 1 (class C)
+      to ``min_ratio`` (class 1); the CACR text's formula is garbled in extraction, this is the
+      standard exponential profile (LDAM/Kim et al.), reported with every run;
+    - ``none``: 1 for every class.
+    """
+    c = num_classes
+    if rule == "none":
+        return [1.0] * c
+    if rule == "linear":
+        return [l / c for l in range(1, c + 1)]
+    if rule == "exponential":
+        if not 0 < min_ratio <= 1:
+            raise ValueError(f"min_ratio must be in (0, 1], got {min_ratio}")
+        return [min_ratio ** ((c - l) / max(c - 1, 1)) for l in range(1, c + 1)]
+    raise ValueError(f"imbalance rule must be 'none', 'linear' or 'exponential', got {rule!r}")
+
+
+def imbalanced_indices(labels: Tensor, rule: ImbalanceRule, seed: int = 0, min_ratio: float = 0.1,
+                       num_classes: int | None = None) -> tuple[Tensor, list[int]]:
+    """Indices (sorted) of a class-imbalanced subset and the per-class counts.
+
+    Class l keeps floor(p_l * n_l) of its n_l samples (at least 1), chosen by a seeded permutation."""
+    c = num_classes or int(labels.max()) + 1
+    props = imbalance_proportions(c, rule, min_ratio)
+    g = torch.Generator().manual_seed(seed)
+    keep, counts = [], []
+    for cls in range(c):  # a loop over classes, not samples
+        idx = (labels == cls).nonzero().flatten()
+        n = max(1, int(math.floor(props[cls] * idx.numel()))) if idx.numel() else 0
+        keep.append(idx[torch.randperm(idx.numel(), generator=g)[:n]])
+        counts.append(n)
+    return torch.cat(keep).sort().values, counts
+
+
+def class_subset_indices(labels: Tensor, per_class: int, seed: int = 0) -> Tensor:
+    """A balanced subset: ``per_class`` samples of every class (all if fewer), seeded."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for cls in labels.unique().tolist():
+        idx = (labels == cls).nonzero().flatten()
+        out.append(idx[torch.randperm(idx.numel(), generator=g)[:per_class]])
+    return torch.cat(out).sort().values

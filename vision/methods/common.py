@@ -1,0 +1,53 @@
+"""What a loss needs besides the embeddings, built from the batch: labels (supcon), the X-CLR
+soft graph indexed by labels (xclr), IoU weights (tsimclr), and the loss for a framework.
+
+Shapes: labels (N,), class_graph (C, C), iou (N,) -> keyword arguments for ``loss(...)``.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from torch import Tensor
+
+import suite.losses as L
+from suite.losses.graphs import sample_graph
+
+INFONCE_FAMILY = ("infonce", "dcl", "macl", "hard_negative")
+
+
+def build_loss(name: str, hparams: dict[str, Any] | None, framework: str) -> L.ContrastiveLoss:
+    """``suite.losses.build`` with framework defaults: under MoCo the InfoNCE family contrasts the
+    query with its key and the queue only (``negatives="none", symmetric=False``, MoCo-v2), unless
+    ``hparams`` says otherwise."""
+    hp = dict(hparams or {})
+    key = L.canonical_name(name)
+    if framework == "moco" and key in INFONCE_FAMILY:
+        hp.setdefault("negatives", "none")
+        hp.setdefault("symmetric", False)
+    return L.build(key, **hp)
+
+
+def check_views_for_loss(loss: L.ContrastiveLoss, views: int) -> None:
+    if views < 2:
+        raise ValueError(f"contrastive pretraining needs views >= 2, got {views}")
+    if views > 2 and not loss.multi_view:
+        raise ValueError(f"loss {loss.name!r} takes two views; got views = {views} (multi-view losses: cacr, uaur, cmc)")
+
+
+def loss_extras(loss: L.ContrastiveLoss, labels: Tensor | None = None, class_graph: Tensor | None = None,
+                iou: Tensor | None = None, iou_tau: float = 1.0) -> dict[str, Any]:
+    """Keyword inputs for ``loss``: labels, similarity (N, N) from the (C, C) class graph, IoU weights."""
+    extra: dict[str, Any] = {}
+    params = inspect.signature(loss.forward).parameters
+    if "labels" in loss.requires:
+        if labels is None:
+            raise ValueError(f"loss {loss.name!r} needs labels")
+        extra["labels"] = labels
+    if "similarity" in loss.requires:
+        if labels is None or class_graph is None:
+            raise ValueError(f"loss {loss.name!r} needs labels and a class similarity graph")
+        extra["similarity"] = sample_graph(class_graph.to(labels.device), labels)
+    if iou is not None and "weights" in params:
+        extra["weights"] = L.iou_weights(iou, iou_tau)
+    return extra

@@ -1,0 +1,262 @@
+"""``pretrain(cfg)``: SimCLR / MoCo-v2 pretraining with any loss, evaluation, registry, checkpoints.
+
+Data stay uint8 tensors; each step takes a slice of a seeded per-epoch permutation (sharded over
+ranks under torch.distributed, as a DistributedSampler would), augments it on the device with
+kornia, and runs the framework. Checkpoints (model, optimiser, queue, RNG states, epoch) are written
+atomically after every ``ckpt_every`` epochs to ``<out_dir>/<run name>/epoch<N>.pt``; with
+``resume`` a run continues from the newest one.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch import Tensor, nn
+
+from suite import distributed as sd
+from suite.config import hash_config
+from suite.registry import Registry
+from suite.train import (LossLogger, Throughput, latest_checkpoint, load_checkpoint, progress, rng_state,
+                         save_checkpoint, seed_everything, set_rng_state, wrap_ddp)
+from vision.config import PretrainConfig
+from vision.data import ImageData, class_subset_indices, imbalanced_indices, load_dataset
+from vision.eval import ClassificationEvaluator, GeometryEvaluator
+from vision.methods import MoCo, SimCLR, build_loss, check_views_for_loss
+from vision.models import Encoder, build_encoder
+from vision.transforms import EvalTransform, Recipe, ViewAugment, get_recipe
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def recipe_for(cfg: PretrainConfig, data: ImageData) -> Recipe:
+    name = cfg.recipe
+    if name == "auto":
+        name = {"digits": "digits", "stl10": "stl10"}.get(data.name, "cifar" if data.image_shape[-1] <= 32 else "imagenet")
+    return get_recipe(name, cfg.image_size)
+
+
+def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, dict[str, Any]]:
+    """Load the data set and apply the imbalance rule / balanced subset; returns data and log info."""
+    data = load_dataset(cfg.dataset, cfg.data_root or None)
+    info: dict[str, Any] = {"train_full": int(data.train_x.shape[0]), "test": int(data.test_x.shape[0])}
+    if cfg.train_per_class > 0:
+        idx = class_subset_indices(data.train_y, cfg.train_per_class, seed=cfg.seed)
+        data = data.subset_train(idx, train_per_class=cfg.train_per_class)
+    if cfg.imbalance != "none":
+        idx, counts = imbalanced_indices(data.train_y, cfg.imbalance, seed=cfg.seed, min_ratio=cfg.imbalance_min_ratio,
+                                         num_classes=data.num_classes)
+        data = data.subset_train(idx, imbalance=cfg.imbalance, class_counts=counts)
+        info["class_counts"] = counts
+    info["train"] = int(data.train_x.shape[0])
+    return data, info
+
+
+def build_method(cfg: PretrainConfig, data: ImageData, recipe: Recipe) -> nn.Module:
+    loss = build_loss(cfg.loss, cfg.loss_hparams, cfg.framework)
+    check_views_for_loss(loss, cfg.views)
+    if cfg.iou_weights and loss.name != "tsimclr":
+        raise ValueError(f"iou_weights applies to the tsimclr loss, not {loss.name!r}")
+    graph = None
+    if "similarity" in loss.requires:
+        from vision.graph import class_graph
+
+        graph = class_graph(data.classes, cfg.text_model, cfg.caption_template)
+    enc = build_encoder(cfg.encoder, cfg.width, recipe.size, cfg.proj_dim, cfg.proj_hidden)
+    if cfg.framework == "simclr":
+        return SimCLR(enc, loss, graph, cfg.iou_tau)
+    if cfg.framework == "moco":
+        return MoCo(enc, loss, cfg.queue_size, cfg.moco_momentum, graph, cfg.bn_splits, cfg.iou_tau)
+    raise ValueError(f"framework must be 'simclr' or 'moco', got {cfg.framework!r}")
+
+
+def build_optimizer(cfg: PretrainConfig, params: list[nn.Parameter]) -> tuple[torch.optim.Optimizer, float]:
+    if cfg.optimizer == "sgd":
+        lr = cfg.lr or 0.06 * cfg.batch_size * sd.world_size() / 256
+        return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay), lr
+    if cfg.optimizer == "adam":
+        lr = cfg.lr or 1e-3
+        return torch.optim.Adam(params, lr=lr, weight_decay=cfg.weight_decay), lr
+    raise ValueError(f"optimizer must be 'sgd' or 'adam', got {cfg.optimizer!r}")
+
+
+def lr_at(step: int, total: int, warmup: int, base: float) -> float:
+    """Linear warm-up then cosine decay to 0 (steps)."""
+    if step < warmup:
+        return base * (step + 1) / warmup
+    t = (step - warmup) / max(1, total - warmup)
+    return base * 0.5 * (1.0 + math.cos(math.pi * t))
+
+
+def run_name(cfg: PretrainConfig) -> str:
+    if cfg.run_name:
+        return cfg.run_name
+    return f"{cfg.dataset.replace(':', '_').replace('/', '_')}-{cfg.framework}-{cfg.loss}-v{cfg.views}-{cfg.encoder}-" \
+           f"s{cfg.seed}-{hash_config(cfg, exclude=('resume', 'registry', 'eval_every', 'out_dir'))[:8]}"
+
+
+def evaluate(model: Encoder, data: ImageData, recipe: Recipe, device: torch.device, *, knn_k: int = 200,
+             knn_t: float = 0.1, linear: bool = True, batch_size: int = 512, eval_train_per_class: int = 0,
+             seed: int = 0, geometry: bool = True) -> dict[str, float]:
+    """kNN / linear-probe accuracy on backbone features and geometry of projections (test split)."""
+    tf = EvalTransform(recipe).to(device)
+    was_training = model.training
+    model.eval()
+    train_x, train_y = data.train_x, data.train_y
+    if eval_train_per_class > 0:
+        idx = class_subset_indices(train_y, eval_train_per_class, seed=seed)
+        train_x, train_y = train_x[idx], train_y[idx]
+
+    def feats(x: Tensor) -> Tensor:
+        return model.features(tf(x.to(device))).float()
+
+    clf = ClassificationEvaluator(train_x, train_y, data.test_x, data.test_y, data.num_classes, knn_k, knn_t, linear,
+                                  batch_size)
+    out = clf(feats)
+    if geometry:
+        aug = ViewAugment(recipe, views=2).to(device)
+
+        def project(v: Tensor) -> Tensor:
+            return model(v.to(device)).float()
+
+        bs = min(256, data.test_x.shape[0])
+        out.update(GeometryEvaluator(data.test_x.to(device), aug, batch_size=bs, seed=seed)(project))
+    model.train(was_training)
+    return out
+
+
+def _amp(cfg: PretrainConfig, device: torch.device) -> Any:
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16) if cfg.bf16 else nullcontext()
+
+
+def train_epoch(method: nn.Module, inner: nn.Module, opt: torch.optim.Optimizer, augment: ViewAugment,
+                data: ImageData, cfg: PretrainConfig, device: torch.device, epoch: int, step0: int, total_steps: int,
+                base_lr: float, warmup_steps: int) -> tuple[dict[str, float], int]:
+    """One epoch; returns running means (loss, diagnostics, images/s) and the global step."""
+    n = data.train_x.shape[0]
+    g = torch.Generator().manual_seed(cfg.seed * 100003 + epoch)
+    perm = torch.randperm(n, generator=g)
+    perm = perm[sd.rank() :: sd.world_size()]  # this rank's shard (DistributedSampler-like)
+    steps = len(perm) // cfg.batch_size
+    if cfg.max_steps_per_epoch:
+        steps = min(steps, cfg.max_steps_per_epoch)
+    if steps == 0:
+        raise ValueError(f"batch_size {cfg.batch_size} exceeds the {len(perm)} training images of this rank")
+    logger, thr = LossLogger(), Throughput()
+    t_aug = 0.0
+    step = step0
+    bar = progress(range(steps), desc=f"epoch {epoch}", total=steps, unit="step")
+    for b in bar:
+        idx = perm[b * cfg.batch_size : (b + 1) * cfg.batch_size]
+        x = data.train_x[idx].to(device, non_blocking=True)
+        y = data.train_y[idx].to(device)
+        t0 = time.perf_counter()
+        out = augment(x)  # views (V, N, C, S, S)
+        t_aug += time.perf_counter() - t0
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, total_steps, warmup_steps, base_lr)
+        with _amp(cfg, device):
+            loss = method(out.views, labels=y, iou=out.iou)
+        loss_value = float(loss.detach())
+        if not math.isfinite(loss_value):
+            raise FloatingPointError(f"loss became {loss_value} at epoch {epoch} step {b}")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        inner.after_step()
+        logger.update(loss_value, inner.loss)
+        thr.update(x.shape[0] * sd.world_size())
+        step += 1
+        if hasattr(bar, "set_postfix"):
+            bar.set_postfix(loss=f"{loss_value:.3f}", img_s=f"{thr.rate:.0f}")  # type: ignore[attr-defined]
+    stats = logger.means()
+    stats["images_per_s"] = thr.rate
+    stats["aug_fraction"] = t_aug / max(1e-9, time.perf_counter() - thr.t0)
+    return stats, step
+
+
+def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
+             on_epoch: Callable[[int, dict[str, float]], None] | None = None) -> dict[str, Any]:
+    """Pretrain, evaluate, record. Returns {"metrics": final eval metrics, "train": last epoch stats, ...}."""
+    sd.init_from_env()
+    device = resolve_device(cfg.device)
+    seed_everything(cfg.seed + sd.rank())
+    data, data_info = prepare_data(cfg)
+    recipe = recipe_for(cfg, data)
+    method = build_method(cfg, data, recipe).to(device)
+    inner = method
+    augment = ViewAugment(recipe, cfg.views, return_iou=cfg.iou_weights).to(device)
+    opt, base_lr = build_optimizer(cfg, [p for p in method.parameters() if p.requires_grad])
+    steps_per_epoch = (data.train_x.shape[0] // sd.world_size()) // cfg.batch_size
+    if cfg.max_steps_per_epoch:
+        steps_per_epoch = min(steps_per_epoch, cfg.max_steps_per_epoch)
+    total_steps = max(1, steps_per_epoch * cfg.epochs)
+    ckpt_dir = Path(cfg.out_dir) / run_name(cfg)
+    start_epoch, step = 0, 0
+    if cfg.resume and (last := latest_checkpoint(ckpt_dir, "epoch*.pt")) is not None:
+        state = load_checkpoint(last, map_location=device)
+        inner.load_state_dict(state["method"])
+        opt.load_state_dict(state["optimizer"])
+        start_epoch, step = int(state["epoch"]), int(state["step"])
+        set_rng_state(state["rng"])
+    model = wrap_ddp(method)
+    loss_obj = inner.loss  # type: ignore[union-attr]
+    ctx = registry.run(modality="vision", task=f"pretrain-{cfg.framework}", dataset=_dataset_label(cfg),
+                       loss=loss_obj.name, loss_hparams=loss_obj.hparams(), config=dataclasses.asdict(cfg),
+                       seed=cfg.seed) if (registry is not None and sd.is_main()) else nullcontext()
+    result: dict[str, Any] = {"data": data_info, "recipe": dataclasses.asdict(recipe), "ckpt_dir": str(ckpt_dir),
+                              "resumed_from_epoch": start_epoch}
+    t_start = time.perf_counter()
+    with ctx as run:
+        if run is not None:
+            run.log_many({f"class_count_{i}": c for i, c in enumerate(data_info.get("class_counts", []))}, split="data")
+            run.log_many({"train_images": data_info["train"], "start_epoch": start_epoch}, split="data")
+        stats: dict[str, float] = {}
+        for epoch in range(start_epoch, cfg.epochs):
+            method.train()
+            stats, step = train_epoch(model, inner, opt, augment, data, cfg, device, epoch, step, total_steps, base_lr,
+                                      steps_per_epoch * cfg.warmup_epochs)
+            if run is not None:
+                run.log_many(stats, split="train", step=epoch + 1)
+            if on_epoch is not None:
+                on_epoch(epoch + 1, stats)
+            if sd.is_main() and cfg.ckpt_every and ((epoch + 1) % cfg.ckpt_every == 0 or epoch + 1 == cfg.epochs):
+                save_checkpoint(ckpt_dir / f"epoch{epoch + 1:04d}.pt",
+                                {"method": inner.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
+                                 "step": step, "rng": rng_state(), "config": dataclasses.asdict(cfg)})
+            last_epoch = epoch + 1 == cfg.epochs
+            if sd.is_main() and (last_epoch or (cfg.eval_every and (epoch + 1) % cfg.eval_every == 0)):
+                m = evaluate(inner.query_encoder, data, recipe, device, knn_k=cfg.knn_k, knn_t=cfg.knn_t,  # type: ignore[union-attr]
+                             linear=cfg.linear_probe and last_epoch, batch_size=cfg.eval_batch_size,
+                             eval_train_per_class=cfg.eval_train_per_class, seed=cfg.seed)
+                if run is not None:
+                    run.log_many(m, split="test", step=epoch + 1)
+                result["metrics"] = m
+        result["train"] = stats
+        result["wall_s"] = time.perf_counter() - t_start
+        if "metrics" not in result and sd.is_main():  # resumed at the end: evaluate the final model
+            result["metrics"] = evaluate(inner.query_encoder, data, recipe, device, knn_k=cfg.knn_k,  # type: ignore[union-attr]
+                                         knn_t=cfg.knn_t, linear=cfg.linear_probe, batch_size=cfg.eval_batch_size,
+                                         eval_train_per_class=cfg.eval_train_per_class, seed=cfg.seed)
+            if run is not None:
+                run.log_many(result["metrics"], split="test", step=cfg.epochs)
+        if run is not None:
+            result["run_id"] = run.id
+    return result
+
+
+def _dataset_label(cfg: PretrainConfig) -> str:
+    label = cfg.dataset
+    if cfg.train_per_class:
+        label += f"-{cfg.train_per_class}pc"
+    if cfg.imbalance != "none":
+        label += f"-{cfg.imbalance}"
+    return label
