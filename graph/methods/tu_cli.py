@@ -1,15 +1,60 @@
-"""Argument parsing for ``suite graph tu`` (the command body lives in :mod:`graph.methods.graphcl`)."""
+"""``suite graph tu`` (pretrain + evaluate over seeds) and ``suite graph tu-eval`` (reload a saved
+encoder and evaluate it).
+
+    suite graph tu --dataset MUTAG --loss macl --seeds 0 1 2 3 4 [--epochs 20 --aug random4 ...]
+    suite graph tu --config graph/configs/tu.yaml --loss-hparams tau0=0.1
+    torchrun --nproc_per_node 2 -m suite graph tu --dataset PROTEINS
+    suite graph tu-eval runs/MUTAG_macl_seed0.pt
+"""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
+
+from suite.config import add_config_args, config_from_args
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "tu.yaml"
 
 
 def add_tu_parser(gsub: Any) -> argparse.ArgumentParser:
-    p = gsub.add_parser("tu", help="GraphCL pretraining on a TU dataset + SVM evaluation")
-    p.set_defaults(func=_not_ready)
+    from graph.methods.graphcl import TUConfig
+
+    p = gsub.add_parser("tu", help="GraphCL pretraining on a TU dataset + SVM evaluation (results to the registry)")
+    p.add_argument("--config", default=str(DEFAULT_CONFIG), help="YAML config (CLI flags override it)")
+    p.add_argument("--rerun", action="store_true", help="rerun seeds already finished in the registry")
+    add_config_args(p, TUConfig)
+    p.set_defaults(func=cmd_tu)
+    e = gsub.add_parser("tu-eval", help="reload a saved encoder and evaluate it (SVM protocol)")
+    e.add_argument("checkpoint")
+    e.add_argument("--data-root", default=None)
+    e.add_argument("--seed", type=int, default=None, help="fold seed (default: the training seed)")
+    e.set_defaults(func=cmd_tu_eval)
     return p
 
 
-def _not_ready(args: argparse.Namespace) -> int:
-    raise ValueError("suite graph tu: not implemented yet")
+def cmd_tu(args: argparse.Namespace) -> int:
+    from graph.methods.graphcl import TUConfig
+    from graph.methods.tu_run import run_tu
+    from suite import distributed as sd
+
+    cfg = config_from_args(TUConfig, args, args.config)
+    sd.init_from_env()
+    try:
+        s = run_tu(cfg, rerun=args.rerun)
+    finally:
+        sd.cleanup()
+    if sd.is_main() and s["acc_mean"] is not None:
+        per = ", ".join(f"seed {k}: {100 * v['acc']:.2f}" for k, v in s["per_seed"].items() if v.get("acc") is not None)
+        print(f"{cfg.dataset} {cfg.loss}: SVM accuracy (epoch {cfg.epochs}) {100 * s['acc_mean']:.2f} ± "
+              f"{100 * s['acc_std']:.2f} over {len(cfg.seeds)} seed(s) [{per}]")
+        if "acc_ep10_mean" in s:
+            print(f"  epoch-10 accuracy: {100 * s['acc_ep10_mean']:.2f}")
+    return 0
+
+
+def cmd_tu_eval(args: argparse.Namespace) -> int:
+    from graph.methods.tu_run import evaluate_checkpoint, summary_json
+
+    print(summary_json(evaluate_checkpoint(args.checkpoint, args.data_root, args.seed)))
+    return 0

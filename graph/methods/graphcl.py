@@ -1,0 +1,200 @@
+"""GraphCL pretraining on TU datasets (You et al. 2020, unsupervised TU setting) with any core loss.
+
+One view is the original graph, the other its augmentation (``views="orig+aug"``; also
+``aug+aug`` and the three-view ``orig+aug+aug`` for multi-view losses). Adam, lr 0.01, batch 128,
+20 epochs, GIN 3 x 32. The encoder embeddings of the un-augmented graphs are evaluated with the
+seeded SVM protocol (:mod:`graph.eval.svm`) at ``eval_epochs`` (default 10 and the last epoch; the
+reported number is the fixed last epoch, never the best one).
+
+Under ``torchrun`` (``WORLD_SIZE`` > 1) the model is wrapped in DDP, each rank sees its shard of
+every epoch (DistributedSampler), and the loss gathers negatives across ranks itself.
+
+Example:
+    >>> cfg = TUConfig(dataset="MUTAG", loss="macl", epochs=20)
+    >>> result = train(cfg, load_tu("MUTAG"), seed=0)
+    >>> result.evals[20]["acc"]
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.data import Batch
+from torch_geometric.loader import DataLoader
+
+from graph.augment import build_augmentation
+from graph.data.tu import TUData
+from graph.eval.svm import SVMEvaluator, embed_graphs
+from graph.methods.presets import resolve
+from graph.models.gin import GraphCLModel
+from suite import distributed as sd
+from suite.losses import ContrastiveLoss, apply_loss
+from suite.metrics import alignment, uniformity
+from suite.train import LossLogger, Throughput, progress, save_checkpoint, seed_everything, wrap_ddp
+
+
+@dataclass
+class TUConfig:
+    dataset: str = field(default="MUTAG", metadata={"help": "TU dataset name"})
+    loss: str = field(default="graphcl", metadata={"help": "preset (graphcl, macl, infonce, cacr, cacr3, tsimclr) or core loss"})
+    loss_hparams: dict[str, Any] = field(default_factory=dict, metadata={"help": "loss hyper-parameter overrides"})
+    views: str | None = field(default=None, metadata={"help": "orig+aug | aug+aug | orig+aug+aug (default: preset's)"})
+    aug: str = field(default="random4", metadata={"help": "augmentation (drop_nodes, perturb_edges, subgraph, mask_attributes, random2-4)"})
+    aug_ratio: float = field(default=0.2, metadata={"help": "augmentation strength"})
+    epochs: int = 20
+    batch_size: int = 128
+    lr: float = 0.01
+    hidden: int = 32
+    layers: int = 3
+    eval_epochs: list[int] = field(default_factory=lambda: [10, 20], metadata={"help": "epochs evaluated with the SVM (last epoch always)"})
+    svm_folds: int = 10
+    svm_inner_folds: int = 5
+    seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "seeds (pretraining and fold split)"})
+    data_root: str | None = field(default=None, metadata={"help": "folder holding <NAME>/raw (default $SUITE_DATA/TU)"})
+    download: bool = field(default=False, metadata={"help": "let PyG download a dataset absent from the data root"})
+    save_dir: str | None = field(default=None, metadata={"help": "save encoder (+config) per seed here"})
+    save_embeddings: bool = field(default=False, metadata={"help": "also save the final embeddings"})
+    device: str = field(default="cpu", metadata={"help": "cpu or cuda"})
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.batch_size < 2 or self.lr <= 0:
+            raise ValueError(f"need epochs >= 1, batch_size >= 2, lr > 0; got {self.epochs}, {self.batch_size}, {self.lr}")
+        if not 0.0 <= self.aug_ratio < 1.0:
+            raise ValueError(f"aug_ratio must be in [0, 1), got {self.aug_ratio}")
+
+
+@dataclass
+class TrainResult:
+    model: GraphCLModel
+    epoch_stats: list[dict[str, float]]  # per epoch: loss, diagnostics, alignment, uniformity, graphs/s
+    evals: dict[int, dict[str, Any]]  # epoch -> SVM metrics
+    skipped_batches: int
+    train_time: float
+    eval_time: float
+    embeddings: Tensor | None = None
+    labels: Tensor | None = None
+    loss_record: dict[str, Any] = field(default_factory=dict)
+
+
+class MultiViewModel(nn.Module):
+    """Runs the model once per view inside one ``forward`` (one DDP call per step; batch-norm
+    statistics per view as in GraphCL's two forward passes). Returns (V, B, d)."""
+
+    def __init__(self, model: GraphCLModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, views: list[Batch]) -> Tensor:
+        return torch.stack([self.model(v.x, v.edge_index, v.batch, v.num_graphs) for v in views])
+
+
+def make_views(batch: Batch, mode: str, aug: Callable[[Batch, torch.Generator | None], Batch],
+               generator: torch.Generator | None) -> list[Batch]:
+    """The views of ``batch`` named by ``mode`` ("orig+aug", ...), each augmented independently."""
+    return [batch if v == "orig" else aug(batch, generator) for v in mode.split("+")]
+
+
+def loss_step(mv: nn.Module, loss: ContrastiveLoss, views: list[Batch]) -> tuple[Tensor, Tensor]:
+    z = mv(views)  # (V, B, d)
+    return apply_loss(loss, z), z
+
+
+def _loader(data: TUData, batch_size: int, seed: int, shuffle: bool) -> tuple[DataLoader, Any]:
+    sampler = None
+    if sd.is_distributed() and shuffle:
+        from torch.utils.data.distributed import DistributedSampler
+        sampler = DistributedSampler(data.graphs, shuffle=True, seed=seed)  # type: ignore[arg-type]
+    g = torch.Generator().manual_seed(seed)
+    loader = DataLoader(data.graphs, batch_size=batch_size, shuffle=shuffle and sampler is None,  # type: ignore[arg-type]
+                        sampler=sampler, generator=g if sampler is None else None)
+    return loader, sampler
+
+
+def evaluate(model: GraphCLModel, data: TUData, seed: int, folds: int = 10, inner_folds: int = 5,
+             batch_size: int = 512, device: str = "cpu") -> tuple[dict[str, Any], Tensor, Tensor]:
+    """SVM accuracy of the encoder embeddings of the un-augmented graphs (model in eval mode)."""
+    was = model.training
+    model.eval()
+    loader = DataLoader(data.graphs, batch_size=batch_size, shuffle=False)  # type: ignore[arg-type]
+    emb, y = embed_graphs(lambda b: model.embed(b.x.to(device), b.edge_index.to(device), b.batch.to(device), b.num_graphs),
+                          loader)
+    model.train(was)
+    return SVMEvaluator(seed=seed, folds=folds, inner_folds=inner_folds)(emb, y), emb, y
+
+
+def train(cfg: TUConfig, data: TUData, seed: int, log: Callable[[dict[str, float], int], None] | None = None,
+          evaluate_fn: Callable[..., tuple[dict[str, Any], Tensor, Tensor]] = evaluate) -> TrainResult:
+    """Pretrain one encoder on ``data`` with ``cfg`` and ``seed``; evaluate at ``cfg.eval_epochs``
+    and the last epoch (main rank only). ``log(metrics, epoch)`` receives every epoch's stats."""
+    loss, view_mode, record = resolve(cfg.loss, cfg.loss_hparams, cfg.views)
+    aug = build_augmentation(cfg.aug, cfg.aug_ratio)
+    seed_everything(seed)
+    gen = torch.Generator(device=cfg.device).manual_seed(seed * 7919 + sd.rank())
+    model = GraphCLModel(data.num_features, cfg.hidden, cfg.layers).to(cfg.device)
+    mv = wrap_ddp(MultiViewModel(model))
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    loader, sampler = _loader(data, cfg.batch_size, seed, shuffle=True)
+    eval_at = sorted({e for e in cfg.eval_epochs if 1 <= e <= cfg.epochs} | {cfg.epochs})
+    stats: list[dict[str, float]] = []
+    evals: dict[int, dict[str, Any]] = {}
+    skipped, t_train, t_eval = 0, 0.0, 0.0
+    emb = labels = None
+    for epoch in range(1, cfg.epochs + 1):
+        if sampler is not None:
+            sampler.set_epoch(epoch)
+        model.train()
+        logger, thr = LossLogger(), Throughput()
+        au = {"alignment": 0.0, "uniformity": 0.0}
+        t0 = time.perf_counter()
+        for batch in progress(loader, desc=f"{data.name} {cfg.loss} s{seed} ep{epoch}/{cfg.epochs}", unit="batch"):
+            if batch.num_graphs < 2:  # contrastive losses need two samples; counted and reported
+                skipped += 1
+                continue
+            batch = batch.to(cfg.device)
+            views = make_views(batch, view_mode, aug, gen)
+            value, z = loss_step(mv, loss, views)
+            opt.zero_grad(set_to_none=True)
+            value.backward()
+            opt.step()
+            logger.update(float(value.detach()), loss)
+            au["alignment"] += alignment(z[0].detach(), z[1].detach())
+            au["uniformity"] += uniformity(z[0].detach())
+            thr.update(batch.num_graphs * sd.world_size())
+        t_train += time.perf_counter() - t0
+        ep = {**logger.means(), **{k: v / max(logger.count, 1) for k, v in au.items()}, "graphs_per_s": thr.rate}
+        stats.append(ep)
+        if log is not None and sd.is_main():
+            log(ep, epoch)
+        if epoch in eval_at and sd.is_main():
+            t1 = time.perf_counter()
+            evals[epoch], emb, labels = evaluate_fn(model, data, seed, cfg.svm_folds, cfg.svm_inner_folds, device=cfg.device)
+            t_eval += time.perf_counter() - t1
+    return TrainResult(model, stats, evals, skipped, t_train, t_eval, emb, labels,
+                       {**record, "hparams": loss.hparams()})
+
+
+# ----------------------------------------------------------------------------- save / reload
+
+def save_encoder(path: str | Path, model: GraphCLModel, cfg: TUConfig, meta: dict[str, Any] | None = None) -> Path:
+    """Save the encoder + head weights with the config needed to rebuild them."""
+    state = {"model": model.state_dict(), "in_dim": model.encoder.in_dim, "hidden": model.encoder.hidden,
+             "layers": model.encoder.layers, "config": dataclasses.asdict(cfg), "meta": meta or {}}
+    return save_checkpoint(path, state)
+
+
+def load_encoder(path: str | Path) -> tuple[GraphCLModel, TUConfig, dict[str, Any]]:
+    from suite.train import load_checkpoint
+
+    state = load_checkpoint(path)
+    missing = {"model", "in_dim", "hidden", "layers", "config"} - set(state)
+    if missing:
+        raise ValueError(f"{path} is not a graph encoder checkpoint (missing {sorted(missing)})")
+    model = GraphCLModel(state["in_dim"], state["hidden"], state["layers"])
+    model.load_state_dict(state["model"])
+    model.eval()
+    return model, TUConfig(**state["config"]), state.get("meta", {})

@@ -1,0 +1,79 @@
+"""Loss presets of the graph front-end: a preset is a loss name of the core, its hyper-parameters and
+the views it is trained on. Any other ``suite.losses`` name is accepted with its own defaults.
+
+=========  ====================================================================  ================
+preset     loss                                                                  views
+=========  ====================================================================  ================
+graphcl    dcl(temperature=0.2, negatives="cross", symmetric=False): GraphCL's    orig+aug
+           released objective (positive out of the denominator, MACL App. B.5)
+macl       macl(tau0=0.2, alpha=0.5, a0=0, negatives="cross", symmetric=False):  orig+aug
+           MACL App. B.5 ("all augmentations and hyper-parameters except those
+           about the loss are taken from GraphCL"), so GraphCL's arrangement of
+           anchors and negatives is kept: anchors are the original graphs, the
+           negatives the other augmented graphs of the batch. MACL keeps the
+           positive in the denominator (its P_i and the 1/(1-P_i) reweighting
+           are defined on InfoNCE's softmax).
+infonce    infonce(temperature=0.2, negatives="cross", symmetric=False)          orig+aug
+cacr       cacr(t_pos=1, t_neg=2) (CACR's defaults), V = 2                       orig+aug
+cacr3      cacr, V = 3: the original graph and two augmented views               orig+aug+aug
+tsimclr    tsimclr(temperature=5, t_df=5) (t-SimCLR defaults, Euclidean space)  orig+aug
+xclr       not applicable: X-CLR needs a sample-similarity source (N, N); TU     -
+           graphs have none (only the labels, which an unsupervised benchmark
+           must not use)
+=========  ====================================================================  ================
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import suite.losses as L
+from suite.losses import ContrastiveLoss
+
+VIEW_MODES = ("orig+aug", "aug+aug", "orig+aug+aug", "aug+aug+aug")
+
+
+@dataclass(frozen=True)
+class Preset:
+    loss: str
+    hparams: dict[str, Any] = field(default_factory=dict)
+    views: str = "orig+aug"
+
+
+_CROSS = {"negatives": "cross", "symmetric": False}
+PRESETS: dict[str, Preset] = {
+    "graphcl": Preset("dcl", {"temperature": 0.2, **_CROSS}),
+    "macl": Preset("macl", {"tau0": 0.2, "alpha": 0.5, "a0": 0.0, **_CROSS}),
+    "infonce": Preset("infonce", {"temperature": 0.2, **_CROSS}),
+    "cacr": Preset("cacr", {}),
+    "cacr3": Preset("cacr", {}, views="orig+aug+aug"),
+    "tsimclr": Preset("tsimclr", {}),
+}
+
+
+def resolve(name: str, overrides: dict[str, Any] | None = None, views: str | None = None) -> tuple[ContrastiveLoss, str, dict[str, Any]]:
+    """``(loss, views, record)`` for a preset or a core loss name.
+
+    ``overrides`` update the preset's hyper-parameters; ``views`` (one of :data:`VIEW_MODES`)
+    overrides the preset's views. ``record`` describes the choice for the registry."""
+    key = name.strip().lower()
+    if key in PRESETS:
+        p = PRESETS[key]
+        loss_name, hp, v = p.loss, {**p.hparams, **(overrides or {})}, p.views
+    else:
+        loss_name, hp, v = L.canonical_name(key), dict(overrides or {}), "orig+aug"
+    cls = L.loss_class(loss_name)
+    if "similarity" in cls.requires:
+        raise ValueError(f"loss {name!r} ({loss_name}) needs a sample-similarity source (similarity=(N, N)); "
+                         "TU graph pretraining has none (X-CLR is not applicable here without e.g. a label or "
+                         "caption graph, which an unsupervised benchmark must not use)")
+    if cls.requires:
+        raise ValueError(f"loss {name!r} ({loss_name}) requires {list(cls.requires)}, which unsupervised TU "
+                         "pretraining does not provide")
+    v = views or v
+    if v not in VIEW_MODES:
+        raise ValueError(f"views must be one of {VIEW_MODES}, got {v!r}")
+    if len(v.split("+")) > 2 and not cls.multi_view:
+        raise ValueError(f"loss {loss_name!r} takes two views; views={v!r} needs a multi-view loss (cacr, uaur, cmc)")
+    loss = L.build(loss_name, **hp)
+    return loss, v, {"preset": key if key in PRESETS else None, "loss": loss_name, "views": v}

@@ -1,0 +1,128 @@
+"""Run GraphCL pretraining over seeds, write every run to the registry, summarise mean ± std.
+
+Each seed is one registry run (modality "graph", task "tu-graphcl", loss = the preset name) with
+the resolved config (seeds = [seed]), the loss hyper-parameters, per-epoch training stats
+(split "train": loss, the loss's diagnostics such as MACL's tau, alignment, uniformity, graphs/s)
+and the SVM results (split "test": ``acc`` at every evaluated epoch, the last epoch being the
+reported one; ``acc_ep10`` etc. by name; the protocol as metrics ``svm_folds``/``svm_seed``).
+A seed whose exact config already finished in the registry is reused unless ``rerun=True``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from graph.data.tu import TUData, load_tu
+from graph.methods.graphcl import TUConfig, evaluate, load_encoder, save_encoder, train
+from suite import distributed as sd
+from suite.config import hash_config
+from suite.registry import Registry
+
+TASK = "tu-graphcl"
+
+
+def _seed_config(cfg: TUConfig, seed: int) -> TUConfig:
+    return dataclasses.replace(cfg, seeds=[seed], save_dir=None, save_embeddings=False, device="cpu")
+
+
+def run_tu(cfg: TUConfig, registry: Registry | None = None, data: TUData | None = None, rerun: bool = False,
+           verbose: bool = True) -> dict[str, Any]:
+    """Train and evaluate every seed of ``cfg``; returns per-seed and mean/std accuracies and timings."""
+    data = data if data is not None else load_tu(cfg.dataset, cfg.data_root, download=cfg.download)
+    reg = registry if registry is not None else (Registry() if sd.is_main() else None)
+    per_seed: dict[int, dict[str, Any]] = {}
+    for seed in cfg.seeds:
+        scfg = _seed_config(cfg, seed)
+        h = hash_config(scfg, exclude=("data_root",))
+        prev = reg.find_finished(h) if (reg is not None and not rerun) else None
+        if prev is not None:
+            fm = reg.final_metrics(prev["id"])
+            per_seed[seed] = {"acc": fm.get(("acc", "test")), "acc_ep10": fm.get(("acc_ep10", "test")),
+                              "train_time": fm.get(("train_time_s", "train")), "reused": prev["id"]}
+            if verbose:
+                print(f"[{cfg.dataset} {cfg.loss} seed {seed}] reused finished run {prev['id'][:10]}: acc {per_seed[seed]['acc']}")
+            continue
+        per_seed[seed] = _one_seed(cfg, scfg, h, data, seed, reg, verbose)
+    accs = [r["acc"] for r in per_seed.values() if r.get("acc") is not None]
+    out: dict[str, Any] = {"dataset": cfg.dataset, "loss": cfg.loss, "per_seed": per_seed,
+                           "acc_mean": statistics.fmean(accs) if accs else None,
+                           "acc_std": statistics.stdev(accs) if len(accs) > 1 else 0.0}
+    e10 = [r["acc_ep10"] for r in per_seed.values() if r.get("acc_ep10") is not None]
+    if e10:
+        out["acc_ep10_mean"] = statistics.fmean(e10)
+    return out
+
+
+def _one_seed(cfg: TUConfig, scfg: TUConfig, h: str, data: TUData, seed: int, reg: Registry | None,
+              verbose: bool) -> dict[str, Any]:
+    from graph.methods.presets import resolve
+
+    loss, views, record = resolve(cfg.loss, cfg.loss_hparams, cfg.views)
+    config = {**dataclasses.asdict(scfg), "resolved": {**record, "hparams": loss.hparams()},
+              "protocol": {"svm": "SVC(rbf), C in 1e-3..1e3 by inner grid search", "outer_folds": cfg.svm_folds,
+                           "inner_folds": cfg.svm_inner_folds, "fold_seed": seed, "reported_epoch": cfg.epochs,
+                           "embeddings": "encoder (pre-projection) of un-augmented graphs, eval mode"}}
+
+    def body(run: Any) -> dict[str, Any]:
+        def log(stats: dict[str, float], epoch: int) -> None:
+            if run is not None:
+                run.log_many(stats, split="train", step=epoch)
+            if verbose:
+                print(f"[{cfg.dataset} {cfg.loss} seed {seed}] epoch {epoch}: "
+                      + " ".join(f"{k}={v:.4g}" for k, v in stats.items()), flush=True)
+
+        t0 = time.perf_counter()
+        res = train(cfg, data, seed, log=log)
+        wall = time.perf_counter() - t0
+        if not sd.is_main():
+            return {}
+        last = cfg.epochs
+        r: dict[str, Any] = {"acc": res.evals[last]["acc"], "acc_fold_std": res.evals[last]["acc_std"],
+                             "train_time": res.train_time, "eval_time": res.eval_time, "wall_time": wall,
+                             "graphs_per_s": statistics.fmean(s["graphs_per_s"] for s in res.epoch_stats),
+                             "skipped_batches": res.skipped_batches}
+        for ep, ev in sorted(res.evals.items()):
+            r[f"acc_ep{ep}"] = ev["acc"]
+            if run is not None:
+                run.log_many({"acc": ev["acc"], f"acc_ep{ep}": ev["acc"], "acc_fold_std": ev["acc_std"]},
+                             split="test", step=ep)
+        if run is not None:
+            run.log_many({"train_time_s": res.train_time, "eval_time_s": res.eval_time, "graphs_per_s": r["graphs_per_s"],
+                          "skipped_batches": res.skipped_batches}, split="train", step=last)
+        if cfg.save_dir:
+            d = Path(cfg.save_dir)
+            save_encoder(d / f"{cfg.dataset}_{cfg.loss}_seed{seed}.pt", res.model, scfg,
+                         meta={"acc": r["acc"], "run_id": run.id if run is not None else None})
+            if cfg.save_embeddings and res.embeddings is not None:
+                torch.save({"embeddings": res.embeddings, "labels": res.labels},
+                           d / f"{cfg.dataset}_{cfg.loss}_seed{seed}_emb.pt")
+        if verbose:
+            ep_str = " ".join(f"ep{ep}={ev['acc']:.4f}" for ep, ev in sorted(res.evals.items()))
+            print(f"[{cfg.dataset} {cfg.loss} seed {seed}] SVM acc {ep_str}; train {res.train_time:.1f}s "
+                  f"eval {res.eval_time:.1f}s; skipped batches {res.skipped_batches}", flush=True)
+        return r
+
+    if reg is None:
+        return body(None)
+    with reg.run(modality="graph", task=TASK, dataset=cfg.dataset, loss=cfg.loss, loss_hparams=loss.hparams(),
+                 config=config, seed=seed, cfg_hash=h) as run:
+        return body(run)
+
+
+def evaluate_checkpoint(path: str | Path, data_root: str | None = None, seed: int | None = None) -> dict[str, Any]:
+    """Reload a saved encoder and evaluate it with the SVM protocol on its dataset."""
+    model, cfg, meta = load_encoder(path)
+    data = load_tu(cfg.dataset, data_root or cfg.data_root, download=cfg.download)
+    res, _, _ = evaluate(model, data, seed if seed is not None else cfg.seeds[0], cfg.svm_folds, cfg.svm_inner_folds)
+    return {"dataset": cfg.dataset, "loss": cfg.loss, "acc": res["acc"], "acc_fold_std": res["acc_std"],
+            "saved_acc": meta.get("acc"), "protocol": res["protocol"]}
+
+
+def summary_json(summary: dict[str, Any]) -> str:
+    return json.dumps(summary, indent=2, default=str)
