@@ -1,0 +1,92 @@
+"""Train/valid/test splits for MoleculeNet: scaffold (Bemis-Murcko), random, random-scaffold.
+
+As in pretrain-gnns ``splitters.py``: scaffold sets (with chirality) sorted largest first (ties by
+first index), filled into train until 80 %, then valid until 90 %, the rest test; deterministic.
+``random_scaffold`` shuffles the scaffold sets with ``seed`` instead of sorting them.
+
+Example: >>> train, valid, test = split(smiles, "scaffold")
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+SPLITS = ("scaffold", "random", "random_scaffold")
+
+
+def scaffold_of(smiles: str, include_chirality: bool = True) -> str:
+    """Bemis-Murcko scaffold SMILES ('' for acyclic molecules, the input itself if it does not parse)."""
+    from rdkit import RDLogger
+    from rdkit.Chem.Scaffolds import MurckoScaffold
+
+    RDLogger.DisableLog("rdApp.*")
+    try:
+        return MurckoScaffold.MurckoScaffoldSmiles(smiles=smiles, includeChirality=include_chirality)
+    except Exception:  # unparsable: its own singleton scaffold
+        return f"<invalid>{smiles}"
+
+
+def scaffold_sets(smiles: Sequence[str]) -> list[list[int]]:
+    groups: dict[str, list[int]] = {}
+    for i, s in enumerate(smiles):
+        groups.setdefault(scaffold_of(s), []).append(i)
+    return list(groups.values())  # each list is in increasing index order
+
+
+def _check(frac: tuple[float, float, float]) -> None:
+    if len(frac) != 3 or min(frac) < 0 or abs(sum(frac) - 1.0) > 1e-6:
+        raise ValueError(f"split fractions must be three non-negative numbers summing to 1, got {frac}")
+
+
+def _fill(sets: list[list[int]], n: int, frac: tuple[float, float, float]) -> tuple[Tensor, Tensor, Tensor]:
+    train_cut, valid_cut = frac[0] * n, (frac[0] + frac[1]) * n
+    tr: list[int] = []
+    va: list[int] = []
+    te: list[int] = []
+    for s in sets:
+        if len(tr) + len(s) > train_cut:
+            if len(tr) + len(va) + len(s) > valid_cut:
+                te.extend(s)
+            else:
+                va.extend(s)
+        else:
+            tr.extend(s)
+    return tuple(torch.tensor(sorted(p), dtype=torch.long) for p in (tr, va, te))  # type: ignore[return-value]
+
+
+def scaffold_split(smiles: Sequence[str], frac: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> tuple[Tensor, Tensor, Tensor]:
+    """Deterministic scaffold split: largest scaffold sets first (ties: smaller first index first)."""
+    _check(frac)
+    sets = sorted(scaffold_sets(smiles), key=lambda s: (len(s), s[0]), reverse=True)
+    return _fill(sets, len(smiles), frac)
+
+
+def random_scaffold_split(smiles: Sequence[str], seed: int = 0,
+                          frac: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> tuple[Tensor, Tensor, Tensor]:
+    """Scaffold sets in a seeded random order (pretrain-gnns ``random_scaffold_split``)."""
+    _check(frac)
+    sets = scaffold_sets(smiles)
+    order = np.random.RandomState(seed).permutation(len(sets))
+    return _fill([sets[i] for i in order], len(smiles), frac)
+
+
+def random_split(n: int, seed: int = 0, frac: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> tuple[Tensor, Tensor, Tensor]:
+    _check(frac)
+    perm = torch.from_numpy(np.random.RandomState(seed).permutation(n))
+    a, b = int(frac[0] * n), int((frac[0] + frac[1]) * n)
+    return perm[:a].sort().values, perm[a:b].sort().values, perm[b:].sort().values
+
+
+def split(smiles: Sequence[str], method: str = "scaffold", seed: int = 0,
+          frac: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> tuple[Tensor, Tensor, Tensor]:
+    """Indices (train, valid, test) by ``method`` in {scaffold, random, random_scaffold}."""
+    if method == "scaffold":
+        return scaffold_split(smiles, frac)
+    if method == "random":
+        return random_split(len(smiles), seed, frac)
+    if method == "random_scaffold":
+        return random_scaffold_split(smiles, seed, frac)
+    raise ValueError(f"unknown split {method!r}; choose from {SPLITS}")

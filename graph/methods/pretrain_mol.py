@@ -1,0 +1,236 @@
+"""Contrastive pretraining of the molecular GIN (GraphCL transfer setting, You et al. 2020, Sec. 4.2).
+
+Two augmented views of every molecule in a batch (default: node dropping and subgraph, 20 %, from
+:mod:`graph.augment`), encoder -> mean pool -> projection head, any ``suite.losses`` loss.
+Adam lr 1e-3, batch 256. A checkpoint ``epoch<N>.pt`` is written after every epoch with the model,
+optimiser, loss buffers and every RNG state (python/numpy/torch + the data-order and augmentation
+generators), so a resumed run continues bit-for-bit; ``encoder.pt`` (encoder weights + its shape)
+is what fine-tuning loads.
+
+Example:
+    >>> cfg = load_config(PretrainMolConfig, "graph/configs/mol_pretrain_cpu.yaml", {"loss": "macl"})
+    >>> summary = pretrain(cfg)
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch import Tensor, nn
+
+import suite.losses as L
+from graph.data.molecules import MolGraphs, get_featurizer, load_smiles_file
+from graph.models.gin_mol import MolGIN, projection_head
+from suite import distributed as sd
+from suite.paths import data_path
+from suite.train import (LossLogger, Throughput, latest_checkpoint, load_checkpoint, progress, rng_state,
+                         save_checkpoint, seed_everything, set_rng_state, wrap_ddp)
+
+# name -> (suite loss, hyper-parameters). GraphCL's transfer code contrasts view 1 against view 2
+# only (cross-view negatives, one direction); MACL's graph code builds on it.
+LOSS_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
+    "graphcl": ("infonce", {"temperature": 0.1, "negatives": "cross", "symmetric": False}),
+    "macl": ("macl", {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "negatives": "cross", "symmetric": False}),
+}
+CORPORA = {"zinc": ("zinc", "moses", "train.csv.gz"), "moses": ("zinc", "moses", "train.csv.gz")}
+
+
+@dataclass
+class PretrainMolConfig:
+    corpus: str = field(default="zinc", metadata={"help": "'zinc' (local MOSES train set) or a SMILES file path"})
+    limit: int | None = field(default=None, metadata={"help": "seeded random subset of the corpus"})
+    subset_seed: int = 0
+    featurizer: str = "hu"
+    loss: str = field(default="graphcl", metadata={"help": "preset (graphcl, macl) or any suite.losses name"})
+    loss_hparams: dict[str, Any] = field(default_factory=dict)
+    aug1: str = "drop_nodes"
+    aug2: str = "subgraph"
+    aug_ratio: float = 0.2
+    epochs: int = 100
+    batch_size: int = 256
+    lr: float = 0.001
+    weight_decay: float = 0.0
+    num_layers: int = 5
+    emb_dim: int = 300
+    dropout: float = 0.0
+    seed: int = 0
+    out: str = "ckpt/mol"
+    resume: bool = True
+    keep_checkpoints: int = 2
+    device: str = "auto"
+    registry: bool = True
+
+
+def build_loss(name: str, hparams: dict[str, Any] | None = None) -> tuple[str, L.ContrastiveLoss]:
+    """A preset (``graphcl``, ``macl``) or any registered loss; ``hparams`` override the preset."""
+    base, hp = LOSS_PRESETS.get(name.lower(), (name, {}))
+    return L.canonical_name(base), L.build(base, **{**hp, **(hparams or {})})
+
+
+def resolve_corpus(corpus: str) -> Path:
+    if corpus.lower() in CORPORA:
+        p = data_path(*CORPORA[corpus.lower()])
+    else:
+        p = Path(corpus).expanduser()
+    if not p.exists():
+        raise ValueError(f"pretraining corpus not found: {p} (give 'zinc' with SUITE_DATA set, or a SMILES file)")
+    return p
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+class ContrastiveMolModel(nn.Module):
+    """Encoder + projection head. Shapes: graph batch -> (B, D)."""
+
+    def __init__(self, encoder: MolGIN) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.head = projection_head(encoder.dim)
+
+    def forward(self, b: Any) -> Tensor:
+        return self.head(self.encoder.embed(b))
+
+
+def make_augmentation(name: str, ratio: float) -> Callable[..., Any]:
+    """``aug(pyg_batch, generator) -> pyg_batch`` from :mod:`graph.augment` (TU front-end, issue 3)."""
+    from graph.augment import build_augmentation
+
+    return build_augmentation(name, ratio)
+
+
+def encoder_spec(cfg: PretrainMolConfig) -> dict[str, Any]:
+    return {"num_layers": cfg.num_layers, "emb_dim": cfg.emb_dim, "featurizer": cfg.featurizer}
+
+
+def batches(n: int, batch_size: int, gen: torch.Generator) -> list[Tensor]:
+    """Shuffled index batches of this rank (a trailing batch of one graph is dropped: BatchNorm)."""
+    perm = torch.randperm(n, generator=gen)
+    if sd.is_distributed():
+        perm = perm[sd.rank()::sd.world_size()]
+    out = list(perm.split(batch_size))
+    return [b for b in out if b.numel() >= 2]
+
+
+def _prune(out: Path, keep: int) -> None:
+    if keep <= 0:
+        return
+    cks = sorted(out.glob("epoch*.pt"), key=lambda p: int(p.stem[5:]))
+    for p in cks[:-keep]:
+        p.unlink(missing_ok=True)
+
+
+def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after: int | None = None) -> dict[str, Any]:
+    """Run (or resume) pretraining; returns a summary (final loss, molecules/s, paths).
+
+    ``stop_after`` ends the process after that many epochs of *this call* (to test resumption)."""
+    if cfg.epochs < 1 or cfg.batch_size < 2:
+        raise ValueError(f"need epochs >= 1 and batch_size >= 2, got {cfg.epochs}, {cfg.batch_size}")
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    device = resolve_device(cfg.device)
+    seed_everything(cfg.seed)
+    feat_rate = float("nan")
+    if graphs is None:
+        t0 = time.perf_counter()
+        graphs = load_smiles_file(resolve_corpus(cfg.corpus), cfg.featurizer, cfg.limit, cfg.subset_seed)
+        feat_rate = len(graphs) / max(time.perf_counter() - t0, 1e-9)  # cache hits make this large
+    if len(graphs) < 2:
+        raise ValueError(f"pretraining needs at least 2 molecules, got {len(graphs)}")
+    encoder = MolGIN(cfg.num_layers, cfg.emb_dim, cfg.dropout, get_featurizer(cfg.featurizer))
+    model = ContrastiveMolModel(encoder).to(device)
+    loss_name, loss_fn = build_loss(cfg.loss, cfg.loss_hparams)
+    loss_fn = loss_fn.to(device)
+    ddp_model = wrap_ddp(model)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    aug1, aug2 = make_augmentation(cfg.aug1, cfg.aug_ratio), make_augmentation(cfg.aug2, cfg.aug_ratio)
+    data_gen = torch.Generator().manual_seed(cfg.seed)
+    aug_gen = torch.Generator().manual_seed(cfg.seed + 1)
+    start, history = 1, []
+    ck = latest_checkpoint(out, "epoch*.pt") if cfg.resume else None
+    if ck is not None:
+        state = load_checkpoint(ck, map_location=device)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        loss_fn.load_state_dict(state["loss"])
+        data_gen.set_state(state["data_gen"])
+        aug_gen.set_state(state["aug_gen"])
+        set_rng_state(state["rng"])
+        start, history = state["epoch"] + 1, state["history"]
+    with ExitStack() as stack:
+        run = None
+        if cfg.registry and sd.is_main() and start <= cfg.epochs:
+            from suite.registry import Registry
+
+            run = stack.enter_context(Registry().run(
+                modality="graph", task="mol-pretrain", dataset=Path(cfg.corpus).name, loss=loss_name,
+                loss_hparams=loss_fn.hparams(), config=dataclasses.asdict(cfg), seed=cfg.seed))
+        done = 0
+        tp = Throughput()
+        for epoch in range(start, cfg.epochs + 1):
+            model.train()
+            logger = LossLogger()
+            tp.reset()
+            for idx in progress(batches(len(graphs), cfg.batch_size, data_gen), desc=f"pretrain {epoch}/{cfg.epochs}",
+                                unit="batch"):
+                b = graphs.batch(idx).to_pyg()
+                v1 = aug1(b, aug_gen).to(device)  # augment on CPU (seeded generator), then move
+                v2 = aug2(b, aug_gen).to(device)
+                z1, z2 = ddp_model(v1), ddp_model(v2)  # (B, D) each
+                loss = loss_fn(z1, z2)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                logger.update(float(loss.detach()), loss_fn)
+                tp.update(int(idx.numel()) * max(sd.world_size(), 1))
+            stats = {**logger.means(), "mol_per_s": tp.rate}
+            history.append({"epoch": epoch, **stats})
+            if run is not None:
+                run.log_many(stats, split="train", step=epoch)
+            if sd.is_main():
+                save_checkpoint(out / f"epoch{epoch}.pt", {
+                    "epoch": epoch, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                    "loss": loss_fn.state_dict(), "data_gen": data_gen.get_state(), "aug_gen": aug_gen.get_state(),
+                    "rng": rng_state(), "history": history, "config": dataclasses.asdict(cfg)})
+                save_checkpoint(out / "encoder.pt", {"encoder": model.encoder.state_dict(), "spec": encoder_spec(cfg),
+                                                     "loss": loss_name, "epoch": epoch, "config": dataclasses.asdict(cfg)})
+                _prune(out, cfg.keep_checkpoints)
+            done += 1
+            if stop_after is not None and done >= stop_after:
+                break
+        if run is not None:
+            run.log_many({"molecules": len(graphs), "skipped": graphs.skipped, "featurize_mol_per_s": feat_rate}, split="data")
+    return {"loss": loss_name, "epochs_done": history[-1]["epoch"] if history else 0,
+            "final_loss": history[-1]["loss"] if history else float("nan"),
+            "pretrain_mol_per_s": history[-1]["mol_per_s"] if history else float("nan"),
+            "featurize_mol_per_s": feat_rate, "molecules": len(graphs), "skipped": graphs.skipped,
+            "encoder": str(out / "encoder.pt"), "history": history}
+
+
+def load_encoder(path: str | Path, dropout: float = 0.0) -> tuple[MolGIN, dict[str, Any]]:
+    """An encoder from ``encoder.pt`` (or a directory holding it, or an ``epoch<N>.pt`` checkpoint)."""
+    p = Path(path)
+    if p.is_dir():
+        cand = p / "encoder.pt"
+        p = cand if cand.exists() else (latest_checkpoint(p, "epoch*.pt") or cand)
+    state = load_checkpoint(p)
+    if "encoder" in state:
+        spec, sd_ = state["spec"], state["encoder"]
+    elif "model" in state:  # a full pretraining checkpoint
+        c = state["config"]
+        spec = {"num_layers": c["num_layers"], "emb_dim": c["emb_dim"], "featurizer": c["featurizer"]}
+        sd_ = {k[len("encoder."):]: v for k, v in state["model"].items() if k.startswith("encoder.")}
+    else:
+        raise ValueError(f"{p} is not a molecular encoder checkpoint (no 'encoder' or 'model' entry)")
+    enc = MolGIN(spec["num_layers"], spec["emb_dim"], dropout, get_featurizer(spec["featurizer"]))
+    enc.load_state_dict(sd_)
+    return enc, {**spec, "loss": state.get("loss", state.get("config", {}).get("loss", "?")), "path": str(p)}
+

@@ -1,0 +1,99 @@
+"""GIN with edge features of Hu et al. 2020 ("Strategies for Pre-training GNNs", pretrain-gnns model.py).
+
+Per layer l:  h_i' = MLP_l( sum_{j in N(i) U {i}} (h_j + e_ji) ),  e = sum of bond-feature embeddings
+(self-loops get the self-loop bond type), then BatchNorm, ReLU (not after the last layer), dropout.
+Node representation: last layer; graph representation: mean pooling. GraphCL's projection head
+(Linear-ReLU-Linear, 300) sits on top for pretraining; fine-tuning uses a linear head.
+
+Shapes: x (N, Fa) long, edge_index (2, E), edge_attr (E, Fb) long, batch (N,) -> nodes (N, D), graphs (B, D).
+Example: >>> enc = MolGIN(); h = enc.embed(batch)   # (B, 300)
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.utils import scatter
+
+from graph.data.molecules import HU, Featurizer, MolBatch
+
+
+class CategoricalEmbedding(nn.Module):
+    """Sum of one embedding per categorical column. Shapes: (M, F) long -> (M, D)."""
+
+    def __init__(self, dims: tuple[int, ...], dim: int) -> None:
+        super().__init__()
+        self.dims = dims
+        self.embs = nn.ModuleList(nn.Embedding(d, dim) for d in dims)
+        for e in self.embs:
+            nn.init.xavier_uniform_(e.weight)
+
+    def forward(self, a: Tensor) -> Tensor:
+        if a.dim() != 2 or a.shape[1] != len(self.dims):
+            raise ValueError(f"expected categorical features (M, {len(self.dims)}), got {tuple(a.shape)}")
+        out = self.embs[0](a[:, 0])
+        for k in range(1, len(self.dims)):
+            out = out + self.embs[k](a[:, k])
+        return out
+
+
+class GINEConv(nn.Module):
+    """One GIN layer with edge embeddings added to messages (sum aggregation, self-loops included)."""
+
+    def __init__(self, dim: int, bond_dims: tuple[int, ...], self_loop: tuple[int, ...]) -> None:
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.ReLU(), nn.Linear(2 * dim, dim))
+        self.edge_emb = CategoricalEmbedding(bond_dims, dim)
+        self.register_buffer("self_loop", torch.tensor(self_loop, dtype=torch.long), persistent=False)
+
+    def forward(self, h: Tensor, edge_index: Tensor, edge_attr: Tensor) -> Tensor:
+        n = h.shape[0]
+        loops = torch.arange(n, device=h.device)
+        src = torch.cat([edge_index[0], loops])  # (E+N,)
+        dst = torch.cat([edge_index[1], loops])
+        attr = torch.cat([edge_attr, self.self_loop.expand(n, -1)])  # (E+N, Fb)
+        msg = h[src] + self.edge_emb(attr)  # (E+N, D)
+        agg = scatter(msg, dst, dim=0, dim_size=n, reduce="sum")  # (N, D)
+        return self.mlp(agg)
+
+
+class MolGIN(nn.Module):
+    """Hu et al.'s 5-layer GIN encoder (emb 300, BatchNorm, dropout, last-layer JK, mean pool)."""
+
+    def __init__(self, num_layers: int = 5, dim: int = 300, dropout: float = 0.0, featurizer: Featurizer = HU) -> None:
+        super().__init__()
+        if num_layers < 2:
+            raise ValueError(f"num_layers must be >= 2, got {num_layers}")
+        self.num_layers, self.dim, self.dropout = num_layers, dim, dropout
+        self.atom_emb = CategoricalEmbedding(featurizer.atom_dims, dim)
+        self.convs = nn.ModuleList(GINEConv(dim, featurizer.bond_dims, featurizer.self_loop) for _ in range(num_layers))
+        self.norms = nn.ModuleList(nn.BatchNorm1d(dim) for _ in range(num_layers))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor) -> Tensor:
+        h = self.atom_emb(x)  # (N, D)
+        for layer, (conv, bn) in enumerate(zip(self.convs, self.norms)):
+            h = bn(conv(h, edge_index, edge_attr))
+            h = self.drop(h) if layer == self.num_layers - 1 else self.drop(torch.relu(h))
+        return h  # (N, D) last-layer node representation
+
+    def embed(self, b: MolBatch) -> Tensor:
+        """Mean-pooled graph embedding. Shapes: MolBatch -> (B, D)."""
+        h = self(b.x, b.edge_index, b.edge_attr)
+        return scatter(h, b.batch, dim=0, dim_size=b.num_graphs, reduce="mean")
+
+
+def projection_head(dim: int = 300) -> nn.Module:
+    """GraphCL's projection head (transfer setting): Linear-ReLU-Linear."""
+    return nn.Sequential(nn.Linear(dim, dim), nn.ReLU(inplace=True), nn.Linear(dim, dim))
+
+
+class MolPredictor(nn.Module):
+    """Encoder + linear head on the pooled embedding. Shapes: MolBatch -> logits (B, T)."""
+
+    def __init__(self, encoder: MolGIN, num_tasks: int) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.head = nn.Linear(encoder.dim, num_tasks)
+
+    def forward(self, b: MolBatch) -> Tensor:
+        return self.head(self.encoder.embed(b))
