@@ -103,16 +103,22 @@ def supcon(za, zb, labels, temperature=0.1):
     return torch.stack(losses).mean()
 
 
-def xclr(za, zb, similarity, temperature=0.1, target_temperature=0.1):
+def xclr(za, zb, similarity, temperature=0.1, target_temperature=0.1, queue=None, queue_similarity=None):
     za, zb = _unit(za), _unit(zb)
     n = za.shape[0]
     e = torch.cat([za, zb])
     losses = []
     for i in range(2 * n):
         ks = [k for k in range(2 * n) if k != i]
-        g = torch.stack([similarity[i % n, k % n] / target_temperature for k in ks])
-        s = torch.softmax(g, dim=0)
-        logits = torch.stack([e[i] @ e[k] / temperature for k in ks])
+        gl = [similarity[i % n, k % n] / target_temperature for k in ks]
+        ll = [e[i] @ e[k] / temperature for k in ks]
+        if queue is not None:
+            qq = _unit(queue)
+            for k in range(qq.shape[0]):
+                gl.append((queue_similarity[i % n, k] if queue_similarity is not None else torch.zeros(())) / target_temperature)
+                ll.append(e[i] @ qq[k] / temperature)
+        s = torch.softmax(torch.stack(gl), dim=0)
+        logits = torch.stack(ll)
         logp = logits - torch.logsumexp(logits, dim=0)
         losses.append(-(s * logp).sum())
     return torch.stack(losses).mean()

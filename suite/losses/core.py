@@ -34,15 +34,9 @@ def normalize(x: Tensor) -> Tensor:
 
 
 class PairSims(NamedTuple):
-    sim: Tensor  # (A, C) similarities; -inf where neither positive nor negative
+    sim: Tensor  # (A, C) scaled similarities; -inf where neither positive nor negative
     pos: Tensor  # (A,) column of each anchor's positive
     n_local: int  # N: anchors are rows [0, N) (z_a) and, if symmetric, [N, 2N) (z_b)
-
-
-def _mask_cols(sim: Tensor, cols: Tensor) -> Tensor:
-    """Set sim[r, cols[r]] = -inf (out of place)."""
-    mask = torch.zeros_like(sim, dtype=torch.bool).scatter_(1, cols[:, None], True)
-    return sim.masked_fill(mask, NEG_INF)
 
 
 def pair_similarities(
@@ -53,49 +47,54 @@ def pair_similarities(
     symmetric: bool = True,
     queue: Tensor | None = None,
     exclude_positive: bool = False,
+    scale: float | Tensor = 1.0,
+    mask_value: float = NEG_INF,
 ) -> PairSims:
-    """Cosine similarities of anchors to candidates for normalised ``z_a, z_b`` of shape (N, d).
+    """``scale`` x cosine similarities of anchors to candidates for normalised ``z_a, z_b`` (N, d).
 
-    Returns ``PairSims(sim (A, C), pos (A,), N)`` with A = 2N if symmetric else N.
+    Returns ``PairSims(sim (A, C), pos (A,), N)`` with A = 2N if symmetric else N. ``scale`` (1/tau)
+    is applied to the (A, d) anchors before the product, not to the (A, C) result.
     ``exclude_positive=True`` also sets the positive's entry to ``-inf`` (negatives only);
-    ``pos`` still names its column.
+    ``pos`` still names its column. ``mask_value`` replaces ``-inf`` where a finite stand-in is
+    needed (weights x logits products); it must be low enough that exp underflows to 0.
     """
     n = z_a.shape[0]
     dev = z_a.device
     off = sd.rank() * n
     ar = torch.arange(n, device=dev)
     anchors = torch.cat([z_a, z_b]) if symmetric else z_a  # (A, d)
+    scaled = anchors * scale
+    excluded: list[Tensor] = []  # columns set to -inf, one (A,) index tensor each
     if negatives == "all":
         ga, gb = sd.gather(z_a), sd.gather(z_b)  # (M, d) each
         m = ga.shape[0]
-        cand = torch.cat([ga, gb])  # (2M, d)
-        sim = anchors @ cand.T  # (A, 2M)
-        self_col = off + ar
-        pos = m + off + ar
+        sim = scaled @ torch.cat([ga, gb]).T  # (A, 2M)
+        self_col, pos = off + ar, m + off + ar
         if symmetric:
-            self_col = torch.cat([self_col, m + off + ar])
-            pos = torch.cat([pos, off + ar])
-        sim = _mask_cols(sim, self_col)
+            self_col, pos = torch.cat([self_col, pos]), torch.cat([pos, self_col])
+        excluded.append(self_col)
     elif negatives == "cross":
-        gb = sd.gather(z_b)
-        sim = z_a @ gb.T  # (N, M)
+        sim = scaled[:n] @ sd.gather(z_b).T  # (N, M)
         pos = off + ar
         if symmetric:
-            ga = sd.gather(z_a)
-            sim = torch.cat([sim, z_b @ ga.T])  # (2N, M)
+            sim = torch.cat([sim, scaled[n:] @ sd.gather(z_a).T])  # (2N, M)
             pos = torch.cat([pos, pos])
     elif negatives == "none":
         if queue is None:
             raise ValueError('negatives="none" needs a queue of negatives (queue=(Q, d))')
         p = (z_a * z_b).sum(-1, keepdim=True)  # (N, 1)
-        sim = torch.cat([p, p]) if symmetric else p
+        sim = (torch.cat([p, p]) if symmetric else p) * scale
         pos = torch.zeros(sim.shape[0], dtype=torch.long, device=dev)
     else:
         raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
     if exclude_positive:
-        sim = _mask_cols(sim, pos)
+        excluded.append(pos)
+    if excluded:
+        rows = torch.arange(sim.shape[0], device=dev)
+        # in place on the product's output (not saved by its backward): no extra (A, C) buffer
+        sim.index_put_((rows.repeat(len(excluded)), torch.cat(excluded)), torch.tensor(mask_value, dtype=sim.dtype, device=dev))
     if queue is not None:
-        sim = torch.cat([sim, anchors @ normalize(queue).T], dim=1)  # (A, C + Q)
+        sim = torch.cat([sim, scaled @ normalize(queue).T], dim=1)  # (A, C + Q)
     return PairSims(sim, pos, n)
 
 

@@ -31,7 +31,8 @@ class DCL(ContrastiveLoss):
         z_a, z_b = check_pair(z_a, z_b)
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         z_a, z_b = normalize(z_a), normalize(z_b)
-        ps = pair_similarities(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue, exclude_positive=True)
+        ps = pair_similarities(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue,
+                               exclude_positive=True, scale=1.0 / self.temperature)
         pos = (z_a * z_b).sum(-1)  # (N,)
         pos = torch.cat([pos, pos]) if self.symmetric else pos  # (A,)
-        return (torch.logsumexp(ps.sim / self.temperature, dim=1) - pos / self.temperature).mean()
+        return (torch.logsumexp(ps.sim, dim=1) - pos / self.temperature).mean()

@@ -43,11 +43,12 @@ class HardNegative(ContrastiveLoss):
         z_a, z_b = check_pair(z_a, z_b)
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         z_a, z_b = normalize(z_a), normalize(z_b)
-        ps = pair_similarities(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue, exclude_positive=True)
         t = self.temperature
+        ps = pair_similarities(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue,
+                               exclude_positive=True, scale=1.0 / t)
         pos = (z_a * z_b).sum(-1)
         pos = (torch.cat([pos, pos]) if self.symmetric else pos) / t  # (A,)
-        neg = ps.sim / t  # (A, C), -inf where not a negative
+        neg = ps.sim  # (A, C) s/t, -inf where not a negative
         is_neg = torch.isfinite(neg)
         m = is_neg.sum(1).to(neg.dtype)  # negatives per anchor
         neg0 = neg.masked_fill(~is_neg, 0.0)  # finite stand-in so that beta = 0 gives no 0 * inf

@@ -31,5 +31,6 @@ class InfoNCE(ContrastiveLoss):
     def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None) -> Tensor:
         z_a, z_b = check_pair(z_a, z_b)
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
-        ps = pair_similarities(normalize(z_a), normalize(z_b), negatives=self.negatives, symmetric=self.symmetric, queue=queue)
-        return F.cross_entropy(ps.sim / self.temperature, ps.pos)  # mean over anchors
+        ps = pair_similarities(normalize(z_a), normalize(z_b), negatives=self.negatives, symmetric=self.symmetric,
+                               queue=queue, scale=1.0 / self.temperature)
+        return F.cross_entropy(ps.sim, ps.pos)  # mean over anchors

@@ -57,13 +57,13 @@ class MACL(ContrastiveLoss):
         z_a, z_b = check_pair(z_a, z_b)
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         z_a, z_b = normalize(z_a), normalize(z_b)
-        ps = pair_similarities(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue)
         pos = (z_a * z_b).sum(-1)  # (N,)
         align = sd.all_reduce_mean(pos.detach().mean())  # A, Eq. 6 (batch estimate)
         tau_raw = self.tau0 * (1.0 + self.alpha * (align - self.a0))
         tau = tau_raw.clamp_min(self.tau_min)
+        ps = pair_similarities(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue, scale=1.0 / tau)
         pos = torch.cat([pos, pos]) if self.symmetric else pos  # (A,)
-        log_p = pos / tau - torch.logsumexp(ps.sim / tau, dim=1)  # (A,) log P_i
+        log_p = pos / tau - torch.logsumexp(ps.sim, dim=1)  # (A,) log P_i
         if self.reweight:
             v = 1.0 / (-torch.expm1(log_p)).detach().clamp_min(torch.finfo(log_p.dtype).tiny)  # 1/(1-P_i)
             loss = -(v * log_p).mean()

@@ -35,7 +35,8 @@ class SupCon(ContrastiveLoss):
         z_a, z_b = check_pair(z_a, z_b)
         labels = check_labels(labels, z_a.shape[0])
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
-        ps = pair_similarities(normalize(z_a), normalize(z_b), negatives="all", symmetric=True, queue=queue)
+        ps = pair_similarities(normalize(z_a), normalize(z_b), negatives="all", symmetric=True, queue=queue,
+                               scale=1.0 / self.temperature, mask_value=-1e9)  # finite: 0 * mask == 0
         gl = sd.gather_nograd(labels)
         anchor_y = torch.cat([labels, labels])  # (2N,)
         cand_y = torch.cat([gl, gl])  # (2M,)
@@ -43,7 +44,11 @@ class SupCon(ContrastiveLoss):
             if queue_labels is None:
                 raise ValueError("supcon with a queue needs queue_labels of shape (Q,)")
             cand_y = torch.cat([cand_y, check_labels(queue_labels, queue.shape[0], "queue_labels")])
-        log_p = torch.log_softmax(ps.sim / self.temperature, dim=1)  # (2N, C)
-        pos_mask = (anchor_y[:, None] == cand_y[None, :]) & torch.isfinite(ps.sim)
-        per_anchor = -(log_p.masked_fill(~pos_mask, 0.0)).sum(1) / pos_mask.sum(1)
+        pos_mask = (anchor_y[:, None] == cand_y[None, :]).to(ps.sim.dtype)  # (2N, C)
+        rows = torch.arange(pos_mask.shape[0], device=pos_mask.device)
+        m = cand_y.shape[0] if queue is None else cand_y.shape[0] - queue.shape[0]
+        self_col = sd.rank() * labels.shape[0] + rows % labels.shape[0] + (rows >= labels.shape[0]) * (m // 2)
+        pos_mask[rows, self_col] = 0.0  # an anchor is not its own positive
+        # mean over P(i) of log p_ip = (sum_p logit_ip) / |P(i)| - logsumexp_a logit_ia
+        per_anchor = torch.logsumexp(ps.sim, 1) - (pos_mask * ps.sim).sum(1) / pos_mask.sum(1)
         return per_anchor.mean()

@@ -32,6 +32,12 @@ def iou_weights(iou: Tensor, tau_prime: float = 1.0) -> Tensor:
     return torch.softmax(iou.double() / tau_prime, dim=0).to(iou.dtype) * iou.shape[0]
 
 
+def _sq_dists(a: Tensor, b: Tensor) -> Tensor:
+    """||a_i - b_j||^2 through one matrix product (no sqrt, unlike cdist), clamped >= 0."""
+    sq = torch.addmm((a * a).sum(1, keepdim=True), a, b.T, alpha=-2.0)  # ||a||^2 - 2 a.b
+    return (sq + (b * b).sum(1)[None, :]).clamp_min(0.0)
+
+
 @register_loss("tsimclr", "t_simclr")
 class TSimCLR(ContrastiveLoss):
     hypersphere = False
@@ -50,11 +56,12 @@ class TSimCLR(ContrastiveLoss):
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         pos = self._log_q(((z_a - z_b) ** 2).sum(-1))  # (N,) log q(x_i, x_i')
         e = torch.cat([sd.gather(z_a), sd.gather(z_b)])  # (2M, d) all embeddings of all ranks
-        log_q = self._log_q(torch.cdist(e, e).pow(2))  # (2M, 2M)
-        log_q = log_q.masked_fill(torch.eye(e.shape[0], dtype=torch.bool, device=e.device), NEG_INF)
+        log_q = self._log_q(_sq_dists(e, e))  # (2M, 2M)
+        k = torch.arange(e.shape[0], device=e.device)
+        log_q = log_q.index_put((k, k), torch.tensor(NEG_INF, dtype=log_q.dtype, device=e.device))  # j != k
         terms = [log_q.flatten()]
         if queue is not None:
-            lq = self._log_q(torch.cdist(e, queue).pow(2)).flatten()
+            lq = self._log_q(_sq_dists(e, queue)).flatten()
             terms += [lq, lq]  # (embedding, queue) pairs in both orders
         log_z = torch.logsumexp(torch.cat(terms), dim=0)
         per_pair = log_z - pos  # (N,) l(x_i, x_i') = l(x_i', x_i)

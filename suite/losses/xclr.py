@@ -29,13 +29,6 @@ from suite.losses.base import ContrastiveLoss, _check_float, check_pair, check_p
 from suite.losses.core import NEG_INF, normalize, pair_similarities
 
 
-def soft_cross_entropy(logits: Tensor, target_logits: Tensor) -> Tensor:
-    """Mean over rows of H(softmax(target_logits), softmax(logits)); -inf entries are excluded."""
-    log_p = torch.log_softmax(logits, dim=1)
-    s = torch.softmax(target_logits, dim=1)
-    return -(s * log_p.masked_fill(torch.isinf(log_p), 0.0)).sum(1).mean()
-
-
 @register_loss("xclr", "x_clr")
 class XCLR(ContrastiveLoss):
     requires = ("similarity",)
@@ -58,18 +51,38 @@ class XCLR(ContrastiveLoss):
         w = sd.world_size()
         g = _local_graph(similarity, n, w).to(z_a.dtype)  # (N, W*N)
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
-        ps = pair_similarities(normalize(z_a), normalize(z_b), negatives="all", symmetric=True, queue=queue)
-        # target graph over anchors (2N local) x candidates (2M gathered [+ Q])
-        target = torch.cat([g, g], dim=1)  # (N, 2M)
-        target = torch.cat([target, target])  # (2N, 2M)
+        m = g.shape[1]
+        # logits (2N, 2M[+Q]) = cos / tau; the self entries get a finite stand-in for -inf (weight 0 there)
+        ps = pair_similarities(normalize(z_a), normalize(z_b), negatives="all", symmetric=True, queue=queue,
+                               scale=1.0 / self.temperature, mask_value=_MASK)
+        # targets from the (N, M) sample graph: the same weights for both views of a sample, the anchor's
+        # own entry excluded; never tiled to (2N, 2M)
+        t = g / self.target_temperature  # (N, M)
+        own = (sd.rank() * n + torch.arange(n, device=g.device))[:, None]
+        t_excl = t.scatter(1, own, NEG_INF)
+        parts = [t_excl, t]
         if queue is not None:
             qs = torch.zeros(n, queue.shape[0], dtype=z_a.dtype, device=z_a.device) if queue_similarity is None else queue_similarity
             _check_float(qs, "queue_similarity")
             if qs.shape != (n, queue.shape[0]):
                 raise ValueError(f"queue_similarity must have shape ({n}, {queue.shape[0]}); got {tuple(qs.shape)}")
-            target = torch.cat([target, torch.cat([qs, qs]).to(z_a.dtype)], dim=1)
-        target = (target / self.target_temperature).masked_fill(torch.isinf(ps.sim), NEG_INF)
-        return soft_cross_entropy(ps.sim / self.temperature, target)
+            parts.append(qs.to(z_a.dtype) / self.target_temperature)
+        log_z = torch.logsumexp(torch.cat(parts, 1), 1, keepdim=True)  # (N, 1) target normaliser
+        w_excl, w = (t_excl - log_z).exp(), (t - log_z).exp()  # (N, M) target weights
+        lg = ps.sim
+        # sum_k s_ik * logit_ik per anchor; first N rows anchor view a (own block a), next N view b
+        cross = torch.cat([
+            (lg[:n, :m] * w_excl).sum(1) + (lg[:n, m : 2 * m] * w).sum(1),
+            (lg[n:, :m] * w).sum(1) + (lg[n:, m : 2 * m] * w_excl).sum(1),
+        ])
+        if queue is not None:
+            wq = (parts[2] - log_z).exp()
+            cross = cross + (lg[:, 2 * m :] * torch.cat([wq, wq])).sum(1)
+        # H(s_i, p_i) = logsumexp_k logit_ik - sum_k s_ik logit_ik  (sum_k s_ik = 1)
+        return (torch.logsumexp(lg, 1) - cross).mean()
+
+
+_MASK = -1e9  # exp(-1e9 - max) == 0 in float32/64; finite so that 0 * mask == 0
 
 
 def _local_graph(similarity: Tensor, n: int, w: int) -> Tensor:

@@ -95,6 +95,28 @@ def test_xclr(n, d, tau_s):
     _check(lambda a, b: loss(a, b, g), lambda a, b: R.xclr(a, b, g, 0.1, tau_s), [za, zb])
 
 
+def test_xclr_queue():
+    za, zb = _pair(4, 3, 20)
+    g = torch.eye(4, dtype=F64)
+    queue = torch.randn(5, 3, generator=torch.Generator().manual_seed(21), dtype=F64)
+    qs = torch.rand(4, 5, generator=torch.Generator().manual_seed(22), dtype=F64)
+    loss = L.build("xclr", target_temperature=0.5)
+    for q_sim in (None, qs):
+        _check(lambda a, b: loss(a, b, g, queue=queue, queue_similarity=q_sim),
+               lambda a, b: R.xclr(a, b, g, 0.1, 0.5, queue=queue, queue_similarity=q_sim), [za, zb])
+
+
+def test_supcon_queue():
+    za, zb = _pair(4, 3, 23)
+    labels = torch.tensor([0, 1, 0, 2])
+    queue = torch.randn(3, 3, generator=torch.Generator().manual_seed(24), dtype=F64)
+    loss = L.build("supcon")
+    out = loss(za, zb, labels, queue=queue, queue_labels=torch.tensor([0, 1, 1]))
+    assert torch.isfinite(out)
+    with pytest.raises(ValueError, match="queue_labels"):
+        loss(za, zb, labels, queue=queue)
+
+
 @pytest.mark.parametrize("n,d", SHAPES)
 @pytest.mark.parametrize("weighted", [False, True])
 def test_tsimclr(n, d, weighted):
