@@ -30,11 +30,15 @@ class RocAuc:
     def __call__(self, y_true: Tensor, y_score: Tensor, mask: Tensor | None = None) -> dict[str, float]:
         y = torch.as_tensor(y_true, dtype=torch.float64).detach().cpu()
         s = torch.as_tensor(y_score, dtype=torch.float64).detach().cpu()
+        mk = None if mask is None else torch.as_tensor(mask, dtype=torch.bool).cpu()
         if y.dim() == 1:
             y, s = y[:, None], s[:, None]
+            mk = None if mk is None else mk.reshape(-1, 1)
         if y.shape != s.shape:
             raise ValueError(f"y_true {tuple(y.shape)} and y_score {tuple(s.shape)} must have the same shape")
-        m = ~torch.isnan(y) if mask is None else torch.as_tensor(mask, dtype=torch.bool).cpu() & ~torch.isnan(y)
+        if mk is not None and mk.shape != y.shape:
+            raise ValueError(f"mask {tuple(mk.shape)} must have the shape of y_true {tuple(y.shape)}")
+        m = ~torch.isnan(y) if mk is None else mk & ~torch.isnan(y)
         bad = m & ~((y == 0) | (y == 1))
         if bad.any():
             raise ValueError("labels must be 0/1 (or NaN / masked for missing)")

@@ -1,0 +1,98 @@
+"""Molecular GIN, pretraining resume equality, and the end-to-end pretrain -> finetune path (tiny)."""
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from graph.data.molecules import featurize
+from graph.methods.pretrain_mol import PretrainMolConfig, build_loss, load_encoder, pretrain
+from graph.models.gin_mol import MolGIN, MolPredictor
+
+CORPUS = ["CCO", "CCN", "CCC", "c1ccccc1", "c1ccncc1", "CC(=O)O", "CC(=O)N", "C1CCCCC1", "C1CCNCC1", "c1ccc(O)cc1",
+          "c1ccc(N)cc1", "CCOC(=O)C", "CC(C)O", "CC(C)N", "OCCO", "NCCN", "c1ccsc1", "c1ccoc1", "C1CCOC1", "CC#N",
+          "c1ccc2ccccc2c1", "CC(=O)Oc1ccccc1C(=O)O", "CN1CCCC1", "OC(=O)CCC(=O)O", "c1cnc2ccccc2c1", "CCCCCC",
+          "CCCCO", "CCCCN", "c1ccc(Cl)cc1", "c1ccc(F)cc1", "BrCCBr", "ClCCl", "CS(=O)C", "CC(C)(C)O", "C=CC=C",
+          "C1=CCCCC1", "NC(=O)N", "c1ccccc1C", "c1ccccc1CC", "O=C1CCCC1"]
+TINY = dict(num_layers=2, emb_dim=16, batch_size=8)
+
+
+def test_gin_shapes_and_dropout_modes() -> None:
+    g = featurize(CORPUS[:5])
+    b = g.batch(torch.arange(5))
+    enc = MolGIN(num_layers=3, dim=8, dropout=0.5)
+    assert enc(b.x, b.edge_index, b.edge_attr).shape == (b.x.shape[0], 8)
+    assert enc.embed(b).shape == (5, 8)
+    assert MolPredictor(enc, 3)(b).shape == (5, 3)
+    assert enc.embed(b.to_pyg()).shape == (5, 8)  # PyG batches work too
+    with pytest.raises(ValueError, match="categorical features"):
+        enc(b.x[:, :1], b.edge_index, b.edge_attr)
+
+
+def test_loss_presets() -> None:
+    name, loss = build_loss("graphcl")
+    assert name == "infonce" and loss.temperature == 0.1 and loss.negatives == "cross"
+    name, loss = build_loss("macl")
+    assert (loss.tau0, loss.alpha, loss.a0) == (0.1, 0.5, 0.0)
+    assert build_loss("cacr")[0] == "cacr"
+    with pytest.raises(ValueError, match="unknown loss"):
+        build_loss("nope")
+
+
+def _corpus(tmp_path: Path) -> Path:
+    p = tmp_path / "corpus.csv"
+    p.write_text("SMILES\n" + "\n".join(CORPUS) + "\n")
+    return p
+
+
+def test_resume_gives_identical_result(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path)
+    base = dict(corpus=str(corpus), epochs=3, loss="macl", registry=False, keep_checkpoints=0, device="cpu", **TINY)
+    full = pretrain(PretrainMolConfig(out=str(tmp_path / "a"), **base))
+    part = pretrain(PretrainMolConfig(out=str(tmp_path / "b"), **base), stop_after=1)
+    assert part["epochs_done"] == 1
+    # a fresh process state: scramble the global RNGs before resuming
+    torch.manual_seed(1234)
+    torch.rand(10)
+    resumed = pretrain(PretrainMolConfig(out=str(tmp_path / "b"), **base))
+    assert resumed["epochs_done"] == 3
+    assert [h["loss"] for h in resumed["history"]] == [h["loss"] for h in full["history"]]
+    ea, _ = load_encoder(tmp_path / "a")
+    eb, _ = load_encoder(tmp_path / "b" / "epoch3.pt")
+    for (k, va), (_, vb) in zip(ea.state_dict().items(), eb.state_dict().items()):
+        assert torch.equal(va, vb), k
+
+
+def test_end_to_end_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from graph.mol_cli import register_mol
+
+    corpus = _corpus(tmp_path)
+    rows = "".join(f"{i},m{i},{int('O' in s or 'N' in s)},{s}\n" for i, s in enumerate(CORPUS * 2))
+    (tmp_path / "bbbp.csv").write_text("num,name,p_np,smiles\n" + rows)
+    parser = argparse.ArgumentParser()
+    register_mol(parser.add_subparsers())
+    tiny = ["--num-layers", "2", "--emb-dim", "16", "--device", "cpu"]
+    a = parser.parse_args(["pretrain-mol", "--corpus", str(corpus), "--loss", "graphcl", "--epochs", "1",
+                           "--batch-size", "16", "--out", str(tmp_path / "ckpt"), *tiny])
+    assert a.func(a) == 0
+    assert "pretrained infonce" in capsys.readouterr().out
+    f = parser.parse_args(["finetune-mol", "--dataset", "bbbp", "--data-root", str(tmp_path), "--init",
+                           str(tmp_path / "ckpt"), "--seeds", "0", "1", "--epochs", "2", "--split", "random",
+                           "--batch-size", "16", *tiny])
+    assert f.func(f) == 0
+    out = capsys.readouterr().out
+    assert "bbbp seed 1" in out and "best-valid" in out
+    from graph.eval.finetune import FinetuneMolConfig, finetune
+
+    res = finetune(FinetuneMolConfig(dataset="bbbp", data_root=str(tmp_path), init="none", seeds=[0], epochs=2,
+                                     split="random", batch_size=16, num_layers=2, emb_dim=16, device="cpu"))
+    r = res[0]
+    assert r["loss"] == "none" and 1 <= r["best_epoch"] <= 2
+    assert all(0.0 <= r[k] <= 1.0 for k in ("test_rocauc_last", "test_rocauc_bestval")) or math.isnan(r["test_rocauc_last"])
+    from suite.registry import Registry
+
+    runs = Registry().runs(task="molnet-finetune", dataset="bbbp")
+    assert len(runs) >= 3 and all(x["status"] == "finished" for x in runs)
