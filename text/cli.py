@@ -1,0 +1,59 @@
+"""``suite text train ...`` and ``suite text eval ...``.
+
+    suite text train --loss macl --backbone default --data wiki.txt --out runs/macl
+    suite text train --config text/configs/unsup_minilm.yaml --loss cacr --seed 1
+    suite text eval --model runs/macl --tasks all
+Under torchrun, ``train`` runs DDP (in-batch negatives gathered across ranks by the losses).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from suite.config import add_config_args, config_from_args
+
+
+def _train(args: argparse.Namespace) -> int:
+    from text.eval.senteval import EvalConfig, evaluate_model, summary_line
+    from text.methods.simcse import SimCSEConfig, train_simcse
+
+    cfg = config_from_args(SimCSEConfig, args, args.config)
+    summary = train_simcse(cfg)
+    print(f"best STS-B dev Spearman {100 * summary['best_stsb_dev']:.2f} after {summary['steps']} steps; "
+          f"{summary['sentences_per_s']:.1f} sentences/s; saved to {summary['out']}")
+    if args.final_eval != "none":
+        m = evaluate_model(EvalConfig(model=cfg.out, tasks=args.final_eval, label=cfg.loss, seed=cfg.seed))
+        print(summary_line(m))
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from text.eval.senteval import EvalConfig, evaluate_model, summary_line
+
+    cfg = config_from_args(EvalConfig, args, args.config)
+    m = evaluate_model(cfg)
+    print(summary_line(m, cfg.aggregation))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(m, f, indent=1)
+    return 0
+
+
+def register(sub: Any) -> None:
+    from text.eval.senteval import EvalConfig
+    from text.methods.simcse import SimCSEConfig
+
+    p = sub.add_parser("text", help="sentence embeddings: SimCSE with any loss, SentEval STS/transfer evaluation")
+    tsub = p.add_subparsers(dest="text_command", metavar="COMMAND")
+    tr = tsub.add_parser("train", help="train SimCSE (unsup: dropout views; sup: NLI triplets)")
+    tr.add_argument("--config", default=None, help="YAML file (text/configs/*.yaml); flags override it")
+    tr.add_argument("--final-eval", choices=("none", "sts", "transfer", "all"), default="none")
+    add_config_args(tr, SimCSEConfig)
+    tr.set_defaults(func=_train)
+    ev = tsub.add_parser("eval", help="SentEval-protocol evaluation of a saved model")
+    ev.add_argument("--config", default=None)
+    ev.add_argument("--json", default=None, help="also write the metrics to this JSON file")
+    add_config_args(ev, EvalConfig)
+    ev.set_defaults(func=_eval)
+    p.set_defaults(func=lambda a: (p.print_help(), 1)[1])

@@ -1,0 +1,73 @@
+"""One entry point for the CLI and the benchmark: evaluate a saved model (or ``default``) on the
+STS and/or transfer tasks and record the numbers in the registry.
+
+    metrics = evaluate_model(EvalConfig(model="runs/text/simcse", tasks="sts"))
+STS metrics are Spearman x 100 (the papers' scale), transfer metrics accuracies in %.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from suite.registry import Registry
+from text.eval.encode import EncodeFn
+from text.eval.sts import STS_TASKS, STSEvaluator
+from text.eval.transfer import REGS, TransferEvaluator
+from text.models.save import load_encoder
+
+TRANSFER = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
+
+
+@dataclass
+class EvalConfig:
+    model: str = field(default="default", metadata={"help": "saved model folder, HF path, or 'default'"})
+    tasks: Literal["sts", "transfer", "all"] = "sts"
+    sts_tasks: list[str] = field(default_factory=lambda: list(STS_TASKS))
+    transfer_tasks: list[str] = field(default_factory=lambda: list(TRANSFER))
+    aggregation: Literal["all", "mean", "wmean"] = "all"
+    pooling: str = field(default="auto", metadata={"help": "override the model's pooling (auto = as saved / ST config)"})
+    batch_size: int = 128
+    max_length: int = 512
+    kfold: int = 10
+    inner_kfold: int = 10
+    cache: bool = True
+    device: str = "auto"
+    label: str = field(default="", metadata={"help": "loss / method name recorded in the registry"})
+    seed: int = 0
+
+
+def evaluate_model(cfg: EvalConfig, registry: Registry | None = None, record: bool = True) -> dict[str, float]:
+    if cfg.tasks not in ("sts", "transfer", "all"):
+        raise ValueError(f"tasks must be sts, transfer or all, got {cfg.tasks!r}")
+    dev = torch.device("cuda" if cfg.device == "auto" and torch.cuda.is_available() else ("cpu" if cfg.device == "auto" else cfg.device))
+    enc = load_encoder(cfg.model, pooling=cfg.pooling).to(dev)
+    fn = EncodeFn(enc, cfg.batch_size, cfg.max_length, dev, cache=cfg.cache)
+    out: dict[str, float] = {}
+    reg = (registry or Registry()) if record else None
+    ctx = reg.run(modality="text", task=f"senteval-{cfg.tasks}", dataset="senteval", loss=cfg.label or "none", loss_hparams={},
+                  config=dataclasses.asdict(cfg), seed=cfg.seed) if reg else nullcontext()
+    with ctx as run:
+        if cfg.tasks in ("sts", "all"):
+            t0, c0 = time.perf_counter(), time.process_time()
+            sts = STSEvaluator(cfg.sts_tasks, aggregation=cfg.aggregation)(fn)
+            out.update({k: (100.0 * v if not k.endswith(("_pairs", "_skipped")) else v) for k, v in sts.items()})
+            out["sts_wall_s"], out["sts_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
+        if cfg.tasks in ("transfer", "all"):
+            t0 = time.perf_counter()
+            tr = TransferEvaluator(cfg.transfer_tasks, kfold=cfg.kfold, inner_kfold=cfg.inner_kfold, regs=REGS)(fn)
+            out.update({f"transfer_{k}" if k == "avg" else k: v for k, v in tr.items()})
+            out["transfer_wall_s"] = time.perf_counter() - t0
+        if run is not None:
+            run.log_many(out, split="test")
+    return out
+
+
+def summary_line(m: dict[str, Any], aggregation: str = "all") -> str:
+    keys = [k for k in ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "avg") if k in m]
+    keys += [k for k in TRANSFER + ("transfer_avg",) if k in m]
+    return " | ".join(f"{k} {m[k]:.2f}" for k in keys) + (f"  (STS12-16 aggregation: {aggregation})" if "sts12" in m else "")

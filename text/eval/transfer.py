@@ -1,0 +1,89 @@
+"""SentEval's transfer tasks with scikit-learn logistic regression on frozen embeddings
+(SentEval's ``usepytorch=False`` path), seeded as SentEval (seed 1111):
+
+- MR, CR, SUBJ, MPQA: ``InnerKFoldClassifier``: outer stratified ``kfold`` (10) folds; on each
+  training part an inner stratified k-fold picks C in {2^-2, ..., 2^3}; test accuracy averaged.
+- SST2: ``SplitClassifier``: C chosen on dev, accuracy on test.
+- TREC: ``KFoldClassifier``: C chosen by k-fold CV on train, accuracy on the TREC-10 test set.
+- MRPC: ``KFoldClassifier`` on features [|u - v|, u * v]; accuracy and F1 on the test set.
+
+    metrics = TransferEvaluator(("MR", "TREC"))(encode_fn)  # {"MR": 81.2, "TREC": 85.0, "avg": ...}
+Accuracies are percentages, as SentEval reports them.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import f1_score
+from sklearn.model_selection import StratifiedKFold
+from torch import Tensor
+
+from text.data import TRANSFER_TASKS, LabelledSet, read_transfer
+
+REGS = tuple(2.0 ** t for t in range(-2, 4))  # SentEval's sklearn grid
+
+
+class TransferEvaluator:
+    def __init__(self, tasks: tuple[str, ...] | list[str] = TRANSFER_TASKS, kfold: int = 10, inner_kfold: int = 10,
+                 regs: tuple[float, ...] = REGS, seed: int = 1111, max_iter: int = 1000, root: Path | None = None) -> None:
+        unknown = [t for t in tasks if t not in TRANSFER_TASKS]
+        if unknown:
+            raise ValueError(f"unknown transfer task(s) {unknown}; valid: {list(TRANSFER_TASKS)}")
+        self.tasks = list(tasks)
+        self.kfold, self.inner_kfold, self.regs, self.seed, self.max_iter = kfold, inner_kfold, tuple(regs), seed, max_iter
+        self.data = {t: read_transfer(t, root) for t in self.tasks}
+
+    def protocol(self) -> dict[str, Any]:
+        return {"kfold": self.kfold, "inner_kfold": self.inner_kfold, "regs": list(self.regs), "seed": self.seed,
+                "classifier": "sklearn LogisticRegression"}
+
+    def _clf(self, c: float) -> LogisticRegression:
+        return LogisticRegression(C=c, random_state=self.seed, max_iter=self.max_iter)
+
+    def _pick_c(self, x: np.ndarray, y: np.ndarray) -> float:
+        """C with the best mean accuracy over an inner stratified k-fold of (x, y)."""
+        inner = StratifiedKFold(n_splits=self.inner_kfold, shuffle=True, random_state=self.seed)
+        folds = list(inner.split(x, y))
+        scores = [np.mean([self._clf(c).fit(x[tr], y[tr]).score(x[va], y[va]) for tr, va in folds]) for c in self.regs]
+        return self.regs[int(np.argmax(scores))]
+
+    def _inner_kfold(self, x: np.ndarray, y: np.ndarray) -> float:
+        outer = StratifiedKFold(n_splits=self.kfold, shuffle=True, random_state=self.seed)
+        accs = [self._clf(self._pick_c(x[tr], y[tr])).fit(x[tr], y[tr]).score(x[te], y[te]) for tr, te in outer.split(x, y)]
+        return 100.0 * float(np.mean(accs))
+
+    def __call__(self, encode_fn: Callable[[list[str]], Tensor]) -> dict[str, float]:
+        sets = [s for d in self.data.values() for s in d.values()]
+        texts = list(dict.fromkeys(t for s in sets for t in s.x + (s.b or [])))
+        emb = encode_fn(texts).float().numpy()  # (U, d)
+        index = {t: i for i, t in enumerate(texts)}
+
+        def feats(s: LabelledSet) -> tuple[np.ndarray, np.ndarray]:
+            u = emb[[index[t] for t in s.x]]
+            if s.b is not None:  # sentence pairs (MRPC)
+                v = emb[[index[t] for t in s.b]]
+                u = np.concatenate([np.abs(u - v), u * v], axis=1)
+            return u, np.asarray(s.y)
+
+        out: dict[str, float] = {}
+        for task, d in self.data.items():
+            if "all" in d:
+                out[task] = self._inner_kfold(*feats(d["all"]))
+            elif task == "SST2":
+                (xtr, ytr), (xdv, ydv), (xte, yte) = feats(d["train"]), feats(d["dev"]), feats(d["test"])
+                dev = [self._clf(c).fit(xtr, ytr).score(xdv, ydv) for c in self.regs]
+                c = self.regs[int(np.argmax(dev))]
+                out[task] = 100.0 * float(self._clf(c).fit(xtr, ytr).score(xte, yte))
+                out[f"{task}_dev"] = 100.0 * float(max(dev))
+            else:  # TREC, MRPC
+                (xtr, ytr), (xte, yte) = feats(d["train"]), feats(d["test"])
+                clf = self._clf(self._pick_c(xtr, ytr)).fit(xtr, ytr)
+                out[task] = 100.0 * float(clf.score(xte, yte))
+                if task == "MRPC":
+                    out["MRPC_f1"] = 100.0 * float(f1_score(yte, clf.predict(xte)))
+        if len(self.tasks) > 1:
+            out["avg"] = float(np.mean([out[t] for t in self.tasks]))
+        return out

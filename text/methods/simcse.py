@@ -1,0 +1,292 @@
+"""SimCSE (Gao et al. 2021) with any loss of the core.
+
+Unsupervised: every sentence is encoded ``V`` times in ONE forward pass (dropout gives the views;
+V = 2, or 3 for multi-view losses such as cacr) and the views go to ``suite.losses.apply_loss``.
+Supervised: (anchor, entailment, contradiction) triplets in one forward pass; ``infonce`` is
+SimCSE's objective exactly (in-batch + hard negatives, with the hard-negative weight as a logit
+offset on each anchor's own hard negative, gradients through all three); other losses get the
+hard negatives as extra negatives via ``queue=`` (the core detaches queue entries, so no gradient
+flows through the hard negatives for them).
+
+Losses by name with text presets (:data:`LOSS_PRESETS`); ``xclr`` gets a soft graph from a frozen
+teacher sentence model (default: the packaged all-MiniLM-L6-v2): cosine similarities of the
+teacher's embeddings of the batch sentences, diagonal 1.
+
+STS-B dev is evaluated every ``eval_every`` steps and the best model is kept (SimCSE's protocol).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+import suite.losses as L
+from suite import distributed as sd
+from suite.losses.base import ContrastiveLoss
+from suite.losses.core import normalize, pair_similarities
+from suite.paths import data_path
+from suite.registry import Registry
+from suite.train import LossLogger, Throughput, load_checkpoint, progress, rng_state, save_checkpoint, seed_everything, set_rng_state, wrap_ddp
+from text.data import Triplet, nli_triplets, read_sentences, read_triplets_csv, unlabelled_sentences
+from text.eval.encode import EncodeFn
+from text.eval.sts import STSEvaluator
+from text.models.encoder import SentenceEncoder, build_encoder
+from text.models.save import load_encoder, save_encoder
+
+# Text settings of each loss (MACL App. B.4 for macl; SimCSE's tau = 0.05 for the InfoNCE family).
+LOSS_PRESETS: dict[str, dict[str, Any]] = {
+    "infonce": {"temperature": 0.05},
+    "macl": {"tau0": 0.05, "alpha": 2.0, "a0": 0.8, "reweight": False},
+    "dcl": {"temperature": 0.05},
+    "hard_negative": {"temperature": 0.05},
+    "xclr": {"temperature": 0.05, "target_temperature": 0.1},
+}
+DEFAULT_VIEWS: dict[str, int] = {"cacr": 3, "uaur": 3, "cmc": 3}
+WIKI = ("wiki", "wiki1m_head11914.txt")
+
+
+@dataclass
+class SimCSEConfig:
+    mode: Literal["unsup", "sup"] = "unsup"
+    backbone: str = field(default="default", metadata={"help": "HF path/name or 'default' (packaged all-MiniLM-L6-v2)"})
+    pooling: str = field(default="auto", metadata={"help": "cls|mean|max|auto (auto: the backbone's ST pooling, else cls)"})
+    mlp_head: bool = True
+    head_at_test: bool = field(default=False, metadata={"help": "keep the MLP head at test time (SimCSE sup)"})
+    dropout: float = 0.1
+    loss: str = "infonce"
+    loss_hparams: dict[str, Any] = field(default_factory=dict, metadata={"help": "overrides of the loss preset"})
+    n_views: int = field(default=0, metadata={"help": "dropout views per sentence (0: 3 for cacr/uaur/cmc, else 2)"})
+    data: str = field(default="", metadata={"help": "sentences file (unsup) / triplet CSV (sup); '' = local wiki / NLI"})
+    add_sts_sick_train: bool = field(default=False, metadata={"help": "unsup: add STS-B + SICK train sentences"})
+    limit: int = field(default=0, metadata={"help": "use the first N sentences / triplets (0 = all)"})
+    max_length: int = 32
+    batch_size: int = 64
+    lr: float = 3e-5
+    weight_decay: float = 0.0
+    epochs: int = 1
+    max_steps: int = field(default=0, metadata={"help": "stop after N steps (0 = epochs)"})
+    eval_every: int = field(default=125, metadata={"help": "STS-B dev every N steps, best kept (0 = only at the end)"})
+    eval_batch_size: int = 128
+    hard_negative_weight: float = field(default=0.0, metadata={"help": "sup infonce: log-weight added to own hard negative"})
+    teacher: str = field(default="default", metadata={"help": "xclr: frozen teacher sentence model"})
+    seed: int = 0
+    out: str = "runs/text/simcse"
+    bf16: bool = False
+    device: str = "auto"
+    resume: bool = True
+    checkpoint_every: int = field(default=0, metadata={"help": "resume checkpoint every N steps (0 = at each eval)"})
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device(f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def loss_for(name: str, overrides: dict[str, Any] | None = None) -> ContrastiveLoss:
+    """The loss ``name`` with its text preset, then ``overrides``."""
+    key = L.canonical_name(name)
+    return L.build(key, **{**LOSS_PRESETS.get(key, {}), **(overrides or {})})
+
+
+def n_views_for(loss: ContrastiveLoss, requested: int) -> int:
+    v = requested or DEFAULT_VIEWS.get(L.canonical_name(type(loss).name or "infonce"), 2)
+    if v != 2 and not loss.multi_view:
+        raise ValueError(f"loss {type(loss).name!r} takes two views; n_views = {v} needs a multi-view loss (cacr, uaur, cmc)")
+    if v < 2:
+        raise ValueError(f"n_views must be >= 2, got {v}")
+    return v
+
+
+def sup_simcse_loss(z1: Tensor, z2: Tensor, z3: Tensor, temperature: float = 0.05, hard_negative_weight: float = 0.0) -> Tensor:
+    """Supervised SimCSE (Eq. 5 of Gao et al. 2021): anchor z1[i], positive z2[i], negatives z2[j]
+    (j != i) and every hard negative z3[k]; ``hard_negative_weight`` is added to the logit of the
+    anchor's own hard negative (SimCSE's ``hard_negative_weight``). (N, d) x 3 -> ()."""
+    ps = pair_similarities(normalize(z1), normalize(z2), negatives="cross", symmetric=False, queue=z3)  # sim (N, M + N)
+    logits = ps.sim / temperature
+    if hard_negative_weight:
+        n, m = z1.shape[0], ps.sim.shape[1] - z3.shape[0]
+        own = m + torch.arange(n, device=z1.device)
+        logits = logits + F.one_hot(own, logits.shape[1]).to(logits.dtype) * hard_negative_weight
+    return F.cross_entropy(logits, ps.pos)
+
+
+# ----------------------------------------------------------------------------- data
+
+def load_training_data(cfg: SimCSEConfig) -> list[str] | list[Triplet]:
+    if cfg.mode == "unsup":
+        path = Path(cfg.data) if cfg.data else data_path(*WIKI)
+        texts = read_sentences(path)
+        if cfg.add_sts_sick_train:
+            texts = list(dict.fromkeys(texts + unlabelled_sentences()))
+        return texts[: cfg.limit] if cfg.limit else texts
+    if cfg.mode == "sup":
+        trip = read_triplets_csv(cfg.data) if cfg.data else nli_triplets()
+        return trip[: cfg.limit] if cfg.limit else trip
+    raise ValueError(f"mode must be 'unsup' or 'sup', got {cfg.mode!r}")
+
+
+def epoch_order(n: int, epoch: int, seed: int, batch: int) -> list[Tensor]:
+    """Shuffled index batches of one epoch (this rank's share under DDP; last partial batch dropped
+    so every step has the same N, as contrastive losses want)."""
+    g = torch.Generator().manual_seed(seed * 1000 + epoch)
+    perm = torch.randperm(n, generator=g)
+    perm = perm[sd.rank()::sd.world_size()]
+    k = len(perm) // batch
+    if k == 0:
+        raise ValueError(f"{len(perm)} training examples per rank is fewer than one batch of {batch}")
+    return list(perm[: k * batch].view(k, batch))
+
+
+# ----------------------------------------------------------------------------- teacher graph (xclr)
+
+def teacher_embeddings(teacher: str, texts: list[str], device: torch.device, batch_size: int) -> Tensor:
+    """(N, d) normalised embeddings of a frozen teacher (cached on disk by model + data hash)."""
+    enc = load_encoder(teacher).to(device)
+    emb = EncodeFn(enc, batch_size=batch_size, max_length=128, device=device, cache=True)(texts)
+    return F.normalize(emb, dim=-1)
+
+
+# ----------------------------------------------------------------------------- training
+
+def _state(encoder: SentenceEncoder) -> dict[str, Tensor]:
+    return {k: v.detach().cpu().clone() for k, v in encoder.state_dict().items()}
+
+
+def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[str, Any]:
+    """Train, keep the best STS-B-dev model, save it to ``cfg.out`` (sentence-transformers +
+    transformers format). Returns a summary (best dev Spearman, steps, throughput, output path)."""
+    sd.init_from_env()
+    device = resolve_device(cfg.device)
+    seed_everything(cfg.seed + sd.rank())
+    loss = loss_for(cfg.loss, cfg.loss_hparams)
+    if cfg.mode == "sup" and L.canonical_name(cfg.loss) != "infonce" and cfg.hard_negative_weight:
+        raise ValueError("hard_negative_weight is only defined for the supervised infonce (SimCSE) objective")
+    views = n_views_for(loss, cfg.n_views) if cfg.mode == "unsup" else 2
+    data = load_training_data(cfg)
+    encoder = build_encoder(cfg.backbone, cfg.pooling, cfg.mlp_head, cfg.head_at_test, cfg.dropout).to(device)
+    graph_emb = None
+    if "similarity" in type(loss).requires:
+        if cfg.mode != "unsup":
+            raise ValueError("xclr is supported for unsupervised SimCSE only")
+        graph_emb = teacher_embeddings(cfg.teacher, list(data), device, cfg.eval_batch_size)  # type: ignore[arg-type]
+    model = wrap_ddp(encoder)
+    opt = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
+    steps_per_epoch = len(epoch_order(len(data), 0, cfg.seed, cfg.batch_size))
+    total = cfg.max_steps or steps_per_epoch * cfg.epochs
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))  # HF linear decay, no warm-up
+    dev_eval = STSEvaluator(["STSB-dev"])
+    out = Path(cfg.out)
+    ckpt_path = out / "checkpoint.pt"
+    step, best, best_state, start_epoch = 0, -math.inf, None, 0
+    if cfg.resume and ckpt_path.exists():
+        ck = load_checkpoint(ckpt_path)
+        encoder.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        sched.load_state_dict(ck["scheduler"])
+        step, best, best_state = ck["step"], ck["best"], ck["best_state"]
+        set_rng_state(ck["rng"])
+    logger, tput = LossLogger(), Throughput()
+    history: list[dict[str, float]] = []
+    reg = registry if registry is not None else (Registry() if sd.is_main() else None)
+    t0 = time.perf_counter()
+
+    def evaluate() -> float:
+        nonlocal best, best_state
+        m = dev_eval(EncodeFn(encoder, cfg.eval_batch_size, 512, device))["stsb_dev"]
+        if m > best:
+            best, best_state = m, _state(encoder)
+        return m
+
+    def checkpoint() -> None:
+        if sd.is_main():
+            save_checkpoint(ckpt_path, {"model": encoder.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                                        "step": step, "best": best, "best_state": best_state, "rng": rng_state()})
+
+    ctx = (reg.run(modality="text", task=f"simcse-{cfg.mode}", dataset=_dataset_name(cfg), loss=L.canonical_name(cfg.loss),
+                   loss_hparams=loss.hparams(), config=dataclasses.asdict(cfg), seed=cfg.seed) if reg else nullcontext())
+    with ctx as run:
+        encoder.train()
+        last_epoch = cfg.epochs if not cfg.max_steps else 10**9
+        for epoch in range(step // steps_per_epoch, last_epoch):
+            batches = epoch_order(len(data), epoch, cfg.seed, cfg.batch_size)[step % steps_per_epoch:]
+            for idx in progress(batches, desc=f"simcse {cfg.loss} ep{epoch}", unit="batch"):
+                if step >= total:
+                    break
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+                    lv = _step(model, encoder, loss, data, idx, cfg, views, graph_emb, device)
+                opt.zero_grad(set_to_none=True)
+                lv.backward()
+                opt.step()
+                sched.step()
+                step += 1
+                logger.update(float(lv), loss)
+                tput.update(len(idx) * sd.world_size())
+                if cfg.eval_every and step % cfg.eval_every == 0:
+                    history.append(_log_eval(run, logger, tput, step, evaluate()))
+                    checkpoint()
+                elif cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
+                    checkpoint()
+            if step >= total:
+                break
+        if not history or history[-1]["step"] != step:
+            history.append(_log_eval(run, logger, tput, step, evaluate()))
+        if best_state is not None:
+            encoder.load_state_dict(best_state)
+        if sd.is_main():
+            save_encoder(encoder, out)
+            checkpoint()
+        summary = {"best_stsb_dev": best, "steps": step, "sentences_per_s": tput.rate, "history": history, "out": str(out),
+                   "wall_s": time.perf_counter() - t0, "run_id": getattr(run, "id", None), "n_train": len(data), "views": views}
+        if run is not None:
+            run.log_many({"best_stsb_dev": best, "train_wall_s": summary["wall_s"]}, split="dev", step=step)
+    return summary
+
+
+def _dataset_name(cfg: SimCSEConfig) -> str:
+    if cfg.data:
+        return Path(cfg.data).name
+    return "wiki1m_head11914" if cfg.mode == "unsup" else "nli-local"
+
+
+def _log_eval(run: Any, logger: LossLogger, tput: Throughput, step: int, dev: float) -> dict[str, float]:
+    rec = {**{f"train_{k}": v for k, v in logger.means().items()}, "stsb_dev": dev, "sentences_per_s": tput.rate, "step": float(step)}
+    if run is not None:
+        run.log_many({k: v for k, v in rec.items() if k != "step"}, split="train", step=step)
+    logger.reset()
+    return rec
+
+
+def _step(model: torch.nn.Module, encoder: SentenceEncoder, loss: ContrastiveLoss, data: list[Any], idx: Tensor,
+          cfg: SimCSEConfig, views: int, graph_emb: Tensor | None, device: torch.device) -> Tensor:
+    items = [data[i] for i in idx.tolist()]
+    if cfg.mode == "unsup":
+        enc = encoder.tokenize(items, cfg.max_length)
+        ids, mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
+        b = ids.shape[0]
+        z = model(ids.repeat(views, 1), mask.repeat(views, 1)).view(views, b, -1)  # (V, B, d): one pass, V dropout masks
+        extra: dict[str, Tensor] = {}
+        if graph_emb is not None:
+            t = graph_emb[idx].to(device)  # (B, d_t)
+            extra["similarity"] = (t @ t.T).fill_diagonal_(1.0)  # (B, B) teacher graph
+        return L.apply_loss(loss, z.float(), **extra)
+    flat = [s for trip in zip(*items) for s in trip]  # anchors, then positives, then hard negatives
+    enc = encoder.tokenize(flat, cfg.max_length)
+    b = len(items)
+    z = model(enc["input_ids"].to(device), enc["attention_mask"].to(device)).view(3, b, -1).float()  # (3, B, d)
+    if L.canonical_name(cfg.loss) == "infonce":
+        return sup_simcse_loss(z[0], z[1], z[2], getattr(loss, "temperature", 0.05), cfg.hard_negative_weight)
+    return L.apply_loss(loss, z[:2], queue=z[2])
+
+
+def copy_config(cfg: SimCSEConfig, **changes: Any) -> SimCSEConfig:
+    return dataclasses.replace(copy.deepcopy(cfg), **changes)
