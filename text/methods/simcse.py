@@ -229,7 +229,7 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
                 opt.step()
                 sched.step()
                 step += 1
-                logger.update(float(lv), loss)
+                logger.update(float(lv.detach()), loss)
                 tput.update(len(idx) * sd.world_size())
                 if cfg.eval_every and step % cfg.eval_every == 0:
                     history.append(_log_eval(run, logger, tput, step, evaluate()))
