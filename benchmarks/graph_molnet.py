@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fcntl
 import hashlib
 import json
 import statistics
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from suite.config import load_config
 from suite.paths import cache_dir
@@ -76,6 +78,16 @@ def _save_store(s: Settings, dataset: str, data: dict[str, list[dict[str, Any]]]
     tmp = p.with_name(p.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1))
     tmp.replace(p)
+
+
+@contextmanager
+def _locked(s: Settings, dataset: str) -> Iterator[None]:
+    with open(_store(s, dataset).with_suffix(".lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def pretrain_dir(s: Settings, loss: str, seed: int = 0) -> Path:
@@ -208,9 +220,10 @@ def run(args: argparse.Namespace) -> int:
                 if not todo:
                     continue
                 res = run_finetuning(s, d, v, todo)
-                store = _load_store(s, d)
-                store[v] = store.get(v, []) + res
-                _save_store(s, d, store)
+                with _locked(s, d):  # parallel invocations share the per-dataset store
+                    store = _load_store(s, d)
+                    store[v] = store.get(v, []) + res
+                    _save_store(s, d, store)
                 for r in res:
                     print(f"{d} {v} seed {r['seed']}: last {r['test_rocauc_last']:.4f} best-val "
                           f"{r['test_rocauc_bestval']:.4f} ({r['finetune_mol_per_s']:.0f} mol/s)", flush=True)

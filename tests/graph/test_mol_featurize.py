@@ -67,6 +67,8 @@ def test_batch_offsets_match_single_graphs() -> None:
     assert torch.equal(b.edge_index[:, 2:] - 2, one("CCO").edge_index)
     pyg = b.to_pyg()
     assert pyg.num_graphs == 2
+    sub = g.subset([2, 0])
+    assert sub.smiles == ["CN", "CCO"] and torch.equal(sub.batch([0, 1]).edge_index, b.edge_index)
 
 
 def test_invalid_smiles_skipped_with_warning() -> None:
