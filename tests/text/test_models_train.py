@@ -149,3 +149,14 @@ def test_cli_train_and_eval(tiny_model_dir, data_env, tmp_path, capsys):
     m = json.loads((tmp_path / "m.json").read_text())
     assert {"sts12", "stsb", "sickr", "avg"} <= set(m)
     assert "avg" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_benchmark_smoke(tiny_model_dir, data_env, tmp_path):
+    from benchmarks.text_sts import run
+
+    out = tmp_path / "text_sts.md"
+    text = run("quick", losses=["infonce", "macl"], seeds=[0], sup=True,
+               overrides={"backbone": str(tiny_model_dir), "limit": 32, "batch_size": 16}, out=out)
+    assert out.exists() and "unsupervised SimCSE, macl" in text and "MACL not worse" in text
+    assert "76.66" in text  # published row printed beside ours

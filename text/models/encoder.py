@@ -44,7 +44,9 @@ class SentenceEncoder(nn.Module):
         return z
 
     def tokenize(self, texts: list[str], max_length: int) -> dict[str, Tensor]:
-        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        cap = min(max_length, int(getattr(self.backbone.config, "max_position_embeddings", max_length)),
+                  int(min(getattr(self.tokenizer, "model_max_length", max_length), 10**6)))
+        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=cap, return_tensors="pt")
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
     def views(self, input_ids: Tensor, attention_mask: Tensor, n_views: int) -> Tensor:
