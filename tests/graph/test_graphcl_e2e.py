@@ -70,3 +70,16 @@ def test_cli(synth_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["graph", "tu", "--dataset", "SYNTH", "--data-root", str(synth_root), "--loss", "xclr", "--epochs", "1"])
     assert rc == 2
     assert "similarity" in capsys.readouterr().err
+
+
+@pytest.mark.dataset
+def test_real_mutag() -> None:
+    from tests.conftest import data_or_skip
+
+    data_or_skip("TU", "MUTAG")
+    data = load_tu("MUTAG")
+    assert len(data) == 188 and data.num_features == 7 and data.num_classes == 2
+    assert int(data.labels.sum()) == 125  # 125 mutagenic / 63 not
+    cfg = TUConfig(dataset="MUTAG", loss="graphcl", epochs=3, eval_epochs=[])
+    res = train(cfg, data, seed=0)
+    assert res.evals[3]["acc"] > 0.75
