@@ -32,11 +32,12 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(PretrainMolConfig, args, _config_path("pretrain", args))
     sd.init_from_env()
+    main = sd.is_main()
     try:
         s = pretrain(cfg)
     finally:
         sd.cleanup()
-    if sd.is_main():
+    if main:
         print(f"pretrained {s['loss']} for {s['epochs_done']} epochs on {s['molecules']} molecules "
               f"({s['skipped']} skipped): final loss {s['final_loss']:.4f}, {s['pretrain_mol_per_s']:.1f} molecules/s; "
               f"encoder: {s['encoder']}")
@@ -55,11 +56,12 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(FinetuneMolConfig, args, _config_path("finetune", args))
     sd.init_from_env()
+    main = sd.is_main()
     try:
         res = finetune(cfg)
     finally:
         sd.cleanup()
-    if sd.is_main():
+    if main:
         for r in res:
             print(f"{r['dataset']} seed {r['seed']}: test ROC-AUC last {100 * r['test_rocauc_last']:.2f}, "
                   f"best-valid (epoch {int(r['best_epoch'])}) {100 * r['test_rocauc_bestval']:.2f}")

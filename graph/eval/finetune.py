@@ -27,7 +27,7 @@ from torch import Tensor
 from graph.data.molecules import MolGraphs, get_featurizer, load_moleculenet
 from graph.data.splits import split as make_split
 from graph.eval.rocauc import RocAuc
-from graph.methods.pretrain_mol import load_encoder, resolve_device
+from graph.methods.pretrain_mol import load_encoder, resolve_device, shard_batches
 from graph.models.gin_mol import MolGIN, MolPredictor
 from suite import distributed as sd
 from suite.train import Throughput, progress, seed_everything, wrap_ddp
@@ -98,10 +98,7 @@ def finetune_seed(graphs: MolGraphs, splits: tuple[Tensor, Tensor, Tensor], cfg:
     for epoch in range(1, cfg.epochs + 1):
         model.train()
         perm = train[torch.randperm(train.numel(), generator=gen)]
-        if sd.is_distributed():
-            perm = perm[sd.rank()::sd.world_size()]
-        for idx in progress([c for c in perm.split(cfg.batch_size) if c.numel() >= 2], desc=f"{cfg.dataset} s{seed} ep{epoch}",
-                            unit="batch"):
+        for idx in progress(shard_batches(perm, cfg.batch_size), desc=f"{cfg.dataset} s{seed} ep{epoch}", unit="batch"):
             b = graphs.batch(idx).to(device)
             loss = masked_bce(ddp(b), b.y)  # type: ignore[arg-type]
             opt.zero_grad(set_to_none=True)

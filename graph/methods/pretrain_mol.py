@@ -113,11 +113,16 @@ def encoder_spec(cfg: PretrainMolConfig) -> dict[str, Any]:
 
 def batches(n: int, batch_size: int, gen: torch.Generator) -> list[Tensor]:
     """Shuffled index batches of this rank (a trailing batch of one graph is dropped: BatchNorm)."""
-    perm = torch.randperm(n, generator=gen)
+    return shard_batches(torch.randperm(n, generator=gen), batch_size)
+
+
+def shard_batches(perm: Tensor, batch_size: int) -> list[Tensor]:
+    """This rank's share of ``perm`` in batches. Under DDP the tail is cut to a multiple of the world
+    size first, so every rank runs the same number of equally sized steps (no collective hangs)."""
     if sd.is_distributed():
-        perm = perm[sd.rank()::sd.world_size()]
-    out = list(perm.split(batch_size))
-    return [b for b in out if b.numel() >= 2]
+        ws = sd.world_size()
+        perm = perm[: perm.numel() - perm.numel() % ws][sd.rank()::ws]
+    return [b for b in perm.split(batch_size) if b.numel() >= 2]
 
 
 def _prune(out: Path, keep: int) -> None:
