@@ -128,7 +128,7 @@ def run(profile: str = "cpu", losses: list[str] | None = None, seeds: list[int] 
                 rec["st_agreement"] = {"error": f"{type(exc).__name__}: {exc}"}
         else:
             outdir = cache_dir("text", "bench_models", key)
-            cfg = SimCSEConfig(**{**train_kw, **spec, "seed": seed, "out": str(outdir)})
+            cfg = SimCSEConfig(**{**train_kw, **spec, "seed": seed, "out": str(outdir), "keep_checkpoint": False})
             summ = train_simcse(cfg, registry=reg)
             rec["train"] = {k: v for k, v in summ.items() if k != "history"}
             rec["train_cfg"] = train_kw

@@ -84,6 +84,7 @@ class SimCSEConfig:
     device: str = "auto"
     resume: bool = True
     checkpoint_every: int = field(default=0, metadata={"help": "resume checkpoint every N steps (0 = at each eval)"})
+    keep_checkpoint: bool = field(default=True, metadata={"help": "keep out/checkpoint.pt (optimizer state) after training"})
 
 
 def resolve_device(name: str) -> torch.device:
@@ -176,8 +177,8 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
     encoder = build_encoder(cfg.backbone, cfg.pooling, cfg.mlp_head, cfg.head_at_test, cfg.dropout).to(device)
     graph_emb = None
     if "similarity" in type(loss).requires:
-        if cfg.mode != "unsup":
-            raise ValueError("xclr is supported for unsupervised SimCSE only")
+        if cfg.mode != "unsup" or sd.world_size() > 1:
+            raise ValueError("xclr (teacher graph) is supported for single-process unsupervised SimCSE only")
         graph_emb = teacher_embeddings(cfg.teacher, list(data), device, cfg.eval_batch_size)  # type: ignore[arg-type]
     model = wrap_ddp(encoder)
     opt = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -219,7 +220,8 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
         last_epoch = cfg.epochs if not cfg.max_steps else 10**9
         for epoch in range(step // steps_per_epoch, last_epoch):
             batches = epoch_order(len(data), epoch, cfg.seed, cfg.batch_size)[step % steps_per_epoch:]
-            for idx in progress(batches, desc=f"simcse {cfg.loss} ep{epoch}", unit="batch"):
+            for idx in progress(batches, desc=f"simcse {cfg.loss} ep{epoch}", unit="sent",
+                                unit_scale=cfg.batch_size * sd.world_size()):
                 if step >= total:
                     break
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
@@ -244,7 +246,10 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
             encoder.load_state_dict(best_state)
         if sd.is_main():
             save_encoder(encoder, out)
-            checkpoint()
+            if cfg.keep_checkpoint:
+                checkpoint()
+            else:
+                ckpt_path.unlink(missing_ok=True)
         summary = {"best_stsb_dev": best, "steps": step, "sentences_per_s": tput.rate, "history": history, "out": str(out),
                    "wall_s": time.perf_counter() - t0, "run_id": getattr(run, "id", None), "n_train": len(data), "views": views}
         if run is not None:
