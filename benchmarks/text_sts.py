@@ -108,10 +108,13 @@ def run(profile: str = "cpu", losses: list[str] | None = None, seeds: list[int] 
     seeds = seeds if seeds is not None else prof["seeds"]
     transfer = transfer or prof["transfer"]
     reg = Registry() if registry else None
-    jobs: list[tuple[str, str, int, dict[str, Any]]] = [("backbone", "none", 0, {})]
-    jobs += [(f"unsup-{loss}", loss, s, {"mode": "unsup", "loss": loss}) for s in seeds for loss in losses]
+    # order: what the headline comparison needs first (first seed of every loss, backbone), then more seeds
+    unsup = [(f"unsup-{loss}", loss, s, {"mode": "unsup", "loss": loss}) for s in seeds for loss in losses]
+    first, rest = unsup[:len(losses)], unsup[len(losses):]
+    jobs: list[tuple[str, str, int, dict[str, Any]]] = first[:2] + [("backbone", "none", 0, {})] + first[2:]
     if sup:
         jobs += [("sup-infonce", "infonce", s, {"mode": "sup", "loss": "infonce"}) for s in seeds[:1]]
+    jobs += rest
     backbone = train_kw["backbone"]
     for label, loss, seed, spec in jobs:
         tasks = "all" if transfer == "all" or (transfer == "backbone" and label == "backbone") else "sts"
