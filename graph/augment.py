@@ -24,7 +24,8 @@ mask_attributes replaces the features of ``int(n * ratio)`` nodes by a mask: ``"
 subgraph       keeps ``n - int(n * ratio)`` nodes grown from a random start node by random
                neighbourhood expansion (GraphCL's "subgraph by random walk"); ``keep_ratio=``
                overrides the kept fraction (GraphCL's released TU code keeps int(0.2 n) + 1)
-random4        one of the four above, drawn once per batch (``per_batch``), as named in issue 3
+random4        one of the four above, drawn once per batch (issue 3); ``random4_graph`` draws
+               one per graph, as GraphCL's released TU code does
 ============== ==================================================================================
 
 Shapes: batch.x (n, F) float or long, batch.edge_index (2, E), batch.edge_attr (E, ...) optional,
@@ -48,6 +49,7 @@ from torch import Tensor
 from torch_geometric.data import Batch
 
 MaskValue = Union[str, float, int, Tensor]
+Ratio = Union[float, Tensor]  # one ratio for the batch, or one per graph (B,)
 
 
 class Augmentation(Protocol):
@@ -56,13 +58,21 @@ class Augmentation(Protocol):
 
 # ----------------------------------------------------------------------------- helpers
 
-def _check(batch: Batch, ratio: float, what: str) -> None:
+def _check(batch: Batch, ratio: Ratio, what: str) -> Ratio:
+    """Validate; return the ratio as a float or a float64 tensor (B,) on the batch's device."""
     if not isinstance(batch, Batch):
         raise ValueError(f"{what} expects a torch_geometric Batch, got {type(batch).__name__}")
-    if not 0.0 <= float(ratio) < 1.0:
-        raise ValueError(f"{what}: ratio must be in [0, 1), got {ratio}")
     if batch.edge_index is None or batch.batch is None:
         raise ValueError(f"{what}: batch needs edge_index and batch vectors")
+    if isinstance(ratio, Tensor):
+        if ratio.shape != (batch.num_graphs,):
+            raise ValueError(f"{what}: a per-graph ratio must have shape ({batch.num_graphs},), got {tuple(ratio.shape)}")
+        if bool(((ratio < 0) | (ratio >= 1)).any()):
+            raise ValueError(f"{what}: ratios must be in [0, 1)")
+        return ratio.to(torch.float64).to(batch.batch.device)
+    if not 0.0 <= float(ratio) < 1.0:
+        raise ValueError(f"{what}: ratio must be in [0, 1), got {ratio}")
+    return float(ratio)
 
 
 def _rand(n: int, generator: torch.Generator | None, device: torch.device) -> Tensor:
@@ -162,21 +172,21 @@ def induced_subgraph(batch: Batch, keep: Tensor) -> Batch:
 
 # ----------------------------------------------------------------------------- augmentations
 
-def drop_nodes(batch: Batch, ratio: float = 0.2, generator: torch.Generator | None = None) -> Batch:
+def drop_nodes(batch: Batch, ratio: Ratio = 0.2, generator: torch.Generator | None = None) -> Batch:
     """Node dropping: remove ``int(n_g * ratio)`` random nodes of every graph (at most n_g - 1)."""
-    _check(batch, ratio, "drop_nodes")
+    ratio = _check(batch, ratio, "drop_nodes")
     sizes = _graph_sizes(batch)                                                    # (B,)
     n_drop = torch.minimum(torch.floor(sizes.double() * ratio).long(), (sizes - 1).clamp(min=0))
     rank = random_rank(batch.batch, batch.num_graphs, generator)                   # (n,)
     return induced_subgraph(batch, rank >= _sel(n_drop, batch.batch))
 
 
-def perturb_edges(batch: Batch, ratio: float = 0.2, generator: torch.Generator | None = None, *,
+def perturb_edges(batch: Batch, ratio: Ratio = 0.2, generator: torch.Generator | None = None, *,
                   add: bool = False, edge_fill: Tensor | float | None = None) -> Batch:
     """Edge perturbation: remove ``int(E_g * ratio)`` random (directed) edges of every graph; with
     ``add=True`` add as many uniformly random non-self-loop edges inside the same graph, whose
     ``edge_attr`` is ``edge_fill`` (a token of the edge-attribute shape; zeros by default)."""
-    _check(batch, ratio, "perturb_edges")
+    ratio = _check(batch, ratio, "perturb_edges")
     B = batch.num_graphs
     ei = batch.edge_index
     e_graph = _sel(batch.batch, ei[0])                                             # (E,)
@@ -208,14 +218,14 @@ def perturb_edges(batch: Batch, ratio: float = 0.2, generator: torch.Generator |
     return _rebuild(batch, batch.x, batch.batch, edge_index, edge_attr)
 
 
-def mask_attributes(batch: Batch, ratio: float = 0.2, generator: torch.Generator | None = None, *,
+def mask_attributes(batch: Batch, ratio: Ratio = 0.2, generator: torch.Generator | None = None, *,
                     mask_value: MaskValue = "gaussian") -> Batch:
     """Attribute masking: the features of ``int(n_g * ratio)`` random nodes per graph are replaced.
 
     ``mask_value``: ``"gaussian"`` (N(0.5, 0.5) noise, GraphCL's TU code), ``"mean"`` (mean feature
     of the node's graph), ``"zero"``, a number, or a token tensor (F,). Integer features (e.g.
     molecule atom/chirality ids) need a number or a token (the mask token of the vocabulary)."""
-    _check(batch, ratio, "mask_attributes")
+    ratio = _check(batch, ratio, "mask_attributes")
     x = batch.x
     if x is None:
         raise ValueError("mask_attributes: batch has no node features x")
@@ -255,7 +265,7 @@ def mask_attributes(batch: Batch, ratio: float = 0.2, generator: torch.Generator
     return _rebuild(batch, x, batch.batch, batch.edge_index, batch.edge_attr)
 
 
-def subgraph(batch: Batch, ratio: float = 0.2, generator: torch.Generator | None = None, *,
+def subgraph(batch: Batch, ratio: Ratio = 0.2, generator: torch.Generator | None = None, *,
              keep_ratio: float | None = None, expand_fraction: float = 1.0, jump_fraction: float = 0.25,
              max_steps: int | None = None) -> Batch:
     """Subgraph by random neighbourhood expansion ("random walk" in GraphCL).
@@ -269,7 +279,7 @@ def subgraph(batch: Batch, ratio: float = 0.2, generator: torch.Generator | None
     from ``ceil(jump_fraction * still_needed)`` random unvisited nodes, so the size is always met
     (GraphCL stops early there). Edges are undirected for the expansion; the induced subgraph keeps
     the original edges among kept nodes."""
-    _check(batch, ratio, "subgraph")
+    ratio = _check(batch, ratio, "subgraph")
     if keep_ratio is not None and not 0.0 < keep_ratio <= 1.0:
         raise ValueError(f"subgraph: keep_ratio must be in (0, 1], got {keep_ratio}")
     for nm, v in (("expand_fraction", expand_fraction), ("jump_fraction", jump_fraction)):
@@ -282,8 +292,11 @@ def subgraph(batch: Batch, ratio: float = 0.2, generator: torch.Generator | None
         target = sizes - torch.floor(sizes.double() * ratio).long()
     else:
         target = torch.floor(sizes.double() * keep_ratio).long()
+    if isinstance(ratio, Tensor):  # per-graph ratios: graphs with ratio 0 stay whole
+        target = torch.where(ratio > 0, target, sizes)
     target = torch.minimum(target.clamp(min=1), sizes)                             # (B,)
-    in_set = random_rank(nb, B, generator) == 0                                    # one start node per graph
+    full = _sel(target >= sizes, nb)                                               # (n,) graphs kept whole
+    in_set = (random_rank(nb, B, generator) == 0) | full                           # one start node per graph
     have = _counts(_sel(nb, _where(in_set)), B)
     src, dst = batch.edge_index
     steps = int(max_steps) if max_steps is not None else int(sizes.max()) if sizes.numel() else 0
@@ -332,18 +345,27 @@ _ALIASES = {"dnodes": "drop_nodes", "pedges": "perturb_edges", "mask_nodes": "ma
 
 def random_choice(batch: Batch, ratio: float = 0.2, generator: torch.Generator | None = None, *,
                   choices: tuple[str, ...] = ("drop_nodes", "perturb_edges", "subgraph", "mask_attributes"),
-                  **opts: Any) -> Batch:
-    """Apply one augmentation drawn uniformly from ``choices`` once for the whole batch.
+                  per_graph: bool = False, **opts: Any) -> Batch:
+    """Apply one augmentation drawn uniformly from ``choices``: once for the whole batch, or with
+    ``per_graph=True`` one draw per graph (GraphCL's released TU code): every choice is then
+    applied with the ratio on its graphs and 0 on the others (a loop over the <= 4 choices).
 
     ``opts`` are forwarded to the augmentations that accept them (e.g. ``mask_value`` goes to
     ``mask_attributes`` only, ``add``/``edge_fill`` to ``perturb_edges``)."""
     if not choices:
         raise ValueError("random_choice: empty choices")
     gdev = generator.device if generator is not None else torch.device("cpu")
-    i = int(torch.randint(len(choices), (1,), generator=generator, device=gdev))
-    name = canonical(choices[i])
-    fn = AUGMENTATIONS[name]
-    return fn(batch, ratio, generator, **_opts_for(name, opts))
+    names = [canonical(c) for c in choices]
+    if not per_graph:
+        i = int(torch.randint(len(names), (1,), generator=generator, device=gdev))
+        return AUGMENTATIONS[names[i]](batch, ratio, generator, **_opts_for(names[i], opts))
+    pick = torch.randint(len(names), (batch.num_graphs,), generator=generator, device=gdev).to(batch.batch.device)
+    out = batch
+    for k, name in enumerate(names):
+        r = (pick == k).to(torch.float64) * float(ratio)                          # (B,)
+        if bool((r > 0).any()):
+            out = AUGMENTATIONS[name](out, r, generator, **_opts_for(name, opts))
+    return out
 
 
 _OPTS = {"perturb_edges": {"add", "edge_fill"}, "mask_attributes": {"mask_value"},
@@ -357,9 +379,11 @@ def _opts_for(name: str, opts: dict[str, Any]) -> dict[str, Any]:
 random4 = functools.partial(random_choice, choices=("drop_nodes", "perturb_edges", "subgraph", "mask_attributes"))
 random3 = functools.partial(random_choice, choices=("drop_nodes", "perturb_edges", "subgraph"))
 random2 = functools.partial(random_choice, choices=("drop_nodes", "subgraph"))
+random4_graph = functools.partial(random4, per_graph=True)
 
 AUGMENTATIONS: dict[str, Callable[..., Batch]] = {
     **BASE_AUGMENTATIONS, "identity": identity, "random2": random2, "random3": random3, "random4": random4,
+    "random4_graph": random4_graph,
 }
 
 

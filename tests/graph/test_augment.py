@@ -99,3 +99,17 @@ def test_bad_inputs(batch: Batch) -> None:
         build_augmentation("flip")
     with pytest.raises(ValueError, match="no option"):
         build_augmentation("drop_nodes", 0.2, mask_value=0)
+
+
+def test_per_graph_ratio(batch: Batch) -> None:
+    sizes = torch.bincount(batch.batch)
+    r = torch.zeros(batch.num_graphs)
+    r[3], r[5] = 0.5, 0.25
+    expect = sizes - torch.minimum((sizes * r).floor().long(), sizes - 1)
+    for fn in (drop_nodes, subgraph):
+        out = fn(batch, r, torch.Generator().manual_seed(0))
+        assert torch.equal(torch.bincount(out.batch, minlength=batch.num_graphs), expect)
+    out = AUGMENTATIONS["random4_graph"](batch, 0.5, torch.Generator().manual_seed(0))
+    _check_valid(out, batch.num_graphs)
+    with pytest.raises(ValueError, match="per-graph"):
+        drop_nodes(batch, torch.zeros(3))
