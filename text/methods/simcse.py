@@ -180,6 +180,8 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
         if cfg.mode != "unsup" or sd.world_size() > 1:
             raise ValueError("xclr (teacher graph) is supported for single-process unsupervised SimCSE only")
         graph_emb = teacher_embeddings(cfg.teacher, list(data), device, cfg.eval_batch_size)  # type: ignore[arg-type]
+    if getattr(encoder.backbone, "pooler", None) is not None:  # BERT's pooler is never used: freeze it (DDP needs every
+        encoder.backbone.pooler.requires_grad_(False)            # trainable parameter to receive a gradient)
     model = wrap_ddp(encoder)
     opt = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
     steps_per_epoch = len(epoch_order(len(data), 0, cfg.seed, cfg.batch_size))
