@@ -40,11 +40,12 @@ def cmd_tu(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(TUConfig, args, args.config)
     sd.init_from_env()
+    main = sd.is_main()
     try:
-        s = run_tu(cfg, rerun=args.rerun)
+        s = run_tu(cfg, rerun=args.rerun, verbose=main)
     finally:
         sd.cleanup()
-    if sd.is_main() and s["acc_mean"] is not None:
+    if main and s["acc_mean"] is not None:
         per = ", ".join(f"seed {k}: {100 * v['acc']:.2f}" for k, v in s["per_seed"].items() if v.get("acc") is not None)
         print(f"{cfg.dataset} {cfg.loss}: SVM accuracy (epoch {cfg.epochs}) {100 * s['acc_mean']:.2f} ± "
               f"{100 * s['acc_std']:.2f} over {len(cfg.seeds)} seed(s) [{per}]")

@@ -34,15 +34,17 @@ def _seed_config(cfg: TUConfig, seed: int) -> TUConfig:
 def run_tu(cfg: TUConfig, registry: Registry | None = None, data: TUData | None = None, rerun: bool = False,
            verbose: bool = True) -> dict[str, Any]:
     """Train and evaluate every seed of ``cfg``; returns per-seed and mean/std accuracies and timings."""
-    data = data if data is not None else load_tu(cfg.dataset, cfg.data_root, download=cfg.download)
-    reg = registry if registry is not None else (Registry() if sd.is_main() else None)
+    data = data if data is not None else _load_once(cfg)
+    # every rank reads the registry (all must agree on which seeds to skip); only the main rank writes
+    lookup = registry if registry is not None else Registry()
+    reg = lookup if sd.is_main() else None
     per_seed: dict[int, dict[str, Any]] = {}
     for seed in cfg.seeds:
         scfg = _seed_config(cfg, seed)
         h = hash_config(scfg, exclude=("data_root",))
-        prev = reg.find_finished(h) if (reg is not None and not rerun) else None
+        prev = lookup.find_finished(h) if not rerun else None
         if prev is not None:
-            fm = reg.final_metrics(prev["id"])
+            fm = lookup.final_metrics(prev["id"])
             per_seed[seed] = {"acc": fm.get(("acc", "test")), "acc_ep10": fm.get(("acc_ep10", "test")),
                               "train_time": fm.get(("train_time_s", "train")), "reused": prev["id"]}
             if verbose:
@@ -57,6 +59,21 @@ def run_tu(cfg: TUConfig, registry: Registry | None = None, data: TUData | None 
     if e10:
         out["acc_ep10_mean"] = statistics.fmean(e10)
     return out
+
+
+def _load_once(cfg: TUConfig) -> TUData:
+    """Load the dataset; under torch.distributed the main rank builds PyG's processed cache first."""
+    if not sd.is_distributed():
+        return load_tu(cfg.dataset, cfg.data_root, download=cfg.download)
+    import torch.distributed as dist
+
+    if sd.is_main():
+        try:
+            return load_tu(cfg.dataset, cfg.data_root, download=cfg.download)
+        finally:
+            dist.barrier()
+    dist.barrier()
+    return load_tu(cfg.dataset, cfg.data_root, download=cfg.download)
 
 
 def _one_seed(cfg: TUConfig, scfg: TUConfig, h: str, data: TUData, seed: int, reg: Registry | None,
