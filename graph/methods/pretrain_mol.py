@@ -31,11 +31,15 @@ from suite.paths import data_path
 from suite.train import (LossLogger, Throughput, latest_checkpoint, load_checkpoint, progress, rng_state,
                          save_checkpoint, seed_everything, set_rng_state, wrap_ddp)
 
-# name -> (suite loss, hyper-parameters). GraphCL's transfer code contrasts view 1 against view 2
-# only (cross-view negatives, one direction); MACL's graph code builds on it.
+# name -> (suite loss, hyper-parameters). GraphCL's transfer code (chem/pretrain_graphcl.py)
+# contrasts view 1 against view 2 only (cross-view negatives, one direction) with the positive
+# removed from the denominator, i.e. DCL (MACL App. B.5), tau = 0.1; MACL keeps GraphCL's set-up
+# with tau0 = 0.1, alpha = 0.5, A0 = 0 (MACL App. B.5). Same arrangement as graph/methods/presets.py.
+_CROSS = {"negatives": "cross", "symmetric": False}
 LOSS_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
-    "graphcl": ("infonce", {"temperature": 0.1, "negatives": "cross", "symmetric": False}),
-    "macl": ("macl", {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "negatives": "cross", "symmetric": False}),
+    "graphcl": ("dcl", {"temperature": 0.1, **_CROSS}),
+    "macl": ("macl", {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, **_CROSS}),
+    "infonce": ("infonce", {"temperature": 0.1, **_CROSS}),
 }
 CORPORA = {"zinc": ("zinc", "moses", "train.csv.gz"), "moses": ("zinc", "moses", "train.csv.gz")}
 

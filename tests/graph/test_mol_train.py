@@ -34,7 +34,7 @@ def test_gin_shapes_and_dropout_modes() -> None:
 
 def test_loss_presets() -> None:
     name, loss = build_loss("graphcl")
-    assert name == "infonce" and loss.temperature == 0.1 and loss.negatives == "cross"
+    assert name == "dcl" and loss.temperature == 0.1 and loss.negatives == "cross" and not loss.symmetric
     name, loss = build_loss("macl")
     assert (loss.tau0, loss.alpha, loss.a0) == (0.1, 0.5, 0.0)
     assert build_loss("cacr")[0] == "cacr"
@@ -78,7 +78,7 @@ def test_end_to_end_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     a = parser.parse_args(["pretrain-mol", "--corpus", str(corpus), "--loss", "graphcl", "--epochs", "1",
                            "--batch-size", "16", "--out", str(tmp_path / "ckpt"), *tiny])
     assert a.func(a) == 0
-    assert "pretrained infonce" in capsys.readouterr().out
+    assert "pretrained dcl" in capsys.readouterr().out
     f = parser.parse_args(["finetune-mol", "--dataset", "bbbp", "--data-root", str(tmp_path), "--init",
                            str(tmp_path / "ckpt"), "--seeds", "0", "1", "--epochs", "2", "--split", "random",
                            "--batch-size", "16", *tiny])
