@@ -112,7 +112,7 @@ def check_tu_raw(raw_dir: Path, name: str) -> dict[str, int]:
 
 
 def _fingerprint(raw_dir: Path) -> str:
-    h = hashlib.sha1()
+    h = hashlib.sha1(str(raw_dir.resolve()).encode())
     for p in sorted(raw_dir.glob("*.txt")):
         st = p.stat()
         h.update(f"{p.name}:{st.st_size}:{int(st.st_mtime)}".encode())
@@ -150,8 +150,9 @@ def load_tu(name: str, root: str | Path | None = None, *, download: bool = False
                          "set SUITE_DATA or pass download=True to let PyG download it into the cache")
     try:
         ds = TUDataset(str(cache_root), name, use_node_attr=False)
-    except (RuntimeError, IndexError, ValueError) as exc:
-        raise ValueError(f"TU dataset {name!r}: PyG could not read {source}: {exc}") from exc
+    except Exception as exc:  # unparsable raw file or a corrupt processed cache
+        raise ValueError(f"TU dataset {name!r}: PyG could not read {source} (processed cache "
+                         f"{Path(cache_root) / name / 'processed'}; delete it to rebuild): {type(exc).__name__}: {exc}") from exc
     graphs = [ds[i] for i in range(len(ds))]
     if ds.num_node_features > 0:
         num_features = ds.num_node_features

@@ -79,3 +79,14 @@ def test_presets() -> None:
     with pytest.raises(ValueError, match="multi-view"):
         resolve("graphcl", views="orig+aug+aug")
     assert resolve("macl", {"tau0": 0.1})[0].tau0 == 0.1
+
+
+def test_loader_corrupt_cache_is_reported(tmp_path: Path) -> None:
+    root = write_synthetic_tu(tmp_path, n_graphs=10)
+    load_tu("SYNTH", root)
+    from suite.paths import cache_dir
+
+    for p in cache_dir("TU").glob("SYNTH-*/SYNTH/processed/data.pt"):
+        p.write_bytes(b"not a torch file")
+    with pytest.raises(ValueError, match="processed cache"):
+        load_tu("SYNTH", root)
