@@ -13,7 +13,9 @@ class PretrainConfig:
     imbalance: Literal["none", "linear", "exponential"] = field(default="none", metadata={"help": "CACR imbalance rule"})
     imbalance_min_ratio: float = field(default=0.1, metadata={"help": "smallest class fraction of the exponential rule"})
     train_per_class: int = field(default=0, metadata={"help": "balanced training subset: images per class (0 = all)"})
-    eval_train_per_class: int = field(default=0, metadata={"help": "kNN/probe training images per class (0 = all)"})
+    eval_train_per_class: int = field(default=0, metadata={"help": "kNN/probe training images per class of the balanced "
+                                                                     "training split (0 = all)"})
+    eval_test_per_class: int = field(default=0, metadata={"help": "test images per class for evaluation (0 = all)"})
     # augmentation
     recipe: str = field(default="auto", metadata={"help": "cifar | stl10 | imagenet | digits | auto (by dataset)"})
     image_size: int = field(default=0, metadata={"help": "crop size (0 = recipe default)"})
@@ -53,6 +55,7 @@ class PretrainConfig:
     knn_t: float = 0.1
     linear_probe: bool = True
     eval_batch_size: int = 512
+    geometry_batches: int = field(default=20, metadata={"help": "test batches (256 images) for alignment/uniformity/H(X-|X)"})
     out_dir: str = field(default="runs/vision", metadata={"help": "checkpoints go to <out_dir>/<run name>/"})
     run_name: str = field(default="", metadata={"help": "checkpoint folder name (default: derived from the config)"})
     resume: bool = True

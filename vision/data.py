@@ -17,6 +17,7 @@ Example: >>> data = load_dataset("digits"); data.train_x.shape  # (1437, 3, 8, 8
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import pickle
@@ -223,8 +224,11 @@ def load_digits(test_fraction: float = 0.2, seed: int = 0) -> ImageData:
 
 # ----------------------------------------------------------------------------- dispatch
 
+@functools.lru_cache(maxsize=4)
 def load_dataset(name: str, root: str | Path | None = None) -> ImageData:
-    """``digits``, ``cifar10``, ``cifar100``, ``stl10`` or ``folder:<path>``.
+    """Memoised per process (the tensors are never modified in place; subsets are new objects).
+
+    ``digits``, ``cifar10``, ``cifar100``, ``stl10`` or ``folder:<path>``.
 
     Without ``root`` the data root (``$SUITE_DATA``) is searched: for cifar10 the pickle folder
     ``cifar-10-batches-py`` first, then the image folder ``cifar10-jpg``."""

@@ -44,10 +44,20 @@ def recipe_for(cfg: PretrainConfig, data: ImageData) -> Recipe:
     return get_recipe(name, cfg.image_size)
 
 
-def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, dict[str, Any]]:
-    """Load the data set and apply the imbalance rule / balanced subset; returns data and log info."""
+def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, ImageData, dict[str, Any]]:
+    """Load the data set; returns the pretraining data (imbalance rule / balanced subset applied),
+    the evaluation data (the balanced standard training split as kNN bank / probe training set,
+    optionally subsampled per class, and the test split) and log info."""
     data = load_dataset(cfg.dataset, cfg.data_root or None)
-    info: dict[str, Any] = {"train_full": int(data.train_x.shape[0]), "test": int(data.test_x.shape[0])}
+    eval_data = data
+    if cfg.eval_train_per_class > 0:
+        eval_data = eval_data.subset_train(class_subset_indices(data.train_y, cfg.eval_train_per_class, seed=cfg.seed))
+    if cfg.eval_test_per_class > 0:
+        ti = class_subset_indices(data.test_y, cfg.eval_test_per_class, seed=cfg.seed)
+        eval_data = ImageData(data.name, eval_data.train_x, eval_data.train_y, data.test_x[ti], data.test_y[ti],
+                              data.classes, data.info)
+    info: dict[str, Any] = {"train_full": int(data.train_x.shape[0]), "test": int(eval_data.test_x.shape[0]),
+                            "eval_bank": int(eval_data.train_x.shape[0])}
     if cfg.train_per_class > 0:
         idx = class_subset_indices(data.train_y, cfg.train_per_class, seed=cfg.seed)
         data = data.subset_train(idx, train_per_class=cfg.train_per_class)
@@ -57,7 +67,7 @@ def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, dict[str, Any]]:
         data = data.subset_train(idx, imbalance=cfg.imbalance, class_counts=counts)
         info["class_counts"] = counts
     info["train"] = int(data.train_x.shape[0])
-    return data, info
+    return data, eval_data, info
 
 
 def build_method(cfg: PretrainConfig, data: ImageData, recipe: Recipe) -> nn.Module:
@@ -104,16 +114,14 @@ def run_name(cfg: PretrainConfig) -> str:
 
 
 def evaluate(model: Encoder, data: ImageData, recipe: Recipe, device: torch.device, *, knn_k: int = 200,
-             knn_t: float = 0.1, linear: bool = True, batch_size: int = 512, eval_train_per_class: int = 0,
-             seed: int = 0, geometry: bool = True) -> dict[str, float]:
-    """kNN / linear-probe accuracy on backbone features and geometry of projections (test split)."""
+             knn_t: float = 0.1, linear: bool = True, batch_size: int = 512, seed: int = 0,
+             geometry_batches: int = 20) -> dict[str, float]:
+    """kNN / linear-probe accuracy on backbone features (bank: ``data``'s training split) and the
+    geometry of projections, on ``data``'s test split."""
     tf = EvalTransform(recipe).to(device)
     was_training = model.training
     model.eval()
     train_x, train_y = data.train_x, data.train_y
-    if eval_train_per_class > 0:
-        idx = class_subset_indices(train_y, eval_train_per_class, seed=seed)
-        train_x, train_y = train_x[idx], train_y[idx]
 
     def feats(x: Tensor) -> Tensor:
         return model.features(tf(x.to(device))).float()
@@ -121,14 +129,15 @@ def evaluate(model: Encoder, data: ImageData, recipe: Recipe, device: torch.devi
     clf = ClassificationEvaluator(train_x, train_y, data.test_x, data.test_y, data.num_classes, knn_k, knn_t, linear,
                                   batch_size)
     out = clf(feats)
-    if geometry:
+    if geometry_batches > 0:
         aug = ViewAugment(recipe, views=2).to(device)
 
         def project(v: Tensor) -> Tensor:
             return model(v.to(device)).float()
 
         bs = min(256, data.test_x.shape[0])
-        out.update(GeometryEvaluator(data.test_x.to(device), aug, batch_size=bs, seed=seed)(project))
+        out.update(GeometryEvaluator(data.test_x.to(device), aug, batch_size=bs, max_batches=geometry_batches,
+                                     seed=seed)(project))
     model.train(was_training)
     return out
 
@@ -189,7 +198,7 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
     sd.init_from_env()
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed + sd.rank())
-    data, data_info = prepare_data(cfg)
+    data, eval_data, data_info = prepare_data(cfg)
     recipe = recipe_for(cfg, data)
     method = build_method(cfg, data, recipe).to(device)
     inner = method
@@ -226,26 +235,26 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
                                       steps_per_epoch * cfg.warmup_epochs)
             if run is not None:
                 run.log_many(stats, split="train", step=epoch + 1)
-            if on_epoch is not None:
-                on_epoch(epoch + 1, stats)
             if sd.is_main() and cfg.ckpt_every and ((epoch + 1) % cfg.ckpt_every == 0 or epoch + 1 == cfg.epochs):
                 save_checkpoint(ckpt_dir / f"epoch{epoch + 1:04d}.pt",
                                 {"method": inner.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
                                  "step": step, "rng": rng_state(), "config": dataclasses.asdict(cfg)})
+            if on_epoch is not None:
+                on_epoch(epoch + 1, stats)
             last_epoch = epoch + 1 == cfg.epochs
             if sd.is_main() and (last_epoch or (cfg.eval_every and (epoch + 1) % cfg.eval_every == 0)):
-                m = evaluate(inner.query_encoder, data, recipe, device, knn_k=cfg.knn_k, knn_t=cfg.knn_t,  # type: ignore[union-attr]
-                             linear=cfg.linear_probe and last_epoch, batch_size=cfg.eval_batch_size,
-                             eval_train_per_class=cfg.eval_train_per_class, seed=cfg.seed)
+                m = evaluate(inner.query_encoder, eval_data, recipe, device, knn_k=cfg.knn_k, knn_t=cfg.knn_t,  # type: ignore[union-attr]
+                             linear=cfg.linear_probe and last_epoch, batch_size=cfg.eval_batch_size, seed=cfg.seed,
+                             geometry_batches=cfg.geometry_batches)
                 if run is not None:
                     run.log_many(m, split="test", step=epoch + 1)
                 result["metrics"] = m
         result["train"] = stats
         result["wall_s"] = time.perf_counter() - t_start
         if "metrics" not in result and sd.is_main():  # resumed at the end: evaluate the final model
-            result["metrics"] = evaluate(inner.query_encoder, data, recipe, device, knn_k=cfg.knn_k,  # type: ignore[union-attr]
+            result["metrics"] = evaluate(inner.query_encoder, eval_data, recipe, device, knn_k=cfg.knn_k,  # type: ignore[union-attr]
                                          knn_t=cfg.knn_t, linear=cfg.linear_probe, batch_size=cfg.eval_batch_size,
-                                         eval_train_per_class=cfg.eval_train_per_class, seed=cfg.seed)
+                                         seed=cfg.seed, geometry_batches=cfg.geometry_batches)
             if run is not None:
                 run.log_many(result["metrics"], split="test", step=cfg.epochs)
         if run is not None:

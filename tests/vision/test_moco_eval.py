@@ -1,0 +1,77 @@
+"""MoCo queue order and momentum update; kNN and linear probe on separable features."""
+from __future__ import annotations
+
+import torch
+
+import suite.losses as L
+from vision.eval import ClassificationEvaluator
+from vision.methods import KeyQueue, MoCo, SimCLR, build_loss, momentum_update
+from vision.models import build_encoder
+
+
+def test_queue_fifo_order() -> None:
+    q = KeyQueue(5, 2)
+    assert len(q) == 0
+    q.enqueue(torch.tensor([[1.0, 1], [2, 2]]), torch.tensor([1, 2]))
+    keys, labels = q.get()
+    assert keys[:, 0].tolist() == [2, 1] and labels.tolist() == [2, 1]  # newest first
+    q.enqueue(torch.tensor([[3.0, 3], [4, 4], [5, 5]]))
+    q.enqueue(torch.tensor([[6.0, 6], [7, 7]]), torch.tensor([6, 7]))  # wraps: 1 and 2 are dequeued
+    keys, labels = q.get()
+    assert keys[:, 0].tolist() == [7, 6, 5, 4, 3] and labels.tolist() == [7, 6, -1, -1, -1] and len(q) == 5
+    q.enqueue(torch.arange(16.0).view(8, 2))  # larger than the queue: the last 5 are kept
+    assert q.get()[0][:, 0].tolist() == [14, 12, 10, 8, 6]
+
+
+def test_momentum_update() -> None:
+    a, b = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    ka, qb = a.weight.detach().clone(), b.weight.detach().clone()
+    momentum_update(a, b, 0.9)
+    assert torch.allclose(a.weight, 0.9 * ka + 0.1 * qb)
+    momentum_update(a, b, 0.0)
+    assert torch.allclose(a.weight, b.weight)
+
+
+def test_moco_step_enqueues_and_updates() -> None:
+    torch.manual_seed(0)
+    enc = build_encoder("convnet", 4, 8, proj_dim=16)
+    m = MoCo(enc, build_loss("infonce", {}, "moco"), queue_size=32, momentum=0.5)
+    assert m.loss.negatives == "none" and m.loss.symmetric is False  # MoCo-v2 arrangement
+    opt = torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=0.1)
+    before_q = m.queue.get()[0].clone()
+    k_before = [p.clone() for p in m.key_encoder.parameters()]
+    loss = m(torch.randn(2, 6, 3, 8, 8))
+    loss.backward()
+    opt.step()
+    m.after_step()
+    keys = m.queue.get()[0]
+    assert torch.equal(keys[6:], before_q[:-6])  # 6 new keys in front, the oldest 6 dropped
+    q_params = list(m.encoder.parameters())
+    for kb, ka, qp in zip(k_before, m.key_encoder.parameters(), q_params):
+        assert torch.allclose(ka, 0.5 * kb + 0.5 * qp)
+    assert all(not p.requires_grad for p in m.key_encoder.parameters())
+    cacr = MoCo(build_encoder("convnet", 4, 8), L.build("cacr"), queue_size=16)
+    assert torch.isfinite(cacr(torch.randn(4, 5, 3, 8, 8)))  # query + 3 keys
+
+
+def test_simclr_multi_view_and_errors() -> None:
+    m = SimCLR(build_encoder("convnet", 4, 8), L.build("cmc"))
+    assert torch.isfinite(m(torch.randn(5, 4, 3, 8, 8)))
+    m2 = SimCLR(build_encoder("convnet", 4, 8), L.build("infonce"))
+    try:
+        m2(torch.randn(3, 4, 3, 8, 8))
+    except ValueError as e:
+        assert "two views" in str(e)
+    else:
+        raise AssertionError("expected ValueError")
+
+
+def test_knn_and_linear_on_separable_features() -> None:
+    g = torch.Generator().manual_seed(0)
+    centers = torch.randn(4, 16, generator=g) * 5
+    ytr, yte = torch.arange(4).repeat(50), torch.arange(4).repeat(20)
+    xtr = centers[ytr] + 0.3 * torch.randn(200, 16, generator=g)
+    xte = centers[yte] + 0.3 * torch.randn(80, 16, generator=g)
+    ev = ClassificationEvaluator(xtr, ytr, xte, yte, num_classes=4, knn_k=20)
+    out = ev(lambda x: x)
+    assert out["knn_acc"] > 0.99 and out["linear_acc"] > 0.99
