@@ -13,8 +13,16 @@ import benchmarks
 def register(sub: Any) -> None:
     p = sub.add_parser("bench", help="run benchmarks and write their tables (benchmarks/results/*.md)")
     bsub = p.add_subparsers(dest="bench_command", metavar="BENCH")
+    # import only the benchmark named on the command line (they import front-ends); all for --help
+    argv = sys.argv[1:]
+    wanted = argv[argv.index("bench") + 1].replace("-", "_") if "bench" in argv[:-1] else None
+    names = {m.name for m in pkgutil.iter_modules(benchmarks.__path__)}
+    if wanted not in names:
+        wanted = None
     for mod in sorted(pkgutil.iter_modules(benchmarks.__path__), key=lambda m: m.name):
         if mod.name in ("cli",) or mod.name.startswith("_"):
+            continue
+        if wanted and not wanted.startswith("-") and mod.name != wanted:
             continue
         try:
             module = importlib.import_module(f"benchmarks.{mod.name}")

@@ -67,7 +67,8 @@ def _cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser; with ``only`` set, load just that plugin (front-ends import heavy libraries)."""
     p = argparse.ArgumentParser(prog="suite", description="Contrastive representation learning suite")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -87,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.set_defaults(func=_cmd_results)
 
     for ep in sorted(metadata.entry_points(group="suite.cli"), key=lambda e: e.name):
+        if only is not None and ep.name != only:
+            continue
         try:
             register = ep.load()
             register(sub)
@@ -103,7 +106,10 @@ def _unavailable(name: str, exc: Exception) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    plugins = {ep.name for ep in metadata.entry_points(group="suite.cli")}
+    first = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=first if first in plugins else None if first is None else "")
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -77,6 +77,17 @@ metrics_t = sa.Table(
     sa.Column("step", sa.Integer),
     sa.Column("logged_at", sa.String(32)),
 )
+jobs_t = sa.Table(  # benchmark-runner jobs: one row per job hash (see benchmarks/run.py)
+    "jobs",
+    _meta,
+    sa.Column("hash", sa.String(64), primary_key=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("command", sa.Text),
+    sa.Column("host", sa.String(128)),
+    sa.Column("pid", sa.Integer),
+    sa.Column("started_at", sa.String(32)),
+    sa.Column("ended_at", sa.String(32)),
+)
 
 
 def _now() -> str:
@@ -182,7 +193,9 @@ class Registry:
         row = dict(
             id=run_id, started_at=_now(), status="running", modality=modality, task=task, dataset=dataset,
             loss=loss, loss_hparams=json.dumps(_jsonable(loss_hparams or {}), sort_keys=True),
-            config=json.dumps(cfg, sort_keys=True), config_hash=cfg_hash or config_hash(cfg), seed=seed,
+            config=json.dumps(cfg, sort_keys=True),
+            # a benchmark runner sets SUITE_CONFIG_HASH to its job hash so that finished jobs are skipped
+            config_hash=cfg_hash or os.environ.get("SUITE_CONFIG_HASH") or config_hash(cfg), seed=seed,
             code_version=code_version(), packages=json.dumps(package_versions(), sort_keys=True),
             host=socket.gethostname(),
         )
@@ -294,6 +307,36 @@ class Registry:
                              seeds=sorted(s for s, _ in vs if s is not None)))
         return rows
 
+    # ------------------------------------------------------------------ benchmark jobs
+    def job_status(self, job_hash: str) -> str | None:
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(jobs_t.c.status).where(jobs_t.c.hash == job_hash)).scalar()
+
+    def claim_job(self, job_hash: str, command: str) -> bool:
+        """Atomically claim a job for this process. False if it is finished, or running in a live process.
+
+        Runs recorded by an earlier, unfinished attempt of the job are marked ``interrupted``, so a
+        resumed job never leaves duplicate finished rows.
+        """
+        host, pid = socket.gethostname(), os.getpid()
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(jobs_t).where(jobs_t.c.hash == job_hash)).first()
+            if row is not None:
+                if row.status == "finished":
+                    return False
+                if row.status == "running" and not (row.host == host and not _pid_alive(row.pid)):
+                    return False
+                conn.execute(jobs_t.delete().where(jobs_t.c.hash == job_hash))
+            conn.execute(runs_t.update().where(runs_t.c.config_hash == job_hash).values(
+                status="interrupted", error="superseded: its benchmark job was re-run"))
+            conn.execute(jobs_t.insert().values(hash=job_hash, status="running", command=command, host=host,
+                                                pid=pid, started_at=_now()))
+        return True
+
+    def finish_job(self, job_hash: str, status: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(jobs_t.update().where(jobs_t.c.hash == job_hash).values(status=status, ended_at=_now()))
+
     def export(self, fmt: str, **filters: Any) -> str:
         """All runs (with their final metrics) as ``csv``, ``json`` or ``md``."""
         runs = self.runs(**filters)
@@ -355,6 +398,18 @@ def _sigterm_as_interrupt() -> Any:
     except ValueError:
         return lambda: None
     return lambda: signal.signal(signal.SIGTERM, old)
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def default_registry() -> Registry:

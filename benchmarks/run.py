@@ -1,0 +1,230 @@
+"""``suite bench run <suite.yaml>``: run a declared grid of jobs through the front-ends' own CLIs.
+
+A suite file declares job groups; each group expands to the cartesian product of its ``grid`` values
+times its ``seeds``, every job one command line ``suite <frontend> <command> --key value ... <seed flag> <seed>``:
+
+    name: quick
+    jobs:
+      - frontend: graph            # suite sub-command
+        command: tu
+        seed_flag: --seeds         # how the command takes its seed
+        seeds: [0, 1]
+        grid: {dataset: [MUTAG, PROTEINS], loss: [graphcl, macl]}
+        args: {epochs: 20}         # fixed flags (true -> --flag, false -> --no-flag, list -> several values)
+
+Every job has a hash of (frontend, command, args, seed); the child process gets it as
+``SUITE_CONFIG_HASH``, which the registry stores as the config hash of the runs it records. The runner
+claims each job in the registry's ``jobs`` table and marks it finished only when its process exits 0;
+a finished job is skipped, so an interrupted sweep resumes where it stopped, and the runs of an
+unfinished attempt are marked interrupted before the job is re-run (no duplicate finished rows). Two
+runners on one registry never run the same job at once. Jobs run in parallel up to
+``--jobs``; ``--launcher torchrun`` starts each job with ``torch.distributed.run`` and forwards
+``--nproc-per-node`` / ``--nnodes`` (plus rendezvous flags) so one job uses several processes or machines.
+The registry can be any SQLAlchemy URL (``--registry postgresql+psycopg://...``). Logs of each job go
+to ``results/bench-logs/<suite>/<hash>.log``.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from suite.registry import Registry, config_hash
+
+SUITES = Path(__file__).resolve().parent / "suites"
+
+
+@dataclass(frozen=True)
+class Job:
+    frontend: str
+    command: str
+    args: tuple[tuple[str, Any], ...]
+    seed: int | None
+    seed_flag: str = "--seeds"
+    timeout: float | None = None
+
+    @property
+    def hash(self) -> str:
+        return config_hash({"frontend": self.frontend, "command": self.command, "args": dict(self.args), "seed": self.seed})
+
+    def argv(self) -> list[str]:
+        out = [self.frontend, self.command]
+        for k, v in self.args:
+            flag = "--" + k.replace("_", "-")
+            if v is True:
+                out.append(flag)
+            elif v is False:
+                out.append("--no-" + k.replace("_", "-"))
+            elif isinstance(v, (list, tuple)):
+                out += [flag, *map(str, v)]
+            elif v is not None:
+                out += [flag, str(v)]
+        if self.seed is not None:
+            out += [self.seed_flag, str(self.seed)]
+        return out
+
+    def label(self) -> str:
+        return " ".join(self.argv())
+
+
+def load_suite(path: str | Path) -> tuple[str, list[Job]]:
+    p = Path(path)
+    if not p.exists() and (SUITES / f"{path}.yaml").exists():
+        p = SUITES / f"{path}.yaml"
+    if not p.exists():
+        raise ValueError(f"suite file not found: {path} (shipped suites: {', '.join(x.stem for x in SUITES.glob('*.yaml'))})")
+    spec = yaml.safe_load(p.read_text()) or {}
+    if not isinstance(spec.get("jobs"), list) or not spec["jobs"]:
+        raise ValueError(f"suite {p} must have a non-empty 'jobs' list")
+    jobs: list[Job] = []
+    for i, g in enumerate(spec["jobs"]):
+        unknown = set(g) - {"frontend", "command", "grid", "args", "seeds", "seed_flag", "timeout"}
+        if unknown or "frontend" not in g or "command" not in g:
+            raise ValueError(f"suite {p}, job group {i}: needs frontend and command; unknown keys {sorted(unknown)}")
+        grid = g.get("grid") or {}
+        keys = sorted(grid)
+        values = [v if isinstance(v, list) else [v] for v in (grid[k] for k in keys)]
+        fixed = g.get("args") or {}
+        seeds = g.get("seeds", [None])
+        for combo in itertools.product(*values):
+            args = {**fixed, **dict(zip(keys, combo))}
+            for seed in seeds:
+                jobs.append(Job(g["frontend"], g["command"], tuple(sorted(args.items(), key=lambda kv: kv[0])), seed,
+                                g.get("seed_flag", "--seeds"), g.get("timeout")))
+    hashes = [j.hash for j in jobs]
+    if len(set(hashes)) != len(hashes):
+        raise ValueError(f"suite {p} declares the same job twice")
+    return spec.get("name", p.stem), jobs
+
+
+@dataclass
+class Runner:
+    registry_url: str
+    jobs: int = 1
+    launcher: str = "local"
+    nproc_per_node: int = 1
+    nnodes: int = 1
+    rdzv_endpoint: str | None = None
+    log_dir: Path = Path("results/bench-logs")
+    dry_run: bool = False
+    _procs: set[subprocess.Popen] = field(default_factory=set)  # type: ignore[type-arg]
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def command(self, job: Job) -> list[str]:
+        if self.launcher == "torchrun":
+            tr = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={self.nproc_per_node}",
+                  f"--nnodes={self.nnodes}"]
+            if self.nnodes > 1:
+                if not self.rdzv_endpoint:
+                    raise ValueError("--nnodes > 1 needs --rdzv-endpoint host:port")
+                tr += ["--rdzv-backend=c10d", f"--rdzv-endpoint={self.rdzv_endpoint}"]
+            else:
+                tr += ["--standalone"]
+            return tr + ["-m", "suite", *job.argv()]
+        if self.launcher != "local":
+            raise ValueError(f"launcher must be local or torchrun, got {self.launcher!r}")
+        return [sys.executable, "-m", "suite", *job.argv()]
+
+    def run_one(self, job: Job, reg: Registry) -> str:
+        if self._stop.is_set():
+            return "cancelled"
+        if self.dry_run:
+            print("would run:", " ".join(self.command(job)))
+            return "dry-run"
+        if reg.job_status(job.hash) == "finished" or not reg.claim_job(job.hash, job.label()):
+            return "skipped"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = self.log_dir / f"{job.hash}.log"
+        env = {**os.environ, "SUITE_CONFIG_HASH": job.hash, "SUITE_REGISTRY": self.registry_url}
+        if self.jobs > 1:
+            env["SUITE_NO_PROGRESS"] = "1"
+        t0 = time.perf_counter()
+        with open(log, "w") as fh:
+            fh.write(" ".join(self.command(job)) + "\n")
+            fh.flush()
+            proc = subprocess.Popen(self.command(job), stdout=fh, stderr=subprocess.STDOUT, env=env)
+            with self._lock:
+                self._procs.add(proc)
+            try:
+                rc = proc.wait(timeout=job.timeout)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                rc = proc.wait()
+            finally:
+                with self._lock:
+                    self._procs.discard(proc)
+        status = "finished" if rc == 0 else ("interrupted" if self._stop.is_set() else f"failed (rc={rc}, log {log})")
+        reg.finish_job(job.hash, status.split(" ")[0])
+        print(f"[{status}] {job.label()}  ({time.perf_counter() - t0:.1f} s)", flush=True)
+        return status
+
+    def stop(self) -> None:
+        """Stop scheduling and send SIGTERM to running jobs (their runs are marked interrupted)."""
+        self._stop.set()
+        with self._lock:
+            for p in list(self._procs):
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+
+    def run(self, jobs: list[Job]) -> dict[str, int]:
+        reg = Registry(self.registry_url)
+        counts: dict[str, int] = {}
+        with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
+            futures = [pool.submit(self.run_one, j, reg) for j in jobs]
+            try:
+                for f in futures:
+                    s = f.result().split(" ")[0]
+                    counts[s] = counts.get(s, 0) + 1
+            except KeyboardInterrupt:
+                self.stop()
+                raise
+        return counts
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("run", help="run a benchmark suite (grid of front-end jobs), skipping finished ones")
+    p.add_argument("suite", help="suite YAML file, or the name of a shipped suite (quick, cpu, paper)")
+    p.add_argument("--jobs", type=int, default=1, help="jobs run in parallel")
+    p.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY)")
+    p.add_argument("--launcher", choices=["local", "torchrun"], default="local")
+    p.add_argument("--nproc-per-node", type=int, default=1)
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--rdzv-endpoint", default=None, help="host:port for multi-node torchrun")
+    p.add_argument("--dry-run", action="store_true", help="print the commands that would run")
+    p.set_defaults(func=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    from suite.paths import registry_url
+
+    name, jobs = load_suite(args.suite)
+    url = args.registry or registry_url()
+    runner = Runner(url, jobs=args.jobs, launcher=args.launcher, nproc_per_node=args.nproc_per_node,
+                    nnodes=args.nnodes, rdzv_endpoint=args.rdzv_endpoint, log_dir=Path("results/bench-logs") / name,
+                    dry_run=args.dry_run)
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    print(f"suite {name}: {len(jobs)} jobs, registry {url}", flush=True)
+    try:
+        counts = runner.run(jobs)
+    except KeyboardInterrupt:
+        runner.stop()
+        print("interrupted: finished jobs are kept; run the same command again to resume", file=sys.stderr)
+        return 130
+    print("summary: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    return 0 if all(k in ("finished", "skipped", "dry-run") for k in counts) else 1

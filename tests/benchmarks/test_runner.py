@@ -1,0 +1,80 @@
+"""Benchmark runner: grid expansion, skip-by-hash, interrupt and resume without duplicates."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from benchmarks.run import Runner, load_suite
+from suite.registry import Registry
+
+
+def _suite(tmp_path, n_jobs: int = 3):
+    spec = {"name": "t", "jobs": [{
+        "frontend": "bench", "command": "losses", "seeds": None,
+        "grid": {"sizes": [[8 + 2 * k] for k in range(n_jobs)]},
+        "args": {"losses": ["infonce"], "repeats": 1, "out": str(tmp_path / "x.md")},
+    }]}
+    spec["jobs"][0].pop("seeds")
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_grid_expansion_and_argv(tmp_path):
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump({"name": "g", "jobs": [{
+        "frontend": "graph", "command": "tu", "seeds": [0, 1],
+        "grid": {"dataset": ["MUTAG", "PROTEINS"], "loss": ["graphcl", "macl", "cacr"]},
+        "args": {"epochs": 20, "bf16": True, "save": False}}]}))
+    name, jobs = load_suite(path)
+    assert name == "g" and len(jobs) == 12 and len({j.hash for j in jobs}) == 12
+    argv = jobs[0].argv()
+    assert argv[:2] == ["graph", "tu"] and "--bf16" in argv and "--no-save" in argv and argv[-2:] == ["--seeds", "0"]
+    runner = Runner("x.sqlite", launcher="torchrun", nproc_per_node=2)
+    cmd = runner.command(jobs[0])
+    assert "torch.distributed.run" in cmd and "--nproc-per-node=2" in cmd and cmd[cmd.index("-m", 2) + 1] == "suite"
+    with pytest.raises(ValueError, match="suite file not found"):
+        load_suite(tmp_path / "none.yaml")
+
+
+def test_runner_skips_finished_jobs(tmp_path):
+    db = str(tmp_path / "r.sqlite")
+    _, jobs = load_suite(_suite(tmp_path, 2))
+    r = Runner(db, jobs=2, log_dir=tmp_path / "logs")
+    assert r.run(jobs) == {"finished": 2}
+    assert r.run(jobs) == {"skipped": 2}
+    reg = Registry(db)
+    for j in jobs:
+        assert {x["status"] for x in reg.runs() if x["config_hash"] == j.hash} == {"finished"}
+
+
+def test_interrupted_sweep_resumes_without_duplicates(tmp_path):
+    db = str(tmp_path / "r.sqlite")
+    path = _suite(tmp_path, 4)
+    _, jobs = load_suite(path)
+    env = {**os.environ, "SUITE_REGISTRY": db}
+    cmd = [sys.executable, "-m", "suite", "bench", "run", str(path), "--jobs", "1"]
+    p = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    reg = Registry(db)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(reg.job_status(j.hash) == "finished" for j in jobs):
+        time.sleep(0.2)
+    p.send_signal(signal.SIGTERM)
+    out = p.communicate(timeout=60)[0]
+    first = {j.hash: [x["id"] for x in reg.runs(status="finished") if x["config_hash"] == j.hash] for j in jobs}
+    done_first = [j.hash for j in jobs if reg.job_status(j.hash) == "finished"]
+    assert done_first and len(done_first) < len(jobs), out
+    p2 = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p2.returncode == 0, p2.stdout + p2.stderr
+    assert f"skipped {len(done_first)}" in p2.stdout
+    for j in jobs:
+        ids = [x["id"] for x in reg.runs(status="finished") if x["config_hash"] == j.hash]
+        assert len(ids) == 2  # bench losses records the floor and infonce: one finished set, no duplicates
+        if j.hash in done_first:
+            assert ids == first[j.hash]  # not re-run
