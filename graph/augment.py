@@ -304,6 +304,9 @@ def subgraph(batch: Batch, ratio: Ratio = 0.2, generator: torch.Generator | None
         need = target - have                                                       # (B,)
         if int(need.max()) <= 0:
             break
+        # drop edges that can no longer grow anything: both ends inside, or their graph is complete
+        live = _where(~(_sel(in_set, src) & _sel(in_set, dst)) & _sel(need > 0, _sel(nb, src)))
+        src, dst = _sel(src, live), _sel(dst, live)
         w = in_set.to(torch.float32)
         hits = torch.bincount(dst, _sel(w, src), minlength=n) + torch.bincount(src, _sel(w, dst), minlength=n)
         frontier = (hits > 0) & ~in_set & (_sel(need, nb) > 0)                     # (n,)
