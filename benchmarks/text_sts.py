@@ -262,10 +262,16 @@ def register(sub: Any) -> None:
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--write-only", action="store_true", help="rebuild the table from stored runs; train nothing")
     p.add_argument("--no-registry", action="store_true")
+    p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch default); 1 is much faster "
+                                                           "than 2 on an oversubscribed shared machine")
     p.set_defaults(func=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     ov = {k: v for k, v in (("limit", args.limit), ("backbone", args.backbone), ("data", args.data)) if v is not None}
     print(run(args.profile, args.losses, args.seeds, not args.no_sup, args.transfer, ov, args.out, args.write_only,
               not args.no_registry))

@@ -92,10 +92,10 @@ def _cfg(tmp_path, model_dir, **kw):
 
 
 def test_training_reduces_loss_and_saves(tiny_model_dir, data_env, tmp_path):
-    s = train_simcse(_cfg(tmp_path, tiny_model_dir, loss="infonce", max_steps=16))
+    s = train_simcse(_cfg(tmp_path, tiny_model_dir, loss="infonce", max_steps=12, eval_every=6))
     losses = [h["train_loss"] for h in s["history"]]
     assert len(losses) == 2 and losses[-1] < losses[0]
-    assert s["steps"] == 16 and -1.0 <= s["best_stsb_dev"] <= 1.0
+    assert s["steps"] == 12 and -1.0 <= s["best_stsb_dev"] <= 1.0
     run = Registry().get(s["run_id"])
     assert run["status"] == "finished" and run["loss"] == "infonce"
     assert {m["name"] for m in run["metrics"]} >= {"train_loss", "stsb_dev", "best_stsb_dev"}
@@ -104,23 +104,23 @@ def test_training_reduces_loss_and_saves(tiny_model_dir, data_env, tmp_path):
 @pytest.mark.parametrize("loss", ["macl", "cacr", "tsimclr", "xclr"])
 def test_other_losses_train(tiny_model_dir, data_env, tmp_path, loss):
     kw = {"teacher": str(tiny_model_dir)} if loss == "xclr" else {}
-    s = train_simcse(_cfg(tmp_path, tiny_model_dir, loss=loss, max_steps=4, eval_every=0, **kw))
-    assert s["steps"] == 4 and s["views"] == (3 if loss == "cacr" else 2)
+    s = train_simcse(_cfg(tmp_path, tiny_model_dir, loss=loss, max_steps=2, eval_every=0, **kw))
+    assert s["steps"] == 2 and s["views"] == (3 if loss == "cacr" else 2)
 
 
 def test_supervised_with_hard_negatives(tiny_model_dir, data_env, tmp_path):
     s = train_simcse(_cfg(tmp_path, tiny_model_dir, mode="sup", batch_size=8, max_steps=3, eval_every=0, hard_negative_weight=0.5,
                           head_at_test=True))
     assert s["steps"] == 3 and s["n_train"] == 29
-    s = train_simcse(_cfg(tmp_path / "m", tiny_model_dir, mode="sup", loss="macl", batch_size=8, max_steps=2, eval_every=0))
-    assert s["steps"] == 2
+    s = train_simcse(_cfg(tmp_path / "m", tiny_model_dir, mode="sup", loss="macl", batch_size=8, max_steps=1, eval_every=0))
+    assert s["steps"] == 1
 
 
 def test_resume_continues(tiny_model_dir, data_env, tmp_path):
-    cfg = _cfg(tmp_path, tiny_model_dir, max_steps=8, eval_every=4)
+    cfg = _cfg(tmp_path, tiny_model_dir, max_steps=2, eval_every=2)
     train_simcse(cfg)
-    s = train_simcse(SimCSEConfig(**{**cfg.__dict__, "max_steps": 12}))
-    assert s["steps"] == 12 and [h["step"] for h in s["history"]] == [12.0]
+    s = train_simcse(SimCSEConfig(**{**cfg.__dict__, "max_steps": 4}))
+    assert s["steps"] == 4 and [h["step"] for h in s["history"]] == [4.0]
 
 
 @pytest.mark.parametrize("head_at_test", [False, True])

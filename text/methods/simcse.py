@@ -16,7 +16,6 @@ STS-B dev is evaluated every ``eval_every`` steps and the best model is kept (Si
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import time
@@ -294,6 +293,3 @@ def _step(model: torch.nn.Module, encoder: SentenceEncoder, loss: ContrastiveLos
         return sup_simcse_loss(z[0], z[1], z[2], getattr(loss, "temperature", 0.05), cfg.hard_negative_weight)
     return L.apply_loss(loss, z[:2], queue=z[2])
 
-
-def copy_config(cfg: SimCSEConfig, **changes: Any) -> SimCSEConfig:
-    return dataclasses.replace(copy.deepcopy(cfg), **changes)

@@ -66,8 +66,3 @@ def build_encoder(backbone: str, pooling: str = "auto", mlp_head: bool = True, h
         pooling = st_pooling_mode(resolve_backbone(backbone)) or "cls"
     return SentenceEncoder(model, tok, pooling=pooling, mlp_head=mlp_head, head_at_test=head_at_test)
 
-
-@torch.no_grad()
-def copy_head(src: SentenceEncoder, dst: SentenceEncoder) -> None:
-    if src.head is not None and dst.head is not None:
-        dst.head.load_state_dict(src.head.state_dict())
