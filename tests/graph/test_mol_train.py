@@ -30,6 +30,10 @@ def test_gin_shapes_and_dropout_modes() -> None:
     assert enc.embed(b.to_pyg()).shape == (5, 8)  # PyG batches work too
     with pytest.raises(ValueError, match="categorical features"):
         enc(b.x[:, :1], b.edge_index, b.edge_attr)
+    from graph.data.molecules import get_featurizer
+
+    ogb = featurize(CORPUS[:5], "ogb").batch(torch.arange(5))
+    assert MolGIN(num_layers=2, dim=8, featurizer=get_featurizer("ogb")).embed(ogb).shape == (5, 8)
 
 
 def test_loss_presets() -> None:
