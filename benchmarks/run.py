@@ -9,8 +9,10 @@ times its ``seeds``, every job one command line ``suite <frontend> <command> --k
         command: tu
         seed_flag: --seeds         # how the command takes its seed
         seeds: [0, 1]
+        stage: 0                   # groups of a later stage start when earlier stages have ended
         grid: {dataset: [MUTAG, PROTEINS], loss: [graphcl, macl]}
-        args: {epochs: 20}         # fixed flags (true -> --flag, false -> --no-flag, list -> several values)
+        args: {epochs: 20}         # fixed flags (true -> --flag, false -> --no-flag, list -> several values;
+                                   # strings may use {job} (hash), {seed} and other args, e.g. out dirs)
 
 Every job has a hash of (frontend, command, args, seed); the child process gets it as
 ``SUITE_CONFIG_HASH``, which the registry stores as the config hash of the runs it records. The runner
@@ -53,14 +55,19 @@ class Job:
     seed: int | None
     seed_flag: str = "--seeds"
     timeout: float | None = None
+    stage: int = 0
 
     @property
     def hash(self) -> str:
         return config_hash({"frontend": self.frontend, "command": self.command, "args": dict(self.args), "seed": self.seed})
 
     def argv(self) -> list[str]:
+        """Command line; string values may use ``{job}`` (the job hash), ``{seed}`` and any arg name."""
+        ctx = {**{k: v for k, v in self.args}, "seed": self.seed, "job": self.hash[:12]}
         out = [self.frontend, self.command]
         for k, v in self.args:
+            if isinstance(v, str) and "{" in v:
+                v = v.format(**ctx)
             flag = "--" + k.replace("_", "-")
             if v is True:
                 out.append(flag)
@@ -89,7 +96,7 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
         raise ValueError(f"suite {p} must have a non-empty 'jobs' list")
     jobs: list[Job] = []
     for i, g in enumerate(spec["jobs"]):
-        unknown = set(g) - {"frontend", "command", "grid", "args", "seeds", "seed_flag", "timeout"}
+        unknown = set(g) - {"frontend", "command", "grid", "args", "seeds", "seed_flag", "timeout", "stage"}
         if unknown or "frontend" not in g or "command" not in g:
             raise ValueError(f"suite {p}, job group {i}: needs frontend and command; unknown keys {sorted(unknown)}")
         grid = g.get("grid") or {}
@@ -101,7 +108,7 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
             args = {**fixed, **dict(zip(keys, combo))}
             for seed in seeds:
                 jobs.append(Job(g["frontend"], g["command"], tuple(sorted(args.items(), key=lambda kv: kv[0])), seed,
-                                g.get("seed_flag", "--seeds"), g.get("timeout")))
+                                g.get("seed_flag", "--seeds"), g.get("timeout"), int(g.get("stage", 0))))
     hashes = [j.hash for j in jobs]
     if len(set(hashes)) != len(hashes):
         raise ValueError(f"suite {p} declares the same job twice")
@@ -179,17 +186,19 @@ class Runner:
                     p.send_signal(signal.SIGTERM)
 
     def run(self, jobs: list[Job]) -> dict[str, int]:
+        """Run the jobs stage by stage (a stage starts when the previous one has ended)."""
         reg = Registry(self.registry_url)
         counts: dict[str, int] = {}
-        with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
-            futures = [pool.submit(self.run_one, j, reg) for j in jobs]
-            try:
-                for f in futures:
-                    s = f.result().split(" ")[0]
-                    counts[s] = counts.get(s, 0) + 1
-            except KeyboardInterrupt:
-                self.stop()
-                raise
+        for stage in sorted({j.stage for j in jobs}):
+            with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
+                futures = [pool.submit(self.run_one, j, reg) for j in jobs if j.stage == stage]
+                try:
+                    for f in futures:
+                        s = f.result().split(" ")[0]
+                        counts[s] = counts.get(s, 0) + 1
+                except KeyboardInterrupt:
+                    self.stop()
+                    raise
         return counts
 
 

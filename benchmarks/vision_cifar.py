@@ -4,8 +4,8 @@ augmentation alone, the encoder alone and a full training step.
 
 Profiles:
 - ``cpu``: small ConvNet (width 16), a balanced subset of the local CIFAR-10 training images
-  (``--train-per-class``, default 200), few epochs, Adam (MACL's CIFAR optimiser); kNN bank and
-  linear-probe training set: 200 training images per class; test: 200 test images per class.
+  (``--train-per-class``, default 100), 2 epochs, Adam (MACL's CIFAR optimiser); kNN bank and
+  linear-probe training set: 100 training images per class; test: 100 test images per class.
   Sized for 2 shared CPU cores; it measures the pipeline, not the papers' accuracies.
 - ``paper``: CIFAR ResNet-18 (AlexNet for the CACR rows with ``--alexnet-cacr``), 200 epochs, the
   full CIFAR-10 training and test sets (for GPU users).
