@@ -10,7 +10,8 @@ operations only: no Python loop over graphs, nodes or edges (the random-walk sub
 - the result depends only on the input and on ``generator`` (deterministic under a seed);
 - ``to_data_list()`` works on the result (slice bookkeeping is updated).
 
-``ratio`` is always the fraction of the graph that is perturbed, per graph, rounded down as in
+``ratio`` (a float, or a tensor (B,) of per-graph ratios) is the fraction of each graph that is
+perturbed, rounded down as in
 GraphCL's code (``int(n * ratio)``):
 
 ============== ==================================================================================
