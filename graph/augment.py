@@ -11,8 +11,7 @@ operations only: no Python loop over graphs, nodes or edges (the random-walk sub
 - ``to_data_list()`` works on the result (slice bookkeeping is updated).
 
 ``ratio`` (a float, or a tensor (B,) of per-graph ratios) is the fraction of each graph that is
-perturbed, rounded down as in
-GraphCL's code (``int(n * ratio)``):
+perturbed, rounded down as in GraphCL's code (``int(n * ratio)``):
 
 ============== ==================================================================================
 drop_nodes     removes ``int(n * ratio)`` nodes (at most n - 1) and their edges
