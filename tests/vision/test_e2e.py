@@ -77,3 +77,20 @@ def test_cli_pretrain_and_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "knn_acc" in capsys.readouterr().out
     assert main(["vision", "pretrain", "--dataset", "digits", "--loss", "infonce", "--views", "3", "--epochs", "1",
                  "--out-dir", str(tmp_path)]) == 2  # two-view loss with 3 views: clear error, exit 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework,loss", [("simclr", "xclr"), ("moco", "macl")])
+def test_ddp_torchrun_two_processes(tmp_path: Path, framework: str, loss: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "suite", "vision", "pretrain",
+           "--dataset", "digits", "--encoder", "convnet", "--width", "4", "--epochs", "1", "--batch-size", "32",
+           "--max-steps-per-epoch", "2", "--framework", framework, "--loss", loss, "--text-model", "labels",
+           "--out-dir", str(tmp_path), "--run-name", "ddp", "--no-linear-probe", "--geometry-batches", "1",
+           "--queue-size", "64", "--no-registry"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (tmp_path / "ddp" / "epoch0001.pt").exists()

@@ -11,6 +11,7 @@ from typing import Any
 from torch import Tensor
 
 import suite.losses as L
+from suite import distributed as sd
 from suite.losses.graphs import sample_graph
 
 INFONCE_FAMILY = ("infonce", "dcl", "macl", "hard_negative")
@@ -47,7 +48,11 @@ def loss_extras(loss: L.ContrastiveLoss, labels: Tensor | None = None, class_gra
     if "similarity" in loss.requires:
         if labels is None or class_graph is None:
             raise ValueError(f"loss {loss.name!r} needs labels and a class similarity graph")
-        extra["similarity"] = sample_graph(class_graph.to(labels.device), labels)
+        g = class_graph.to(labels.device)
+        if sd.is_distributed():  # local samples x all ranks' samples: (N, W*N)
+            extra["similarity"] = g[labels][:, sd.gather_nograd(labels)]
+        else:
+            extra["similarity"] = sample_graph(g, labels)
     if iou is not None and "weights" in params:
         extra["weights"] = L.iou_weights(iou, iou_tau)
     return extra
