@@ -170,12 +170,14 @@ def write_table(profile: str, train_kw: dict[str, Any], losses: list[str], seeds
         rs = [r for r in rs if label == "backbone" or r["seed"] in seeds]
         done[label] = sorted({r["seed"] for r in rs})
         name = _row_name(label, backbone)
-        rows.append([name, ",".join(map(str, done[label])) or "not run"] + [_fmt([r["metrics"][c] for r in rs if c in r["metrics"]]) for c in STS_COLS])
+        steps = sorted({int(r["train"]["steps"]) for r in rs if "train" in r})
+        rows.append([name, ",".join(map(str, done[label])) or "not run", ",".join(map(str, steps)) or ("0" if label == "backbone" else "—")]
+                    + [_fmt([r["metrics"][c] for r in rs if c in r["metrics"]]) for c in STS_COLS])
         if any("MR" in r["metrics"] for r in rs):
             tr_rows.append([name] + [_fmt([r["metrics"][c] for r in rs if c in r["metrics"]]) for c in TR_COLS])
     for name, vals in PUBLISHED:
-        rows.append([name, "—"] + [f"{v:.2f}" for v in vals])
-    header = ["model", "seeds", "STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg"]
+        rows.append([name, "—", "—"] + [f"{v:.2f}" for v in vals])
+    header = ["model", "seeds", "steps", "STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg"]
     bb = next((r for r in recs if r["label"] == "backbone"), None)
 
     def avg_of(label: str) -> float | None:
@@ -205,8 +207,9 @@ def write_table(profile: str, train_kw: dict[str, Any], losses: list[str], seeds
         if "sts_wall_s" in m:
             verdict = "met" if m["sts_wall_s"] < 120 else "MISSED on this shared machine"
             notes.append(f"- Target *7-task STS evaluation of the default backbone < 2 min on 2 cores*: {verdict}: wall "
-                         f"{m['sts_wall_s']:.0f} s, process CPU time {m['sts_cpu_s']:.0f} s (the 2 cores were shared with ~5 other "
-                         f"jobs, load average ~10; CPU time / 2 is the idle-machine estimate: {m['sts_cpu_s'] / 2:.0f} s). "
+                         f"{m['sts_wall_s']:.0f} s, process CPU time {m['sts_cpu_s']:.0f} s (run with `--threads 1` while the 2 cores "
+                         f"were shared with ~5 other agents' jobs, load average 12-17; on an idle 2-core machine with 2 threads this "
+                         f"is about {m['sts_cpu_s'] / 2:.0f} s if the threads scale well: an estimate, the machine was never idle). "
                          "Embeddings are cached per model + data hash, so a repeated evaluation takes seconds.")
         st = bb.get("st_agreement", {})
         if "abs_diff" in st:
@@ -218,10 +221,12 @@ def write_table(profile: str, train_kw: dict[str, Any], losses: list[str], seeds
         skipped = {k: int(v) for k, v in m.items() if k.endswith("_skipped") and v}
         if skipped:
             notes.append(f"- Pairs without a gold score skipped (as SentEval): {skipped}.")
-    missing = [l for l in labels[1:] if set(done.get(l, [])) != set(seeds if not l.startswith("sup") else seeds[:1])]
+    want = {l: set(seeds[:1] if l.startswith("sup") else seeds) for l in labels[1:]}
+    missing = {l: sorted(want[l] - set(done.get(l, []))) for l in labels[1:]}
+    missing = {l: v for l, v in missing.items() if v}
     if missing:
-        notes.append(f"- **Not run yet** (time on 2 shared CPU cores): " + ", ".join(f"{l} seeds {sorted(set(seeds) - set(done.get(l, [])))}" for l in missing)
-                     + f". Command: `suite bench text-sts --profile {profile}` (resumes; finished runs are reused).")
+        notes.append("- **Not run yet** (time on 2 shared CPU cores): " + ", ".join(f"{l} seeds {v}" for l, v in missing.items())
+                     + f". Command: `suite bench text-sts --profile {profile} --threads 1` (resumes; finished runs are reused).")
     if transfer == "none" or not tr_rows:
         notes.append("- Transfer tasks (MR, CR, SUBJ, MPQA, SST-2, TREC, MRPC) were not run in this profile (encoding SST-2's "
                      "67k training sentences alone costs more than the whole STS suite on 2 shared cores); run "
