@@ -189,7 +189,7 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
     dev_eval = STSEvaluator(["STSB-dev"])
     out = Path(cfg.out)
     ckpt_path = out / "checkpoint.pt"
-    step, best, best_state, start_epoch = 0, -math.inf, None, 0
+    step, best, best_state = 0, -math.inf, None
     if cfg.resume and ckpt_path.exists():
         ck = load_checkpoint(ckpt_path)
         encoder.load_state_dict(ck["model"])
