@@ -141,3 +141,6 @@ def test_real_bbbp() -> None:
         warnings.simplefilter("ignore")
         g = load_moleculenet("bbbp")
     assert len(g) == 2039 and g.skipped == 11 and g.y.shape == (2039, 1)  # as pretrain-gnns
+    from graph.data.splits import scaffold_split
+
+    assert [len(p) for p in scaffold_split(g.smiles)] == [1631, 204, 204]  # pretrain-gnns' BBBP scaffold split sizes
