@@ -25,11 +25,14 @@ from suite.losses.core import normalize, sq_dists_normalized
 def uniformity(x: Tensor, t: float = 2.0, extra: Tensor | None = None) -> Tensor:
     """log mean over pairs i<j of exp(-t ||x_i - x_j||^2) for unit rows x (M, d) (+ pairs with ``extra``)."""
     m = x.shape[0]
-    iu, ju = torch.triu_indices(m, m, 1, device=x.device)
-    terms = (-t * sq_dists_normalized(x, x))[iu, ju]
+    d = -t * sq_dists_normalized(x, x)  # (M, M), symmetric: pairs i<j are half the off-diagonal
+    k = torch.arange(m, device=x.device)
+    terms = [d.index_put((k, k), torch.tensor(float("-inf"), dtype=d.dtype, device=d.device)).flatten()]
+    count = m * (m - 1) / 2
     if extra is not None:
-        terms = torch.cat([terms, (-t * sq_dists_normalized(x, extra)).flatten()])
-    return torch.logsumexp(terms, dim=0) - math.log(terms.numel())
+        terms.append((-t * sq_dists_normalized(x, extra)).flatten() + math.log(2.0))  # counted once, not twice
+        count += m * extra.shape[0]
+    return torch.logsumexp(torch.cat(terms) if len(terms) > 1 else terms[0], dim=0) - math.log(2.0 * count)
 
 
 def alignment(z_a: Tensor, z_b: Tensor, alpha: float = 2.0) -> Tensor:

@@ -37,6 +37,7 @@ class PairSims(NamedTuple):
     sim: Tensor  # (A, C) scaled similarities; -inf where neither positive nor negative
     pos: Tensor  # (A,) column of each anchor's positive
     n_local: int  # N: anchors are rows [0, N) (z_a) and, if symmetric, [N, 2N) (z_b)
+    n_masked: int  # entries per row set to the mask value (self and/or positive)
 
 
 def pair_similarities(
@@ -95,7 +96,7 @@ def pair_similarities(
         sim.index_put_((rows.repeat(len(excluded)), torch.cat(excluded)), torch.tensor(mask_value, dtype=sim.dtype, device=dev))
     if queue is not None:
         sim = torch.cat([sim, scaled @ normalize(queue).T], dim=1)  # (A, C + Q)
-    return PairSims(sim, pos, n)
+    return PairSims(sim, pos, n, len(excluded))
 
 
 def positive_sims(z_a: Tensor, z_b: Tensor) -> Tensor:

@@ -32,6 +32,8 @@ class HardNegative(ContrastiveLoss):
     ) -> None:
         super().__init__()
         self.temperature = check_positive(temperature, "temperature")
+        if beta < 0:
+            raise ValueError(f"beta must be >= 0, got {beta}")
         self.beta = float(beta)
         if not 0.0 <= tau_plus < 1.0:
             raise ValueError(f"tau_plus must be in [0, 1), got {tau_plus}")
@@ -49,14 +51,12 @@ class HardNegative(ContrastiveLoss):
         pos = (z_a * z_b).sum(-1)
         pos = (torch.cat([pos, pos]) if self.symmetric else pos) / t  # (A,)
         neg = ps.sim  # (A, C) s/t, -inf where not a negative
-        is_neg = torch.isfinite(neg)
-        m = is_neg.sum(1).to(neg.dtype)  # negatives per anchor
-        neg0 = neg.masked_fill(~is_neg, 0.0)  # finite stand-in so that beta = 0 gives no 0 * inf
-
-        def lse(scale: float) -> Tensor:
-            return torch.logsumexp((scale * neg0).masked_fill(~is_neg, float("-inf")), 1)
-
-        log_ng = torch.log(m) + lse(1.0 + self.beta) - lse(self.beta)
+        m = torch.full_like(pos, neg.shape[1] - ps.n_masked)  # negatives per anchor
+        if m.min() < 1:
+            raise ValueError("hard_negative needs at least one negative per anchor")
+        # log Ng = log M + logsumexp((1+beta) s/t) - logsumexp(beta s/t); beta = 0: the last term is log M
+        lse_beta = torch.logsumexp(self.beta * neg, 1) if self.beta > 0 else torch.log(m)
+        log_ng = torch.log(m) + torch.logsumexp((1.0 + self.beta) * neg, 1) - lse_beta
         if self.tau_plus > 0:
             log_sub = math.log(self.tau_plus) + torch.log(m) + pos
             # log(Ng - tau+ M e^pos), -inf where the difference is not positive
