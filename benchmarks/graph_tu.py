@@ -187,6 +187,15 @@ def write_table(reg: Any, datasets: tuple[str, ...], losses: tuple[str, ...], se
                            f"{s[('step_ratio', 'speed')]:.2f}" if s else "not measured",
                            f"{s[('bare_step_ms', 'speed')]:.0f} / {s[('full_step_ms', 'speed')]:.0f} / {s[('aug_ms', 'speed')]:.1f}" if s else "-",
                            f"{s[('eval_s', 'speed')]:.1f}" if s else "-"])
+    per_run = {}
+    for ds in datasets:
+        rs = [r for l in losses for r in cells.get((ds, l), []) if r.get("train_time") is not None and r.get("eval_time") is not None]
+        if rs:
+            per_run[ds] = statistics.fmean(r["train_time"] + r["eval_time"] for r in rs)
+    est = sum(v * len(losses) * len(seeds) for v in per_run.values())
+    est_line = (f"Estimated time of the whole grid from the measured per-run times (train + evaluation): {est / 3600:.1f} h "
+                f"for the {len(per_run)} datasets measured" + (f"; not measured yet: {', '.join(d for d in datasets if d not in per_run)}"
+                                                               if len(per_run) < len(datasets) else "") + ".")
     done = sum(len(v) for v in cells.values())
     total = len(datasets) * len(losses) * len(seeds)
     text = [
@@ -222,6 +231,8 @@ def write_table(reg: Any, datasets: tuple[str, ...], losses: tuple[str, ...], se
         "",
         markdown_table(["dataset", "graphs/s", "train s / run", "eval s / run", "step ratio (≤ 1.3)",
                         "bare / full step ms / aug ms", "one SVM eval s"], speed_rows),
+        "",
+        est_line,
         "",
     ]
     if missing:
