@@ -138,14 +138,14 @@ def write_table(reg: Any, datasets: tuple[str, ...], losses: tuple[str, ...], se
     from suite.registry import markdown_table
 
     cells: dict[tuple[str, str], list[dict[str, float]]] = {}
-    missing: list[str] = []
+    missing: list[tuple[str, str, int]] = []
     for ds in datasets:
         for loss in losses:
             got = []
             for s in seeds:
                 r = _lookup(reg, ds, loss, s, epochs)
                 if r is None or r["acc"] is None:
-                    missing.append(f"{ds}/{loss}/seed {s}")
+                    missing.append((ds, loss, s))
                 else:
                     got.append({**r, "seed": s})
             cells[(ds, loss)] = got
@@ -236,8 +236,12 @@ def write_table(reg: Any, datasets: tuple[str, ...], losses: tuple[str, ...], se
         "",
     ]
     if missing:
+        groups: dict[tuple[str, str], list[int]] = {}
+        for ds, loss, s in missing:
+            groups.setdefault((ds, loss), []).append(s)
         text += ["## Not run yet", "",
-                 f"{len(missing)} (dataset/loss/seed) cells: " + ", ".join(missing[:60]) + (" ..." if len(missing) > 60 else ""),
+                 f"{len(missing)} (dataset, loss, seed) runs: " + "; ".join(
+                     f"{ds} {loss} seeds {' '.join(map(str, ss))}" for (ds, loss), ss in groups.items()) + ".",
                  "", "Run them with (resumes, reusing finished runs):", "",
                  "```", "nice -n 10 .venv/bin/python -m benchmarks.graph_tu --datasets " + " ".join(datasets)
                  + " --losses " + " ".join(losses) + " --seeds " + " ".join(map(str, seeds)), "```", ""]
