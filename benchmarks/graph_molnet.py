@@ -219,12 +219,13 @@ def run(args: argparse.Namespace) -> int:
                 todo = [x for x in s.seeds if x not in have]
                 if not todo:
                     continue
-                res = run_finetuning(s, d, v, todo)
-                with _locked(s, d):  # parallel invocations share the per-dataset store
-                    store = _load_store(s, d)
-                    store[v] = store.get(v, []) + res
-                    _save_store(s, d, store)
-                for r in res:
+                for seed in todo:  # saved seed by seed: an interrupted benchmark keeps what it measured
+                    res = run_finetuning(s, d, v, [seed])
+                    with _locked(s, d):  # parallel invocations share the per-dataset store
+                        store = _load_store(s, d)
+                        store[v] = store.get(v, []) + res
+                        _save_store(s, d, store)
+                    r = res[0]
                     print(f"{d} {v} seed {r['seed']}: last {r['test_rocauc_last']:.4f} best-val "
                           f"{r['test_rocauc_bestval']:.4f} ({r['finetune_mol_per_s']:.0f} mol/s)", flush=True)
     for loss in variants[1:]:
