@@ -207,8 +207,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--variants must be among {variants}")
     extra: dict[str, Any] = {}
     notes_file = Path(args.notes) if args.notes else None
+    extra["featurize_mol_per_s"] = round(featurize_rate(), 1)  # measured now, also for --report-only
     if not args.report_only:
-        extra["featurize_mol_per_s"] = round(featurize_rate(), 1)
         for loss in [v for v in todo_variants if v != "none"]:
             info = run_pretraining(s, loss)
             print(f"pretrained {loss}: {info}", flush=True)
