@@ -43,20 +43,9 @@ def test_grid_expansion_and_argv(tmp_path):
         load_suite(tmp_path / "none.yaml")
 
 
-def test_runner_skips_finished_jobs(tmp_path):
-    db = str(tmp_path / "r.sqlite")
-    _, jobs = load_suite(_suite(tmp_path, 2))
-    r = Runner(db, jobs=2, log_dir=tmp_path / "logs")
-    assert r.run(jobs) == {"finished": 2}
-    assert r.run(jobs) == {"skipped": 2}
-    reg = Registry(db)
-    for j in jobs:
-        assert {x["status"] for x in reg.runs() if x["config_hash"] == j.hash} == {"finished"}
-
-
 def test_interrupted_sweep_resumes_without_duplicates(tmp_path):
     db = str(tmp_path / "r.sqlite")
-    path = _suite(tmp_path, 4)
+    path = _suite(tmp_path, 3)
     _, jobs = load_suite(path)
     env = {**os.environ, "SUITE_REGISTRY": db}
     cmd = [sys.executable, "-m", "suite", "bench", "run", str(path), "--jobs", "1"]
@@ -78,3 +67,5 @@ def test_interrupted_sweep_resumes_without_duplicates(tmp_path):
         assert len(ids) == 2  # bench losses records the floor and infonce: one finished set, no duplicates
         if j.hash in done_first:
             assert ids == first[j.hash]  # not re-run
+    # a third pass finds every job finished and starts nothing
+    assert Runner(db, jobs=2, log_dir=tmp_path / "logs").run(jobs) == {"skipped": len(jobs)}
