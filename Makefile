@@ -16,8 +16,11 @@ $(STAMP): setup.cfg pyproject.toml
 
 install: $(STAMP)
 
+# The main job: the quick cross-modality suite (graphs, images, sentences, loss timings; resumable),
+# then the report built from the registry (Markdown tables + HTML page with plots).
 demo: $(STAMP)
-	$(VENV)/bin/suite bench losses
+	$(VENV)/bin/suite bench run quick --jobs 2
+	$(VENV)/bin/suite bench report
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not slow" -q
