@@ -140,6 +140,8 @@ def _ms(xs: list[float]) -> str:
 
 
 def report(s: Settings, variants: list[str], datasets: list[str], out: Path, extra: dict[str, Any]) -> str:
+    extra = dict(extra)
+    notes = str(extra.pop("notes", ""))
     stores = {d: _load_store(s, d) for d in datasets}
     rows = []
     means: dict[str, dict[str, float]] = {v: {} for v in variants}
@@ -186,7 +188,7 @@ def report(s: Settings, variants: list[str], datasets: list[str], out: Path, ext
               f"seeds {s.seeds}.",
               f"- not run yet: {', '.join(missing) if missing else 'nothing'}.",
               f"- measured throughput: {json.dumps(extra, default=str)}", ""]
-    text = "\n".join(lines) + "\n" + extra.get("notes", "")
+    text = "\n".join(lines) + "\n" + notes
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     return text
