@@ -253,8 +253,10 @@ def write_table(profile: str, train_kw: dict[str, Any], losses: list[str], seeds
         notes.append("- Transfer tasks: only the tasks and rows shown in the transfer table were run (SentEval protocol: 10 outer "
                      "folds x 10 inner folds for C in 2^-2..2^3, seed 1111); the others were not run for lack of CPU time.")
     else:
-        notes.append("- Transfer tasks (MR, CR, SUBJ, MPQA, SST-2, TREC, MRPC) were not run in this profile (encoding SST-2's "
-                     "67k training sentences alone costs more than the whole STS suite on 2 shared cores); run "
+        notes.append("- Transfer tasks (MR, CR, SUBJ, MPQA, SST-2, TREC, MRPC): no result yet. A backbone run on CR, MPQA, TREC "
+                     "and MRPC (`--only backbone --transfer backbone --transfer-tasks CR MPQA TREC MRPC`) was stopped unfinished "
+                     "after ~55 min on the shared cores: SentEval's nested protocol is 10 x (6 x 10 + 1) = 610 logistic-regression "
+                     "fits per k-fold task, and SST-2 adds 67k training sentences to encode. Run "
                      "`suite text eval --model <saved model> --tasks transfer` or `--transfer all`.")
     settings = (f"Profile `{profile}`: " + ", ".join(f"{k}={v}" for k, v in train_kw.items())
                 + f"; dropout 0.1; MLP head in training only; loss presets: infonce/dcl tau 0.05, macl tau0 0.05 alpha 2 A0 0.8 "
