@@ -35,20 +35,26 @@ class SupCon(ContrastiveLoss):
         z_a, z_b = check_pair(z_a, z_b)
         labels = check_labels(labels, z_a.shape[0])
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
-        ps = pair_similarities(normalize(z_a), normalize(z_b), negatives="all", symmetric=True, queue=queue,
-                               scale=1.0 / self.temperature, mask_value=-1e9)  # finite: 0 * mask == 0
+        za_n, zb_n = normalize(z_a), normalize(z_b)
+        ps = pair_similarities(za_n, zb_n, negatives="all", symmetric=True, queue=queue, scale=1.0 / self.temperature)
         gl = sd.gather_nograd(labels)
-        anchor_y = torch.cat([labels, labels])  # (2N,)
+        cand = torch.cat([sd.gather(za_n), sd.gather(zb_n)])  # (2M, d)
         cand_y = torch.cat([gl, gl])  # (2M,)
         if queue is not None:
             if queue_labels is None:
                 raise ValueError("supcon with a queue needs queue_labels of shape (Q,)")
+            cand = torch.cat([cand, normalize(queue)])
             cand_y = torch.cat([cand_y, check_labels(queue_labels, queue.shape[0], "queue_labels")])
-        pos_mask = (anchor_y[:, None] == cand_y[None, :]).to(ps.sim.dtype)  # (2N, C)
-        rows = torch.arange(pos_mask.shape[0], device=pos_mask.device)
-        m = cand_y.shape[0] if queue is None else cand_y.shape[0] - queue.shape[0]
-        self_col = sd.rank() * labels.shape[0] + rows % labels.shape[0] + (rows >= labels.shape[0]) * (m // 2)
-        pos_mask[rows, self_col] = 0.0  # an anchor is not its own positive
+        # sum_{p in P(i)} s_ip = z_i . (sum of the candidates of class y_i) - z_i . z_i: per-class sums of
+        # the candidates (index_add, O(M d)) instead of a mask over the (2N, 2M) logits
+        classes, cand_idx = torch.unique(cand_y, return_inverse=True)
+        class_sum = torch.zeros(classes.shape[0], cand.shape[1], dtype=cand.dtype, device=cand.device)
+        class_sum = class_sum.index_add(0, cand_idx, cand)  # (K, d)
+        class_cnt = torch.bincount(cand_idx, minlength=classes.shape[0])
+        anchors = torch.cat([za_n, zb_n])  # (2N, d)
+        a_idx = torch.searchsorted(classes, torch.cat([labels, labels]))  # every anchor's class is a candidate class
+        pos_sum = ((anchors * class_sum[a_idx]).sum(1) - (anchors * anchors).sum(1)) / self.temperature
+        n_pos = (class_cnt[a_idx] - 1).to(pos_sum.dtype)  # |P(i)| >= 1: the partner view
         # mean over P(i) of log p_ip = (sum_p logit_ip) / |P(i)| - logsumexp_a logit_ia
-        per_anchor = torch.logsumexp(ps.sim, 1) - (pos_mask * ps.sim).sum(1) / pos_mask.sum(1)
+        per_anchor = torch.logsumexp(ps.sim, 1) - pos_sum / n_pos
         return per_anchor.mean()

@@ -24,7 +24,6 @@ from torch import Tensor
 
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, _check_float, check_pair, check_positive, check_queue, register_loss
-from suite.losses.core import NEG_INF
 
 
 def iou_weights(iou: Tensor, tau_prime: float = 1.0) -> Tensor:
@@ -50,20 +49,23 @@ class TSimCLR(ContrastiveLoss):
     def _log_q(self, d2: Tensor) -> Tensor:
         return -(self.t_df + 1.0) / 2.0 * torch.log1p(d2 / (self.temperature * self.t_df))
 
+    def _q(self, d2: Tensor) -> Tensor:
+        return torch.pow(1.0 + d2 / (self.temperature * self.t_df), -(self.t_df + 1.0) / 2.0)
+
     def forward(self, z_a: Tensor, z_b: Tensor, weights: Tensor | None = None, queue: Tensor | None = None) -> Tensor:
         z_a, z_b = check_pair(z_a, z_b)
         n = z_a.shape[0]
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         pos = self._log_q(((z_a - z_b) ** 2).sum(-1))  # (N,) log q(x_i, x_i')
         e = torch.cat([sd.gather(z_a), sd.gather(z_b)])  # (2M, d) all embeddings of all ranks
-        log_q = self._log_q(_sq_dists(e, e))  # (2M, 2M)
+        # the normaliser sums q in (0, 1] directly: bounded terms, no exp of unbounded logits
+        q = self._q(_sq_dists(e, e))  # (2M, 2M)
         k = torch.arange(e.shape[0], device=e.device)
-        log_q = log_q.index_put((k, k), torch.tensor(NEG_INF, dtype=log_q.dtype, device=e.device))  # j != k
-        terms = [log_q.flatten()]
+        q.index_put_((k, k), torch.zeros((), dtype=q.dtype, device=e.device))  # j != k (pow's output is not saved)
+        z = q.sum()
         if queue is not None:
-            lq = self._log_q(_sq_dists(e, queue)).flatten()
-            terms += [lq, lq]  # (embedding, queue) pairs in both orders
-        log_z = torch.logsumexp(torch.cat(terms), dim=0)
+            z = z + 2.0 * self._q(_sq_dists(e, queue)).sum()  # (embedding, queue) pairs in both orders
+        log_z = torch.log(z)
         per_pair = log_z - pos  # (N,) l(x_i, x_i') = l(x_i', x_i)
         if weights is not None:
             _check_float(weights, "weights")

@@ -51,10 +51,9 @@ class XCLR(ContrastiveLoss):
         w = sd.world_size()
         g = _local_graph(similarity, n, w).to(z_a.dtype)  # (N, W*N)
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
-        m = g.shape[1]
-        # logits (2N, 2M[+Q]) = cos / tau; the self entries get a finite stand-in for -inf (weight 0 there)
+        # logits (2N, 2M[+Q]) = cos / tau, -inf at each anchor's own entry
         ps = pair_similarities(normalize(z_a), normalize(z_b), negatives="all", symmetric=True, queue=queue,
-                               scale=1.0 / self.temperature, mask_value=_MASK)
+                               scale=1.0 / self.temperature)
         # targets from the (N, M) sample graph: the same weights for both views of a sample, the anchor's
         # own entry excluded; never tiled to (2N, 2M)
         t = g / self.target_temperature  # (N, M)
@@ -69,20 +68,19 @@ class XCLR(ContrastiveLoss):
             parts.append(qs.to(z_a.dtype) / self.target_temperature)
         log_z = torch.logsumexp(torch.cat(parts, 1), 1, keepdim=True)  # (N, 1) target normaliser
         w_excl, w = (t_excl - log_z).exp(), (t - log_z).exp()  # (N, M) target weights
-        lg = ps.sim
-        # sum_k s_ik * logit_ik per anchor; first N rows anchor view a (own block a), next N view b
-        cross = torch.cat([
-            (lg[:n, :m] * w_excl).sum(1) + (lg[:n, m : 2 * m] * w).sum(1),
-            (lg[n:, :m] * w).sum(1) + (lg[n:, m : 2 * m] * w_excl).sum(1),
-        ])
+        # sum_k s_ik * logit_ik = z_i / tau . sum_k s_ik c_k: weighted candidate sums by (N, M) @ (M, d)
+        # products, never an elementwise pass over the (2N, 2M) logits (the self entry has weight 0)
+        za_n, zb_n = normalize(z_a), normalize(z_b)
+        ga, gb = sd.gather(za_n), sd.gather(zb_n)  # (M, d) candidates of all ranks
+        mix_a = w_excl @ ga + w @ gb  # (N, d) target-weighted candidates of the view-a anchors
+        mix_b = w @ ga + w_excl @ gb
         if queue is not None:
-            wq = (parts[2] - log_z).exp()
-            cross = cross + (lg[:, 2 * m :] * torch.cat([wq, wq])).sum(1)
+            wq = (parts[2] - log_z).exp()  # (N, Q)
+            qn = normalize(queue)
+            mix_a, mix_b = mix_a + wq @ qn, mix_b + wq @ qn
+        cross = torch.cat([(za_n * mix_a).sum(1), (zb_n * mix_b).sum(1)]) / self.temperature  # (2N,)
         # H(s_i, p_i) = logsumexp_k logit_ik - sum_k s_ik logit_ik  (sum_k s_ik = 1)
-        return (torch.logsumexp(lg, 1) - cross).mean()
-
-
-_MASK = -1e9  # exp(-1e9 - max) == 0 in float32/64; finite so that 0 * mask == 0
+        return (torch.logsumexp(ps.sim, 1) - cross).mean()
 
 
 def _local_graph(similarity: Tensor, n: int, w: int) -> Tensor:
