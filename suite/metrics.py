@@ -9,7 +9,6 @@
 """
 from __future__ import annotations
 
-import math
 
 import torch
 import torch.nn.functional as F
@@ -45,10 +44,6 @@ def conditional_entropy(z: Tensor, t_neg: float = 2.0, z_neg: Tensor | None = No
     log_w = torch.log_softmax(logits, dim=1)
     ent = -(log_w.exp() * log_w.masked_fill(torch.isinf(log_w), 0.0)).sum(1)
     return float(ent.mean())
-
-
-def max_conditional_entropy(n_negatives: int) -> float:
-    return math.log(n_negatives)
 
 
 @torch.no_grad()

@@ -99,11 +99,6 @@ def pair_similarities(
     return PairSims(sim, pos, n, len(excluded))
 
 
-def positive_sims(z_a: Tensor, z_b: Tensor) -> Tensor:
-    """(N,) cosine similarity of each positive pair (inputs already normalised)."""
-    return (z_a * z_b).sum(-1)
-
-
 def gather_views(views: Tensor) -> Tensor:
     """(V, N, d) local views -> (V, W*N, d) views of all ranks (gradient kept, see suite.distributed)."""
     if not sd.is_distributed():
