@@ -38,6 +38,7 @@ class PairSims(NamedTuple):
     pos: Tensor  # (A,) column of each anchor's positive
     n_local: int  # N: anchors are rows [0, N) (z_a) and, if symmetric, [N, 2N) (z_b)
     n_masked: int  # entries per row set to the mask value (self and/or positive)
+    cand: Tensor | None  # negatives="all": the (2M, d) candidates [z_a of all ranks; z_b of all ranks], else None
 
 
 def pair_similarities(
@@ -66,10 +67,11 @@ def pair_similarities(
     anchors = torch.cat([z_a, z_b]) if symmetric else z_a  # (A, d)
     scaled = anchors * scale
     excluded: list[Tensor] = []  # columns set to -inf, one (A,) index tensor each
+    cand = None
     if negatives == "all":
-        ga, gb = sd.gather(z_a), sd.gather(z_b)  # (M, d) each
-        m = ga.shape[0]
-        sim = scaled @ torch.cat([ga, gb]).T  # (A, 2M)
+        cand = torch.cat([sd.gather(z_a), sd.gather(z_b)])  # (2M, d)
+        m = cand.shape[0] // 2
+        sim = scaled @ cand.T  # (A, 2M)
         self_col, pos = off + ar, m + off + ar
         if symmetric:
             self_col, pos = torch.cat([self_col, pos]), torch.cat([pos, self_col])
@@ -96,7 +98,7 @@ def pair_similarities(
         sim.index_put_((rows.repeat(len(excluded)), torch.cat(excluded)), torch.tensor(mask_value, dtype=sim.dtype, device=dev))
     if queue is not None:
         sim = torch.cat([sim, scaled @ normalize(queue).T], dim=1)  # (A, C + Q)
-    return PairSims(sim, pos, n, len(excluded))
+    return PairSims(sim, pos, n, len(excluded), cand)
 
 
 def gather_views(views: Tensor) -> Tensor:

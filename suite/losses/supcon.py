@@ -38,7 +38,7 @@ class SupCon(ContrastiveLoss):
         za_n, zb_n = normalize(z_a), normalize(z_b)
         ps = pair_similarities(za_n, zb_n, negatives="all", symmetric=True, queue=queue, scale=1.0 / self.temperature)
         gl = sd.gather_nograd(labels)
-        cand = torch.cat([sd.gather(za_n), sd.gather(zb_n)])  # (2M, d)
+        cand = ps.cand  # (2M, d), gathered once by pair_similarities
         cand_y = torch.cat([gl, gl])  # (2M,)
         if queue is not None:
             if queue_labels is None:

@@ -52,8 +52,9 @@ class XCLR(ContrastiveLoss):
         g = _local_graph(similarity, n, w).to(z_a.dtype)  # (N, W*N)
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         # logits (2N, 2M[+Q]) = cos / tau, -inf at each anchor's own entry
-        ps = pair_similarities(normalize(z_a), normalize(z_b), negatives="all", symmetric=True, queue=queue,
-                               scale=1.0 / self.temperature)
+        za_n, zb_n = normalize(z_a), normalize(z_b)
+        ps = pair_similarities(za_n, zb_n, negatives="all", symmetric=True, queue=queue, scale=1.0 / self.temperature)
+        m = g.shape[1]
         # targets from the (N, M) sample graph: the same weights for both views of a sample, the anchor's
         # own entry excluded; never tiled to (2N, 2M)
         t = g / self.target_temperature  # (N, M)
@@ -70,8 +71,7 @@ class XCLR(ContrastiveLoss):
         w_excl, w = (t_excl - log_z).exp(), (t - log_z).exp()  # (N, M) target weights
         # sum_k s_ik * logit_ik = z_i / tau . sum_k s_ik c_k: weighted candidate sums by (N, M) @ (M, d)
         # products, never an elementwise pass over the (2N, 2M) logits (the self entry has weight 0)
-        za_n, zb_n = normalize(z_a), normalize(z_b)
-        ga, gb = sd.gather(za_n), sd.gather(zb_n)  # (M, d) candidates of all ranks
+        ga, gb = ps.cand[:m], ps.cand[m:]  # (M, d) candidates of all ranks (gathered once, by pair_similarities)
         mix_a = w_excl @ ga + w @ gb  # (N, d) target-weighted candidates of the view-a anchors
         mix_b = w @ ga + w_excl @ gb
         if queue is not None:
