@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import statistics
 import sys
 import time
@@ -37,6 +38,7 @@ PUBLISHED = {  # You et al. 2020 (GraphCL, mean ± std) and Huang et al. 2023 (G
     "IMDB-BINARY": ((71.14, 0.44), (71.42, 1.05)), "REDDIT-BINARY": ((89.53, 0.84), (90.59, 0.36)),
 }
 SPEED_TASK = "tu-graphcl-speed"
+WALL_TASK = "tu-graphcl-wall"  # wall time of a benchmark invocation
 NOTES = """## Notes
 
 - The fold split is seeded and the reported number is the last epoch. This protocol is stricter
@@ -202,6 +204,12 @@ def write_table(reg: Any, datasets: tuple[str, ...], losses: tuple[str, ...], se
     est_line = (f"Estimated time of the whole grid from the measured per-run times (train + evaluation): {est / 3600:.1f} h "
                 f"for the {len(per_run)} datasets measured" + (f"; not measured yet: {', '.join(d for d in datasets if d not in per_run)}"
                                                                if len(per_run) < len(datasets) else "") + ".")
+    walls = reg.runs(task=WALL_TASK, status="finished")
+    if walls:
+        w = reg.final_metrics(walls[-1]["id"])
+        est_line += (f" Last benchmark invocation: {w[('runs', 'speed')]:.0f} runs (of a {w[('grid', 'speed')]:.0f}-cell grid) "
+                     f"in {w[('wall_s', 'speed')] / 60:.1f} min wall with {w[('jobs', 'speed')]:.0f} parallel jobs "
+                     f"(load average {w[('load_avg_1m', 'speed')]:.1f} at its end).")
     done = sum(len(v) for v in cells.values())
     total = len(datasets) * len(losses) * len(seeds)
     text = [
@@ -259,27 +267,54 @@ def write_table(reg: Any, datasets: tuple[str, ...], losses: tuple[str, ...], se
     return md
 
 
-def run(datasets: tuple[str, ...], losses: tuple[str, ...], seeds: tuple[int, ...], epochs: int = 20,
-        speed: bool = True, out: Path = RESULTS, table_only: bool = False, order: str = "seed") -> str:
+def _cell(ds: str, loss: str, seed: int, epochs: int, threads: int) -> bool:
+    """One (dataset, loss, seed) run in a worker process; True when it ran (False: reused from the registry)."""
     from graph.data.tu import load_tu
     from graph.methods.tu_run import run_tu
+    from suite.registry import Registry
+
+    torch.set_num_threads(threads)
+    reg = Registry()
+    if _lookup(reg, ds, loss, seed, epochs) is not None:
+        return False
+    if _DATA.get("name") != ds:
+        _DATA.update(name=ds, data=load_tu(ds))
+    run_tu(_cfg(ds, loss, seed, epochs), registry=reg, data=_DATA["data"])
+    return True
+
+
+_DATA: dict[str, Any] = {}  # per worker process: the last dataset loaded
+
+
+def run(datasets: tuple[str, ...], losses: tuple[str, ...], seeds: tuple[int, ...], epochs: int = 20,
+        speed: str = "once", out: Path = RESULTS, table_only: bool = False, order: str = "seed", jobs: int = 1,
+        threads: int = 1) -> str:
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
     from suite.registry import Registry
 
     reg = Registry()
     note = NOTES
     if not table_only:
-        # seeds outermost (default): every dataset/loss gets a first seed before any gets a second
-        grid = ([(s, ds, l) for s in seeds for ds in datasets for l in losses] if order == "seed"
-                else [(s, ds, l) for ds in datasets for l in losses for s in seeds])
-        cache: dict[str, Any] = {}
-        for s, ds, loss in grid:
-            if speed and not reg.runs(task=SPEED_TASK, dataset=ds, status="finished"):  # once per dataset
+        for ds in datasets:  # before the grid, on an otherwise idle machine
+            if speed == "always" or (speed == "once" and not reg.runs(task=SPEED_TASK, dataset=ds, status="finished")):
                 with reg.run(modality="graph", task=SPEED_TASK, dataset=ds, loss="graphcl", config={"batches": 6}, seed=0) as r:
                     r.log_many(measure_speed(ds), split="speed")
-            if ds not in cache:
-                cache = {ds: load_tu(ds)}
-            run_tu(_cfg(ds, loss, s, epochs), registry=reg, data=cache[ds])
-            write_table(reg, datasets, losses, seeds, epochs, out, note)
+        # seeds outermost (default): every dataset/loss gets a first seed before any gets a second
+        grid = ([(ds, l, s) for s in seeds for ds in datasets for l in losses] if order == "seed"
+                else [(ds, l, s) for ds in datasets for l in losses for s in seeds])
+        t0, ran = time.perf_counter(), 0
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(_cell, ds, loss, s, epochs, threads) for ds, loss, s in grid]
+            for fut in as_completed(futures):
+                ran += fut.result()
+                write_table(reg, datasets, losses, seeds, epochs, out, note)
+        if ran:
+            with reg.run(modality="graph", task=WALL_TASK, dataset="+".join(datasets), loss="+".join(losses),
+                         config={"seeds": list(seeds), "epochs": epochs, "jobs": jobs, "threads": threads}, seed=0) as r:
+                r.log_many({"wall_s": time.perf_counter() - t0, "runs": ran, "grid": len(grid), "jobs": jobs,
+                            "load_avg_1m": os.getloadavg()[0]}, split="speed")
     return write_table(reg, datasets, losses, seeds, epochs, out, note)
 
 
@@ -292,7 +327,9 @@ def register(sub: Any) -> None:
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--order", choices=["seed", "dataset"], default="seed", help="grid order (seed: breadth first)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on shared cores)")
-    p.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
+    p.add_argument("--jobs", type=int, default=2, help="runs in parallel (worker processes, --threads each)")
+    p.add_argument("--speed", choices=["once", "always", "never"], default="once",
+                   help="step-ratio measurement per dataset: once ever (default), at every invocation, or never")
     p.add_argument("--table-only", action="store_true", help="only rewrite the table from the registry")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.set_defaults(func=_main)
@@ -305,7 +342,8 @@ def _main(args: argparse.Namespace) -> int:
     unknown = [d for d in datasets if d not in PUBLISHED]
     if unknown:
         raise ValueError(f"no published numbers for {unknown}; datasets: {list(PUBLISHED)}")
-    print(run(datasets, tuple(args.losses), seeds, args.epochs, not args.no_speed, args.out, args.table_only, args.order))
+    print(run(datasets, tuple(args.losses), seeds, args.epochs, args.speed, args.out, args.table_only, args.order,
+              args.jobs, args.threads))
     return 0
 
 

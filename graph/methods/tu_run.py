@@ -136,7 +136,8 @@ def evaluate_checkpoint(path: str | Path, data_root: str | None = None, seed: in
     """Reload a saved encoder and evaluate it with the SVM protocol on its dataset."""
     model, cfg, meta = load_encoder(path)
     data = load_tu(cfg.dataset, data_root or cfg.data_root, download=cfg.download)
-    res, _, _ = evaluate(model, data, seed if seed is not None else cfg.seeds[0], cfg.svm_folds, cfg.svm_inner_folds)
+    res, _, _ = evaluate(model, data, seed if seed is not None else cfg.seeds[0], cfg.svm_folds, cfg.svm_inner_folds,
+                         precomputed=cfg.svm_precomputed)
     return {"dataset": cfg.dataset, "loss": cfg.loss, "acc": res["acc"], "acc_fold_std": res["acc_std"],
             "saved_acc": meta.get("acc"), "protocol": res["protocol"]}
 

@@ -101,6 +101,18 @@ def test_svm_cv_separable_and_chance():
         svm_cv_accuracy(torch.full((10, 2), float("nan")), torch.arange(10) % 2)
 
 
+def test_svm_precomputed_kernel_matches_gridsearch_reference():
+    # overlapping classes with unscaled features, so C and gamma matter and folds disagree on C
+    g = torch.Generator().manual_seed(3)
+    y = torch.arange(150) % 3
+    x = (torch.randn(150, 6, generator=g) + 2.0 * torch.nn.functional.one_hot(y, 6)) * torch.tensor([1, 3, 10, 1, 1, 5.0])
+    fast = svm_cv_accuracy(x, y, seed=2, folds=5, inner_folds=3)
+    ref = svm_cv_accuracy(x, y, seed=2, folds=5, inner_folds=3, precomputed=False)
+    assert fast["fold_accs"] == pytest.approx(ref["fold_accs"], abs=1e-12)
+    assert [p["C"] for p in fast["chosen_params"]] == [p["C"] for p in ref["chosen_params"]]
+    assert len({p["C"] for p in ref["chosen_params"]}) > 1 and 0.5 < ref["acc_mean"] < 1.0
+
+
 def test_metrics():
     z = torch.nn.functional.normalize(torch.randn(50, 3), dim=1)
     assert metrics.alignment(z, z) == pytest.approx(0.0, abs=1e-6)
