@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from joblib import Parallel, delayed
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
+from threadpoolctl import threadpool_limits
 from torch import Tensor
 
 from text.data import TRANSFER_TASKS, LabelledSet, read_transfer
@@ -26,14 +28,37 @@ from text.data import TRANSFER_TASKS, LabelledSet, read_transfer
 REGS = tuple(2.0 ** t for t in range(-2, 4))  # SentEval's sklearn grid
 
 
+def _fit_score(c: float, seed: int, max_iter: int, xtr: np.ndarray, ytr: np.ndarray, xte: np.ndarray,
+               yte: np.ndarray) -> float:
+    with threadpool_limits(1):  # one BLAS thread per fit; the fits themselves run in parallel
+        return float(LogisticRegression(C=c, random_state=seed, max_iter=max_iter).fit(xtr, ytr).score(xte, yte))
+
+
+def _pick_c(x: np.ndarray, y: np.ndarray, regs: tuple[float, ...], k: int, seed: int, max_iter: int,
+            n_jobs: int = 1) -> float:
+    """C with the best mean accuracy over an inner stratified k-fold of (x, y) (first C on ties, as SentEval)."""
+    folds = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(x, y))
+    acc = Parallel(n_jobs=n_jobs)(delayed(_fit_score)(c, seed, max_iter, x[tr], y[tr], x[va], y[va])
+                                  for c in regs for tr, va in folds)
+    return regs[int(np.argmax(np.asarray(acc).reshape(len(regs), len(folds)).mean(axis=1)))]
+
+
+def _outer_fold(x: np.ndarray, y: np.ndarray, tr: np.ndarray, te: np.ndarray, regs: tuple[float, ...], k: int, seed: int,
+                max_iter: int) -> float:
+    c = _pick_c(x[tr], y[tr], regs, k, seed, max_iter)
+    return _fit_score(c, seed, max_iter, x[tr], y[tr], x[te], y[te])
+
+
 class TransferEvaluator:
     def __init__(self, tasks: tuple[str, ...] | list[str] = TRANSFER_TASKS, kfold: int = 10, inner_kfold: int = 10,
-                 regs: tuple[float, ...] = REGS, seed: int = 1111, max_iter: int = 1000, root: Path | None = None) -> None:
+                 regs: tuple[float, ...] = REGS, seed: int = 1111, max_iter: int = 1000, root: Path | None = None,
+                 n_jobs: int = -1) -> None:
         unknown = [t for t in tasks if t not in TRANSFER_TASKS]
         if unknown:
             raise ValueError(f"unknown transfer task(s) {unknown}; valid: {list(TRANSFER_TASKS)}")
         self.tasks = list(tasks)
         self.kfold, self.inner_kfold, self.regs, self.seed, self.max_iter = kfold, inner_kfold, tuple(regs), seed, max_iter
+        self.n_jobs = n_jobs  # parallel fits (joblib processes); results do not depend on it
         self.data = {t: read_transfer(t, root) for t in self.tasks}
 
     def protocol(self) -> dict[str, Any]:
@@ -43,16 +68,11 @@ class TransferEvaluator:
     def _clf(self, c: float) -> LogisticRegression:
         return LogisticRegression(C=c, random_state=self.seed, max_iter=self.max_iter)
 
-    def _pick_c(self, x: np.ndarray, y: np.ndarray) -> float:
-        """C with the best mean accuracy over an inner stratified k-fold of (x, y)."""
-        inner = StratifiedKFold(n_splits=self.inner_kfold, shuffle=True, random_state=self.seed)
-        folds = list(inner.split(x, y))
-        scores = [np.mean([self._clf(c).fit(x[tr], y[tr]).score(x[va], y[va]) for tr, va in folds]) for c in self.regs]
-        return self.regs[int(np.argmax(scores))]
-
     def _inner_kfold(self, x: np.ndarray, y: np.ndarray) -> float:
+        """SentEval's InnerKFoldClassifier: outer folds in parallel, each with its own inner C search."""
         outer = StratifiedKFold(n_splits=self.kfold, shuffle=True, random_state=self.seed)
-        accs = [self._clf(self._pick_c(x[tr], y[tr])).fit(x[tr], y[tr]).score(x[te], y[te]) for tr, te in outer.split(x, y)]
+        accs = Parallel(n_jobs=self.n_jobs)(delayed(_outer_fold)(x, y, tr, te, self.regs, self.inner_kfold, self.seed, self.max_iter)
+                                            for tr, te in outer.split(x, y))
         return 100.0 * float(np.mean(accs))
 
     def __call__(self, encode_fn: Callable[[list[str]], Tensor]) -> dict[str, float]:
@@ -74,13 +94,14 @@ class TransferEvaluator:
                 out[task] = self._inner_kfold(*feats(d["all"]))
             elif task == "SST2":
                 (xtr, ytr), (xdv, ydv), (xte, yte) = feats(d["train"]), feats(d["dev"]), feats(d["test"])
-                dev = [self._clf(c).fit(xtr, ytr).score(xdv, ydv) for c in self.regs]
+                dev = Parallel(n_jobs=self.n_jobs)(delayed(_fit_score)(c, self.seed, self.max_iter, xtr, ytr, xdv, ydv)
+                                                   for c in self.regs)
                 c = self.regs[int(np.argmax(dev))]
                 out[task] = 100.0 * float(self._clf(c).fit(xtr, ytr).score(xte, yte))
                 out[f"{task}_dev"] = 100.0 * float(max(dev))
             else:  # TREC, MRPC
                 (xtr, ytr), (xte, yte) = feats(d["train"]), feats(d["test"])
-                clf = self._clf(self._pick_c(xtr, ytr)).fit(xtr, ytr)
+                clf = self._clf(_pick_c(xtr, ytr, self.regs, self.inner_kfold, self.seed, self.max_iter, self.n_jobs)).fit(xtr, ytr)
                 out[task] = 100.0 * float(clf.score(xte, yte))
                 if task == "MRPC":
                     out["MRPC_f1"] = 100.0 * float(f1_score(yte, clf.predict(xte)))
