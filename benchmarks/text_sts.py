@@ -73,10 +73,11 @@ def _save_result(key: str, rec: dict[str, Any]) -> None:
 
 
 def _evaluate(model: str, label: str, seed: int, tasks: str, reg: Registry | None,
-              transfer_tasks: list[str] | None = None) -> dict[str, float]:
+              transfer_tasks: list[str] | None = None, cache: bool = True) -> dict[str, float]:
     from text.eval.senteval import TRANSFER, EvalConfig, evaluate_model
 
-    cfg = EvalConfig(model=model, tasks=tasks, label=label, seed=seed, transfer_tasks=list(transfer_tasks or TRANSFER))  # type: ignore[arg-type]
+    cfg = EvalConfig(model=model, tasks=tasks, label=label, seed=seed, transfer_tasks=list(transfer_tasks or TRANSFER),  # type: ignore[arg-type]
+                     cache=cache)
     return evaluate_model(cfg, registry=reg, record=reg is not None)
 
 
@@ -129,7 +130,7 @@ def run(profile: str = "cpu", losses: list[str] | None = None, seeds: list[int] 
             t0 = time.perf_counter()
             rec: dict[str, Any] = {"label": label, "loss": loss, "seed": seed, "profile": profile, "tasks": "sts", "key": key}
             if label == "backbone":
-                rec["metrics"] = _evaluate(backbone, "backbone", 0, "sts", reg)
+                rec["metrics"] = _evaluate(backbone, "backbone", 0, "sts", reg, cache=False)  # timed: no embedding cache
                 rec["load_avg_1m"] = os.getloadavg()[0]
                 try:
                     rec["st_agreement"] = st_agreement(backbone)
