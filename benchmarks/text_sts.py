@@ -221,6 +221,10 @@ def write_table(profile: str, train_kw: dict[str, Any], losses: list[str], seeds
         vals = [r["metrics"]["avg"] for r in recs if r["label"] == label and r["seed"] in seeds and r.get("train_cfg") == train_kw]
         return statistics.mean(vals) if vals else None
 
+    def sd_of(label: str) -> float:
+        vals = [r["metrics"]["avg"] for r in recs if r["label"] == label and r["seed"] in seeds and r.get("train_cfg") == train_kw]
+        return statistics.stdev(vals) if len(vals) > 1 else float("nan")
+
     notes = []
     a_inf, a_macl, a_bb = avg_of("unsup-infonce"), avg_of("unsup-macl"), (bb["metrics"]["avg"] if bb else None)
     if a_inf is not None and a_macl is not None:
@@ -228,7 +232,10 @@ def write_table(profile: str, train_kw: dict[str, Any], losses: list[str], seeds
         few = min(len(done["unsup-macl"]), len(done["unsup-infonce"])) < 2
         notes.append(f"- Target *MACL not worse than SimCSE-InfoNCE on the STS average at equal settings*: {verdict} "
                      f"(macl {a_macl:.2f} vs infonce {a_inf:.2f}, seeds {done['unsup-macl']} / {done['unsup-infonce']}"
-                     + ("; one seed each, so the seed-to-seed spread is unknown and a gap this small is not established)." if few else ")."))
+                     + ("; one seed each, so the seed-to-seed spread is unknown and a gap this small is not established)." if few else
+                        f"; gap {a_macl - a_inf:+.2f} against seed stds {sd_of('unsup-macl'):.2f} / {sd_of('unsup-infonce'):.2f}, "
+                        + ("so the gap is within one seed std)." if abs(a_macl - a_inf) <= max(sd_of("unsup-macl"), sd_of("unsup-infonce"))
+                           else "so the gap is larger than the seed std).")))
     else:
         notes.append("- Target *MACL not worse than InfoNCE*: not measured yet (runs missing).")
     if a_bb is not None:
