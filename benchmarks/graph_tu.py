@@ -56,10 +56,10 @@ NOTES = """## Notes
     scores 78.9-79.7 on NCI1 here, so it is not a graphcl-specific effect.
   - macl ≥ graphcl holds on 3 of 6 (MUTAG, PROTEINS, NCI1). On DD, IMDB-BINARY and REDDIT-BINARY,
     macl is 0.08-0.22 points below graphcl, which is less than either row's seed-to-seed std
-    (0.28-0.86). The published MACL gains on those sets (0.2-1.1 points) are also about one
-    published std. At 5 seeds the two presets cannot be told apart on these three sets, in either
-    direction.
-- Hardware: 2 CPU cores, nothing else running. Two grid cells run in parallel (`--jobs 2`), each
+    (0.28-0.86). The published MACL gains there are 0.18 (DD) and 0.28 (IMDB-B) points, under one
+    published std, and 1.06 on REDDIT-BINARY, which we do not reproduce. At 5 seeds the two
+    presets cannot be told apart on DD and IMDB-B, in either direction.
+- Hardware: 2 CPU cores, otherwise idle except for about 3 minutes of niced unit tests. Two grid cells run in parallel (`--jobs 2`), each
   with 1 torch thread. The SVM uses a precomputed RBF kernel, which gives the same C and accuracy
   as GridSearchCV(SVC), about 2x faster (graph/README.md). The nested-CV SVM (10 outer x 5 inner
   folds x 7 values of C, twice per run) is most of the time on NCI1. Pretraining is most of it on
