@@ -217,13 +217,14 @@ def write_table(profile: str, train_kw: dict[str, Any], losses: list[str], seeds
     header = ["model", "seeds", "steps", "STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg"]
     bb = next((r for r in recs if r["label"] == "backbone"), None)
 
+    def avgs(label: str) -> list[float]:
+        return [r["metrics"]["avg"] for r in recs if r["label"] == label and r["seed"] in seeds and r.get("train_cfg") == train_kw]
+
     def avg_of(label: str) -> float | None:
-        vals = [r["metrics"]["avg"] for r in recs if r["label"] == label and r["seed"] in seeds and r.get("train_cfg") == train_kw]
-        return statistics.mean(vals) if vals else None
+        return statistics.mean(avgs(label)) if avgs(label) else None
 
     def sd_of(label: str) -> float:
-        vals = [r["metrics"]["avg"] for r in recs if r["label"] == label and r["seed"] in seeds and r.get("train_cfg") == train_kw]
-        return statistics.stdev(vals) if len(vals) > 1 else float("nan")
+        return statistics.stdev(avgs(label)) if len(avgs(label)) > 1 else float("nan")
 
     notes = []
     a_inf, a_macl, a_bb = avg_of("unsup-infonce"), avg_of("unsup-macl"), (bb["metrics"]["avg"] if bb else None)

@@ -15,18 +15,24 @@ from sklearn.svm import SVC
 SVM_CS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0)
 
 
-def cv_accuracy(
-    x: Any, y: Any, make_estimator: Callable[[], Any], param_grid: dict[str, Any] | None = None, *, folds: int = 10,
-    inner_folds: int = 5, seed: int = 0, n_jobs: int | None = None,
-) -> dict[str, Any]:
-    """Mean/std accuracy over ``folds`` outer stratified folds; hyper-parameters chosen on the
-    training part of each fold by an inner ``inner_folds`` grid search (never on the test fold)."""
+def _as_xy(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Features and labels as numpy arrays (tensors accepted), checked for length and finiteness."""
     x = np.asarray(x.detach().cpu() if hasattr(x, "detach") else x)
     y = np.asarray(y.detach().cpu() if hasattr(y, "detach") else y)
     if x.shape[0] != y.shape[0]:
         raise ValueError(f"features ({x.shape[0]}) and labels ({y.shape[0]}) differ in length")
     if not np.isfinite(x).all():
         raise ValueError("features contain NaN or inf")
+    return x, y
+
+
+def cv_accuracy(
+    x: Any, y: Any, make_estimator: Callable[[], Any], param_grid: dict[str, Any] | None = None, *, folds: int = 10,
+    inner_folds: int = 5, seed: int = 0, n_jobs: int | None = None,
+) -> dict[str, Any]:
+    """Mean/std accuracy over ``folds`` outer stratified folds; hyper-parameters chosen on the
+    training part of each fold by an inner ``inner_folds`` grid search (never on the test fold)."""
+    x, y = _as_xy(x, y)
     outer = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
     accs, chosen = [], []
     for tr, te in outer.split(x, y):
@@ -59,12 +65,8 @@ def svm_cv_accuracy(x: Any, y: Any, *, seed: int = 0, folds: int = 10, inner_fol
                           seed=seed, n_jobs=n_jobs)
         out["protocol"]["classifier"] = "SVC(kernel='rbf')"
         return out
-    x = np.asarray(x.detach().cpu() if hasattr(x, "detach") else x, dtype=np.float64)
-    y = np.asarray(y.detach().cpu() if hasattr(y, "detach") else y)
-    if x.ndim != 2 or x.shape[0] != y.shape[0]:
-        raise ValueError(f"need features (n, d) and labels (n,); got {x.shape} and {y.shape}")
-    if not np.isfinite(x).all():
-        raise ValueError("features contain NaN or inf")
+    x, y = _as_xy(x, y)
+    x = x.astype(np.float64, copy=False)
     sq = np.einsum("ij,ij->i", x, x)
     dist = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (x @ x.T), 0.0)  # (n, n) squared distances, once
     outer = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
