@@ -55,6 +55,7 @@ class Settings:
     pretrain_limit: int | None
     pretrain_epochs: int
     finetune_epochs: int
+    finetune_max_steps: int | None
     seeds: list[int]
     featurizer: str = "hu"
 
@@ -115,7 +116,7 @@ def run_finetuning(s: Settings, dataset: str, variant: str, seeds: list[int]) ->
     init = "none" if variant == "none" else str(pretrain_dir(s, variant) / "encoder.pt")
     cfg = load_config(FinetuneMolConfig, CONFIGS / f"mol_finetune_{s.profile}.yaml",
                       {"dataset": dataset, "init": init, "seeds": seeds, "epochs": s.finetune_epochs,
-                       "featurizer": s.featurizer})
+                       "max_steps": s.finetune_max_steps, "featurizer": s.featurizer})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # skipped-SMILES counts are recorded in the results
         return finetune(cfg)
@@ -184,7 +185,9 @@ def report(s: Settings, variants: list[str], datasets: list[str], out: Path, ext
     lines += ["## Settings actually run", "",
               f"- profile `{s.profile}` with overrides: pretraining on a seeded subset of {s.pretrain_limit} MOSES "
               f"molecules for {s.pretrain_epochs} epochs (batch 256, Adam 1e-3, node dropping + subgraph 20 %), "
-              f"fine-tuning {s.finetune_epochs} epochs (batch 32, Adam 1e-3, dropout 0.5), featuriser `{s.featurizer}`, "
+              f"fine-tuning {s.finetune_epochs} epochs"
+              + (f" capped at {s.finetune_max_steps} steps" if s.finetune_max_steps else "")
+              + f" (batch 32, Adam 1e-3, dropout 0.5), featuriser `{s.featurizer}`, "
               f"seeds {s.seeds}.",
               f"- not run yet: {', '.join(missing) if missing else 'nothing'}.",
               f"- measured throughput: {json.dumps(extra, default=str)}", ""]
@@ -195,11 +198,13 @@ def report(s: Settings, variants: list[str], datasets: list[str], out: Path, ext
 
 
 def run(args: argparse.Namespace) -> int:
-    prof = {"cpu": (20000, 5, 20, [0, 1, 2]), "paper": (None, 100, 100, list(range(10)))}[args.profile]
+    # (pretraining molecules, pretraining epochs, fine-tuning epochs, fine-tuning step cap, seeds)
+    prof = {"cpu": (20000, 5, 10, 600, [0, 1, 2]), "paper": (None, 100, 100, None, list(range(10)))}[args.profile]
     if args.quick:
-        prof = (2000, 1, 3, [0])
+        prof = (2000, 1, 3, None, [0])
+    max_steps = prof[3] if args.finetune_max_steps is None else (args.finetune_max_steps or None)
     s = Settings(args.profile, args.pretrain_limit if args.pretrain_limit is not None else prof[0],
-                 args.pretrain_epochs or prof[1], args.finetune_epochs or prof[2], args.seeds or prof[3])
+                 args.pretrain_epochs or prof[1], args.finetune_epochs or prof[2], max_steps, args.seeds or prof[4])
     datasets = args.datasets or (["bbbp"] if args.quick else DATASETS)
     bad = [d for d in datasets if d not in DATASETS]
     if bad:
@@ -215,14 +220,12 @@ def run(args: argparse.Namespace) -> int:
         for loss in [v for v in todo_variants if v != "none"]:
             info = run_pretraining(s, loss)
             print(f"pretrained {loss}: {info}", flush=True)
-        for d in datasets:
-            store = _load_store(s, d)
-            for v in todo_variants:
-                have = {r["seed"] for r in store.get(v, [])}
-                todo = [x for x in s.seeds if x not in have]
-                if not todo:
-                    continue
-                for seed in todo:  # saved seed by seed: an interrupted benchmark keeps what it measured
+        # seeds outermost and saved one by one: an interrupted benchmark keeps complete seeds
+        for seed in s.seeds:
+            for d in datasets:
+                for v in todo_variants:
+                    if any(r["seed"] == seed for r in _load_store(s, d).get(v, [])):
+                        continue
                     res = run_finetuning(s, d, v, [seed])
                     with _locked(s, d):  # parallel invocations share the per-dataset store
                         store = _load_store(s, d)
@@ -259,6 +262,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pretrain-limit", type=int, default=None)
     p.add_argument("--pretrain-epochs", type=int, default=None)
     p.add_argument("--finetune-epochs", type=int, default=None)
+    p.add_argument("--finetune-max-steps", type=int, default=None, help="optimiser-step cap per fine-tuning run (0 = none)")
     p.add_argument("--report-only", action="store_true", help="only rewrite the table from stored results")
     p.add_argument("--report-datasets", nargs="+", default=None, help="rows of the table (default: all eight)")
     p.add_argument("--notes", default=None, help="markdown file appended to the table (discussion)")

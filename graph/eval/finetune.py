@@ -41,6 +41,8 @@ class FinetuneMolConfig:
     featurizer: str = "hu"
     split: str = "scaffold"
     epochs: int = 100
+    max_steps: int | None = field(default=None, metadata={
+        "help": "stop after this many optimiser steps (the cut epoch is evaluated as the last); None = all epochs"})
     batch_size: int = 32
     lr: float = 0.001
     weight_decay: float = 0.0
@@ -95,10 +97,15 @@ def finetune_seed(graphs: MolGraphs, splits: tuple[Tensor, Tensor, Tensor], cfg:
     best = {"epoch": 0, "valid": -math.inf, "test": float("nan")}
     last = {"valid": float("nan"), "test": float("nan")}
     tp = Throughput()
+    steps = 0
     for epoch in range(1, cfg.epochs + 1):
         model.train()
         perm = train[torch.randperm(train.numel(), generator=gen)]
-        for idx in progress(shard_batches(perm, cfg.batch_size), desc=f"{cfg.dataset} s{seed} ep{epoch}", unit="batch"):
+        chunks = shard_batches(perm, cfg.batch_size)
+        if cfg.max_steps is not None:
+            chunks = chunks[: max(cfg.max_steps - steps, 0)]
+        steps += len(chunks)
+        for idx in progress(chunks, desc=f"{cfg.dataset} s{seed} ep{epoch}", unit="batch"):
             b = graphs.batch(idx).to(device)
             loss = masked_bce(ddp(b), b.y)  # type: ignore[arg-type]
             opt.zero_grad(set_to_none=True)
@@ -112,9 +119,11 @@ def finetune_seed(graphs: MolGraphs, splits: tuple[Tensor, Tensor, Tensor], cfg:
             run.log_many({"rocauc": last["test"]}, split="test", step=epoch)
         if not math.isnan(last["valid"]) and last["valid"] > best["valid"]:
             best = {"epoch": epoch, "valid": last["valid"], "test": last["test"]}
+        if cfg.max_steps is not None and steps >= cfg.max_steps:
+            break
     return {"test_rocauc_last": last["test"], "valid_rocauc_last": last["valid"],
             "test_rocauc_bestval": best["test"], "valid_rocauc_best": best["valid"], "best_epoch": float(best["epoch"]),
-            "finetune_mol_per_s": tp.rate}
+            "epochs_run": float(epoch), "steps": float(steps), "finetune_mol_per_s": tp.rate}
 
 
 def finetune(cfg: FinetuneMolConfig, graphs: MolGraphs | None = None) -> list[dict[str, Any]]:
@@ -123,6 +132,8 @@ def finetune(cfg: FinetuneMolConfig, graphs: MolGraphs | None = None) -> list[di
         raise ValueError("no seeds given")
     if cfg.epochs < 1 or cfg.batch_size < 2:
         raise ValueError(f"need epochs >= 1 and batch_size >= 2, got {cfg.epochs}, {cfg.batch_size}")
+    if cfg.max_steps is not None and cfg.max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1 or None, got {cfg.max_steps}")
     init: dict[str, Any] | None = None
     loss_name = "none"
     featurizer = cfg.featurizer

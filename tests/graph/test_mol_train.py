@@ -100,3 +100,22 @@ def test_end_to_end_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
     runs = Registry().runs(task="molnet-finetune", dataset="bbbp")
     assert len(runs) >= 3 and all(x["status"] == "finished" for x in runs)
+
+
+def test_finetune_max_steps_caps_training(tmp_path: Path) -> None:
+    """The cpu profile's step cap: training stops after max_steps optimiser steps, mid-epoch, and the cut
+    epoch is evaluated as the last one; without a cap every epoch runs."""
+    from graph.eval.finetune import FinetuneMolConfig, finetune
+
+    rows = "".join(f"{i},m{i},{int('O' in s or 'N' in s)},{s}\n" for i, s in enumerate(CORPUS * 2))
+    (tmp_path / "bbbp.csv").write_text("num,name,p_np,smiles\n" + rows)
+    base = dict(dataset="bbbp", data_root=str(tmp_path), init="none", seeds=[0], epochs=4, split="random",
+                batch_size=8, num_layers=2, emb_dim=16, device="cpu", registry=False)
+    per_epoch = len(CORPUS * 2) * 8 // 10 // 8  # 64 training molecules -> 8 steps per epoch
+    capped = finetune(FinetuneMolConfig(max_steps=per_epoch + 3, **base))[0]
+    assert capped["steps"] == per_epoch + 3 and capped["epochs_run"] == 2
+    assert 1 <= capped["best_epoch"] <= 2
+    full = finetune(FinetuneMolConfig(**base))[0]
+    assert full["steps"] == 4 * per_epoch and full["epochs_run"] == 4
+    with pytest.raises(ValueError, match="max_steps"):
+        finetune(FinetuneMolConfig(max_steps=0, **base))
