@@ -19,18 +19,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import fcntl
 import hashlib
 import json
 import statistics
 import time
 import warnings
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from suite.config import load_config
-from suite.paths import cache_dir
+from suite.paths import cache_dir, file_lock
 from suite.registry import markdown_table
 
 RESULTS = Path(__file__).resolve().parent / "results" / "graph_molnet.md"
@@ -81,14 +80,8 @@ def _save_store(s: Settings, dataset: str, data: dict[str, list[dict[str, Any]]]
     tmp.replace(p)
 
 
-@contextmanager
-def _locked(s: Settings, dataset: str) -> Iterator[None]:
-    with open(_store(s, dataset).with_suffix(".lock"), "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+def _locked(s: Settings, dataset: str) -> AbstractContextManager[None]:
+    return file_lock(_store(s, dataset).with_suffix(".lock"))
 
 
 def pretrain_dir(s: Settings, loss: str, seed: int = 0) -> Path:

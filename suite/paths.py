@@ -6,8 +6,11 @@ One data root for every front-end: ``$SUITE_DATA`` if set, otherwise ``../shared
 """
 from __future__ import annotations
 
+import fcntl
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 _REPO = Path(__file__).resolve().parent.parent
 
@@ -36,6 +39,19 @@ def cache_dir(*parts: str) -> Path:
     path = base.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Exclusive advisory lock on ``path`` (created if needed) for the ``with`` block: serialises
+    processes that build or update the same cache file (DDP ranks, parallel benchmark workers)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def registry_url() -> str:

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from suite.paths import cache_dir, data_path
+from suite.paths import cache_dir, data_path, file_lock
 
 REQUIRED = ("A", "graph_indicator", "graph_labels")
 NODE_LEVEL = ("node_labels", "node_attributes")
@@ -149,7 +149,10 @@ def load_tu(name: str, root: str | Path | None = None, *, download: bool = False
         raise ValueError(f"TU dataset {name!r} not found under {base} (expected {folder}/raw/{name}_A.txt, ...); "
                          "set SUITE_DATA or pass download=True to let PyG download it into the cache")
     try:
-        ds = TUDataset(str(cache_root), name, use_node_attr=False)
+        # PyG builds the processed cache on first use; DDP ranks and parallel workers take turns, so
+        # none reads a half-written file (the first builds, the others load it)
+        with file_lock(Path(cache_root) / f"{name}.lock"):
+            ds = TUDataset(str(cache_root), name, use_node_attr=False)
     except Exception as exc:  # unparsable raw file or a corrupt processed cache
         raise ValueError(f"TU dataset {name!r}: PyG could not read {source} (processed cache "
                          f"{Path(cache_root) / name / 'processed'}; delete it to rebuild): {type(exc).__name__}: {exc}") from exc
