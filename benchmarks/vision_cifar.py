@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
 import statistics
 import sys
 import time
@@ -349,15 +352,19 @@ def settings_text(profile: str, epochs: int, train_per_class: int, batch_sizes: 
             f"training set: {p['eval_train_per_class'] or 'all'} per class of the balanced training split; test: "
             f"{p['test_per_class'] or 'all'} per class of the test split. Batch sizes {list(batch_sizes)}, seeds "
             f"{list(seeds)}{' (--quick priority subset)' if quick else ''}. Losses use their core defaults (temperature 0.1; "
-            f"tsimclr tau 5, df 5; cacr t+ 1, t- 2). Torch threads: {torch.get_num_threads()}.")
+            f"tsimclr tau 5, df 5; cacr t+ 1, t- 2). Torch threads per run: {torch.get_num_threads()}.")
 
 
 def run(profile: str = "cpu", quick: bool = False, rows: list[str] | None = None, batch_sizes: tuple[int, ...] | None = None,
         seeds: tuple[int, ...] | None = None, imbalances: tuple[str, ...] = ("none", "linear", "exponential"),
         epochs: int | None = None, train_per_class: int | None = None, out: Path = RESULTS,
         registry: Registry | None = None, out_dir: str = "runs/bench-vision-cifar", measure_throughput: bool = True,
-        alexnet_cacr: bool = False, max_runs: int = 0, table_only: bool = False) -> str:
+        alexnet_cacr: bool = False, max_runs: int = 0, table_only: bool = False, jobs: int = 1, threads: int = 0) -> str:
+    """Run the grid (``jobs`` worker processes with ``threads`` torch threads each; 0 = torch's default)
+    and rewrite the table after every run."""
     reg = registry or Registry()
+    if threads:  # the throughput measurement then matches what each worker gets
+        torch.set_num_threads(threads)
     p = PROFILES[profile]
     bss = tuple(batch_sizes or p["batch_sizes"])
     sds = tuple(seeds or p["seeds"])
@@ -379,16 +386,33 @@ def run(profile: str = "cpu", quick: bool = False, rows: list[str] | None = None
     text = write_table(reg, sig, out, settings, thr, bss, commands)
     if table_only:
         return text
-    for k, (row, bs, imb, seed) in enumerate(plan):
-        if max_runs and k >= max_runs:
-            break
-        cfg = make_config(row, profile, bs, imb, seed, out_dir, ep, tpc, alexnet_cacr)
-        t0 = time.perf_counter()
-        m = run_one(cfg, reg, row, profile, sig)
-        print(f"[{k + 1}/{len(plan)}] {row.name:26s} B={bs:3d} {imb:11s} seed {seed}: kNN {100 * m.get('knn_acc', float('nan')):.1f} "
-              f"linear {100 * m.get('linear_acc', float('nan')):.1f} ({time.perf_counter() - t0:.0f} s)", flush=True)
-        text = write_table(reg, sig, out, settings, thr, bss, commands)
+    plan = plan[:max_runs] if max_runs else plan
+    t_grid = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(_job, row.name, profile, bs, imb, seed, out_dir, ep, tpc, alexnet_cacr, sig, threads, reg.url): k
+                   for k, (row, bs, imb, seed) in enumerate(plan)}
+        for fut in as_completed(futures):
+            k = futures[fut]
+            row, bs, imb, seed = plan[k]
+            m, took = fut.result()
+            print(f"[{k + 1}/{len(plan)}] {row.name:26s} B={bs:3d} {imb:11s} seed {seed}: kNN "
+                  f"{100 * m.get('knn_acc', float('nan')):.1f} linear {100 * m.get('linear_acc', float('nan')):.1f} "
+                  f"({took:.0f} s)", flush=True)
+            text = write_table(reg, sig, out, settings, thr, bss, commands)
+    print(f"grid of {len(plan)} runs: {(time.perf_counter() - t_grid) / 60:.1f} min wall with {jobs} job(s), "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
     return text
+
+
+def _job(row_name: str, profile: str, bs: int, imb: str, seed: int, out_dir: str, epochs: int, tpc: int,
+         alexnet_cacr: bool, signature: str, threads: int, registry_url: str) -> tuple[dict[str, float], float]:
+    """One (row, batch size, imbalance, seed) run in a worker process (its own registry connection)."""
+    if threads:
+        torch.set_num_threads(threads)
+    row = ROW_BY_NAME[row_name]
+    cfg = make_config(row, profile, bs, imb, seed, out_dir, epochs, tpc, alexnet_cacr)
+    t0 = time.perf_counter()
+    return run_one(cfg, Registry(registry_url), row, profile, signature), time.perf_counter() - t0
 
 
 def register(sub: Any) -> None:
@@ -404,6 +428,9 @@ def register(sub: Any) -> None:
     p.add_argument("--train-per-class", type=int, default=None)
     p.add_argument("--max-runs", type=int, default=0, help="stop after this many runs (0 = all)")
     p.add_argument("--alexnet-cacr", action="store_true", help="paper profile: AlexNet for the cacr/cmc rows")
+    p.add_argument("--jobs", type=int, default=1, help="runs in parallel (worker processes)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch threads per worker (0 = default); with --jobs 2 on 2 cores use 1")
     p.add_argument("--no-throughput", action="store_true")
     p.add_argument("--table-only", action="store_true", help="only regenerate the table from the registry")
     p.add_argument("--out", type=Path, default=RESULTS)
@@ -414,7 +441,8 @@ def register(sub: Any) -> None:
 def _main(args: argparse.Namespace) -> int:
     print(run(args.profile, args.quick, args.rows, tuple(args.batch_sizes) if args.batch_sizes else None,
               tuple(args.seeds) if args.seeds else None, tuple(args.imbalances), args.epochs, args.train_per_class,
-              args.out, None, args.out_dir, not args.no_throughput, args.alexnet_cacr, args.max_runs, args.table_only))
+              args.out, None, args.out_dir, not args.no_throughput, args.alexnet_cacr, args.max_runs, args.table_only,
+              args.jobs, args.threads))
     return 0
 
 
