@@ -190,6 +190,7 @@ def write_table(profile: str, train_kw: dict[str, Any], losses: list[str], seeds
     recs = [r for r in recs if r.get("tasks") != "transfer"]
     backbone = train_kw["backbone"]
     rows, tr_rows, done = [], [], {}
+    tr_avg: dict[str, float] = {}  # label -> mean 7-task transfer average
     labels = ["backbone"] + [f"unsup-{l}" for l in losses] + (["sup-infonce"] if sup else [])
     for label in labels:
         rs = [r for r in recs if r["label"] == label and (label == "backbone" or r.get("train_cfg") == train_kw)]
@@ -204,6 +205,9 @@ def write_table(profile: str, train_kw: dict[str, Any], losses: list[str], seeds
         trs = [r for r in trecs + rs if r["label"] == label and any(c in r["metrics"] for c in TR_COLS)
                and (label == "backbone" or (r.get("train_cfg") == train_kw and r["seed"] in seeds))]
         if trs:
+            full = [r["metrics"]["transfer_avg"] for r in trs if all(c in r["metrics"] for c in TR_COLS)]
+            if full:
+                tr_avg[label] = statistics.mean(full)
             tr_rows.append([name, ",".join(str(r["seed"]) for r in trs)]
                            + [_fmt([r["metrics"][c] for r in trs if c in r["metrics"]]) for c in TR_COLS + ("MRPC_f1",)])
     agg_rows = []
@@ -280,6 +284,13 @@ def write_table(profile: str, train_kw: dict[str, Any], losses: list[str], seeds
     if tr_rows:
         notes.append(f"- Transfer tasks ({proto}): run for the rows and seeds listed in the transfer table only (CPU time); "
                      f"more with `suite bench text-sts --profile {profile} --transfer first|all`.")
+        if "backbone" in tr_avg and len(tr_avg) > 1:
+            deltas = {l: v - tr_avg["backbone"] for l, v in tr_avg.items() if l != "backbone"}
+            notes.append(f"- Transfer after continued training, 7-task average minus the backbone's {tr_avg['backbone']:.2f}: "
+                         + ", ".join(f"{l} {d:+.2f}" for l, d in deltas.items())
+                         + f". Every change is within {max(abs(d) for d in deltas.values()):.2f} points: the few training steps "
+                           "barely move what a linear probe can read from the embeddings (one seed each, so differences of a "
+                           "few tenths are not established).")
     else:
         notes.append(f"- Transfer tasks ({proto}): not run yet; `suite bench text-sts --profile {profile} --transfer first|all`.")
     settings = (f"Profile `{profile}`: " + ", ".join(f"{k}={v}" for k, v in train_kw.items())
