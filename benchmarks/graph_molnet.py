@@ -24,7 +24,6 @@ import json
 import statistics
 import time
 import warnings
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -153,10 +152,6 @@ def _save_store(s: Settings, dataset: str, data: dict[str, list[dict[str, Any]]]
     tmp = p.with_name(p.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1))
     tmp.replace(p)
-
-
-def _locked(s: Settings, dataset: str) -> AbstractContextManager[None]:
-    return file_lock(_store(s, dataset).with_suffix(".lock"))
 
 
 def pretrain_dir(s: Settings, loss: str, seed: int = 0) -> Path:
@@ -318,7 +313,7 @@ def run(args: argparse.Namespace) -> int:
                     if any(r["seed"] == seed for r in _load_store(s, d).get(v, [])):
                         continue
                     res = run_finetuning(s, d, v, [seed])
-                    with _locked(s, d):  # parallel invocations share the per-dataset store
+                    with file_lock(_store(s, d).with_suffix(".lock")):  # parallel invocations share the store
                         store = _load_store(s, d)
                         store[v] = store.get(v, []) + res
                         _save_store(s, d, store)

@@ -302,9 +302,7 @@ _DATA: dict[str, Any] = {}  # per worker process: the last dataset loaded
 def run(datasets: tuple[str, ...], losses: tuple[str, ...], seeds: tuple[int, ...], epochs: int = 20,
         speed: str = "once", out: Path = RESULTS, table_only: bool = False, order: str = "seed", jobs: int = 1,
         threads: int = 1) -> str:
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from multiprocessing import get_context
-
+    from benchmarks.parallel import run_cells
     from suite.registry import Registry
 
     reg = Registry()
@@ -318,11 +316,9 @@ def run(datasets: tuple[str, ...], losses: tuple[str, ...], seeds: tuple[int, ..
         grid = ([(ds, l, s) for s in seeds for ds in datasets for l in losses] if order == "seed"
                 else [(ds, l, s) for ds in datasets for l in losses for s in seeds])
         t0, ran = time.perf_counter(), 0
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(_cell, ds, loss, s, epochs, threads) for ds, loss, s in grid]
-            for fut in as_completed(futures):
-                ran += fut.result()
-                write_table(reg, datasets, losses, seeds, epochs, out, note)
+        for _, did_run in run_cells(_cell, [(ds, loss, s, epochs, threads) for ds, loss, s in grid], jobs):
+            ran += did_run
+            write_table(reg, datasets, losses, seeds, epochs, out, note)
         if ran:
             with reg.run(modality="graph", task=WALL_TASK, dataset="+".join(datasets), loss="+".join(losses),
                          config={"seeds": list(seeds), "epochs": epochs, "jobs": jobs, "threads": threads}, seed=0) as r:

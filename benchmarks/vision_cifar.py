@@ -8,8 +8,7 @@ Profiles:
   optimiser); kNN bank and linear-probe training set: the same 500 training images per class;
   test: all 10,000 test images. A V = 2 run takes about 70 s (measured with ``--jobs 2
   --threads 1`` on the 2 idle cores; V = 5 rows about 2.5x), so the whole grid is estimated at
-  about 2 h. It ranks losses at small scale; it does not reproduce
-  the papers' accuracies.
+  about 2 h. It ranks losses at small scale; it does not reproduce the papers' accuracies.
 - ``paper``: CIFAR ResNet-18 (AlexNet for the CACR rows with ``--alexnet-cacr``), 200 epochs, the
   full CIFAR-10 training and test sets (for GPU users).
 
@@ -27,8 +26,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
 import statistics
 import sys
 import time
@@ -38,6 +35,7 @@ from typing import Any
 
 import torch
 
+from benchmarks.parallel import run_cells
 from suite.registry import Registry, config_hash, markdown_table
 from vision.config import PretrainConfig
 
@@ -395,17 +393,14 @@ def run(profile: str = "cpu", quick: bool = False, rows: list[str] | None = None
         return text
     plan = plan[:max_runs] if max_runs else plan
     t_grid = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_job, row.name, profile, bs, imb, seed, out_dir, ep, tpc, alexnet_cacr, sig, threads, reg.url): k
-                   for k, (row, bs, imb, seed) in enumerate(plan)}
-        for fut in as_completed(futures):
-            k = futures[fut]
-            row, bs, imb, seed = plan[k]
-            m, took = fut.result()
-            print(f"[{k + 1}/{len(plan)}] {row.name:26s} B={bs:3d} {imb:11s} seed {seed}: kNN "
-                  f"{100 * m.get('knn_acc', float('nan')):.1f} linear {100 * m.get('linear_acc', float('nan')):.1f} "
-                  f"({took:.0f} s)", flush=True)
-            text = write_table(reg, sig, out, settings, thr, bss, commands)
+    tasks = [(row.name, profile, bs, imb, seed, out_dir, ep, tpc, alexnet_cacr, sig, threads, reg.url)
+             for row, bs, imb, seed in plan]
+    for k, (m, took) in run_cells(_job, tasks, jobs):
+        row, bs, imb, seed = plan[k]
+        print(f"[{k + 1}/{len(plan)}] {row.name:26s} B={bs:3d} {imb:11s} seed {seed}: kNN "
+              f"{100 * m.get('knn_acc', float('nan')):.1f} linear {100 * m.get('linear_acc', float('nan')):.1f} "
+              f"({took:.0f} s)", flush=True)
+        text = write_table(reg, sig, out, settings, thr, bss, commands)
     print(f"grid of {len(plan)} runs: {(time.perf_counter() - t_grid) / 60:.1f} min wall with {jobs} job(s), "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     return text
