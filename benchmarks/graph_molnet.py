@@ -6,7 +6,7 @@ seeds at the last epoch and at the best-validation epoch, published numbers besi
 
 Profiles (graph/configs/mol_*_<profile>.yaml): ``paper`` = full MOSES (stand-in for ZINC-2M) x 100
 pretraining epochs, 100 fine-tuning epochs, seeds 0-9 (GPU); ``cpu`` = 20k-molecule seeded MOSES
-subset x 5 epochs, 20 fine-tuning epochs, seeds 0-2. Every setting can be overridden; ``--quick`` is
+subset x 5 epochs, 10 fine-tuning epochs capped at 600 steps, seeds 0-2. Every setting can be overridden; ``--quick`` is
 a minutes-long smoke run. Pretrained encoders are cached (and resumed) under
 ``suite.paths.cache_dir('graph_molnet')``; per-(dataset, variant) results are stored there too, so
 several invocations (e.g. one per data set, in parallel) fill one table; ``--report-only`` rewrites
