@@ -252,8 +252,12 @@ def write_table(registry: Registry, signature: str, out: Path, settings: str, th
              "standardised frozen backbone features. Changes (in points, negative = drop) are from the balanced run of the same row and batch size. "
              "\"not run\" = not measured yet (see the commands below).", "", table, "", "## Claims at this scale", ""]
     lines += [f"- {c}" for c in claims]
-    lines += ["", "Verdicts come from the seeds listed in the table; with at most three seeds and a few hundred training steps "
-              "they say what this run measured, not whether the paper's claim holds at its scale."]
+    lines += ["", "Each claim is a set of margins that must all be positive. A margin counts when it is beyond its noise floor: "
+              "two standard errors computed from the seed spreads of the cells it combines (seeds treated as independent; "
+              "at least 0.5 point; 1 point where a cell has a single seed). **confirmed**: every margin is above its floor; "
+              "**not confirmed**: some margin is below minus its floor, i.e. the opposite holds beyond the noise; "
+              "**inconclusive**: otherwise. With three seeds and a few hundred training steps the verdicts say what this "
+              "run measured, not whether the paper's claim holds at its scale."]
     if thr:
         lines += ["", "## Throughput (images/s, batch 256, V = 2, this profile's encoder, CPU)", "",
                   markdown_table(["augmentation alone", "encoder alone (fwd+bwd, 2 views)", "full step", "augmentation share of a step"],
@@ -285,64 +289,91 @@ def write_table(registry: Registry, signature: str, out: Path, settings: str, th
     return text
 
 
-NOISE = 0.01  # differences under 1 point are called inconclusive at this scale
+NOISE = 0.01  # fallback noise floor (1 point) for a margin whose cells have fewer than two seeds
+MIN_FLOOR = 0.005  # a seed spread that happens to be tiny still leaves half a point of noise
 
 
-def _verdict(ok: bool, margin: float) -> str:
-    if abs(margin) < NOISE:
-        return f"**inconclusive** (margin {100 * margin:+.1f} points, under the {100 * NOISE:.0f}-point noise floor)"
-    return "**confirmed**" if ok else "**not confirmed**"
+def _floor(se: float | None) -> float:
+    """Noise floor of a margin: two standard errors (from the seed spreads), at least half a point; 1 point without stds."""
+    return NOISE if se is None else max(MIN_FLOOR, 2 * se)
 
 
-def _claims(res: dict[tuple[str, int, str], dict[str, list[float]]], batch_sizes: tuple[int, ...]) -> list[str]:
+def _verdict(conds: list[tuple[float, float | None]]) -> str:
+    """A claim is a set of margins that must all be positive; each comes with its standard error (None: unknown).
+
+    confirmed: every margin is above its noise floor; not confirmed: some margin is below minus its floor (the
+    opposite holds beyond the noise); inconclusive otherwise.
+    """
+    if any(m < -_floor(se) for m, se in conds):
+        return "**not confirmed**"
+    if all(m > _floor(se) for m, se in conds):
+        return "**confirmed**"
+    m, se = min(conds, key=lambda c: c[0] - _floor(c[1]))
+    return f"**inconclusive** (margin {100 * m:+.1f} points, inside the {100 * _floor(se):.1f}-point noise floor)"
+
+
+Cells = dict[tuple[str, int, str], dict[str, list[float]]]
+
+
+def _claims(res: Cells, batch_sizes: tuple[int, ...]) -> list[str]:
     def acc(row: str, bs: int, imb: str = "none", k: str = "lin") -> float | None:
         return _mean(res.get((row, bs, imb)), k)
 
+    def se(*cells: tuple[str, int, str, str]) -> float | None:
+        """Standard error of a sum/difference of cell means (seeds treated as independent); None if a cell has < 2 seeds."""
+        var = 0.0
+        for row, bs, imb, k in cells:
+            v = res.get((row, bs, imb), {}).get(k, [])
+            if len(v) < 2:
+                return None
+            var += statistics.variance(v) / len(v)
+        return var ** 0.5
+
+    nce, cacr, cmc = "infonce (SimCLR)", "cacr K=4 (V=5)", "cmc K=4 (V=5)"
     out = []
     small, large = min(batch_sizes), max(batch_sizes)
-    m_s, n_s, m_l, n_l = (acc("macl", small), acc("infonce (SimCLR)", small), acc("macl", large), acc("infonce (SimCLR)", large))
+    m_s, n_s, m_l, n_l = (acc("macl", small), acc(nce, small), acc("macl", large), acc(nce, large))
     if None in (m_s, n_s, m_l, n_l):
         out.append(f"MACL beats NT-Xent most at small batch (MACL Table 9): **not checked** (needs macl and infonce at "
                    f"batch {small} and {large}).")
     else:
         gs, gl = m_s - n_s, m_l - n_l  # type: ignore[operator]
-        ok = gs > 0 and gs > gl
+        small_cells = [("macl", small, "none", "lin"), (nce, small, "none", "lin")]
+        large_cells = [("macl", large, "none", "lin"), (nce, large, "none", "lin")]
         out.append(f"MACL beats NT-Xent most at small batch (MACL Table 9): gain {100 * gs:+.1f} at {small}, "
-                   f"{100 * gl:+.1f} at {large} (linear) -> {_verdict(ok, min(gs, gs - gl))}.")
-    c, m = acc("cacr K=4 (V=5)", small), acc("cmc K=4 (V=5)", small)
+                   f"{100 * gl:+.1f} at {large} (linear) -> "
+                   f"{_verdict([(gs, se(*small_cells)), (gs - gl, se(*small_cells, *large_cells))])}.")
+    c, m = acc(cacr, small), acc(cmc, small)
     if None in (c, m):
         out.append("CACR K=4 beats CMC K=4 (CACR Table 2): **not checked**.")
     else:
         out.append(f"CACR K=4 beats CMC K=4 (CACR Table 2): {100 * c:.1f} vs {100 * m:.1f} (linear, batch {small}) -> "  # type: ignore[operator]
-                   f"{_verdict(c > m, c - m)}.")  # type: ignore[operator]
-    drops = {}
-    for row in ("infonce (SimCLR)", "cacr K=4 (V=5)", "cmc K=4 (V=5)"):
-        b = acc(row, small)
+                   f"{_verdict([(c - m, se((cacr, small, 'none', 'lin'), (cmc, small, 'none', 'lin')))])}.")  # type: ignore[operator]
+    rows3 = (nce, cacr, cmc)
+    drops = {(r, i): acc(r, small) - acc(r, small, i)  # type: ignore[operator]
+             for r in rows3 for i in ("linear", "exponential") if acc(r, small) is not None and acc(r, small, i) is not None}
+    if len(drops) == 6:
+        parts, conds = [], []
         for imb in ("linear", "exponential"):
-            v = acc(row, small, imb)
-            if b is not None and v is not None:
-                drops[(row, imb)] = b - v
-    if all((r, i) in drops for r in ("infonce (SimCLR)", "cacr K=4 (V=5)", "cmc K=4 (V=5)") for i in ("linear", "exponential")):
-        parts, ok, margin = [], True, 1.0
-        for imb in ("linear", "exponential"):
-            d = {r: drops[(r, imb)] for r in ("infonce (SimCLR)", "cacr K=4 (V=5)", "cmc K=4 (V=5)")}
-            ok &= min(d, key=d.get) == "cacr K=4 (V=5)"  # type: ignore[arg-type]
-            others = min(v for r, v in d.items() if r != "cacr K=4 (V=5)")
-            margin = min(margin, abs(others - d["cacr K=4 (V=5)"]))
-            parts.append(f"{imb}: " + ", ".join(f"{r} {100 * v:.1f}" for r, v in d.items()))
+            for r in (nce, cmc):  # CACR's drop must be smaller than each other row's
+                conds.append((drops[(r, imb)] - drops[(cacr, imb)],
+                              se(*[(x, small, i, "lin") for x in (r, cacr) for i in ("none", imb)])))
+            parts.append(f"{imb}: " + ", ".join(f"{r} {100 * drops[(r, imb)]:.1f}" for r in rows3))
         out.append(f"CACR loses least under imbalance (CACR Tables 2, 8): linear-probe drops {'; '.join(parts)} -> "
-                   f"{_verdict(ok, margin)}.")
+                   f"{_verdict(conds)}.")
     else:
         out.append("CACR loses least under imbalance (CACR Tables 2, 8): **not checked** (imbalanced runs missing).")
     t8, t128, s8, s128 = (acc("tsimclr d=8", small, k="knn"), acc("tsimclr d=128", small, k="knn"),
-                          acc("infonce d=8", small, k="knn"), acc("infonce (SimCLR)", small, k="knn"))
+                          acc("infonce d=8", small, k="knn"), acc(nce, small, k="knn"))
     if None in (t8, t128, s8, s128):
         out.append("t-SimCLR keeps its accuracy at d = 8 better than SimCLR (t-SimCLR Fig. 2b): **not checked**.")
     else:
         dt, ds = t128 - t8, s128 - s8  # type: ignore[operator]
+        at8 = [("tsimclr d=8", small, "none", "knn"), ("infonce d=8", small, "none", "knn")]
+        at128 = [("tsimclr d=128", small, "none", "knn"), (nce, small, "none", "knn")]
         out.append(f"t-SimCLR keeps its accuracy at d = 8 better than SimCLR (t-SimCLR Fig. 2b): kNN drop 128 -> 8 "
                    f"t-SimCLR {100 * dt:+.1f}, SimCLR {100 * ds:+.1f}; t-SimCLR d=8 {100 * t8:.1f} vs SimCLR d=8 "  # type: ignore[operator]
-                   f"{100 * s8:.1f} -> {_verdict(dt < ds and t8 > s8, min(ds - dt, t8 - s8))}.")  # type: ignore[operator]
+                   f"{100 * s8:.1f} -> {_verdict([(ds - dt, se(*at8, *at128)), (t8 - s8, se(*at8))])}.")  # type: ignore[operator]
     return out
 
 
