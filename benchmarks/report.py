@@ -42,6 +42,8 @@ SKIP_TASKS = ("loss-bench", "mol-pretrain", "tu-graphcl-speed")
 @dataclass
 class Cell:
     values: list[float]
+    loss: str = ""
+    setting: int = 1  # index into the task's settings (1 = the one with most runs)
 
     @property
     def mean(self) -> float:
@@ -50,6 +52,23 @@ class Cell:
     @property
     def std(self) -> float:
         return statistics.stdev(self.values) if len(self.values) > 1 else 0.0
+
+
+# Config keys that name a run's seed, loss, data, files or output rather than its setting. Runs of one
+# task that differ in any other key (batch size, views, epochs, profile, ...) are different settings:
+# their numbers are never pooled as if they were seeds, and claims compare losses within one setting.
+NOT_SETTING = frozenset({
+    "seed", "seeds", "loss", "loss_hparams", "resolved", "dataset", "row", "label", "signature", "run_name",
+    "out", "out_dir", "save_dir", "save_embeddings", "cache", "model", "init", "init_spec", "data", "data_root",
+    "download", "registry", "resume", "device", "ckpt_every", "checkpoint_every", "keep_checkpoint", "keep_checkpoints",
+    "eval_batch_size"})
+
+
+@dataclass
+class Table:
+    """One task's headline metric: {dataset: {row label: Cell}} plus the legend of its settings."""
+    by_ds: dict[str, dict[str, Cell]]
+    settings: list[tuple[int, str]]  # (number of runs, "key=value, ...") for settings 1, 2, ...
 
 
 def _pct(v: float) -> float:
@@ -87,9 +106,24 @@ def published() -> dict[tuple[str, str, str], float]:
     return out
 
 
-def collect(reg: Registry) -> dict[tuple[str, str, str], dict[str, dict[str, Cell]]]:
-    """{(modality, task, label): {dataset: {loss: Cell}}} of the headline metric over finished runs."""
-    table: dict[tuple[str, str, str], dict[str, dict[str, Cell]]] = defaultdict(lambda: defaultdict(dict))
+def _setting(config: Any, prefix: str = "") -> dict[str, str]:
+    """The run's setting: its config without NOT_SETTING keys, nested dicts flattened to ``a.b`` keys (a
+    nested seed such as ``protocol.fold_seed`` is a seed too)."""
+    cfg = config if isinstance(config, dict) else json.loads(config or "{}")
+    out: dict[str, str] = {}
+    for k, v in cfg.items():
+        if k in NOT_SETTING or k.endswith("_seed"):
+            continue
+        if isinstance(v, dict):
+            out.update(_setting(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = json.dumps(v, sort_keys=True)
+    return out
+
+
+def collect(reg: Registry) -> dict[tuple[str, str, str], Table]:
+    """{(modality, task, metric label): Table} of the headline metric over finished runs."""
+    hits: dict[tuple[str, str, str], list[tuple[str, str, dict[str, str], float]]] = defaultdict(list)
     for r in reg.runs(status="finished"):
         if r["modality"] == "core" or r["task"].startswith(SKIP_TASKS):
             continue
@@ -101,10 +135,33 @@ def collect(reg: Registry) -> dict[tuple[str, str, str], dict[str, dict[str, Cel
             if hit is None:
                 break
             label = f"{LABELS.get(hit[0], hit[0])} [{hit[0]}, {hit[1]}]"
-            cell = table[(mod, r["task"], label)][r["dataset"]].setdefault(r["loss"], Cell([]))
-            cell.values.append(_pct(fm[hit]))
+            hits[(mod, r["task"], label)].append((r["dataset"], r["loss"], _setting(r["config"]), _pct(fm[hit])))
             break
-    return table
+    return {key: _table(rows) for key, rows in hits.items()}
+
+
+def _table(rows: list[tuple[str, str, dict[str, str], float]]) -> Table:
+    """Group one task's runs into cells by (data set, loss, setting). A key is part of the setting when its
+    value differs between runs of one data set (a key fixed per data set, e.g. the imbalance rule that names
+    the column, is already told apart by the column)."""
+    keys = sorted({k for _, _, st, _ in rows for k in st})
+    per_ds: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for ds, _, st, _ in rows:
+        for k in keys:
+            per_ds[ds][k].add(st.get(k, "unset"))
+    varying = [k for k in keys if any(len(v[k]) > 1 for v in per_ds.values())]
+    sig = [tuple((k, st.get(k, "unset")) for k in varying) for _, _, st, _ in rows]
+    counts: dict[tuple, int] = defaultdict(int)
+    for sg in sig:
+        counts[sg] += 1
+    order = sorted(counts, key=lambda sg: (-counts[sg], sg))
+    index = {sg: i for i, sg in enumerate(order, 1)}
+    by_ds: dict[str, dict[str, Cell]] = defaultdict(dict)
+    for (ds, loss, _, v), sg in zip(rows, sig):
+        name = loss if len(order) == 1 else f"{loss} [s{index[sg]}]"
+        by_ds[ds].setdefault(name, Cell([], loss, index[sg])).values.append(v)
+    legend = [(counts[sg], ", ".join(f"{k}={v}" for k, v in sg)) for sg in order] if len(order) > 1 else []
+    return Table(dict(by_ds), legend)
 
 
 def _fmt(c: Cell | None) -> str:
@@ -113,73 +170,94 @@ def _fmt(c: Cell | None) -> str:
     return f"{c.mean:.2f} ± {c.std:.2f} (n={len(c.values)})"
 
 
-def markdown_tables(table: dict, pub: dict[tuple[str, str, str], float]) -> str:
+def _rows(by_ds: dict[str, dict[str, Cell]]) -> list[str]:
+    cells = {name: c for d in by_ds.values() for name, c in d.items()}
+    return sorted(cells, key=lambda n: (cells[n].loss, cells[n].setting))
+
+
+def markdown_tables(table: dict[tuple[str, str, str], Table], pub: dict[tuple[str, str, str], float]) -> str:
     parts = []
-    for (mod, task, label), by_ds in sorted(table.items()):
+    for (mod, task, label), t in sorted(table.items()):
+        by_ds = t.by_ds
         datasets = sorted(by_ds)
-        losses = sorted({l for d in by_ds.values() for l in d})
+        names = _rows(by_ds)
         best = {d: max(by_ds[d].values(), key=lambda c: c.mean) for d in datasets}
         rows = []
-        for loss in losses:
-            row = [loss]
+        for name in names:
+            row = [name]
             for d in datasets:
-                c = by_ds[d].get(loss)
+                c = by_ds[d].get(name)
                 s = _fmt(c)
                 row.append(f"**{s}**" if c is best[d] and len(by_ds[d]) > 1 else s)
             rows.append(row)
         pub_rows = []
-        for loss in losses:
-            vals = [next((v for (t, ds, l), v in pub.items() if task.startswith(t) and ds.lower() == d.lower()
+        for loss in sorted({c.loss for d in by_ds.values() for c in d.values()}):
+            vals = [next((v for (tp, ds, l), v in pub.items() if task.startswith(tp) and ds.lower() == d.lower()
                           and l == loss), None) for d in datasets]
             if any(v is not None for v in vals):
                 pub_rows.append([f"{loss} (published)"] + [f"{v:.2f}" if v is not None else "–" for v in vals])
-        parts.append(f"### {mod} / {task}: {label}\n\n" + markdown_table(["loss"] + datasets, rows + pub_rows))
+        part = f"### {mod} / {task}: {label}\n\n" + markdown_table(["loss"] + datasets, rows + pub_rows)
+        if t.settings:
+            part += ("\nSettings (the config keys whose values differ between this task's runs of one data set; "
+                     "cells never pool settings):\n\n" + "\n".join(f"- s{i} ({n} runs): {desc}"
+                                                               for i, (n, desc) in enumerate(t.settings, 1)) + "\n")
+        parts.append(part)
     return "\n".join(parts) if parts else "_No finished runs in the registry yet: run `suite bench run quick`._\n"
 
 
-def claims(table: dict) -> list[tuple[str, str, str]]:
-    """(claim, verdict, evidence) for the papers' claims that the registry can speak to."""
+def claims(table: dict[tuple[str, str, str], Table]) -> list[tuple[str, str, str]]:
+    """(claim, verdict, evidence) for the papers' claims that the registry can speak to. Losses are compared
+    only within one task, data set and setting."""
     out = []
 
-    def by_task(prefix: str) -> dict[str, dict[str, Cell]]:
-        """Tasks whose "modality/task" starts with ``prefix``."""
-        merged: dict[str, dict[str, Cell]] = {}
-        for (mod, task, _), by_ds in table.items():
-            if f"{mod}/{task}".startswith(prefix):
-                for d, cells in by_ds.items():
-                    merged.setdefault(d, {}).update(cells)
-        return merged
+    def groups(prefix: str, a: str, b: str) -> dict[str, list[tuple[str, Cell, Cell]]]:
+        """{where: [(data set, cell of a, cell of b)]}, one group per task matching ``prefix`` and setting."""
+        found: dict[str, list[tuple[str, Cell, Cell]]] = {}
+        for (mod, task, _), t in sorted(table.items()):
+            if not f"{mod}/{task}".startswith(prefix):
+                continue
+            for d, cells in sorted(t.by_ds.items()):
+                for x in cells.values():
+                    y = next((c for c in cells.values() if c.loss == b and c.setting == x.setting), None)
+                    if x.loss == a and y is not None:
+                        where = f"{task}" + (f" s{x.setting}" if t.settings else "")
+                        found.setdefault(where, []).append((d, x, y))
+        return dict(sorted(found.items(), key=lambda kv: -len(kv[1])))
 
     def compare(prefix: str, a: str, b: str, claim: str, need: int | None = None) -> None:
-        data = by_task(prefix)
-        pairs = [(d, c[a], c[b]) for d, c in sorted(data.items()) if a in c and b in c]
-        if not pairs:
-            out.append((claim, "not measured", f"no finished {a} and {b} runs on the same data set"))
-            return
-        # a difference counts only beyond the seed noise (the larger std of the two cells); one seed: no noise estimate
-        noise = [max(x.std, y.std) if min(len(x.values), len(y.values)) > 1 else float("inf") for _, x, y in pairs]
-        wins = sum(x.mean - y.mean > n for (_, x, y), n in zip(pairs, noise))
-        losses_ = sum(y.mean - x.mean > n for (_, x, y), n in zip(pairs, noise))
-        k = need if need is not None else len(pairs)
-        if len(pairs) < k:
-            verdict = "inconclusive (too few data sets)"
-        elif wins >= k:
-            verdict = "confirmed"
-        elif len(pairs) - losses_ < k:
-            verdict = "not confirmed"
-        else:
-            verdict = "inconclusive (within seed noise)"
-        ev = "; ".join(f"{d}: {x.mean:.2f}±{x.std:.2f} vs {y.mean:.2f}±{y.std:.2f}" for d, x, y in pairs)
-        out.append((claim, verdict, f"{a} > {b} beyond seed noise on {wins}/{len(pairs)}, below on {losses_} ({ev})"))
+        found = groups(prefix, a, b)
+        if not found:
+            out.append((claim, "not measured", f"no finished {a} and {b} runs on the same data set and setting"))
+        for where, pairs in found.items():
+            out.append((claim + (f" [{where}]" if len(found) > 1 else ""), *_verdict(pairs, a, b, need)))
 
     compare("graph/tu-graphcl", "macl", "graphcl", "MACL ≥ GraphCL on at least 4 of 6 TU data sets (MACL Table 4)",
             need=4)
     compare("graph/molnet", "graphcl", "none", "GraphCL pretraining beats no pretraining on MoleculeNet (GraphCL Table 5)")
     compare("graph/molnet", "macl", "none", "MACL pretraining beats no pretraining on MoleculeNet (MACL Table 5)")
     compare("text/simcse", "macl", "infonce", "MACL ≥ SimCSE-InfoNCE on STS (MACL Table B.4)")
-    compare("vision/", "cacr", "cmc", "CACR beats CMC on images (CACR Table 2; same V only if the runs share it)")
+    compare("vision/", "cacr", "cmc", "CACR beats CMC on images (CACR Table 2; same views, batch and data)")
     compare("vision/", "macl", "infonce", "MACL ≥ NT-Xent on images (MACL Table 9)")
     return out
+
+
+def _verdict(pairs: list[tuple[str, Cell, Cell]], a: str, b: str, need: int | None) -> tuple[str, str]:
+    """(verdict, evidence) of "a beats b" on ``need`` (default: all) of the data sets in ``pairs``."""
+    # a difference counts only beyond the seed noise (the larger std of the two cells); one seed: no noise estimate
+    noise = [max(x.std, y.std) if min(len(x.values), len(y.values)) > 1 else float("inf") for _, x, y in pairs]
+    wins = sum(x.mean - y.mean > n for (_, x, y), n in zip(pairs, noise))
+    losses = sum(y.mean - x.mean > n for (_, x, y), n in zip(pairs, noise))
+    k = need if need is not None else len(pairs)
+    if len(pairs) < k:
+        verdict = "inconclusive (too few data sets)"
+    elif wins >= k:
+        verdict = "confirmed"
+    elif len(pairs) - losses < k:
+        verdict = "not confirmed"
+    else:
+        verdict = "inconclusive (within seed noise)"
+    ev = "; ".join(f"{d}: {x.mean:.2f}±{x.std:.2f} vs {y.mean:.2f}±{y.std:.2f}" for d, x, y in pairs)
+    return verdict, f"{a} > {b} beyond seed noise on {wins}/{len(pairs)}, below on {losses} ({ev})"
 
 
 # ----------------------------------------------------------------------------- plots
@@ -202,9 +280,10 @@ def plots(reg: Registry, table: dict) -> list[tuple[str, str]]:
 
     figs: list[tuple[str, str]] = []
     # 1. headline metric per loss per data set, error bars = std over seeds
-    for (mod, task, label), by_ds in sorted(table.items()):
+    for (mod, task, label), t in sorted(table.items()):
+        by_ds = t.by_ds
         datasets = sorted(by_ds)
-        losses = sorted({l for d in by_ds.values() for l in d})
+        losses = _rows(by_ds)
         fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(datasets) * max(1, len(losses)) / 3), 3.2))
         w = 0.8 / max(1, len(losses))
         for i, loss in enumerate(losses):
@@ -219,13 +298,16 @@ def plots(reg: Registry, table: dict) -> list[tuple[str, str]]:
         ax.set_ylim(max(0, lo - 5), None)
         ax.legend(fontsize=7, ncol=2)
         figs.append((f"{mod} / {task}: {label}", _png(fig)))
-    # 2. loss x modality mean rank
+    # 2. loss x modality mean rank (losses ranked within each data set and setting)
     ranks: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for (mod, _task, _), by_ds in table.items():
-        for cells in by_ds.values():
-            order = sorted(cells, key=lambda l: -cells[l].mean)
-            for r, loss in enumerate(order, 1):
-                ranks[(loss, mod)].append(r)
+    for (mod, _task, _), t in table.items():
+        for cells in t.by_ds.values():
+            for st in {c.setting for c in cells.values()}:
+                order = sorted((c for c in cells.values() if c.setting == st), key=lambda c: -c.mean)
+                if len(order) < 2:
+                    continue  # a loss alone in its setting has no rank
+                for r, c in enumerate(order, 1):
+                    ranks[(c.loss, mod)].append(r)
     if ranks:
         losses = sorted({l for l, _ in ranks})
         mods = sorted({m for _, m in ranks})
@@ -307,7 +389,8 @@ def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
     n_runs = len(reg.runs(status="finished"))
     md = (f"# Cross-modality results (generated by `suite bench report` from the registry)\n\n"
           f"Registry: `{reg.url}`; {n_runs} finished runs. Cells: mean ± std over seeds (n = seeds) of each "
-          f"task's headline metric; best per column in bold; published rows are the papers' numbers at full "
+          f"task's headline metric over runs that differ only in seed (a task run in several settings gets one row "
+          f"per loss and setting, with the settings listed below its table); best per column in bold; published rows are the papers' numbers at full "
           f"scale (GPU, full data), ours are at this repository's CPU profiles, so gaps are expected.\n\n"
           f"{md_tables}\n## Papers' claims at this scale\n\n{claims_md}")
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -158,6 +158,9 @@ def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after
     model = ContrastiveMolModel(encoder).to(device)
     loss_name, loss_fn = build_loss(cfg.loss, cfg.loss_hparams)
     loss_fn = loss_fn.to(device)
+    # runs and encoders carry the name the user asked for: GraphCL pretraining is ``graphcl``, not its
+    # underlying ``dcl`` (the resolved loss and hyper-parameters are in ``loss_hparams``)
+    label = cfg.loss.lower() if cfg.loss.lower() in LOSS_PRESETS else loss_name
     ddp_model = wrap_ddp(model)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     aug1, aug2 = make_augmentation(cfg.aug1, cfg.aug_ratio), make_augmentation(cfg.aug2, cfg.aug_ratio)
@@ -180,7 +183,7 @@ def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after
             from suite.registry import Registry
 
             run = stack.enter_context(Registry().run(
-                modality="graph", task="mol-pretrain", dataset=Path(cfg.corpus).name, loss=loss_name,
+                modality="graph", task="mol-pretrain", dataset=Path(cfg.corpus).name, loss=label,
                 loss_hparams=loss_fn.hparams(), config=dataclasses.asdict(cfg), seed=cfg.seed))
         done = 0
         tp = Throughput()
@@ -210,14 +213,14 @@ def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after
                     "loss": loss_fn.state_dict(), "data_gen": data_gen.get_state(), "aug_gen": aug_gen.get_state(),
                     "rng": rng_state(), "history": history, "config": dataclasses.asdict(cfg)})
                 save_checkpoint(out / "encoder.pt", {"encoder": model.encoder.state_dict(), "spec": encoder_spec(cfg),
-                                                     "loss": loss_name, "epoch": epoch, "config": dataclasses.asdict(cfg)})
+                                                     "loss": label, "epoch": epoch, "config": dataclasses.asdict(cfg)})
                 _prune(out, cfg.keep_checkpoints)
             done += 1
             if stop_after is not None and done >= stop_after:
                 break
         if run is not None:
             run.log_many({"molecules": len(graphs), "skipped": graphs.skipped, "featurize_mol_per_s": feat_rate}, split="data")
-    return {"loss": loss_name, "epochs_done": history[-1]["epoch"] if history else 0,
+    return {"loss": label, "epochs_done": history[-1]["epoch"] if history else 0,
             "final_loss": history[-1]["loss"] if history else float("nan"),
             "pretrain_mol_per_s": history[-1]["mol_per_s"] if history else float("nan"),
             "featurize_mol_per_s": feat_rate, "molecules": len(graphs), "skipped": graphs.skipped,

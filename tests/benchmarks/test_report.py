@@ -87,3 +87,24 @@ def test_report_renders_in_headless_chromium(tmp_path):
                    check=True, capture_output=True, timeout=120)
     img = Image.open(shot).convert("L")
     assert len(set(img.getdata())) > 50  # plots rendered, not an empty page
+
+
+def test_runs_in_different_settings_are_not_pooled(tmp_path):
+    """Runs of one task that differ in a setting (batch size here) get separate rows, listed under the table;
+    a key fixed per data set (the imbalance rule) or naming files does not split; claims compare within a setting."""
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    acc = {(64, "cacr"): 0.50, (64, "cmc"): 0.40, (256, "cacr"): 0.30, (256, "cmc"): 0.45}
+    for (bs, loss), v in acc.items():
+        for ds, imb in (("cifar10-none", "none"), ("cifar10-linear", "linear")):
+            for seed in (0, 1, 2):
+                cfg = {"batch_size": bs, "views": 5, "imbalance": imb, "seed": seed, "out_dir": f"/tmp/{loss}{seed}"}
+                with reg.run(modality="vision", task="bench", dataset=ds, loss=loss, seed=seed, config=cfg) as run:
+                    run.log("knn_acc", v + 0.001 * seed, split="test")
+    md = build(reg, tmp_path / "out")[0].read_text()
+    assert "| cacr [s1] |" in md and "| cmc [s2] |" in md and "(n=3)" in md and "(n=6)" not in md
+    assert "- s1 (12 runs): batch_size=256" in md and "- s2 (12 runs): batch_size=64" in md
+    assert "imbalance=" not in md and "out_dir" not in md
+    rows = [l for l in md.splitlines() if l.startswith("| CACR beats CMC")]
+    assert len(rows) == 2  # one verdict per setting
+    assert any("[bench s1] | not confirmed" in l for l in rows)  # batch 256: 30 vs 45
+    assert any("[bench s2] | confirmed" in l for l in rows)  # batch 64: 50 vs 40

@@ -82,7 +82,7 @@ def test_end_to_end_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     a = parser.parse_args(["pretrain-mol", "--corpus", str(corpus), "--loss", "graphcl", "--epochs", "1",
                            "--batch-size", "16", "--out", str(tmp_path / "ckpt"), *tiny])
     assert a.func(a) == 0
-    assert "pretrained dcl" in capsys.readouterr().out
+    assert "pretrained graphcl" in capsys.readouterr().out  # the preset's name, not its underlying dcl
     f = parser.parse_args(["finetune-mol", "--dataset", "bbbp", "--data-root", str(tmp_path), "--init",
                            str(tmp_path / "ckpt"), "--seeds", "0", "1", "--epochs", "2", "--split", "random",
                            "--batch-size", "16", *tiny])
@@ -100,6 +100,8 @@ def test_end_to_end_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
     runs = Registry().runs(task="molnet-finetune", dataset="bbbp")
     assert len(runs) >= 3 and all(x["status"] == "finished" for x in runs)
+    losses = [x["loss"] for x in runs]
+    assert losses.count("graphcl") >= 2 and "dcl" not in losses  # the 2 seeds from the GraphCL encoder
 
 
 def test_finetune_max_steps_caps_training(tmp_path: Path) -> None:
