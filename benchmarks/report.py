@@ -110,6 +110,8 @@ def _setting(config: Any, prefix: str = "") -> dict[str, str]:
     """The run's setting: its config without NOT_SETTING keys, nested dicts flattened to ``a.b`` keys (a
     nested seed such as ``protocol.fold_seed`` is a seed too)."""
     cfg = config if isinstance(config, dict) else json.loads(config or "{}")
+    if not isinstance(cfg, dict):
+        return {}
     out: dict[str, str] = {}
     for k, v in cfg.items():
         if k in NOT_SETTING or k.endswith("_seed"):
