@@ -16,7 +16,7 @@ import io
 import json
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,9 +153,7 @@ def _table(rows: list[tuple[str, str, dict[str, str], float]]) -> Table:
             per_ds[ds][k].add(st.get(k, "unset"))
     varying = [k for k in keys if any(len(v[k]) > 1 for v in per_ds.values())]
     sig = [tuple((k, st.get(k, "unset")) for k in varying) for _, _, st, _ in rows]
-    counts: dict[tuple, int] = defaultdict(int)
-    for sg in sig:
-        counts[sg] += 1
+    counts = Counter(sig)
     order = sorted(counts, key=lambda sg: (-counts[sg], sg))
     index = {sg: i for i, sg in enumerate(order, 1)}
     by_ds: dict[str, dict[str, Cell]] = defaultdict(dict)

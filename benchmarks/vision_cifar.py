@@ -6,9 +6,9 @@ Profiles:
 - ``cpu``: small ConvNet (width 16), a seeded balanced subset of the local CIFAR-10 training
   images (``--train-per-class``, default 500 = 5,000 images), 6 epochs, Adam (MACL's CIFAR
   optimiser); kNN bank and linear-probe training set: the same 500 training images per class;
-  test: all 10,000 test images. A V = 2 run takes about 70 s (measured with ``--jobs 2
-  --threads 1`` on the 2 idle cores; V = 5 rows about 2.5x), so the whole grid is estimated at
-  about 2 h. It ranks losses at small scale; it does not reproduce the papers' accuracies.
+  test: all 10,000 test images. A V = 2 run takes about 70 s (``--jobs 2 --threads 1`` on the 2
+  idle cores; V = 5 rows about 2.5x); the whole grid (240 runs) measured 3.9 h of run time summed,
+  about 2 h wall. It ranks losses at small scale; it does not reproduce the papers' accuracies.
 - ``paper``: CIFAR ResNet-18 (AlexNet for the CACR rows with ``--alexnet-cacr``), 200 epochs, the
   full CIFAR-10 training and test sets (for GPU users).
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import statistics
 import sys
@@ -203,7 +204,7 @@ def signature_of(profile: str, epochs: int, train_per_class: int) -> str:
 def collect(registry: Registry, signature: str) -> dict[tuple[str, int, str], dict[str, list[float]]]:
     out: dict[tuple[str, int, str], dict[str, list[float]]] = {}
     for r in registry.runs(task=TASK, status="finished"):
-        cfg = r["config"] if isinstance(r["config"], dict) else __import__("json").loads(r["config"])
+        cfg = r["config"] if isinstance(r["config"], dict) else json.loads(r["config"])
         if cfg.get("signature") != signature:
             continue
         key = (cfg["row"], int(cfg["batch_size"]), cfg["imbalance"])
