@@ -65,7 +65,13 @@ runs_t = sa.Table(
     sa.Column("host", sa.String(128)),
     sa.Column("wall_time", sa.Float),
     sa.Column("error", sa.Text),
+    # added in round 2 (older databases get them through _migrate):
+    sa.Column("pid", sa.Integer),  # process that is (or was) writing the run: lets `suite results reap` find dead runs
+    sa.Column("run_options", sa.Text),  # JSON: where/how it ran (device, output folder, threads, ...), never hashed
+    sa.Column("primary_metric", sa.String(128)),  # the evaluator's headline metric name ...
+    sa.Column("primary_split", sa.String(32)),  # ... and its split (set by Run.set_primary)
 )
+_ADDED_RUN_COLUMNS = ("pid", "run_options", "primary_metric", "primary_split")
 metrics_t = sa.Table(
     "metrics",
     _meta,
@@ -174,6 +180,22 @@ class Registry:
                 if attempt == 4:
                     raise
                 time.sleep(0.2 * (attempt + 1))
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Add the columns of newer versions to a database made by an older one (ALTER TABLE ADD COLUMN)."""
+        have = {c["name"] for c in sa.inspect(self.engine).get_columns("runs")}
+        missing = [c for c in _ADDED_RUN_COLUMNS if c not in have]
+        if not missing:
+            return
+        with self.engine.begin() as conn:
+            for name in missing:
+                col = runs_t.c[name]
+                try:
+                    conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {name} {col.type.compile(self.engine.dialect)}")
+                except sa.exc.OperationalError as exc:  # another process added it first
+                    if "duplicate column" not in str(exc).lower():
+                        raise
 
     # ------------------------------------------------------------------ writes
     def start_run(
@@ -187,7 +209,10 @@ class Registry:
         config: Any = None,
         seed: int | None = None,
         cfg_hash: str | None = None,
+        run_options: Any = None,
     ) -> str:
+        """Insert a ``running`` row. ``config`` is the experiment (hashed: it identifies the setting);
+        ``run_options`` (device, output folder, threads, ...) are recorded but never hashed."""
         cfg = _jsonable(config if config is not None else {})
         run_id = uuid.uuid4().hex
         row = dict(
@@ -197,11 +222,27 @@ class Registry:
             # a benchmark runner sets SUITE_CONFIG_HASH to its job hash so that finished jobs are skipped
             config_hash=cfg_hash or os.environ.get("SUITE_CONFIG_HASH") or config_hash(cfg), seed=seed,
             code_version=code_version(), packages=json.dumps(package_versions(), sort_keys=True),
-            host=socket.gethostname(),
+            host=socket.gethostname(), pid=os.getpid(),
+            run_options=json.dumps(_jsonable(run_options), sort_keys=True) if run_options is not None else None,
         )
         with self.engine.begin() as conn:
             conn.execute(runs_t.insert().values(**row))
         return run_id
+
+    def reopen_run(self, run_id: str) -> None:
+        """Continue an existing run (a resumed training run keeps its own row): status back to
+        ``running``, this process's pid and host, end time and error cleared."""
+        with self.engine.begin() as conn:
+            n = conn.execute(runs_t.update().where(runs_t.c.id == run_id).values(
+                status="running", ended_at=None, error=None, wall_time=None, pid=os.getpid(),
+                host=socket.gethostname())).rowcount
+        if n != 1:
+            raise KeyError(f"no run with id {run_id!r} to resume")
+
+    def set_primary(self, run_id: str, metric: str, split: str | None) -> None:
+        """Record the run's headline metric (the evaluator's ``primary_metric``) and its split."""
+        with self.engine.begin() as conn:
+            conn.execute(runs_t.update().where(runs_t.c.id == run_id).values(primary_metric=metric, primary_split=split))
 
     def log_metric(self, run_id: str, name: str, value: float, split: str | None = None, step: int | None = None) -> None:
         self.log_metrics(run_id, {name: value}, split=split, step=step)
@@ -227,9 +268,16 @@ class Registry:
                 status=status, ended_at=_now(), wall_time=wall, error=error))
 
     @contextmanager
-    def run(self, **kwargs: Any) -> Iterator["Run"]:
-        """Context manager: ``finished`` on success, ``interrupted`` on Ctrl-C / SIGTERM, ``failed`` otherwise."""
-        run = Run(self, self.start_run(**kwargs))
+    def run(self, resume_id: str | None = None, **kwargs: Any) -> Iterator["Run"]:
+        """Context manager: ``finished`` on success, ``interrupted`` on Ctrl-C / SIGTERM, ``failed`` otherwise.
+
+        ``resume_id`` continues that run's row (a resumed training run: one row per run, its metrics
+        not split) instead of inserting a new one; the keyword arguments are then ignored."""
+        if resume_id is not None:
+            self.reopen_run(resume_id)
+            run = Run(self, resume_id)
+        else:
+            run = Run(self, self.start_run(**kwargs))
         restore = _sigterm_as_interrupt()
         try:
             yield run
@@ -370,6 +418,10 @@ class Run:
 
     def log_many(self, values: dict[str, float], split: str | None = None, step: int | None = None) -> None:
         self.registry.log_metrics(self.id, values, split=split, step=step)
+
+    def set_primary(self, metric: str, split: str | None) -> None:
+        """Name the run's headline metric (an evaluator's ``primary_metric``) for tables and the report."""
+        self.registry.set_primary(self.id, metric, split)
 
 
 def _fmt(x: Any) -> str:

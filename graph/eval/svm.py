@@ -29,6 +29,7 @@ class SVMEvaluator:
     inner_folds: int = 5
     cs: tuple[float, ...] = field(default_factory=lambda: tuple(SVM_CS))
     precomputed: bool = True  # shared precomputed RBF kernel (same result, ~2x faster); False: GridSearchCV
+    primary_metric = "acc"  # the headline the registry records (sentence-transformers' evaluator convention)
 
     def __call__(self, embeddings: Tensor, labels: Tensor) -> dict[str, Any]:
         if embeddings.dim() != 2 or embeddings.shape[0] != labels.shape[0]:

@@ -78,7 +78,8 @@ def load_sts_task(task: str, root: Path | None = None) -> dict[str, PairSet]:
 
 class STSEvaluator:
     """Callable ``encode_fn -> metrics``. ``encode_fn(list[str]) -> (N, d)``; every unique sentence of
-    the requested tasks is encoded once, in one length-bucketed call."""
+    the requested tasks is encoded once, in one length-bucketed call. ``primary_metric`` (the headline
+    recorded in the registry) is ``avg`` over several tasks, else the one task's key (``stsb_dev``)."""
 
     def __init__(self, tasks: tuple[str, ...] | list[str] = STS_TASKS, aggregation: str = "all",
                  root: Path | None = None, subsets: bool = False) -> None:
@@ -88,6 +89,7 @@ class STSEvaluator:
         self.aggregation = aggregation
         self.subsets = subsets
         self.data = {t: load_sts_task(t, root) for t in self.tasks}
+        self.primary_metric = "avg" if len(self.tasks) > 1 else self.tasks[0].lower().replace("-", "_")
 
     def __call__(self, encode_fn: Callable[[list[str]], Tensor]) -> dict[str, float]:
         texts = list(dict.fromkeys(s for sets in self.data.values() for ps in sets.values() for s in ps.a + ps.b))

@@ -50,6 +50,7 @@ def _outer_fold(x: np.ndarray, y: np.ndarray, tr: np.ndarray, te: np.ndarray, re
 
 
 class TransferEvaluator:
+    primary_metric = "avg"  # headline recorded in the registry
     def __init__(self, tasks: tuple[str, ...] | list[str] = TRANSFER_TASKS, kfold: int = 10, inner_kfold: int = 10,
                  regs: tuple[float, ...] = REGS, seed: int = 1111, max_iter: int = 1000, root: Path | None = None,
                  n_jobs: int = -1) -> None:

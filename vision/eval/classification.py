@@ -28,6 +28,11 @@ class ClassificationEvaluator:
         self.num_classes, self.knn_k, self.knn_t = num_classes, knn_k, knn_t
         self.linear, self.batch_size, self.probe_max_iter = linear, batch_size, probe_max_iter
 
+    @property
+    def primary_metric(self) -> str:
+        """The headline recorded in the registry: linear-probe accuracy when the probe runs, else kNN."""
+        return "linear_acc" if self.linear else "knn_acc"
+
     def features(self, encode: Callable[[Tensor], Tensor]) -> tuple[Tensor, Tensor]:
         tr = extract_features(encode, batches(self.train_x, self.batch_size))  # (N_train, D)
         te = extract_features(encode, batches(self.test_x, self.batch_size))  # (N_test, D)
