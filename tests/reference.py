@@ -176,10 +176,15 @@ def cmc(views, temperature=0.1, queue=None):
     return total
 
 
-def cacr(views, t_pos=1.0, t_neg=2.0, detach_weights=False, queue=None):
+def cacr(views, t_pos=1.0, t_neg=2.0, detach_weights=False, queue=None, negatives="same_view", keys=None):
+    """CACR from the paper: Sec. 3.2 Eq. 5 (negatives of query x_i are the other queries x_j, j != i, of
+    its own view, plus the queue), every view in turn the query as in App. Algorithm 3; both terms
+    averaged over views and queries. ``negatives="cross_view"``: the released code's view pairs v < u.
+    ``keys``: Algorithm 3's momentum keys as positives, positive weights without gradient."""
     z = _unit(views)
     v, n, _ = z.shape
     qq = _unit(queue) if queue is not None else None
+    kk = _unit(keys.detach()) if keys is not None else None
 
     def c(x, y):
         return ((x - y) ** 2).sum()
@@ -187,19 +192,26 @@ def cacr(views, t_pos=1.0, t_neg=2.0, detach_weights=False, queue=None):
     att = []
     for a in range(v):  # each view as the query
         for i in range(n):
-            costs = torch.stack([c(z[a, i], z[b, i]) for b in range(v) if b != a])
-            w = torch.softmax(t_pos * costs, 0)  # pi^+: larger cost, larger weight
+            if kk is None:
+                costs = torch.stack([c(z[a, i], z[b, i]) for b in range(v) if b != a])
+                w = torch.softmax(t_pos * costs, 0)  # pi^+: larger cost, larger weight
+            else:
+                costs = torch.stack([c(z[a, i], kk[b, i]) for b in range(v) if b != a])
+                w = torch.softmax(t_pos * costs.detach(), 0)
             w = w.detach() if detach_weights else w
             att.append((w * costs).sum())
+    if negatives == "same_view":
+        groups = [(a, a) for a in range(v)]
+    else:
+        groups = [(a, b) for a in range(v) for b in range(a + 1, v)]
     rep = []
-    for a in range(v):
-        for b in range(a + 1, v):
-            for i in range(n):
-                costs = [c(z[a, i], z[b, j]) for j in range(n) if j != i]
-                if qq is not None:
-                    costs += [c(z[a, i], qq[k]) for k in range(qq.shape[0])]
-                costs = torch.stack(costs)
-                w = torch.softmax(-t_neg * costs, 0)  # pi^-: closer negatives weigh more
-                w = w.detach() if detach_weights else w
-                rep.append(-(w * costs).sum())
+    for a, b in groups:
+        for i in range(n):
+            costs = [c(z[a, i], z[b, j]) for j in range(n) if j != i]
+            if qq is not None:
+                costs += [c(z[a, i], qq[k]) for k in range(qq.shape[0])]
+            costs = torch.stack(costs)
+            w = torch.softmax(-t_neg * costs, 0)  # pi^-: closer negatives weigh more
+            w = w.detach() if detach_weights else w
+            rep.append(-(w * costs).sum())
     return torch.stack(att).mean() + torch.stack(rep).mean()

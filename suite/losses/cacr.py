@@ -1,36 +1,53 @@
-"""Contrastive Attraction and Contrastive Repulsion (Zheng et al., CACR; earlier CCT), Eq. (2)-(4)
-with the costs and conditional distributions of Sec. 3.2, as in the authors' small-scale code.
+"""Contrastive Attraction and Contrastive Repulsion (Zheng et al., "Contrastive Attraction and
+Contrastive Repulsion for Representation Learning", TMLR 2023, CACR; its earlier form is CCT,
+"Contrastive Conditional Transport for Representation Learning", NeurIPS 2021).
 
 Views ``(V, N, d)``, V = K + 1 (K positives per query); features L2-normalised inside;
-cost c(x, y) = ||x - y||^2.
+cost c(x, y) = ||x - y||^2. Every view in turn is the query (CACR App. Algorithm 3), and both terms
+are averaged over the V views and the N queries.
 
-Attraction (CA): for query z_v,i the positives are z_u,i, u != v, weighted by the positive
-conditional distribution pi^+(u | v, i) = softmax_u( t_pos * ||z_v,i - z_u,i||^2 ):
+Attraction (CA, Eq. 5's estimate of Eq. 3): the positives of query z_v,i are z_u,i, u != v, weighted
+by the positive conditional distribution pi^+(u | v, i) = softmax_u( t_pos * ||z_v,i - z_u,i||^2 ):
 
     L_CA = mean_{v, i} sum_{u != v} pi^+(u | v, i) ||z_v,i - z_u,i||^2
 
-Repulsion (CR): for each view pair v < u the negatives of z_v,i are z_u,j, j != i (plus the queue),
-weighted by pi^-(j | v, i) = softmax_j( -t_neg * ||z_v,i - z_u,j||^2 ):
+Repulsion (CR, Eq. 5's estimate of Eq. 4). ``negatives=`` selects the support of p(x_i^-):
 
-    L_CR = - mean_{v<u, i} sum_j pi^-(j | v, i) ||z_v,i - z_u,j||^2
+- ``"same_view"`` (default; the paper: CACR Sec. 3.2 Eq. 5, CCT Eq. 9, App. Algorithm 3): the
+  negatives of z_v,i are the OTHER QUERIES of its own view, z_v,j with j != i, plus the queue;
+- ``"cross_view"`` (the authors' released small-scale code): for each view pair v < u the negatives
+  of z_v,i are z_u,j, j != i, plus the queue, averaged over the V(V-1)/2 pairs.
 
-loss = L_CA + L_CR. The weights keep their gradient unless ``detach_weights=True``.
-With V = 2 the single positive has attraction weight 1. ``uaur`` (CUT, the paper's ablation) is the
-same objective with uniform weights, i.e. t_pos = t_neg = 0; ``cct`` is an alias of ``cacr``.
-``diagnostics()`` reports both terms, the positive-weight entropy and H(X^-|X) of the negative
-weights (CACR Eq. 8 estimate).
+    L_CR = - mean_{v, i} sum_j pi^-(j | v, i) ||z_v,i - x_j||^2,
+    pi^-(j | v, i) = softmax_j( -t_neg * ||z_v,i - x_j||^2 )
 
-Shapes: views (V, N, d) or z_a, z_b (N, d); queue (Q, d) optional -> ().
+loss = L_CA + L_CR. Eq. 5 has no stop-gradient: the weights keep their gradient unless
+``detach_weights=True``. With V = 2 the single positive has attraction weight 1.
+
+MoCo form (App. Algorithm 3): ``keys=`` (V, N, d), the momentum encoder's embeddings of the same V
+views. Then the positives of query z_v,i are the keys k_u,i, u != v, with weights computed without
+gradient (the keys come from the momentum encoder); the negatives are the queue plus the same-view
+queries z_v,j (j != i), whose weights keep their gradient. Only ``negatives="same_view"``.
+
+``uaur`` (the paper's ablation, Eq. 11) is the same objective with uniform weights, t_pos = t_neg = 0;
+``cct`` is an alias of ``cacr``. ``diagnostics()`` reports both terms, the positive-weight entropy and
+H(X^-|X) of the negative weights (CACR Eq. 8 estimate).
+
+Shapes: views (V, N, d) or z_a, z_b (N, d); queue (Q, d), keys (V, N, d) optional -> ().
 Example: >>> CACR(t_pos=1.0, t_neg=2.0)(torch.randn(5, 8, 16))
 """
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import ContrastiveLoss, as_views, check_queue, register_loss
+from suite.losses.base import ContrastiveLoss, _check_float, as_views, check_choice, check_queue, register_loss
 from suite.losses.core import NEG_INF, gather_views, normalize, sq_dists_normalized
+
+ARRANGEMENTS = ("same_view", "cross_view")
 
 
 def _entropy(log_w: Tensor, dim: int = -1) -> Tensor:
@@ -39,44 +56,65 @@ def _entropy(log_w: Tensor, dim: int = -1) -> Tensor:
     return -(w * log_w.masked_fill(torch.isinf(log_w), 0.0)).sum(dim)
 
 
+def _check_temperature(x: float, what: str) -> float:
+    x = float(x)
+    if not math.isfinite(x) or x < 0:
+        raise ValueError(f"{what} must be a finite number >= 0, got {x}")
+    return x
+
+
 @register_loss("cacr", "cct")
 class CACR(ContrastiveLoss):
     multi_view = True
 
-    def __init__(self, t_pos: float = 1.0, t_neg: float = 2.0, detach_weights: bool = False) -> None:
+    def __init__(self, t_pos: float = 1.0, t_neg: float = 2.0, detach_weights: bool = False,
+                 negatives: str = "same_view") -> None:
         super().__init__()
-        self.t_pos = float(t_pos)
-        self.t_neg = float(t_neg)
+        self.t_pos = _check_temperature(t_pos, "t_pos")
+        self.t_neg = _check_temperature(t_neg, "t_neg")
         self.detach_weights = bool(detach_weights)
+        self.negatives = check_choice(negatives, "negatives", ARRANGEMENTS)
 
-    def forward(self, z_a: Tensor, z_b: Tensor | None = None, queue: Tensor | None = None) -> Tensor:
+    def forward(self, z_a: Tensor, z_b: Tensor | None = None, queue: Tensor | None = None,
+                keys: Tensor | None = None) -> Tensor:
         views = normalize(as_views(z_a, z_b))  # (V, N, d)
         queue = check_queue(queue, views.shape[2], views.dtype)
         v, n, _ = views.shape
         dev = views.device
-        eye_v = torch.eye(v, dtype=torch.bool, device=dev)
+        if keys is not None:
+            if self.negatives != "same_view":
+                raise ValueError('keys= (the MoCo form, CACR Algorithm 3) needs negatives="same_view"')
+            _check_float(keys, "keys")
+            if keys.shape != views.shape:
+                raise ValueError(f"keys must have the shape of the views {tuple(views.shape)}; got {tuple(keys.shape)}")
+            keys = normalize(keys.detach().to(views.dtype))
 
-        # attraction: d_pos[i, a, b] = ||z_a,i - z_b,i||^2, positives b != a
-        d_pos = (2.0 - 2.0 * torch.einsum("and,bnd->nab", views, views)).clamp_min(0.0)  # (N, V, V)
-        logit_pos = (self.t_pos * d_pos).masked_fill(eye_v, NEG_INF)
-        log_w_pos = torch.log_softmax(logit_pos, dim=-1)  # (N, V, V)
+        # attraction: d_pos[i, a, b] = ||q_a,i - x_b,i||^2, positives b != a (x = keys or the views)
+        pos_src = views if keys is None else keys
+        d_pos = (2.0 - 2.0 * torch.einsum("and,bnd->nab", views, pos_src)).clamp_min(0.0)  # (N, V, V)
+        eye_v = torch.eye(v, dtype=torch.bool, device=dev)
+        logit_pos = self.t_pos * (d_pos if keys is None else d_pos.detach())
+        log_w_pos = torch.log_softmax(logit_pos.masked_fill(eye_v, NEG_INF), dim=-1)  # (N, V, V)
         w_pos = log_w_pos.exp()
         if self.detach_weights:
             w_pos = w_pos.detach()
-        attraction = (w_pos * d_pos).sum(-1).mean()
+        attraction = (w_pos * d_pos.masked_fill(eye_v, 0.0)).sum(-1).mean()
 
-        # repulsion over view pairs a < b: anchors z_a (local), negatives z_b,j of all ranks, j != i
-        gviews = gather_views(views)  # (V, M, d)
-        ia, ib = torch.triu_indices(v, v, 1, device=dev)  # P pairs
-        d_neg = sq_dists_normalized(views[ia], gviews[ib])  # (P, N, M)
+        gviews = gather_views(views)  # (V, M, d) all ranks
+        if self.negatives == "same_view":
+            d_neg = sq_dists_normalized(views, gviews)  # (V, N, M): query z_v,i vs z_v,j
+            anchors = views
+        else:  # view pairs a < b: anchors z_a (local), negatives z_b,j of all ranks
+            ia, ib = torch.triu_indices(v, v, 1, device=dev)
+            d_neg = sq_dists_normalized(views[ia], gviews[ib])  # (P, N, M)
+            anchors = views[ia]
         own = sd.rank() * n + torch.arange(n, device=dev)
         self_mask = torch.zeros(n, d_neg.shape[2], dtype=torch.bool, device=dev).scatter_(1, own[:, None], True)
         if queue is not None:
-            d_q = sq_dists_normalized(views[ia], normalize(queue))  # (P, N, Q)
+            d_q = sq_dists_normalized(anchors, normalize(queue))  # (V or P, N, Q)
             d_neg = torch.cat([d_neg, d_q], dim=2)
             self_mask = torch.cat([self_mask, torch.zeros(n, d_q.shape[2], dtype=torch.bool, device=dev)], dim=1)
-        logit_neg = (-self.t_neg * d_neg).masked_fill(self_mask, NEG_INF)
-        log_w_neg = torch.log_softmax(logit_neg, dim=-1)  # (P, N, M[+Q])
+        log_w_neg = torch.log_softmax((-self.t_neg * d_neg).masked_fill(self_mask, NEG_INF), dim=-1)
         w_neg = log_w_neg.exp()
         if self.detach_weights:
             w_neg = w_neg.detach()

@@ -157,16 +157,49 @@ def test_cmc(v, n, d):
 
 @pytest.mark.parametrize("v,n,d", [(2, 3, 4), (3, 4, 3), (5, 3, 5)])
 @pytest.mark.parametrize("t_pos,t_neg,detach", [(1.0, 2.0, False), (0.5, 1.0, True), (3.0, 0.7, False)])
-def test_cacr(v, n, d, t_pos, t_neg, detach):
+@pytest.mark.parametrize("negatives", ["same_view", "cross_view"])
+def test_cacr(v, n, d, t_pos, t_neg, detach, negatives):
     views = torch.randn(v, n, d, generator=torch.Generator().manual_seed(17), dtype=F64)
-    loss = L.build("cacr", t_pos=t_pos, t_neg=t_neg, detach_weights=detach)
-    _check(lambda x: loss(x), lambda x: R.cacr(x, t_pos, t_neg, detach), [views])
+    loss = L.build("cacr", t_pos=t_pos, t_neg=t_neg, detach_weights=detach, negatives=negatives)
+    _check(lambda x: loss(x), lambda x: R.cacr(x, t_pos, t_neg, detach, negatives=negatives), [views])
 
 
-def test_cacr_queue_and_two_view_call():
+@pytest.mark.parametrize("negatives", ["same_view", "cross_view"])
+def test_cacr_queue_and_two_view_call(negatives):
     views = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(18), dtype=F64)
     queue = torch.randn(6, 5, generator=torch.Generator().manual_seed(19), dtype=F64)
-    loss = L.build("cacr")
-    _check(lambda x: loss(x, queue=queue), lambda x: R.cacr(x, queue=queue), [views])
+    loss = L.build("cacr", negatives=negatives)
+    _check(lambda x: loss(x, queue=queue), lambda x: R.cacr(x, queue=queue, negatives=negatives), [views])
     za, zb = views[0], views[1]
-    _check(lambda a, b: loss(a, b), lambda a, b: R.cacr(torch.stack([a, b])), [za, zb])
+    _check(lambda a, b: loss(a, b), lambda a, b: R.cacr(torch.stack([a, b]), negatives=negatives), [za, zb])
+
+
+@pytest.mark.parametrize("v", [2, 3, 5])
+def test_cacr_moco_form_algorithm3(v):
+    """Algorithm 3: queries from the online encoder, keys (other views) as positives with weights
+    without gradient, queue plus same-view queries as negatives with weights keeping their gradient."""
+    g = torch.Generator().manual_seed(20)
+    views = torch.randn(v, 4, 5, generator=g, dtype=F64)
+    keys = views + 0.3 * torch.randn(v, 4, 5, generator=g, dtype=F64)
+    queue = torch.randn(6, 5, generator=g, dtype=F64)
+    loss = L.build("cacr", t_pos=0.7, t_neg=1.5)
+    _check(lambda x: loss(x, queue=queue, keys=keys), lambda x: R.cacr(x, 0.7, 1.5, queue=queue, keys=keys), [views])
+    with pytest.raises(ValueError, match="same_view"):
+        L.build("cacr", negatives="cross_view")(views, keys=keys)
+    with pytest.raises(ValueError, match="keys"):
+        loss(views, keys=keys[:, :3])
+
+
+def test_cacr_arrangements_differ_and_same_view_is_the_papers_eq5():
+    """The two arrangements are different objectives (V >= 2); with V = 2 and t_neg = 0 the same-view
+    repulsion is the mean cost to the other queries of the query's own view, (1/(N-1)) sum_j c(x_i, x_j)."""
+    views = torch.randn(2, 6, 4, generator=torch.Generator().manual_seed(21), dtype=F64)
+    a = L.build("cacr", negatives="same_view")(views)
+    b = L.build("cacr", negatives="cross_view")(views)
+    assert abs(float(a) - float(b)) > 1e-3
+    loss = L.build("cacr", t_neg=0.0)
+    loss(views)
+    z = torch.nn.functional.normalize(views, dim=-1)
+    d = torch.cdist(z, z) ** 2  # (V, N, N)
+    expected = -(d.sum(-1) / (z.shape[1] - 1)).mean()
+    assert loss.diagnostics()["repulsion"] == pytest.approx(float(expected), abs=1e-10)

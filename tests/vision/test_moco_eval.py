@@ -54,6 +54,26 @@ def test_moco_step_enqueues_and_updates() -> None:
     assert torch.isfinite(cacr(torch.randn(4, 5, 3, 8, 8)))  # query + 3 keys
 
 
+def test_moco_cacr_follows_algorithm3() -> None:
+    """CACR under MoCo: every view is a query from the online encoder and a key from the momentum
+    encoder; the loss equals the paper's reference on those queries and keys (not the stack
+    (q, k_1, ..., k_K) with detached keys as queries), and the last view's keys are enqueued."""
+    from tests import reference as R
+
+    torch.manual_seed(0)
+    enc = build_encoder("convnet", 4, 8, proj_dim=16).double().eval()
+    m = MoCo(enc, build_loss("cacr", {}, "moco"), queue_size=32, momentum=0.5).double().eval()
+    views = torch.randn(3, 5, 3, 8, 8, dtype=torch.float64)
+    loss = m(views)
+    with torch.no_grad():
+        q = enc(views.flatten(0, 1)).view(3, 5, -1)
+        k = m.key_encoder(views.flatten(0, 1)).view(3, 5, -1)
+    ref = R.cacr(q, queue=m.queue.get()[0], keys=k)
+    assert abs(loss.item() - ref.item()) < 1e-8
+    m.after_step()
+    assert torch.allclose(m.queue.get()[0][:5].double(), k[-1].flip(0), atol=1e-6)  # newest first
+
+
 def test_simclr_multi_view_and_errors() -> None:
     m = SimCLR(build_encoder("convnet", 4, 8), L.build("cmc"))
     assert torch.isfinite(m(torch.randn(5, 4, 3, 8, 8)))

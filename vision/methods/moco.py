@@ -2,9 +2,11 @@
 
 - query encoder f_q (trained) and key encoder f_k, an exponential moving average of f_q:
   theta_k <- m * theta_k + (1 - m) * theta_q after every optimiser step (m = 0.99 by default);
-- view 0 is the query, views 1..V-1 are keys from f_k (no gradient); CACR's query/key arrangement
-  for K = V - 1 positives: the multi-view losses get the stack (q, k_1, ..., k_K) of shape (V, N, d);
-  two-view losses get (q, k_1);
+- two-view losses: view 0 is the query, view 1 the key from f_k (no gradient): loss(q, k_1);
+- losses that take ``keys=`` (CACR, App. Algorithm 3): every view is a query from f_q and every view
+  a key from f_k; the loss gets the queries (V, N, d) and ``keys=`` (V, N, d), positives are the other
+  views' keys and negatives the queue plus the same-view queries; the last view's keys are enqueued;
+- other multi-view losses (CMC) get the stack (q, k_1, ..., k_K) of shape (V, N, d);
 - a FIFO queue of the last Q keys (:class:`KeyQueue`, with their labels) is passed to the loss as
   ``queue=`` (and ``queue_labels`` / ``queue_similarity`` for supcon / xclr); the current keys are
   enqueued after the loss (gathered over ranks under torch.distributed);
@@ -16,6 +18,7 @@ Shapes: views (V, N, C, S, S), labels (N,) -> scalar loss.
 from __future__ import annotations
 
 import copy
+import inspect
 from typing import Any
 
 import torch
@@ -106,9 +109,13 @@ class MoCo(nn.Module):
 
     def forward(self, views: Tensor, labels: Tensor | None = None, iou: Tensor | None = None) -> Tensor:
         v, n = views.shape[:2]
-        q = self.encoder(views[0])  # (N, d)
-        k = self._keys(views[1:].flatten(0, 1)).view(v - 1, n, -1)  # (V-1, N, d)
-        z = torch.cat([q[None], k.to(q.dtype)])  # (V, N, d)
+        takes_keys = self.loss.multi_view and "keys" in inspect.signature(self.loss.forward).parameters
+        if takes_keys:  # CACR Algorithm 3: all V views through both encoders
+            q = self.encoder(views.flatten(0, 1)).view(v, n, -1)  # (V, N, d)
+            k = self._keys(views.flatten(0, 1)).view(v, n, -1).to(q.dtype)  # (V, N, d)
+        else:
+            q = self.encoder(views[0])[None]  # (1, N, d)
+            k = self._keys(views[1:].flatten(0, 1)).view(v - 1, n, -1).to(q.dtype)  # (V-1, N, d)
         extra: dict[str, Any] = loss_extras(self.loss, labels, self.class_graph, iou, self.iou_tau)
         if len(self.queue) > 0 and self.loss.has_negatives:
             qk, ql = self.queue.get()
@@ -119,8 +126,12 @@ class MoCo(nn.Module):
                 g = self.class_graph.to(q.device)
                 sim = g[labels][:, ql.clamp_min(0)]  # (N, Q)
                 extra["queue_similarity"] = sim.masked_fill(ql[None] < 0, 0.0)
-        loss = L.apply_loss(self.loss, z if self.loss.multi_view else z[:2], **extra)
-        self._pending = (k[0].detach(), labels)
+        if takes_keys:
+            loss = self.loss(q, queue=extra.pop("queue", None), keys=k, **extra)
+        else:
+            z = torch.cat([q, k])  # (V, N, d): the query, then the keys
+            loss = L.apply_loss(self.loss, z if self.loss.multi_view else z[:2], **extra)
+        self._pending = (k[-1].detach(), labels)
         return loss
 
     @torch.no_grad()
