@@ -11,18 +11,33 @@ The temperature adapts to the batch alignment A = mean cosine similarity of the 
 With ``alpha=0`` and ``reweight=False`` it is InfoNCE with temperature ``tau0``. ``negatives`` and
 ``symmetric`` select anchors and negatives as in :mod:`suite.losses.core`. After each call the
 attributes ``tau_a`` and ``alignment`` hold the values used (also in ``diagnostics()``).
-tau_a is clamped to at least ``tau_min`` (never reached with the papers' settings; counted in
-``diagnostics()["tau_clamped"]``). Inputs are L2-normalised inside.
+Numerics: with x_i = logsumexp_{k in N(i)} s_ik / tau_a - s_i,p(i) / tau_a (negatives only),
+-log P_i = softplus(x_i) and V_i = 1 / (1 - P_i) = 1 + exp(-x_i), so nothing is computed as 1 - P_i.
+The gradient of sg(V_i) * softplus(x_i) is (1 + e^{-x_i}) sigmoid(x_i) dx_i = dx_i exactly, and the
+value (1 + e^{-x_i}) softplus(x_i) is evaluated in log space; the per-anchor loss tends to 1 as
+P_i -> 1 (the non-vanishing gradient that is MACL's point), finite in float32 at any tau_a.
 
-Defaults are the image setting of the paper (tau0 = 0.1, alpha = 0.5, A0 = 0; App. B.3); text uses
-tau0 = 0.05, alpha = 2, A0 = 0.8, reweight off (App. B.4); graphs tau0 = 0.2 / 0.1, alpha = 0.5, A0 = 0.
+tau_a is clamped to at least ``tau_min`` (the paper gives no floor; Eq. 7 can reach 0 or below):
+with the image and graph settings (alpha = 0.5, A0 = 0) tau_a >= tau0 / 2 and the clamp is never
+reached, but the text setting (tau0 = 0.05, alpha = 2, A0 = 0.8) reaches tau_min = 1e-3 whenever the
+alignment A < 0.31 (Eq. 7 gives tau_a <= 0 for A <= 0.3). Each clamped call is counted in
+``diagnostics()["tau_clamped"]`` (1 for that call) and in the attribute ``n_clamped`` (running
+count). ``tau0`` below ``tau_min`` is an error. Inputs are L2-normalised inside.
+
+Defaults are the image setting of the paper (tau0 = 0.1, alpha = 0.5, A0 = 0; SimCLR, App. B.1/B.3);
+MoCo v2 uses tau0 = 0.15, alpha = 0.5, A0 = 0.2 (App. B.2.1); text tau0 = 0.05, alpha = 2, A0 = 0.8,
+reweight off, encoder dropout 0.2 (App. B.4); graphs tau0 = 0.2 (TU) / 0.1 (transfer), alpha = 0.5,
+A0 = 0 (App. B.5).
 
 Shapes: z_a, z_b (N, d); queue (Q, d) optional -> ().
 Example: >>> MACL(tau0=0.1, alpha=0.5, a0=0.0)(torch.randn(8, 16), torch.randn(8, 16))
 """
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from suite import distributed as sd
@@ -44,14 +59,18 @@ class MACL(ContrastiveLoss):
     ) -> None:
         super().__init__()
         self.tau0 = check_positive(tau0, "tau0")
-        self.alpha = float(alpha)
-        self.a0 = float(a0)
+        self.alpha = _finite(alpha, "alpha")
+        self.a0 = _finite(a0, "a0")
         self.reweight = bool(reweight)
         self.negatives = check_choice(negatives, "negatives", NEGATIVES)
         self.symmetric = bool(symmetric)
         self.tau_min = check_positive(tau_min, "tau_min")
+        if self.tau0 < self.tau_min:
+            raise ValueError(f"tau0 = {self.tau0} is below the temperature floor tau_min = {self.tau_min}; "
+                             "lower tau_min or raise tau0")
         self.tau_a: Tensor = torch.tensor(self.tau0)
         self.alignment: Tensor = torch.tensor(float("nan"))
+        self.n_clamped = 0
 
     def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None) -> Tensor:
         z_a, z_b = check_pair(z_a, z_b)
@@ -60,15 +79,34 @@ class MACL(ContrastiveLoss):
         pos = (z_a * z_b).sum(-1)  # (N,)
         align = sd.all_reduce_mean(pos.detach().mean())  # A, Eq. 6 (batch estimate)
         tau_raw = self.tau0 * (1.0 + self.alpha * (align - self.a0))
+        clamped = bool(tau_raw < self.tau_min)
         tau = tau_raw.clamp_min(self.tau_min)
-        ps = pair_similarities(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue, scale=1.0 / tau)
+        ps = pair_similarities(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue,
+                               scale=1.0 / tau, exclude_positive=True)
         pos = torch.cat([pos, pos]) if self.symmetric else pos  # (A,)
-        log_p = pos / tau - torch.logsumexp(ps.sim, dim=1)  # (A,) log P_i
+        x = torch.logsumexp(ps.sim, dim=1) - pos / tau  # (A,) -log P_i = softplus(x_i)
+        nll = F.softplus(x)
         if self.reweight:
-            v = 1.0 / (-torch.expm1(log_p)).detach().clamp_min(torch.finfo(log_p.dtype).tiny)  # 1/(1-P_i)
-            loss = -(v * log_p).mean()
+            # V_i softplus(x_i) with V_i = sg(1 + e^{-x_i}); e^{-x} softplus(x) = exp(log softplus(x) - x) <= 1
+            value = nll + torch.exp(_log_softplus(x.detach()) - x.detach())
+            loss = (value.detach() + x - x.detach()).mean()  # d/dx [sg(V) softplus(x)] = 1
         else:
-            loss = -log_p.mean()
+            loss = nll.mean()
         self.tau_a, self.alignment = tau.detach(), align.detach()
-        self._record(tau=tau, alignment=align, tau_clamped=(tau_raw < self.tau_min).float())
+        self.n_clamped += int(clamped)
+        self._record(tau=tau, alignment=align, tau_clamped=float(clamped))
         return loss
+
+
+def _finite(x: float, what: str) -> float:
+    x = float(x)
+    if not math.isfinite(x):
+        raise ValueError(f"{what} must be a finite number, got {x}")
+    return x
+
+
+def _log_softplus(x: Tensor) -> Tensor:
+    """log(log(1 + e^x)) without underflow: for x < -15, log1p(e^x) = e^x (1 - e^x / 2 + ...)."""
+    small = x < -15.0
+    direct = torch.log(F.softplus(torch.where(small, torch.zeros_like(x), x)))
+    return torch.where(small, x - 0.5 * torch.exp(x), direct)

@@ -289,3 +289,60 @@ def test_queue_gets_no_gradient_and_moco_form():
     pos = (qa * kb).sum(1) / 0.1
     manual = (torch.logaddexp(pos, torch.logsumexp(qa @ qq.T / 0.1, 1)) - pos).mean()
     assert float(moco(za, zb, queue=queue)) == pytest.approx(float(manual), abs=1e-12)
+
+
+def _macl_rearranged_f64(za, zb, tau):
+    """MACL (alpha = 0, reweight) in float64 with 1 - P_i formed as neg / (pos + neg), never as 1 - P,
+    and -log P_i as log1p(neg / pos)."""
+    za, zb = torch.nn.functional.normalize(za.double(), dim=1), torch.nn.functional.normalize(zb.double(), dim=1)
+    e = torch.cat([za, zb])
+    n = za.shape[0]
+    s = e @ e.T / tau
+    losses = []
+    for i in range(2 * n):
+        p = (i + n) % (2 * n)
+        m = s[i].max()
+        num = torch.exp(s[i, p] - m)
+        neg = sum(torch.exp(s[i, k] - m) for k in range(2 * n) if k not in (i, p))
+        v = (1.0 + num / neg).detach()  # 1 / (1 - P_i) = (num + neg) / neg
+        losses.append(v * torch.log1p(neg / num))  # -log P_i = log((num + neg) / num)
+    return torch.stack(losses).mean()
+
+
+@pytest.mark.parametrize("tau", [0.05, 0.03, 0.02])
+def test_macl_float32_exact_at_small_temperature(tau):
+    """Near-identical positive pairs (P_i -> 1) at tau_a down to 0.02: float32 stays finite and matches the
+    float64 value and gradient (the old 1/(1 - P) form gave about -1e31 at 0.05 and NaN gradients below 0.03);
+    the per-anchor reweighted loss tends to 1 there."""
+    g = torch.Generator().manual_seed(5)
+    za = torch.randn(16, 32, generator=g)
+    zb = za + 1e-4 * torch.randn(16, 32, generator=g)
+    x32 = [za.clone().requires_grad_(), zb.clone().requires_grad_()]
+    x64 = [za.double().requires_grad_(), zb.double().requires_grad_()]
+    loss32 = L.build("macl", tau0=tau, alpha=0.0)(*x32)
+    loss64 = _macl_rearranged_f64(*x64, tau)
+    assert torch.isfinite(loss32)
+    assert float(loss32) == pytest.approx(float(loss64), rel=1e-4)
+    assert 0.9 < float(loss32) < 1.5  # tends to 1 as P_i -> 1
+    g32 = torch.autograd.grad(loss32, x32)
+    g64 = torch.autograd.grad(loss64, x64)
+    for a, b in zip(g32, g64):
+        assert torch.isfinite(a).all()
+        assert torch.allclose(a.double(), b, rtol=1e-3, atol=1e-4 * float(b.abs().max()))
+
+
+def test_macl_tau_floor_is_reported_and_tau0_below_it_refused():
+    """Text setting (tau0 0.05, alpha 2, A0 0.8) at alignment A < 0.31 reaches the floor: counted, not hidden."""
+    m = L.build("macl", tau0=0.05, alpha=2.0, a0=0.8, reweight=False)
+    g = torch.Generator().manual_seed(6)
+    za, zb = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)  # A ~ 0
+    assert torch.isfinite(m(za, zb))
+    assert m.diagnostics()["tau_clamped"] == 1.0 and m.n_clamped == 1
+    assert float(m.tau_a) == pytest.approx(m.tau_min)
+    m(za, za)  # A = 1: tau_a = 0.05 * 1.4, not clamped
+    assert m.diagnostics()["tau_clamped"] == 0.0 and m.n_clamped == 1
+    with pytest.raises(ValueError, match="tau0 = 0.0005 is below"):
+        L.build("macl", tau0=5e-4)
+    for bad in ({"alpha": float("nan")}, {"a0": float("inf")}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            L.build("macl", **bad)
