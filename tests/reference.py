@@ -115,7 +115,7 @@ def xclr(za, zb, similarity, temperature=0.1, target_temperature=0.1, queue=None
         if queue is not None:
             qq = _unit(queue)
             for k in range(qq.shape[0]):
-                gl.append((queue_similarity[i % n, k] if queue_similarity is not None else torch.zeros(())) / target_temperature)
+                gl.append((queue_similarity[i % n, k] if queue_similarity is not None else torch.tensor(float("-inf"))) / target_temperature)
                 ll.append(e[i] @ qq[k] / temperature)
         s = torch.softmax(torch.stack(gl), dim=0)
         logits = torch.stack(ll)

@@ -1,6 +1,6 @@
-"""Contrastive Attraction and Contrastive Repulsion (Zheng et al., "Contrastive Attraction and
-Contrastive Repulsion for Representation Learning", TMLR 2023, CACR; its earlier form is CCT,
-"Contrastive Conditional Transport for Representation Learning", NeurIPS 2021).
+"""Contrastive Attraction and Contrastive Repulsion (Zheng, Chen et al., "Contrastive Attraction and
+Contrastive Repulsion for Representation Learning", CACR; its earlier form is CCT, Zheng, Chen et al.
+"Contrastive Conditional Transport for Representation Learning").
 
 Views ``(V, N, d)``, V = K + 1 (K positives per query); features L2-normalised inside;
 cost c(x, y) = ||x - y||^2. Every view in turn is the query (CACR App. Algorithm 3), and both terms

@@ -12,6 +12,9 @@ p normalised to mean 1 so uniform weights give the unweighted loss; t-SimCLR's I
 ``iou_weights(iou, tau_prime)``. A ``queue`` (Q, d) adds the pairs (embedding, queue entry) in both
 orders to the normaliser. Defaults tau = 5, t_df = 5 (paper's recommendation).
 
+The normaliser is computed in log space (log-sum-exp of log q), so float32 matches float64 for any
+tau, t_df and feature scale.
+
 Shapes: z_a, z_b (N, d); weights (N,) optional; queue (Q, d) optional -> ().
 Example: >>> TSimCLR()(torch.randn(8, 16), torch.randn(8, 16))
 """
@@ -49,23 +52,21 @@ class TSimCLR(ContrastiveLoss):
     def _log_q(self, d2: Tensor) -> Tensor:
         return -(self.t_df + 1.0) / 2.0 * torch.log1p(d2 / (self.temperature * self.t_df))
 
-    def _q(self, d2: Tensor) -> Tensor:
-        return torch.pow(1.0 + d2 / (self.temperature * self.t_df), -(self.t_df + 1.0) / 2.0)
-
     def forward(self, z_a: Tensor, z_b: Tensor, weights: Tensor | None = None, queue: Tensor | None = None) -> Tensor:
         z_a, z_b = check_pair(z_a, z_b)
         n = z_a.shape[0]
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         pos = self._log_q(((z_a - z_b) ** 2).sum(-1))  # (N,) log q(x_i, x_i')
         e = torch.cat([sd.gather(z_a), sd.gather(z_b)])  # (2M, d) all embeddings of all ranks
-        # the normaliser sums q in (0, 1] directly: bounded terms, no exp of unbounded logits
-        q = self._q(_sq_dists(e, e))  # (2M, 2M)
+        # the normaliser in log space: log Z = logsumexp_{j != k} log q(e_j, e_k); summing q directly
+        # underflows in float32 for spread-out features (loss -inf at tau = 1, t_df = 100)
+        log_q = self._log_q(_sq_dists(e, e))  # (2M, 2M)
         k = torch.arange(e.shape[0], device=e.device)
-        q.index_put_((k, k), torch.zeros((), dtype=q.dtype, device=e.device))  # j != k (pow's output is not saved)
-        z = q.sum()
-        if queue is not None:
-            z = z + 2.0 * self._q(_sq_dists(e, queue)).sum()  # (embedding, queue) pairs in both orders
-        log_z = torch.log(z)
+        log_q = log_q.index_put((k, k), torch.tensor(float("-inf"), dtype=log_q.dtype, device=e.device))  # j != k
+        log_z = torch.logsumexp(log_q.flatten(), 0)
+        if queue is not None:  # (embedding, queue) pairs in both orders
+            log_zq = math.log(2.0) + torch.logsumexp(self._log_q(_sq_dists(e, queue)).flatten(), 0)
+            log_z = torch.logaddexp(log_z, log_zq)
         per_pair = log_z - pos  # (N,) l(x_i, x_i') = l(x_i', x_i)
         if weights is not None:
             _check_float(weights, "weights")

@@ -346,3 +346,21 @@ def test_macl_tau_floor_is_reported_and_tau0_below_it_refused():
     for bad in ({"alpha": float("nan")}, {"a0": float("inf")}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             L.build("macl", **bad)
+
+
+def test_tsimclr_float32_matches_float64_over_the_papers_grids_and_scales():
+    """t-SimCLR's normaliser in log space: float32 within 1e-4 relative of float64 for tau, t_df in
+    {1, 2, 5, 10, 100} and features from 1e-3 to 1e3 (summing q directly gave -inf at scale 1e3, t_df 100)."""
+    import itertools
+
+    g = torch.Generator().manual_seed(0)
+    za = torch.randn(32, 16, generator=g)
+    zb = za + 0.5 * torch.randn(32, 16, generator=g)
+    queue = torch.randn(8, 16, generator=g)
+    for scale, tau, df in itertools.product([1e-3, 1.0, 1e2, 1e3], [1, 2, 5, 10], [1, 2, 5, 10, 100]):
+        loss = L.build("tsimclr", temperature=tau, t_df=df)
+        for q in (None, queue):
+            a = loss(za * scale, zb * scale, queue=None if q is None else q * scale)
+            b = loss((za * scale).double(), (zb * scale).double(), queue=None if q is None else (q * scale).double())
+            assert torch.isfinite(a), (scale, tau, df)
+            assert abs(float(a) - float(b)) <= 1e-4 * abs(float(b)), (scale, tau, df, float(a), float(b))

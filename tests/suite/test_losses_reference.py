@@ -100,10 +100,27 @@ def test_xclr_queue():
     g = torch.eye(4, dtype=F64)
     queue = torch.randn(5, 3, generator=torch.Generator().manual_seed(21), dtype=F64)
     qs = torch.rand(4, 5, generator=torch.Generator().manual_seed(22), dtype=F64)
+    partial = qs.clone()
+    partial[:, :2] = float("-inf")  # unlabelled queue entries: pure negatives
     loss = L.build("xclr", target_temperature=0.5)
-    for q_sim in (None, qs):
+    for q_sim in (None, qs, partial):
         _check(lambda a, b: loss(a, b, g, queue=queue, queue_similarity=q_sim),
                lambda a, b: R.xclr(a, b, g, 0.1, 0.5, queue=queue, queue_similarity=q_sim), [za, zb])
+
+
+def test_xclr_queue_without_similarities_takes_no_target_mass():
+    """A queue with no similarities is pure negatives: the targets (and so the loss's target term) do not
+    change with the queue size; the loss equals X-CLR without queue plus the extra negatives only."""
+    za, zb = _pair(6, 4, 24)
+    g = torch.eye(6, dtype=F64)
+    loss = L.build("xclr", temperature=0.1, target_temperature=0.1)
+    big = torch.randn(4096, 4, generator=torch.Generator().manual_seed(25), dtype=F64)
+    # identity graph, tau_s -> targets ~ one-hot on the other view: X-CLR with a queue ~ InfoNCE with a queue
+    ref = L.build("infonce", temperature=0.1)(za, zb, queue=big)
+    ours = loss(za, zb, g, queue=big)
+    assert abs(float(ours) - float(ref)) < 0.05  # target mass on the queue would add ~74 %-weighted queue terms
+    with pytest.raises(ValueError, match="NaN"):
+        loss(za, zb, g, queue=big[:3], queue_similarity=torch.full((6, 3), float("nan"), dtype=F64))
 
 
 def test_supcon_queue():

@@ -125,7 +125,7 @@ class MoCo(nn.Module):
             if "similarity" in self.loss.requires and self.class_graph is not None and labels is not None:
                 g = self.class_graph.to(q.device)
                 sim = g[labels][:, ql.clamp_min(0)]  # (N, Q)
-                extra["queue_similarity"] = sim.masked_fill(ql[None] < 0, 0.0)
+                extra["queue_similarity"] = sim.masked_fill(ql[None] < 0, float("-inf"))  # unlabelled: pure negatives
         if takes_keys:
             loss = self.loss(q, queue=extra.pop("queue", None), keys=k, **extra)
         else:
