@@ -41,26 +41,34 @@ def _anchor_sets(za: Tensor, zb: Tensor, negatives: str, symmetric: bool, queue:
     return out
 
 
-def infonce(za, zb, temperature=0.1, negatives="all", symmetric=True, queue=None):
+def _wmean(losses, weights, n):
+    """t-SimCLR Sec. 4.1 weighted positive pairs: (1/A) sum_a p_{a mod N} l_a with p scaled to mean 1."""
+    if weights is None:
+        return torch.stack(losses).mean()
+    p = weights / weights.mean()
+    return torch.stack([p[k % n] * l for k, l in enumerate(losses)]).mean()
+
+
+def infonce(za, zb, temperature=0.1, negatives="all", symmetric=True, queue=None, weights=None):
     za, zb = _unit(za), _unit(zb)
     losses = []
     for a, p, negs in _anchor_sets(za, zb, negatives, symmetric, queue):
         num = torch.exp(a @ p / temperature)
         den = num + sum((torch.exp(a @ k / temperature) for k in negs), torch.zeros_like(num))
         losses.append(-torch.log(num / den))
-    return torch.stack(losses).mean()
+    return _wmean(losses, weights, za.shape[0])
 
 
-def dcl(za, zb, temperature=0.1, negatives="all", symmetric=True, queue=None):
+def dcl(za, zb, temperature=0.1, negatives="all", symmetric=True, queue=None, weights=None):
     za, zb = _unit(za), _unit(zb)
     losses = []
     for a, p, negs in _anchor_sets(za, zb, negatives, symmetric, queue):
         den = sum(torch.exp(a @ k / temperature) for k in negs)
         losses.append(-a @ p / temperature + torch.log(den))
-    return torch.stack(losses).mean()
+    return _wmean(losses, weights, za.shape[0])
 
 
-def macl(za, zb, tau0=0.1, alpha=0.5, a0=0.0, reweight=True, negatives="all", symmetric=True, queue=None):
+def macl(za, zb, tau0=0.1, alpha=0.5, a0=0.0, reweight=True, negatives="all", symmetric=True, queue=None, weights=None):
     za, zb = _unit(za), _unit(zb)
     n = za.shape[0]
     A = sum(float((za[i] @ zb[i]).detach()) for i in range(n)) / n  # detached alignment (Eq. 6)
@@ -71,10 +79,10 @@ def macl(za, zb, tau0=0.1, alpha=0.5, a0=0.0, reweight=True, negatives="all", sy
         P = num / (num + sum((torch.exp(a @ k / tau) for k in negs), torch.zeros_like(num)))
         V = 1.0 / (1.0 - P.detach()) if reweight else 1.0  # Eq. 11
         losses.append(-V * torch.log(P))
-    return torch.stack(losses).mean()
+    return _wmean(losses, weights, za.shape[0])
 
 
-def hard_negative(za, zb, temperature=0.5, beta=1.0, tau_plus=0.0, negatives="all", symmetric=True, queue=None):
+def hard_negative(za, zb, temperature=0.5, beta=1.0, tau_plus=0.0, negatives="all", symmetric=True, queue=None, weights=None):
     za, zb = _unit(za), _unit(zb)
     t = temperature
     losses = []
@@ -87,7 +95,7 @@ def hard_negative(za, zb, temperature=0.5, beta=1.0, tau_plus=0.0, negatives="al
         if tau_plus > 0:
             ng = torch.clamp((-tau_plus * m * pos + ng) / (1 - tau_plus), min=m * math.exp(-1 / t))
         losses.append(-torch.log(pos / (pos + ng)))
-    return torch.stack(losses).mean()
+    return _wmean(losses, weights, za.shape[0])
 
 
 def supcon(za, zb, labels, temperature=0.1):

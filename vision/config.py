@@ -32,7 +32,8 @@ class PretrainConfig:
     moco_momentum: float = 0.99
     queue_size: int = 4096
     bn_splits: int = field(default=1, metadata={"help": "MoCo key-encoder BN chunks (Shuffle-BN)"})
-    iou_weights: bool = field(default=False, metadata={"help": "t-SimCLR IoU-weighted positive pairs (tsimclr)"})
+    iou_weights: bool = field(default=False, metadata={"help": "IoU-weighted positive pairs, p ~ exp(IoU / iou_tau) "
+                                                                "(t-SimCLR Sec. 4.1, Fig. 2a; any loss taking weights)"})
     iou_tau: float = 1.0
     text_model: str = field(default="", metadata={"help": "sentence-transformers model for X-CLR captions "
                                                             "(default: packaged all-MiniLM-L6-v2; 'labels' = hard label graph)"})

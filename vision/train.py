@@ -9,6 +9,7 @@ atomically after every ``ckpt_every`` epochs to ``<out_dir>/<run name>/epoch<N>.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import time
 from contextlib import nullcontext
@@ -73,8 +74,9 @@ def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, ImageData, dict[str, A
 def build_method(cfg: PretrainConfig, data: ImageData, recipe: Recipe) -> nn.Module:
     loss = build_loss(cfg.loss, cfg.loss_hparams, cfg.framework)
     check_views_for_loss(loss, cfg.views)
-    if cfg.iou_weights and loss.name != "tsimclr":
-        raise ValueError(f"iou_weights applies to the tsimclr loss, not {loss.name!r}")
+    if cfg.iou_weights and "weights" not in inspect.signature(loss.forward).parameters:
+        raise ValueError(f"iou_weights needs a loss that takes pair weights (infonce, dcl, macl, hard_negative, "
+                         f"tsimclr), not {loss.name!r}")
     graph = None
     if "similarity" in loss.requires:
         from vision.graph import class_graph

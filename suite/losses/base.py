@@ -217,6 +217,33 @@ def check_labels(labels: Any, n: int, what: str = "labels") -> Tensor:
     return labels
 
 
+def check_weights(weights: Tensor | None, n: int) -> Tensor | None:
+    """Per-positive-pair weights (N,) (t-SimCLR Sec. 4.1: p_ii' proportional to exp(IoU / tau')):
+    validated, detached and scaled to mean 1 over all ranks, so uniform weights give the unweighted loss."""
+    if weights is None:
+        return None
+    from suite import distributed as sd
+
+    _check_float(weights, "weights")
+    if weights.shape != (n,):
+        raise ValueError(f"weights must have shape ({n},) (one per positive pair); got {tuple(weights.shape)}")
+    if bool((weights < 0).any()):
+        raise ValueError("weights must be non-negative")
+    w = _upcast(weights.detach())
+    mean_w = sd.all_reduce_mean(w.mean())
+    if not float(mean_w) > 0:
+        raise ValueError("weights must not all be zero")
+    return w / mean_w
+
+
+def weighted_mean(per_anchor: Tensor, weights: Tensor | None) -> Tensor:
+    """Mean of per-anchor losses (A,) with A = N or 2N (both orders of each pair), pair i weighted by
+    ``weights[i]`` (from :func:`check_weights`): (1/A) sum_a w_{a mod N} l_a."""
+    if weights is None:
+        return per_anchor.mean()
+    return (per_anchor.view(-1, weights.shape[0]) * weights.to(per_anchor.dtype)).mean()
+
+
 def check_choice(value: str, what: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ValueError(f"{what} must be one of {choices}, got {value!r}")

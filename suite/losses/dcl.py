@@ -7,7 +7,7 @@ This is what GraphCL's released code optimises (MACL paper, App. B.5): ``DCL(tem
 negatives="cross", symmetric=False)`` is the ``graphcl`` preset of the graph front-end.
 Inputs are L2-normalised inside.
 
-Shapes: z_a, z_b (N, d); queue (Q, d) optional -> ().
+Shapes: z_a, z_b (N, d); queue (Q, d), weights (N,) optional (pair weights, see infonce) -> ().
 Example: >>> DCL(temperature=0.2, negatives="cross", symmetric=False)(torch.randn(8, 16), torch.randn(8, 16))
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from suite.losses.base import ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, register_loss
+from suite.losses.base import (ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, check_weights,
+                               register_loss, weighted_mean)
 from suite.losses.core import NEGATIVES, normalize, pair_similarities
 
 
@@ -27,12 +28,13 @@ class DCL(ContrastiveLoss):
         self.negatives = check_choice(negatives, "negatives", NEGATIVES)
         self.symmetric = bool(symmetric)
 
-    def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None) -> Tensor:
+    def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
         z_a, z_b = check_pair(z_a, z_b)
+        weights = check_weights(weights, z_a.shape[0])
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         z_a, z_b = normalize(z_a), normalize(z_b)
         ps = pair_similarities(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue,
                                exclude_positive=True, scale=1.0 / self.temperature)
         pos = (z_a * z_b).sum(-1)  # (N,)
         pos = torch.cat([pos, pos]) if self.symmetric else pos  # (A,)
-        return (torch.logsumexp(ps.sim, dim=1) - pos / self.temperature).mean()
+        return weighted_mean(torch.logsumexp(ps.sim, dim=1) - pos / self.temperature, weights)

@@ -11,7 +11,7 @@ max((Ng_i - tau_plus M exp(s_i+/tau)) / (1 - tau_plus), M exp(-1/tau)); off by d
 (tau_plus = 0). beta = 0 and tau_plus = 0 give InfoNCE. Defaults tau = 0.5, beta = 1 (the paper's
 CIFAR setting). All in log space. Inputs are L2-normalised inside.
 
-Shapes: z_a, z_b (N, d); queue (Q, d) optional -> ().
+Shapes: z_a, z_b (N, d); queue (Q, d), weights (N,) optional (pair weights, see infonce) -> ().
 Example: >>> HardNegative(temperature=0.5, beta=1.0)(torch.randn(8, 16), torch.randn(8, 16))
 """
 from __future__ import annotations
@@ -21,7 +21,8 @@ import math
 import torch
 from torch import Tensor
 
-from suite.losses.base import ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, register_loss
+from suite.losses.base import (ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, check_weights,
+                               register_loss, weighted_mean)
 from suite.losses.core import NEGATIVES, normalize, pair_similarities
 
 
@@ -41,8 +42,9 @@ class HardNegative(ContrastiveLoss):
         self.negatives = check_choice(negatives, "negatives", NEGATIVES)
         self.symmetric = bool(symmetric)
 
-    def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None) -> Tensor:
+    def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
         z_a, z_b = check_pair(z_a, z_b)
+        weights = check_weights(weights, z_a.shape[0])
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         z_a, z_b = normalize(z_a), normalize(z_b)
         t = self.temperature
@@ -63,4 +65,4 @@ class HardNegative(ContrastiveLoss):
             diff = log_ng + torch.log1p(-torch.exp((log_sub - log_ng).clamp_max(0.0)))
             diff = torch.where(log_sub < log_ng, diff, torch.full_like(diff, float("-inf")))
             log_ng = torch.maximum(diff - math.log1p(-self.tau_plus), torch.log(m) - 1.0 / t)
-        return (torch.logaddexp(pos, log_ng) - pos).mean()
+        return weighted_mean(torch.logaddexp(pos, log_ng) - pos, weights)

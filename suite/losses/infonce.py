@@ -8,7 +8,10 @@ and the loss is the mean of l_i over the anchors (2N with ``negatives="all"``, `
 Inputs are L2-normalised inside. MoCo v2 is ``InfoNCE(negatives="none", symmetric=False)`` called
 with ``queue=``.
 
-Shapes: z_a, z_b (N, d); queue (Q, d) optional -> ().
+``weights`` (N,) weights positive pair i (both of its anchors) as in t-SimCLR Sec. 4.1 / Fig. 2a,
+(1/2N) sum_i p_ii' (l(x_i, x_i') + l(x_i', x_i)), p scaled to mean 1 (``iou_weights``).
+
+Shapes: z_a, z_b (N, d); queue (Q, d), weights (N,) optional -> ().
 Example: >>> InfoNCE(temperature=0.1)(torch.randn(8, 16), torch.randn(8, 16))
 """
 from __future__ import annotations
@@ -16,7 +19,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from suite.losses.base import ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, register_loss
+from suite.losses.base import (ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, check_weights,
+                               register_loss, weighted_mean)
 from suite.losses.core import NEGATIVES, normalize, pair_similarities
 
 
@@ -28,9 +32,12 @@ class InfoNCE(ContrastiveLoss):
         self.negatives = check_choice(negatives, "negatives", NEGATIVES)
         self.symmetric = bool(symmetric)
 
-    def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None) -> Tensor:
+    def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
         z_a, z_b = check_pair(z_a, z_b)
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
+        weights = check_weights(weights, z_a.shape[0])
         ps = pair_similarities(normalize(z_a), normalize(z_b), negatives=self.negatives, symmetric=self.symmetric,
                                queue=queue, scale=1.0 / self.temperature)
-        return F.cross_entropy(ps.sim, ps.pos)  # mean over anchors
+        if weights is None:
+            return F.cross_entropy(ps.sim, ps.pos)  # mean over anchors
+        return weighted_mean(F.cross_entropy(ps.sim, ps.pos, reduction="none"), weights)

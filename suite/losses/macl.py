@@ -29,7 +29,7 @@ MoCo v2 uses tau0 = 0.15, alpha = 0.5, A0 = 0.2 (App. B.2.1); text tau0 = 0.05, 
 reweight off, encoder dropout 0.2 (App. B.4); graphs tau0 = 0.2 (TU) / 0.1 (transfer), alpha = 0.5,
 A0 = 0 (App. B.5).
 
-Shapes: z_a, z_b (N, d); queue (Q, d) optional -> ().
+Shapes: z_a, z_b (N, d); queue (Q, d), weights (N,) optional (pair weights, see infonce) -> ().
 Example: >>> MACL(tau0=0.1, alpha=0.5, a0=0.0)(torch.randn(8, 16), torch.randn(8, 16))
 """
 from __future__ import annotations
@@ -41,7 +41,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, register_loss
+from suite.losses.base import (ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, check_weights,
+                               register_loss, weighted_mean)
 from suite.losses.core import NEGATIVES, normalize, pair_similarities
 
 
@@ -72,8 +73,9 @@ class MACL(ContrastiveLoss):
         self.alignment: Tensor = torch.tensor(float("nan"))
         self.n_clamped = 0
 
-    def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None) -> Tensor:
+    def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
         z_a, z_b = check_pair(z_a, z_b)
+        weights = check_weights(weights, z_a.shape[0])
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         z_a, z_b = normalize(z_a), normalize(z_b)
         pos = (z_a * z_b).sum(-1)  # (N,)
@@ -89,9 +91,9 @@ class MACL(ContrastiveLoss):
         if self.reweight:
             # V_i softplus(x_i) with V_i = sg(1 + e^{-x_i}); e^{-x} softplus(x) = exp(log softplus(x) - x) <= 1
             value = nll + torch.exp(_log_softplus(x.detach()) - x.detach())
-            loss = (value.detach() + x - x.detach()).mean()  # d/dx [sg(V) softplus(x)] = 1
+            loss = weighted_mean(value.detach() + x - x.detach(), weights)  # d/dx [sg(V) softplus(x)] = 1
         else:
-            loss = nll.mean()
+            loss = weighted_mean(nll, weights)
         self.tau_a, self.alignment = tau.detach(), align.detach()
         self.n_clamped += int(clamped)
         self._record(tau=tau, alignment=align, tau_clamped=float(clamped))

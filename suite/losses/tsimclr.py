@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import ContrastiveLoss, _check_float, check_pair, check_positive, check_queue, register_loss
+from suite.losses.base import ContrastiveLoss, check_pair, check_positive, check_queue, check_weights, register_loss, weighted_mean
 
 
 def iou_weights(iou: Tensor, tau_prime: float = 1.0) -> Tensor:
@@ -55,6 +55,7 @@ class TSimCLR(ContrastiveLoss):
     def forward(self, z_a: Tensor, z_b: Tensor, weights: Tensor | None = None, queue: Tensor | None = None) -> Tensor:
         z_a, z_b = check_pair(z_a, z_b)
         n = z_a.shape[0]
+        weights = check_weights(weights, n)
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         pos = self._log_q(((z_a - z_b) ** 2).sum(-1))  # (N,) log q(x_i, x_i')
         e = torch.cat([sd.gather(z_a), sd.gather(z_b)])  # (2M, d) all embeddings of all ranks
@@ -68,16 +69,5 @@ class TSimCLR(ContrastiveLoss):
             log_zq = math.log(2.0) + torch.logsumexp(self._log_q(_sq_dists(e, queue)).flatten(), 0)
             log_z = torch.logaddexp(log_z, log_zq)
         per_pair = log_z - pos  # (N,) l(x_i, x_i') = l(x_i', x_i)
-        if weights is not None:
-            _check_float(weights, "weights")
-            if weights.shape != (n,):
-                raise ValueError(f"weights must have shape ({n},) (one per positive pair); got {tuple(weights.shape)}")
-            if bool((weights < 0).any()):
-                raise ValueError("weights must be non-negative")
-            w = weights.detach().to(per_pair.dtype)
-            mean_w = sd.all_reduce_mean(w.mean())
-            if not float(mean_w) > 0:
-                raise ValueError("weights must not all be zero")
-            per_pair = per_pair * (w / mean_w)
         self._record(log_normaliser=log_z, log_normaliser_per_pair=log_z - math.log(e.shape[0] * (e.shape[0] - 1)))
-        return per_pair.mean()  # mean over the 2N anchors (both orders give the same term)
+        return weighted_mean(per_pair, weights)  # mean over the 2N anchors (both orders give the same term)

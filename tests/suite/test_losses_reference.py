@@ -56,6 +56,24 @@ def test_infonce_family_with_queue(name, negatives):
     _check(lambda a, b: loss(a, b, queue=queue), lambda a, b: FAMILY[name](a, b, queue=queue, **hp), [za, zb])
 
 
+@pytest.mark.parametrize("name", sorted(FAMILY))
+@pytest.mark.parametrize("negatives,symmetric", [("all", True), ("cross", False), ("none", False)])
+def test_infonce_family_weighted_pairs(name, negatives, symmetric):
+    """t-SimCLR Sec. 4.1 / Fig. 2a on cosine losses: (1/2n) sum_i p_ii' (l(x_i, x_i') + l(x_i', x_i))."""
+    za, zb = _pair(5, 4, 30)
+    w = torch.rand(5, generator=torch.Generator().manual_seed(31), dtype=F64) * 3
+    queue = torch.randn(4, 4, generator=torch.Generator().manual_seed(32), dtype=F64) if negatives == "none" else None
+    hp = {"negatives": negatives, "symmetric": symmetric}
+    loss = L.build(name, **hp)
+    _check(lambda a, b: loss(a, b, queue=queue, weights=w),
+           lambda a, b: FAMILY[name](a, b, queue=queue, weights=w, **hp), [za, zb])
+    # uniform weights are the unweighted loss; scaling the weights changes nothing
+    assert float(loss(za, zb, queue=queue, weights=torch.full((5,), 7.0, dtype=F64))) == pytest.approx(float(loss(za, zb, queue=queue)))
+    assert float(loss(za, zb, queue=queue, weights=w)) == pytest.approx(float(loss(za, zb, queue=queue, weights=5 * w)))
+    with pytest.raises(ValueError, match="weights"):
+        loss(za, zb, queue=queue, weights=-w)
+
+
 @pytest.mark.parametrize("hp", [dict(tau0=0.2, alpha=0.5, a0=0.0), dict(tau0=0.05, alpha=2.0, a0=0.8, reweight=False),
                                 dict(tau0=0.1, alpha=0.0, reweight=True)])
 def test_macl_settings(hp):

@@ -94,3 +94,19 @@ def test_ddp_torchrun_two_processes(tmp_path: Path, framework: str, loss: str) -
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert out.returncode == 0, out.stderr[-3000:]
     assert (tmp_path / "ddp" / "epoch0001.pt").exists()
+
+
+def test_iou_weights_with_any_weighted_loss(tmp_path: Path) -> None:
+    """t-SimCLR Fig. 2a on cosine SimCLR: IoU pair weights reach infonce; a loss without weights is refused."""
+    import suite.losses as L
+    from vision.methods.common import loss_extras
+
+    loss = L.build("infonce")
+    iou = torch.tensor([0.1, 0.9, 0.5])
+    extra = loss_extras(loss, iou=iou, iou_tau=0.5)
+    assert torch.allclose(extra["weights"], L.iou_weights(iou, 0.5)) and extra["weights"].mean() == pytest.approx(1.0)
+    res = pretrain(_cfg(tmp_path, loss="infonce", iou_weights=True, iou_tau=0.5, epochs=1, max_steps_per_epoch=1,
+                        batch_size=16, train_per_class=4))
+    assert res["train"]["images_per_s"] > 0
+    with pytest.raises(ValueError, match="pair weights"):
+        pretrain(_cfg(tmp_path / "c", loss="cacr", iou_weights=True, epochs=1))
