@@ -72,7 +72,7 @@ def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, ImageData, dict[str, A
 
 
 def build_method(cfg: PretrainConfig, data: ImageData, recipe: Recipe) -> nn.Module:
-    loss = build_loss(cfg.loss, cfg.loss_hparams, cfg.framework)
+    loss = build_loss(cfg.loss, cfg.loss_hparams, cfg.framework, cfg.dataset, cfg.views)
     check_views_for_loss(loss, cfg.views)
     if cfg.iou_weights and "weights" not in inspect.signature(loss.forward).parameters:
         raise ValueError(f"iou_weights needs a loss that takes pair weights (infonce, dcl, macl, hard_negative, "

@@ -127,7 +127,11 @@ def _prepare_root(name: str, raw_dir: Path) -> Path:
     if link.is_symlink() and Path(os.readlink(link)) != raw_dir.resolve():
         link.unlink()
     if not link.exists():
-        link.symlink_to(raw_dir.resolve(), target_is_directory=True)
+        try:
+            link.symlink_to(raw_dir.resolve(), target_is_directory=True)
+        except FileExistsError:  # another process (e.g. the other rank) made it first
+            if Path(os.readlink(link)) != raw_dir.resolve():
+                raise
     return root
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import suite.losses as L
 from suite.losses import ContrastiveLoss
+from suite.presets import preset
 
 VIEW_MODES = ("orig+aug", "aug+aug", "orig+aug+aug", "aug+aug+aug")
 
@@ -40,11 +41,8 @@ class Preset:
     views: str = "orig+aug"
 
 
-_CROSS = {"negatives": "cross", "symmetric": False}
 PRESETS: dict[str, Preset] = {
-    "graphcl": Preset("dcl", {"temperature": 0.2, **_CROSS}),
-    "macl": Preset("macl", {"tau0": 0.2, "alpha": 0.5, "a0": 0.0, **_CROSS}),
-    "infonce": Preset("infonce", {"temperature": 0.2, **_CROSS}),
+    **{k: Preset(*preset("graph_tu", k)) for k in ("graphcl", "macl", "infonce")},  # suite.presets
     "cacr": Preset("cacr", {}),
     "cacr3": Preset("cacr", {}, views="orig+aug+aug"),
     "tsimclr": Preset("tsimclr", {}),

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 import suite.losses as L
+from suite.presets import preset
 from graph.data.molecules import MolGraphs, get_featurizer, load_smiles_file
 from graph.models.gin_mol import MolGIN, projection_head
 from suite import distributed as sd
@@ -35,12 +36,7 @@ from suite.train import (LossLogger, Throughput, latest_checkpoint, load_checkpo
 # contrasts view 1 against view 2 only (cross-view negatives, one direction) with the positive
 # removed from the denominator, i.e. DCL (MACL App. B.5), tau = 0.1; MACL keeps GraphCL's set-up
 # with tau0 = 0.1, alpha = 0.5, A0 = 0 (MACL App. B.5). Same arrangement as graph/methods/presets.py.
-_CROSS = {"negatives": "cross", "symmetric": False}
-LOSS_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
-    "graphcl": ("dcl", {"temperature": 0.1, **_CROSS}),
-    "macl": ("macl", {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, **_CROSS}),
-    "infonce": ("infonce", {"temperature": 0.1, **_CROSS}),
-}
+LOSS_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {k: preset("graph_transfer", k) for k in ("graphcl", "macl", "infonce")}
 CORPORA = {"zinc": ("zinc", "moses", "train.csv.gz"), "moses": ("zinc", "moses", "train.csv.gz")}
 
 

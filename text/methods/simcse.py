@@ -33,6 +33,8 @@ from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss
 from suite.losses.core import normalize, pair_similarities
 from suite.paths import data_path
+from suite.presets import TEXT_DROPOUT, TEXT_DROPOUT_DEFAULT, preset
+from suite.presets import names as preset_names
 from suite.registry import Registry
 from suite.train import LossLogger, Throughput, load_checkpoint, progress, rng_state, save_checkpoint, seed_everything, set_rng_state, wrap_ddp
 from text.data import Triplet, nli_triplets, read_sentences, read_triplets_csv, unlabelled_sentences
@@ -41,14 +43,10 @@ from text.eval.sts import STSEvaluator
 from text.models.encoder import SentenceEncoder, build_encoder
 from text.models.save import load_encoder, save_encoder
 
-# Text settings of each loss (MACL App. B.4 for macl; SimCSE's tau = 0.05 for the InfoNCE family).
-LOSS_PRESETS: dict[str, dict[str, Any]] = {
-    "infonce": {"temperature": 0.05},
-    "macl": {"tau0": 0.05, "alpha": 2.0, "a0": 0.8, "reweight": False},
-    "dcl": {"temperature": 0.05},
-    "hard_negative": {"temperature": 0.05},
-    "xclr": {"temperature": 0.05, "target_temperature": 0.1},
-}
+# Text settings of each loss (suite.presets, setting "text"): SimCSE's tau = 0.05 and its one-directional
+# cross-view arrangement (anchors z1, candidates z2) for the InfoNCE family; MACL App. B.4 for macl.
+# The symmetric 2N arrangement stays available: loss_hparams={"negatives": "all", "symmetric": True}.
+LOSS_PRESETS: dict[str, dict[str, Any]] = {name: preset("text", name)[1] for name in preset_names("text")}
 DEFAULT_VIEWS: dict[str, int] = {"cacr": 3, "uaur": 3, "cmc": 3}
 WIKI = ("wiki", "wiki1m_head11914.txt")
 
@@ -60,7 +58,8 @@ class SimCSEConfig:
     pooling: str = field(default="auto", metadata={"help": "cls|mean|max|auto (auto: the backbone's ST pooling, else cls)"})
     mlp_head: bool = True
     head_at_test: bool = field(default=False, metadata={"help": "keep the MLP head at test time (SimCSE sup)"})
-    dropout: float = 0.1
+    dropout: float = field(default=-1.0, metadata={"help": "encoder dropout; -1: the loss preset (0.2 for macl, "
+                                                           "MACL App. B.4; else SimCSE's 0.1)"})
     loss: str = "infonce"
     loss_hparams: dict[str, Any] = field(default_factory=dict, metadata={"help": "overrides of the loss preset"})
     n_views: int = field(default=0, metadata={"help": "dropout views per sentence (0: 3 for cacr/uaur/cmc, else 2)"})
@@ -96,6 +95,13 @@ def loss_for(name: str, overrides: dict[str, Any] | None = None) -> ContrastiveL
     """The loss ``name`` with its text preset, then ``overrides``."""
     key = L.canonical_name(name)
     return L.build(key, **{**LOSS_PRESETS.get(key, {}), **(overrides or {})})
+
+
+def dropout_for(cfg: SimCSEConfig) -> float:
+    """The encoder dropout: ``cfg.dropout`` if set (>= 0), else the loss's text preset."""
+    if cfg.dropout >= 0:
+        return cfg.dropout
+    return TEXT_DROPOUT.get(L.canonical_name(cfg.loss), TEXT_DROPOUT_DEFAULT)
 
 
 def n_views_for(loss: ContrastiveLoss, requested: int) -> int:
@@ -173,7 +179,7 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
         raise ValueError("hard_negative_weight is only defined for the supervised infonce (SimCSE) objective")
     views = n_views_for(loss, cfg.n_views) if cfg.mode == "unsup" else 2
     data = load_training_data(cfg)
-    encoder = build_encoder(cfg.backbone, cfg.pooling, cfg.mlp_head, cfg.head_at_test, cfg.dropout).to(device)
+    encoder = build_encoder(cfg.backbone, cfg.pooling, cfg.mlp_head, cfg.head_at_test, dropout_for(cfg)).to(device)
     graph_emb = None
     if "similarity" in type(loss).requires:
         if cfg.mode != "unsup" or sd.world_size() > 1:

@@ -1,0 +1,95 @@
+"""The papers' loss settings, in one place: ``preset(setting, loss, **context) -> (loss name, hparams)``.
+
+A *setting* is a modality and framework: ``simclr`` (images, in-batch), ``moco`` (images, MoCo v2),
+``imagenet`` (t-SimCLR's ImageNet MoCo-v2 setting), ``text`` (SimCSE), ``graph_tu`` (GraphCL on TU) and
+``graph_transfer`` (molecular pretraining). A preset is a core loss name and its hyper-parameters,
+read from the papers (sources beside each entry); anything a user passes overrides it. Front-ends take
+their defaults from here and record the resolved hyper-parameters with every run.
+
+CACR's image temperatures depend on the data set and K (CACR App. C.1); :func:`preset` takes
+``dataset=`` and ``views=`` for them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import suite.losses as L
+
+SETTINGS = ("simclr", "moco", "imagenet", "text", "graph_tu", "graph_transfer")
+
+# SimCSE's objective (Gao et al. 2021, released code): anchors z1, candidates z2, one direction
+SIMCSE_ARRANGEMENT = {"negatives": "cross", "symmetric": False}
+# GraphCL's released objective: anchors the original graphs, negatives the other augmented graphs
+GRAPHCL_ARRANGEMENT = {"negatives": "cross", "symmetric": False}
+
+_PRESETS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
+    "simclr": {
+        "macl": ("macl", {"tau0": 0.1, "alpha": 0.5, "a0": 0.0}),  # MACL App. B.1 / B.3
+        "tsimclr": ("tsimclr", {"temperature": 5.0, "t_df": 5.0}),  # t-SimCLR Remark 4.1, App. C.3
+    },
+    "moco": {
+        "infonce": ("infonce", {"temperature": 0.2}),  # MoCo v2's ImageNet-1K temperature (MACL App. B.2.1)
+        "macl": ("macl", {"tau0": 0.15, "alpha": 0.5, "a0": 0.2}),  # MACL App. B.2.1
+        "tsimclr": ("tsimclr", {"temperature": 5.0, "t_df": 10.0}),  # t-SimCLR App. C.4 (ImageNet, MoCo v2)
+    },
+    "imagenet": {
+        "tsimclr": ("tsimclr", {"temperature": 5.0, "t_df": 10.0}),  # t-SimCLR App. C.4
+        "macl": ("macl", {"tau0": 0.15, "alpha": 0.5, "a0": 0.2}),  # MACL App. B.2.1
+    },
+    "text": {  # SimCSE tau = 0.05 and arrangement; MACL App. B.4
+        "infonce": ("infonce", {"temperature": 0.05, **SIMCSE_ARRANGEMENT}),
+        "dcl": ("dcl", {"temperature": 0.05, **SIMCSE_ARRANGEMENT}),
+        "hard_negative": ("hard_negative", {"temperature": 0.05, **SIMCSE_ARRANGEMENT}),
+        "macl": ("macl", {"tau0": 0.05, "alpha": 2.0, "a0": 0.8, "reweight": False, **SIMCSE_ARRANGEMENT}),
+        "xclr": ("xclr", {"temperature": 0.05, "target_temperature": 0.1}),
+    },
+    "graph_tu": {  # GraphCL tau = 0.2; MACL App. B.5 (tau0 = 0.2 unsupervised)
+        "graphcl": ("dcl", {"temperature": 0.2, **GRAPHCL_ARRANGEMENT}),
+        "macl": ("macl", {"tau0": 0.2, "alpha": 0.5, "a0": 0.0, **GRAPHCL_ARRANGEMENT}),
+        "infonce": ("infonce", {"temperature": 0.2, **GRAPHCL_ARRANGEMENT}),
+    },
+    "graph_transfer": {  # GraphCL transfer tau = 0.1; MACL App. B.5 (tau0 = 0.1 transfer)
+        "graphcl": ("dcl", {"temperature": 0.1, **GRAPHCL_ARRANGEMENT}),
+        "macl": ("macl", {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, **GRAPHCL_ARRANGEMENT}),
+        "infonce": ("infonce", {"temperature": 0.1, **GRAPHCL_ARRANGEMENT}),
+    },
+}
+
+# Dropout of the text encoder per loss (MACL App. B.4: 0.2 with MACL, "not suitable for vanilla InfoNCE")
+TEXT_DROPOUT: dict[str, float] = {"macl": 0.2}
+TEXT_DROPOUT_DEFAULT = 0.1  # SimCSE
+
+
+def cacr_image(dataset: str, views: int) -> dict[str, float]:
+    """CACR App. C.1, small-scale images: t+ = 1 everywhere; t- = 2 / 3 / 3 (K = 1) and 0.9 / 2 / 2 (K = 4)
+    on CIFAR-10 / CIFAR-100 / STL-10. Other data sets and K get the paper's CIFAR-10 values for the
+    nearest K (K = 1 for V = 2, K = 4 otherwise)."""
+    k4 = views > 2
+    d = dataset.lower().replace("-", "")
+    t_neg = {"cifar100": (3.0, 2.0), "stl10": (3.0, 2.0)}.get(d, (2.0, 0.9))[1 if k4 else 0]
+    return {"t_pos": 1.0, "t_neg": t_neg}
+
+
+def preset(setting: str, loss: str, **context: Any) -> tuple[str, dict[str, Any]]:
+    """``(core loss name, hparams)`` of ``loss`` (a core name or a preset name such as ``graphcl``) in
+    ``setting``; a loss without a preset there gets ``(its name, {})`` (its own defaults)."""
+    if setting not in SETTINGS:
+        raise ValueError(f"setting must be one of {SETTINGS}, got {setting!r}")
+    key = loss.strip().lower().replace("-", "_")
+    table = _PRESETS[setting]
+    if key in table:
+        name, hp = table[key]
+        return name, dict(hp)
+    name = L.canonical_name(key)
+    if name in table:
+        n2, hp = table[name]
+        return n2, dict(hp)
+    if name in ("cacr", "uaur") and setting in ("simclr", "moco", "imagenet") and "dataset" in context:
+        hp = cacr_image(str(context["dataset"]), int(context.get("views", 2)))
+        return name, ({} if name == "uaur" else hp)
+    return name, {}
+
+
+def names(setting: str) -> list[str]:
+    """Loss (and preset) names with a preset in ``setting``."""
+    return sorted(_PRESETS[setting])

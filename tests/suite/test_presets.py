@@ -1,0 +1,50 @@
+"""The papers' loss settings (suite.presets) and the front-ends that read them."""
+from __future__ import annotations
+
+import pytest
+
+import suite.losses as L
+from suite.presets import SETTINGS, cacr_image, preset
+
+
+def test_presets_are_the_papers_values():
+    assert preset("moco", "macl") == ("macl", {"tau0": 0.15, "alpha": 0.5, "a0": 0.2})  # MACL App. B.2.1
+    assert preset("simclr", "macl") == ("macl", {"tau0": 0.1, "alpha": 0.5, "a0": 0.0})  # App. B.1
+    assert preset("imagenet", "tsimclr")[1] == {"temperature": 5.0, "t_df": 10.0}  # t-SimCLR App. C.4
+    name, hp = preset("text", "macl")  # App. B.4 with SimCSE's arrangement
+    assert hp == {"tau0": 0.05, "alpha": 2.0, "a0": 0.8, "reweight": False, "negatives": "cross", "symmetric": False}
+    for loss in ("infonce", "ntxent", "dcl", "hard_negative"):  # SimCSE: anchors z1, candidates z2, one direction
+        assert preset("text", loss)[1]["negatives"] == "cross" and preset("text", loss)[1]["symmetric"] is False
+    assert preset("graph_tu", "graphcl") == ("dcl", {"temperature": 0.2, "negatives": "cross", "symmetric": False})
+    assert preset("graph_transfer", "macl")[1]["tau0"] == 0.1
+    assert preset("text", "supcon") == ("supcon", {})  # no preset: the loss's own defaults
+    for setting in SETTINGS:  # every preset builds
+        for loss in ("infonce", "macl", "tsimclr"):
+            name, hp = preset(setting, loss)
+            L.build(name, **hp)
+    with pytest.raises(ValueError, match="setting"):
+        preset("audio", "macl")
+
+
+def test_cacr_image_temperatures_app_c1():
+    assert cacr_image("cifar10", 2) == {"t_pos": 1.0, "t_neg": 2.0}
+    assert cacr_image("cifar10", 5) == {"t_pos": 1.0, "t_neg": 0.9}
+    assert cacr_image("cifar100", 2)["t_neg"] == 3.0 and cacr_image("CIFAR-100", 5)["t_neg"] == 2.0
+    assert cacr_image("stl10", 2)["t_neg"] == 3.0
+    assert preset("simclr", "cacr", dataset="cifar10", views=5) == ("cacr", {"t_pos": 1.0, "t_neg": 0.9})
+    assert preset("simclr", "uaur", dataset="cifar10", views=5) == ("uaur", {})
+
+
+def test_front_ends_read_the_presets():
+    from text.methods.simcse import SimCSEConfig, dropout_for, loss_for
+    from vision.methods import build_loss
+
+    m = build_loss("macl", {}, "moco")
+    assert (m.tau0, m.alpha, m.a0) == (0.15, 0.5, 0.2)
+    assert build_loss("macl", {"tau0": 0.3}, "moco").tau0 == 0.3  # the user's value wins
+    assert build_loss("cacr", {}, "simclr", "cifar10", 5).t_neg == 0.9
+    t = loss_for("infonce")
+    assert (t.negatives, t.symmetric, t.temperature) == ("cross", False, 0.05)
+    assert loss_for("infonce", {"negatives": "all", "symmetric": True}).symmetric is True  # 2N form on request
+    assert dropout_for(SimCSEConfig(loss="macl")) == 0.2 and dropout_for(SimCSEConfig(loss="infonce")) == 0.1
+    assert dropout_for(SimCSEConfig(loss="macl", dropout=0.1)) == 0.1
