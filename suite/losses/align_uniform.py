@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import ContrastiveLoss, check_pair, check_positive, check_queue, register_loss
+from suite.losses.base import ContrastiveLoss, check_finite, check_pair, check_positive, check_queue, register_loss
 from suite.losses.core import normalize, sq_dists_normalized
 
 
@@ -45,8 +45,8 @@ class AlignUniform(ContrastiveLoss):
         super().__init__()
         self.alpha = check_positive(alpha, "alpha")
         self.t = check_positive(t, "t")
-        self.align_weight = float(align_weight)
-        self.uniform_weight = float(uniform_weight)
+        self.align_weight = check_finite(align_weight, "align_weight")
+        self.uniform_weight = check_finite(uniform_weight, "uniform_weight")
 
     def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None) -> Tensor:
         z_a, z_b = check_pair(z_a, z_b)

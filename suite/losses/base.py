@@ -7,6 +7,7 @@ under a name with :func:`register_loss`. ``build(name, **hparams)`` constructs o
 from __future__ import annotations
 
 import difflib
+import math
 import inspect
 from typing import Any, Callable, ClassVar, TypeVar
 
@@ -39,6 +40,13 @@ class ContrastiveLoss(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self._stats: dict[str, Tensor] = {}
+        self.chunk_size: int | str | None = None  # see suite.losses.tiling; set by build(..., chunk_size=)
+
+    def _tile(self, n_rows: int, n_cols: int) -> int | None:
+        """Rows per tile for this call's (n_rows x n_cols) similarities, None for the dense path."""
+        from suite.losses.tiling import resolve
+
+        return resolve(self.chunk_size, n_rows, n_cols)
 
     def hparams(self) -> dict[str, Any]:
         """Constructor arguments and their current values (recorded with every run)."""
@@ -102,11 +110,18 @@ def canonical_name(name: str) -> str:
     return key
 
 
-def build(name: str, **hparams: Any) -> ContrastiveLoss:
+def build(name: str, chunk_size: int | str | None = None, **hparams: Any) -> ContrastiveLoss:
     """Construct the loss registered as ``name`` with the given hyper-parameters.
 
-    Unknown names and unknown hyper-parameters raise ``ValueError`` naming the problem.
+    ``chunk_size`` (None | int | "auto") selects the memory-bounded tiled path (:mod:`suite.losses.tiling`):
+    same values and gradients, peak memory linear in the batch. Unknown names and unknown
+    hyper-parameters raise ``ValueError`` naming the problem.
     """
+    from suite.losses.tiling import check_chunk_size
+
+    if not isinstance(name, str):
+        raise ValueError(f"loss name must be a string, got {name!r}")
+    chunk_size = check_chunk_size(chunk_size)
     key = canonical_name(name)
     factory = _REGISTRY[key]
     target = getattr(factory, "__wrapped__", factory)
@@ -115,7 +130,9 @@ def build(name: str, **hparams: Any) -> ContrastiveLoss:
     if unknown:
         valid = [k for k in params if k != "self"]
         raise ValueError(f"loss {key!r} has no hyper-parameter(s) {unknown}; valid: {valid}")
-    return factory(**hparams)
+    loss = factory(**hparams)
+    loss.chunk_size = chunk_size
+    return loss
 
 
 def available() -> list[str]:
@@ -174,6 +191,8 @@ def check_pair(z_a: Tensor, z_b: Tensor) -> tuple[Tensor, Tensor]:
         raise ValueError(f"z_a and z_b must have the same shape; got {tuple(z_a.shape)} and {tuple(z_b.shape)}")
     if z_a.shape[0] < 2:
         raise ValueError(f"need a batch of N >= 2 samples, got N = {z_a.shape[0]}")
+    if z_a.shape[1] < 1:
+        raise ValueError(f"embeddings must have dimension d >= 1, got shape {tuple(z_a.shape)}")
     dt = torch.promote_types(z_a.dtype, z_b.dtype)
     return _upcast(z_a.to(dt)), _upcast(z_b.to(dt))
 
@@ -187,6 +206,8 @@ def check_views(views: Tensor) -> Tensor:
         raise ValueError(f"multi-view losses need V >= 2 views, got V = {views.shape[0]}")
     if views.shape[1] < 2:
         raise ValueError(f"need a batch of N >= 2 samples, got N = {views.shape[1]}")
+    if views.shape[2] < 1:
+        raise ValueError(f"embeddings must have dimension d >= 1, got shape {tuple(views.shape)}")
     return _upcast(views)
 
 
@@ -251,6 +272,23 @@ def check_choice(value: str, what: str, choices: tuple[str, ...]) -> str:
 
 
 def check_positive(value: float, what: str) -> float:
-    if not value > 0:
-        raise ValueError(f"{what} must be > 0, got {value}")
-    return float(value)
+    """A finite number > 0 (NaN, inf, 0 and negatives are refused, naming the argument)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number > 0, got {value!r}") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise ValueError(f"{what} must be a finite number > 0, got {value}")
+    return v
+
+
+def check_finite(value: float, what: str, low: float = -math.inf) -> float:
+    """A finite number >= ``low`` (NaN and inf refused, naming the argument)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a finite number, got {value!r}") from None
+    if not (math.isfinite(v) and v >= low):
+        raise ValueError(f"{what} must be a finite number >= {low}, got {value}" if low > -math.inf
+                         else f"{what} must be a finite number, got {value}")
+    return v

@@ -38,13 +38,11 @@ Example: >>> CACR(t_pos=1.0, t_neg=2.0)(torch.randn(5, 8, 16))
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import ContrastiveLoss, _check_float, as_views, check_choice, check_queue, register_loss
+from suite.losses.base import ContrastiveLoss, _check_float, as_views, check_choice, check_finite, check_queue, register_loss
 from suite.losses.core import NEG_INF, gather_views, normalize, sq_dists_normalized
 
 ARRANGEMENTS = ("same_view", "cross_view")
@@ -56,13 +54,6 @@ def _entropy(log_w: Tensor, dim: int = -1) -> Tensor:
     return -(w * log_w.masked_fill(torch.isinf(log_w), 0.0)).sum(dim)
 
 
-def _check_temperature(x: float, what: str) -> float:
-    x = float(x)
-    if not math.isfinite(x) or x < 0:
-        raise ValueError(f"{what} must be a finite number >= 0, got {x}")
-    return x
-
-
 @register_loss("cacr", "cct")
 class CACR(ContrastiveLoss):
     multi_view = True
@@ -70,8 +61,8 @@ class CACR(ContrastiveLoss):
     def __init__(self, t_pos: float = 1.0, t_neg: float = 2.0, detach_weights: bool = False,
                  negatives: str = "same_view") -> None:
         super().__init__()
-        self.t_pos = _check_temperature(t_pos, "t_pos")
-        self.t_neg = _check_temperature(t_neg, "t_neg")
+        self.t_pos = check_finite(t_pos, "t_pos", 0.0)
+        self.t_neg = check_finite(t_neg, "t_neg", 0.0)
         self.detach_weights = bool(detach_weights)
         self.negatives = check_choice(negatives, "negatives", ARRANGEMENTS)
 

@@ -21,7 +21,7 @@ import math
 import torch
 from torch import Tensor
 
-from suite.losses.base import (ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, check_weights,
+from suite.losses.base import (ContrastiveLoss, check_choice, check_finite, check_pair, check_positive, check_queue, check_weights,
                                register_loss, weighted_mean)
 from suite.losses.core import NEGATIVES, normalize, pair_similarities
 
@@ -33,9 +33,7 @@ class HardNegative(ContrastiveLoss):
     ) -> None:
         super().__init__()
         self.temperature = check_positive(temperature, "temperature")
-        if beta < 0:
-            raise ValueError(f"beta must be >= 0, got {beta}")
-        self.beta = float(beta)
+        self.beta = check_finite(beta, "beta", 0.0)
         if not 0.0 <= tau_plus < 1.0:
             raise ValueError(f"tau_plus must be in [0, 1), got {tau_plus}")
         self.tau_plus = float(tau_plus)

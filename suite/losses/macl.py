@@ -34,14 +34,12 @@ Example: >>> MACL(tau0=0.1, alpha=0.5, a0=0.0)(torch.randn(8, 16), torch.randn(8
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import (ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, check_weights,
+from suite.losses.base import (ContrastiveLoss, check_choice, check_finite, check_pair, check_positive, check_queue, check_weights,
                                register_loss, weighted_mean)
 from suite.losses.core import NEGATIVES, normalize, pair_similarities
 
@@ -60,8 +58,8 @@ class MACL(ContrastiveLoss):
     ) -> None:
         super().__init__()
         self.tau0 = check_positive(tau0, "tau0")
-        self.alpha = _finite(alpha, "alpha")
-        self.a0 = _finite(a0, "a0")
+        self.alpha = check_finite(alpha, "alpha")
+        self.a0 = check_finite(a0, "a0")
         self.reweight = bool(reweight)
         self.negatives = check_choice(negatives, "negatives", NEGATIVES)
         self.symmetric = bool(symmetric)
@@ -98,13 +96,6 @@ class MACL(ContrastiveLoss):
         self.n_clamped += int(clamped)
         self._record(tau=tau, alignment=align, tau_clamped=float(clamped))
         return loss
-
-
-def _finite(x: float, what: str) -> float:
-    x = float(x)
-    if not math.isfinite(x):
-        raise ValueError(f"{what} must be a finite number, got {x}")
-    return x
 
 
 def _log_softplus(x: Tensor) -> Tensor:

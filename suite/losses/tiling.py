@@ -1,0 +1,68 @@
+"""Memory-bounded exact evaluation of the losses: row tiles with recomputation in the backward.
+
+Every loss of the core is a sum of per-anchor terms that each depend on one row of the anchors x
+candidates similarity matrix (plus, for t-SimCLR and the uniformity term, a global log-sum-exp over
+all rows). With ``chunk_size`` set, the rows are processed in tiles of ``chunk_size`` anchors: each
+tile's similarities (chunk x C) are computed, reduced to the tile's contribution and freed; the tile
+runs under ``torch.utils.checkpoint`` (non-reentrant), so its backward recomputes the tile from the
+embeddings instead of keeping it. Peak extra memory is O(chunk x C + (A + C) d) instead of O(A x C),
+values and gradients are those of the dense path (the same operations, summed in another order).
+
+``chunk_size``: ``None`` (dense, one tile), an int >= 1 (rows per tile), or ``"auto"``: dense while
+the matrix has at most :data:`AUTO_DENSE_ELEMENTS` entries, else tiles of about
+:data:`AUTO_TILE_ELEMENTS` entries (at least one row).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
+
+AUTO_DENSE_ELEMENTS = 1 << 24  # 2N = 4096 two-view: dense (64 MiB per float32 matrix)
+AUTO_TILE_ELEMENTS = 1 << 22  # 16 MiB per float32 tile
+
+
+def check_chunk_size(chunk_size: Any) -> int | str | None:
+    if chunk_size is None or chunk_size == "auto":
+        return chunk_size
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be None, 'auto' or an int >= 1, got {chunk_size!r}")
+    return int(chunk_size)
+
+
+def resolve(chunk_size: int | str | None, n_rows: int, n_cols: int) -> int | None:
+    """Rows per tile for an (n_rows x n_cols) matrix, or None for the dense path."""
+    if chunk_size is None:
+        return None
+    if chunk_size == "auto":
+        if n_rows * n_cols <= AUTO_DENSE_ELEMENTS:
+            return None
+        return max(1, AUTO_TILE_ELEMENTS // max(1, n_cols))
+    return None if chunk_size >= n_rows else int(chunk_size)
+
+
+def _spans(n_rows: int, chunk: int) -> list[tuple[int, int]]:
+    return [(s, min(s + chunk, n_rows)) for s in range(0, n_rows, chunk)]
+
+
+def row_sum(fn: Callable[[int, int], Tensor], n_rows: int, chunk: int | None) -> Tensor:
+    """sum over tiles of ``fn(start, stop)`` (a tensor: the tile's contribution, summed over tiles).
+    Dense (``fn(0, n_rows)``) when ``chunk`` is None."""
+    if chunk is None:
+        return fn(0, n_rows)
+    total: Tensor | None = None
+    for s, e in _spans(n_rows, chunk):  # a loop over tiles, not samples
+        part = checkpoint(fn, s, e, use_reentrant=False)
+        total = part if total is None else total + part
+    assert total is not None
+    return total
+
+
+def row_logsumexp(fn: Callable[[int, int], Tensor], n_rows: int, chunk: int | None) -> Tensor:
+    """logsumexp over tiles of ``fn(start, stop)`` (each the scalar log-sum-exp of its tile)."""
+    if chunk is None:
+        return fn(0, n_rows)
+    parts = [checkpoint(fn, s, e, use_reentrant=False) for s, e in _spans(n_rows, chunk)]
+    return torch.logsumexp(torch.stack(parts), dim=0)
