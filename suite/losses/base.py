@@ -265,6 +265,16 @@ def weighted_mean(per_anchor: Tensor, weights: Tensor | None) -> Tensor:
     return (per_anchor.view(-1, weights.shape[0]) * weights.to(per_anchor.dtype)).mean()
 
 
+def weighted_rows(per_anchor: Tensor, weights: Tensor | None, start: int) -> Tensor:
+    """Sum of the per-anchor losses of rows [start, start + len) with each anchor's pair weight
+    (anchor a belongs to pair a mod N); the tiled form of :func:`weighted_mean` (divide by A after)."""
+    if weights is None:
+        return per_anchor.sum()
+    n = weights.shape[0]
+    idx = torch.arange(start, start + per_anchor.shape[0], device=per_anchor.device) % n
+    return (per_anchor * weights.to(per_anchor.dtype)[idx]).sum()
+
+
 def check_choice(value: str, what: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ValueError(f"{what} must be one of {choices}, got {value!r}")

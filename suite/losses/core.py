@@ -41,6 +41,91 @@ class PairSims(NamedTuple):
     cand: Tensor | None  # negatives="all": the (2M, d) candidates [z_a of all ranks; z_b of all ranks], else None
 
 
+class PairSetup(NamedTuple):
+    """What the rows of the anchors x candidates matrix are computed from (no (A, C) tensor)."""
+
+    anchors: Tensor  # (A, d), scaled by 1/tau
+    cands: tuple[Tensor, ...]  # candidates (C0, d): one (all, none) or, for "cross" + symmetric, one per half
+    queue: Tensor | None  # (Q, d) normalised queue
+    pos: Tensor  # (A,) column of each anchor's positive
+    self_col: Tensor | None  # (A,) column of each anchor's own embedding (negatives="all")
+    pos_sim: Tensor | None  # (A,) scaled positive similarity (negatives="none": the only in-batch column)
+    n_local: int
+    negatives: str
+    cand: Tensor | None  # negatives="all": the (2M, d) candidates
+
+    @property
+    def n_rows(self) -> int:
+        return self.anchors.shape[0]
+
+    @property
+    def n_cols(self) -> int:
+        c = 1 if self.negatives == "none" else self.cands[0].shape[0]
+        return c + (0 if self.queue is None else self.queue.shape[0])
+
+
+def pair_setup(z_a: Tensor, z_b: Tensor, *, negatives: str = "all", symmetric: bool = True,
+               queue: Tensor | None = None, scale: float | Tensor = 1.0) -> PairSetup:
+    """Anchors, candidates and the positive / self columns for normalised ``z_a, z_b`` (N, d)."""
+    n = z_a.shape[0]
+    dev = z_a.device
+    off = sd.rank() * n
+    ar = torch.arange(n, device=dev)
+    anchors = (torch.cat([z_a, z_b]) if symmetric else z_a) * scale  # (A, d)
+    qn = normalize(queue) if queue is not None else None
+    if negatives == "all":
+        cand = torch.cat([sd.gather(z_a), sd.gather(z_b)])  # (2M, d)
+        m = cand.shape[0] // 2
+        self_col, pos = off + ar, m + off + ar
+        if symmetric:
+            self_col, pos = torch.cat([self_col, pos]), torch.cat([pos, self_col])
+        return PairSetup(anchors, (cand,), qn, pos, self_col, None, n, negatives, cand)
+    if negatives == "cross":
+        cands = (sd.gather(z_b), sd.gather(z_a)) if symmetric else (sd.gather(z_b),)
+        pos = off + ar
+        return PairSetup(anchors, cands, qn, torch.cat([pos, pos]) if symmetric else pos, None, None, n, negatives, None)
+    if negatives == "none":
+        if queue is None:
+            raise ValueError('negatives="none" needs a queue of negatives (queue=(Q, d))')
+        p = (z_a * z_b).sum(-1)  # (N,)
+        pos_sim = (torch.cat([p, p]) if symmetric else p) * scale
+        return PairSetup(anchors, (), qn, torch.zeros(anchors.shape[0], dtype=torch.long, device=dev), None,
+                         pos_sim, n, negatives, None)
+    raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
+
+
+def pair_rows(ps: PairSetup, start: int, stop: int, *, exclude_positive: bool = False,
+              mask_value: float = NEG_INF) -> Tensor:
+    """Rows [start, stop) of the scaled similarity matrix (stop - start, C [+ Q]), -inf (``mask_value``)
+    at each anchor's own column and, with ``exclude_positive``, at its positive."""
+    a = ps.anchors[start:stop]
+    if ps.negatives == "none":
+        sim = ps.pos_sim[start:stop, None]
+    elif len(ps.cands) == 1:
+        sim = a @ ps.cands[0].T
+    else:  # "cross", symmetric: rows [0, N) against z_b, rows [N, 2N) against z_a
+        n = ps.n_local
+        parts = []
+        if start < n:
+            parts.append(a[: max(0, min(stop, n) - start)] @ ps.cands[0].T)
+        if stop > n:
+            parts.append(a[max(0, n - start):] @ ps.cands[1].T)
+        sim = torch.cat(parts) if len(parts) > 1 else parts[0]
+    excluded = []
+    if ps.self_col is not None:
+        excluded.append(ps.self_col[start:stop])
+    if exclude_positive:
+        excluded.append(ps.pos[start:stop])
+    if excluded:
+        rows = torch.arange(stop - start, device=a.device)
+        # in place on the product's output (not saved by its backward): no extra (rows, C) buffer
+        sim.index_put_((rows.repeat(len(excluded)), torch.cat(excluded)),
+                       torch.tensor(mask_value, dtype=sim.dtype, device=sim.device))
+    if ps.queue is not None:
+        sim = torch.cat([sim, a @ ps.queue.T], dim=1)  # (rows, C + Q)
+    return sim
+
+
 def pair_similarities(
     z_a: Tensor,
     z_b: Tensor,
@@ -59,46 +144,12 @@ def pair_similarities(
     ``exclude_positive=True`` also sets the positive's entry to ``-inf`` (negatives only);
     ``pos`` still names its column. ``mask_value`` replaces ``-inf`` where a finite stand-in is
     needed (weights x logits products); it must be low enough that exp underflows to 0.
+    The dense form of :func:`pair_setup` + :func:`pair_rows` (which the tiled path uses row block by row block).
     """
-    n = z_a.shape[0]
-    dev = z_a.device
-    off = sd.rank() * n
-    ar = torch.arange(n, device=dev)
-    anchors = torch.cat([z_a, z_b]) if symmetric else z_a  # (A, d)
-    scaled = anchors * scale
-    excluded: list[Tensor] = []  # columns set to -inf, one (A,) index tensor each
-    cand = None
-    if negatives == "all":
-        cand = torch.cat([sd.gather(z_a), sd.gather(z_b)])  # (2M, d)
-        m = cand.shape[0] // 2
-        sim = scaled @ cand.T  # (A, 2M)
-        self_col, pos = off + ar, m + off + ar
-        if symmetric:
-            self_col, pos = torch.cat([self_col, pos]), torch.cat([pos, self_col])
-        excluded.append(self_col)
-    elif negatives == "cross":
-        sim = scaled[:n] @ sd.gather(z_b).T  # (N, M)
-        pos = off + ar
-        if symmetric:
-            sim = torch.cat([sim, scaled[n:] @ sd.gather(z_a).T])  # (2N, M)
-            pos = torch.cat([pos, pos])
-    elif negatives == "none":
-        if queue is None:
-            raise ValueError('negatives="none" needs a queue of negatives (queue=(Q, d))')
-        p = (z_a * z_b).sum(-1, keepdim=True)  # (N, 1)
-        sim = (torch.cat([p, p]) if symmetric else p) * scale
-        pos = torch.zeros(sim.shape[0], dtype=torch.long, device=dev)
-    else:
-        raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
-    if exclude_positive:
-        excluded.append(pos)
-    if excluded:
-        rows = torch.arange(sim.shape[0], device=dev)
-        # in place on the product's output (not saved by its backward): no extra (A, C) buffer
-        sim.index_put_((rows.repeat(len(excluded)), torch.cat(excluded)), torch.tensor(mask_value, dtype=sim.dtype, device=dev))
-    if queue is not None:
-        sim = torch.cat([sim, scaled @ normalize(queue).T], dim=1)  # (A, C + Q)
-    return PairSims(sim, pos, n, len(excluded), cand)
+    ps = pair_setup(z_a, z_b, negatives=negatives, symmetric=symmetric, queue=queue, scale=scale)
+    sim = pair_rows(ps, 0, ps.n_rows, exclude_positive=exclude_positive, mask_value=mask_value)
+    n_masked = int(ps.self_col is not None) + int(exclude_positive)
+    return PairSims(sim, ps.pos, ps.n_local, n_masked, ps.cand)
 
 
 def gather_views(views: Tensor) -> Tensor:

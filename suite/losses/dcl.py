@@ -16,8 +16,9 @@ import torch
 from torch import Tensor
 
 from suite.losses.base import (ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, check_weights,
-                               register_loss, weighted_mean)
-from suite.losses.core import NEGATIVES, normalize, pair_similarities
+                               register_loss, weighted_rows)
+from suite.losses.core import NEGATIVES, normalize, pair_rows, pair_setup
+from suite.losses.tiling import row_sum
 
 
 @register_loss("dcl")
@@ -33,8 +34,13 @@ class DCL(ContrastiveLoss):
         weights = check_weights(weights, z_a.shape[0])
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         z_a, z_b = normalize(z_a), normalize(z_b)
-        ps = pair_similarities(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue,
-                               exclude_positive=True, scale=1.0 / self.temperature)
-        pos = (z_a * z_b).sum(-1)  # (N,)
+        ps = pair_setup(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue,
+                        scale=1.0 / self.temperature)
+        pos = (z_a * z_b).sum(-1) / self.temperature  # (N,)
         pos = torch.cat([pos, pos]) if self.symmetric else pos  # (A,)
-        return weighted_mean(torch.logsumexp(ps.sim, dim=1) - pos / self.temperature, weights)
+
+        def rows(s: int, e: int) -> Tensor:
+            lse = torch.logsumexp(pair_rows(ps, s, e, exclude_positive=True), dim=1)
+            return weighted_rows(lse - pos[s:e], weights, s)
+
+        return row_sum(rows, ps.n_rows, self._tile(ps.n_rows, ps.n_cols)) / ps.n_rows

@@ -22,8 +22,9 @@ import torch
 from torch import Tensor
 
 from suite.losses.base import (ContrastiveLoss, check_choice, check_finite, check_pair, check_positive, check_queue, check_weights,
-                               register_loss, weighted_mean)
-from suite.losses.core import NEGATIVES, normalize, pair_similarities
+                               register_loss, weighted_rows)
+from suite.losses.core import NEGATIVES, normalize, pair_rows, pair_setup
+from suite.losses.tiling import row_sum
 
 
 @register_loss("hard_negative", "hcl", "hn_cl")
@@ -46,21 +47,27 @@ class HardNegative(ContrastiveLoss):
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         z_a, z_b = normalize(z_a), normalize(z_b)
         t = self.temperature
-        ps = pair_similarities(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue,
-                               exclude_positive=True, scale=1.0 / t)
+        ps = pair_setup(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue, scale=1.0 / t)
         pos = (z_a * z_b).sum(-1)
         pos = (torch.cat([pos, pos]) if self.symmetric else pos) / t  # (A,)
-        neg = ps.sim  # (A, C) s/t, -inf where not a negative
-        m = torch.full_like(pos, neg.shape[1] - ps.n_masked)  # negatives per anchor
-        if m.min() < 1:
+        n_masked = int(ps.self_col is not None) + 1
+        m_count = ps.n_cols - n_masked  # negatives per anchor
+        if m_count < 1:
             raise ValueError("hard_negative needs at least one negative per anchor")
-        # log Ng = log M + logsumexp((1+beta) s/t) - logsumexp(beta s/t); beta = 0: the last term is log M
-        lse_beta = torch.logsumexp(self.beta * neg, 1) if self.beta > 0 else torch.log(m)
-        log_ng = torch.log(m) + torch.logsumexp((1.0 + self.beta) * neg, 1) - lse_beta
-        if self.tau_plus > 0:
-            log_sub = math.log(self.tau_plus) + torch.log(m) + pos
-            # log(Ng - tau+ M e^pos), -inf where the difference is not positive
-            diff = log_ng + torch.log1p(-torch.exp((log_sub - log_ng).clamp_max(0.0)))
-            diff = torch.where(log_sub < log_ng, diff, torch.full_like(diff, float("-inf")))
-            log_ng = torch.maximum(diff - math.log1p(-self.tau_plus), torch.log(m) - 1.0 / t)
-        return weighted_mean(torch.logaddexp(pos, log_ng) - pos, weights)
+        log_m = math.log(m_count)
+
+        def rows(s: int, e: int) -> Tensor:
+            neg = pair_rows(ps, s, e, exclude_positive=True)  # s/t, -inf where not a negative
+            p = pos[s:e]
+            # log Ng = log M + logsumexp((1+beta) s/t) - logsumexp(beta s/t); beta = 0: the last term is log M
+            lse_beta = torch.logsumexp(self.beta * neg, 1) if self.beta > 0 else log_m
+            log_ng = log_m + torch.logsumexp((1.0 + self.beta) * neg, 1) - lse_beta
+            if self.tau_plus > 0:
+                log_sub = math.log(self.tau_plus) + log_m + p
+                # log(Ng - tau+ M e^pos), -inf where the difference is not positive
+                diff = log_ng + torch.log1p(-torch.exp((log_sub - log_ng).clamp_max(0.0)))
+                diff = torch.where(log_sub < log_ng, diff, torch.full_like(diff, float("-inf")))
+                log_ng = torch.clamp_min(diff - math.log1p(-self.tau_plus), log_m - 1.0 / t)
+            return weighted_rows(torch.logaddexp(p, log_ng) - p, weights, s)
+
+        return row_sum(rows, ps.n_rows, self._tile(ps.n_rows, ps.n_cols)) / ps.n_rows

@@ -20,8 +20,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from suite.losses.base import (ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, check_weights,
-                               register_loss, weighted_mean)
-from suite.losses.core import NEGATIVES, normalize, pair_similarities
+                               register_loss, weighted_rows)
+from suite.losses.core import NEGATIVES, normalize, pair_rows, pair_setup
+from suite.losses.tiling import row_sum
 
 
 @register_loss("infonce", "ntxent", "nt_xent", "simclr")
@@ -36,8 +37,11 @@ class InfoNCE(ContrastiveLoss):
         z_a, z_b = check_pair(z_a, z_b)
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         weights = check_weights(weights, z_a.shape[0])
-        ps = pair_similarities(normalize(z_a), normalize(z_b), negatives=self.negatives, symmetric=self.symmetric,
-                               queue=queue, scale=1.0 / self.temperature)
-        if weights is None:
-            return F.cross_entropy(ps.sim, ps.pos)  # mean over anchors
-        return weighted_mean(F.cross_entropy(ps.sim, ps.pos, reduction="none"), weights)
+        ps = pair_setup(normalize(z_a), normalize(z_b), negatives=self.negatives, symmetric=self.symmetric,
+                        queue=queue, scale=1.0 / self.temperature)
+
+        def rows(s: int, e: int) -> Tensor:  # sum over anchors [s, e) of w_i * l_i
+            per = F.cross_entropy(pair_rows(ps, s, e), ps.pos[s:e], reduction="none")
+            return weighted_rows(per, weights, s)
+
+        return row_sum(rows, ps.n_rows, self._tile(ps.n_rows, ps.n_cols)) / ps.n_rows

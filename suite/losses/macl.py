@@ -40,8 +40,9 @@ from torch import Tensor
 
 from suite import distributed as sd
 from suite.losses.base import (ContrastiveLoss, check_choice, check_finite, check_pair, check_positive, check_queue, check_weights,
-                               register_loss, weighted_mean)
-from suite.losses.core import NEGATIVES, normalize, pair_similarities
+                               register_loss, weighted_rows)
+from suite.losses.core import NEGATIVES, normalize, pair_rows, pair_setup
+from suite.losses.tiling import row_sum
 
 
 @register_loss("macl")
@@ -81,17 +82,19 @@ class MACL(ContrastiveLoss):
         tau_raw = self.tau0 * (1.0 + self.alpha * (align - self.a0))
         clamped = bool(tau_raw < self.tau_min)
         tau = tau_raw.clamp_min(self.tau_min)
-        ps = pair_similarities(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue,
-                               scale=1.0 / tau, exclude_positive=True)
+        ps = pair_setup(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue, scale=1.0 / tau)
         pos = torch.cat([pos, pos]) if self.symmetric else pos  # (A,)
-        x = torch.logsumexp(ps.sim, dim=1) - pos / tau  # (A,) -log P_i = softplus(x_i)
-        nll = F.softplus(x)
-        if self.reweight:
+
+        def rows(s: int, e: int) -> Tensor:
+            x = torch.logsumexp(pair_rows(ps, s, e, exclude_positive=True), dim=1) - pos[s:e] / tau  # -log P = softplus(x)
+            if not self.reweight:
+                return weighted_rows(F.softplus(x), weights, s)
             # V_i softplus(x_i) with V_i = sg(1 + e^{-x_i}); e^{-x} softplus(x) = exp(log softplus(x) - x) <= 1
-            value = nll + torch.exp(_log_softplus(x.detach()) - x.detach())
-            loss = weighted_mean(value.detach() + x - x.detach(), weights)  # d/dx [sg(V) softplus(x)] = 1
-        else:
-            loss = weighted_mean(nll, weights)
+            xd = x.detach()
+            value = F.softplus(xd) + torch.exp(_log_softplus(xd) - xd)
+            return weighted_rows(value + x - xd, weights, s)  # d/dx [sg(V) softplus(x)] = 1
+
+        loss = row_sum(rows, ps.n_rows, self._tile(ps.n_rows, ps.n_cols)) / ps.n_rows
         self.tau_a, self.alignment = tau.detach(), align.detach()
         self.n_clamped += int(clamped)
         self._record(tau=tau, alignment=align, tau_clamped=float(clamped))

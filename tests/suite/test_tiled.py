@@ -1,0 +1,150 @@
+"""The tiled (memory-bounded) path of every loss against its dense path: values and gradients in
+float64 (1e-10 relative) and float32 (1e-5), every option, tile sizes 1, prime, not dividing N and
+larger than N; the auto rule; memory in a subprocess."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import suite.losses as L
+from suite.losses import tiling
+
+F64 = torch.float64
+N, D, V, Q = 7, 5, 3, 4
+
+
+def _inputs(dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    za, zb = torch.randn(N, D, generator=g, dtype=dtype), torch.randn(N, D, generator=g, dtype=dtype)
+    views = torch.randn(V, N, D, generator=g, dtype=dtype)
+    queue = torch.randn(Q, D, generator=g, dtype=dtype)
+    labels = torch.tensor([0, 1, 0, 2, 1, 0, 2])
+    graph = torch.rand(N, N, generator=g, dtype=dtype)
+    graph = (graph + graph.T) / 2
+    graph.fill_diagonal_(1.0)
+    weights = torch.rand(N, generator=g, dtype=dtype) + 0.1
+    keys = views + 0.1 * torch.randn(V, N, D, generator=g, dtype=dtype)
+    return dict(za=za, zb=zb, views=views, queue=queue, labels=labels, graph=graph, weights=weights, keys=keys)
+
+
+FAMILY_OPTS = [dict(negatives="all", symmetric=True), dict(negatives="all", symmetric=False),
+               dict(negatives="cross", symmetric=True), dict(negatives="cross", symmetric=False)]
+
+# (case id, loss name, hparams, call: inputs -> (leaf names, fn(loss, *leaves)))
+CASES = []
+for name in ("infonce", "dcl", "macl", "hard_negative"):
+    for opt in FAMILY_OPTS:
+        tag = f"{name}-{opt['negatives']}-{'sym' if opt['symmetric'] else 'one'}"
+        CASES.append((tag, name, opt, "pair"))
+        CASES.append((tag + "-queue-weights", name, opt, "pair_queue_weights"))
+    CASES.append((f"{name}-none-queue", name, dict(negatives="none", symmetric=False), "pair_queue"))
+CASES += [
+    ("macl-noreweight", "macl", dict(reweight=False, tau0=0.05, alpha=2.0, a0=0.8), "pair"),
+    ("hard_negative-debias", "hard_negative", dict(tau_plus=0.1), "pair"),
+    ("supcon", "supcon", {}, "labels"),
+    ("supcon-queue", "supcon", {}, "labels_queue"),
+    ("xclr", "xclr", {}, "graph"),
+    ("xclr-queue", "xclr", {}, "graph_queue"),
+    ("tsimclr", "tsimclr", {}, "pair"),
+    ("tsimclr-queue-weights", "tsimclr", dict(temperature=1.0, t_df=2.0), "pair_queue_weights"),
+    ("align_uniform", "align_uniform", {}, "pair"),
+    ("align_uniform-queue", "align_uniform", {}, "pair_queue"),
+    ("cmc", "cmc", {}, "views"),
+    ("cmc-queue", "cmc", {}, "views_queue"),
+    ("cacr", "cacr", {}, "views"),
+    ("cacr-queue", "cacr", {}, "views_queue"),
+    ("cacr-cross_view-queue", "cacr", dict(negatives="cross_view"), "views_queue"),
+    ("cacr-keys", "cacr", dict(t_pos=0.5), "views_keys"),
+    ("cacr-detach", "cacr", dict(detach_weights=True), "views"),
+    ("uaur", "uaur", {}, "views"),
+]
+
+
+def _call(kind, x):
+    if kind == "pair":
+        return ["za", "zb"], lambda f, a, b: f(a, b)
+    if kind == "pair_queue":
+        return ["za", "zb"], lambda f, a, b: f(a, b, queue=x["queue"])
+    if kind == "pair_queue_weights":
+        return ["za", "zb"], lambda f, a, b: f(a, b, queue=x["queue"], weights=x["weights"])
+    if kind == "labels":
+        return ["za", "zb"], lambda f, a, b: f(a, b, labels=x["labels"])
+    if kind == "labels_queue":
+        return ["za", "zb"], lambda f, a, b: f(a, b, labels=x["labels"], queue=x["queue"],
+                                               queue_labels=torch.tensor([0, 2, 3, 1]))
+    if kind == "graph":
+        return ["za", "zb"], lambda f, a, b: f(a, b, x["graph"])
+    if kind == "graph_queue":
+        qs = torch.rand(N, Q, dtype=x["za"].dtype, generator=torch.Generator().manual_seed(9))
+        qs[:, 0] = float("-inf")
+        return ["za", "zb"], lambda f, a, b: f(a, b, x["graph"], queue=x["queue"], queue_similarity=qs)
+    if kind == "views":
+        return ["views"], lambda f, v: f(v)
+    if kind == "views_queue":
+        return ["views"], lambda f, v: f(v, queue=x["queue"])
+    if kind == "views_keys":
+        return ["views"], lambda f, v: f(v, queue=x["queue"], keys=x["keys"])
+    raise AssertionError(kind)
+
+
+def _value_and_grads(loss, kind, x):
+    names, fn = _call(kind, x)
+    leaves = [x[k].clone().requires_grad_() for k in names]
+    val = fn(loss, *leaves)
+    return val, torch.autograd.grad(val, leaves)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("dtype,rtol", [(F64, 1e-10), (torch.float32, 1e-5)])
+def test_tiled_equals_dense(case, dtype, rtol):
+    _, name, hp, kind = case
+    x = _inputs(dtype)
+    dense_v, dense_g = _value_and_grads(L.build(name, **hp), kind, x)
+    for chunk in (1, 3, 4, 100, "auto"):  # 1, prime, not dividing 2N = 14, larger than N, auto (dense here)
+        v, g = _value_and_grads(L.build(name, chunk_size=chunk, **hp), kind, x)
+        assert torch.allclose(v, dense_v, rtol=rtol, atol=rtol * 1e-2), (chunk, float(v), float(dense_v))
+        for a, b in zip(g, dense_g):
+            assert torch.allclose(a, b, rtol=rtol * 10, atol=rtol * float(b.abs().max())), (chunk, (a - b).abs().max())
+
+
+def test_auto_rule():
+    assert tiling.resolve("auto", 4096, 4096) is None  # dense where it is cheap
+    assert tiling.resolve("auto", 65536, 65536) == tiling.AUTO_TILE_ELEMENTS // 65536
+    assert tiling.resolve(None, 10**6, 10**6) is None
+    assert tiling.resolve(64, 10, 10) is None and tiling.resolve(3, 10, 10) == 3
+
+
+_MEM_SCRIPT = r"""
+import json, resource, sys, torch
+import suite.losses as L
+torch.set_num_threads(1)
+name, n, d, chunk = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+chunk = None if chunk == "none" else (chunk if chunk == "auto" else int(chunk))
+g = torch.Generator().manual_seed(0)
+za = torch.randn(n, d, generator=g).requires_grad_()
+zb = torch.randn(n, d, generator=g).requires_grad_()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+loss = L.build(name, chunk_size=chunk)(za, zb)
+loss.backward()
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"growth_mb": (after - before) / 1024, "loss": float(loss)}))
+"""
+
+
+def _peak_growth(name, n, chunk):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", _MEM_SCRIPT, name, str(n), "128", str(chunk)], capture_output=True,
+                         text=True, env=env, check=True, timeout=240)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_memory_bounded_at_2n_16384():
+    """2N = 16,384, d = 128: the tiled infonce's peak RSS growth stays under 256 MB (dense: ~2 GB)."""
+    r = _peak_growth("infonce", 8192, 256)
+    assert r["growth_mb"] < 256, r
