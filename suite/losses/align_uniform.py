@@ -20,19 +20,26 @@ from torch import Tensor
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, check_finite, check_pair, check_positive, check_queue, register_loss
 from suite.losses.core import normalize, sq_dists_normalized
+from suite.losses.tiling import row_logsumexp
 
 
-def uniformity(x: Tensor, t: float = 2.0, extra: Tensor | None = None) -> Tensor:
-    """log mean over pairs i<j of exp(-t ||x_i - x_j||^2) for unit rows x (M, d) (+ pairs with ``extra``)."""
+def uniformity(x: Tensor, t: float = 2.0, extra: Tensor | None = None, chunk: int | None = None) -> Tensor:
+    """log mean over pairs i<j of exp(-t ||x_i - x_j||^2) for unit rows x (M, d) (+ pairs with ``extra``).
+    ``chunk``: rows per tile (see suite.losses.tiling), None for one tile."""
     m = x.shape[0]
-    d = -t * sq_dists_normalized(x, x)  # (M, M), symmetric: pairs i<j are half the off-diagonal
-    k = torch.arange(m, device=x.device)
-    terms = [d.index_put((k, k), torch.tensor(float("-inf"), dtype=d.dtype, device=d.device)).flatten()]
-    count = m * (m - 1) / 2
-    if extra is not None:
-        terms.append((-t * sq_dists_normalized(x, extra)).flatten() + math.log(2.0))  # counted once, not twice
-        count += m * extra.shape[0]
-    return torch.logsumexp(torch.cat(terms) if len(terms) > 1 else terms[0], dim=0) - math.log(2.0 * count)
+    log2 = math.log(2.0)
+
+    def rows(s: int, e: int) -> Tensor:
+        # the (M, M) matrix is symmetric: pairs i<j are half the off-diagonal; pairs with extra counted once
+        d = -t * sq_dists_normalized(x[s:e], x)  # (rows, M)
+        k = torch.arange(e - s, device=x.device)
+        d = d.index_put((k, k + s), torch.tensor(float("-inf"), dtype=d.dtype, device=d.device))
+        if extra is not None:
+            d = torch.cat([d, -t * sq_dists_normalized(x[s:e], extra) + log2], dim=1)
+        return torch.logsumexp(d.flatten(), dim=0)
+
+    count = m * (m - 1) / 2 + (0 if extra is None else m * extra.shape[0])
+    return row_logsumexp(rows, m, chunk) - math.log(2.0 * count)
 
 
 def alignment(z_a: Tensor, z_b: Tensor, alpha: float = 2.0) -> Tensor:
@@ -54,6 +61,8 @@ class AlignUniform(ContrastiveLoss):
         z_a, z_b = normalize(z_a), normalize(z_b)
         q = normalize(queue) if queue is not None else None
         align = alignment(z_a, z_b, self.alpha)
-        unif = (uniformity(sd.gather(z_a), self.t, q) + uniformity(sd.gather(z_b), self.t, q)) / 2
+        ga, gb = sd.gather(z_a), sd.gather(z_b)
+        chunk = self._tile(ga.shape[0], ga.shape[0] + (0 if q is None else q.shape[0]))
+        unif = (uniformity(ga, self.t, q, chunk) + uniformity(gb, self.t, q, chunk)) / 2
         self._record(alignment=align, uniformity=unif)
         return self.align_weight * align + self.uniform_weight * unif

@@ -18,7 +18,8 @@ from torch import Tensor
 
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, check_labels, check_pair, check_positive, check_queue, register_loss
-from suite.losses.core import normalize, pair_similarities
+from suite.losses.core import normalize, pair_rows, pair_setup
+from suite.losses.tiling import row_sum
 
 
 @register_loss("supcon")
@@ -36,9 +37,9 @@ class SupCon(ContrastiveLoss):
         labels = check_labels(labels, z_a.shape[0])
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         za_n, zb_n = normalize(z_a), normalize(z_b)
-        ps = pair_similarities(za_n, zb_n, negatives="all", symmetric=True, queue=queue, scale=1.0 / self.temperature)
+        ps = pair_setup(za_n, zb_n, negatives="all", symmetric=True, queue=queue, scale=1.0 / self.temperature)
         gl = sd.gather_nograd(labels)
-        cand = ps.cand  # (2M, d), gathered once by pair_similarities
+        cand = ps.cand  # (2M, d), gathered once by pair_setup
         cand_y = torch.cat([gl, gl])  # (2M,)
         if queue is not None:
             if queue_labels is None:
@@ -55,6 +56,10 @@ class SupCon(ContrastiveLoss):
         a_idx = torch.searchsorted(classes, torch.cat([labels, labels]))  # every anchor's class is a candidate class
         pos_sum = ((anchors * class_sum[a_idx]).sum(1) - (anchors * anchors).sum(1)) / self.temperature
         n_pos = (class_cnt[a_idx] - 1).to(pos_sum.dtype)  # |P(i)| >= 1: the partner view
+        pos_mean = pos_sum / n_pos
+
         # mean over P(i) of log p_ip = (sum_p logit_ip) / |P(i)| - logsumexp_a logit_ia
-        per_anchor = torch.logsumexp(ps.sim, 1) - pos_sum / n_pos
-        return per_anchor.mean()
+        def rows(s: int, e: int) -> Tensor:
+            return (torch.logsumexp(pair_rows(ps, s, e), 1) - pos_mean[s:e]).sum()
+
+        return row_sum(rows, ps.n_rows, self._tile(ps.n_rows, ps.n_cols)) / ps.n_rows

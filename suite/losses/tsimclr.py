@@ -27,6 +27,7 @@ from torch import Tensor
 
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, check_pair, check_positive, check_queue, check_weights, register_loss, weighted_mean
+from suite.losses.tiling import row_logsumexp
 
 
 def iou_weights(iou: Tensor, tau_prime: float = 1.0) -> Tensor:
@@ -59,15 +60,21 @@ class TSimCLR(ContrastiveLoss):
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         pos = self._log_q(((z_a - z_b) ** 2).sum(-1))  # (N,) log q(x_i, x_i')
         e = torch.cat([sd.gather(z_a), sd.gather(z_b)])  # (2M, d) all embeddings of all ranks
-        # the normaliser in log space: log Z = logsumexp_{j != k} log q(e_j, e_k); summing q directly
-        # underflows in float32 for spread-out features (loss -inf at tau = 1, t_df = 100)
-        log_q = self._log_q(_sq_dists(e, e))  # (2M, 2M)
-        k = torch.arange(e.shape[0], device=e.device)
-        log_q = log_q.index_put((k, k), torch.tensor(float("-inf"), dtype=log_q.dtype, device=e.device))  # j != k
-        log_z = torch.logsumexp(log_q.flatten(), 0)
-        if queue is not None:  # (embedding, queue) pairs in both orders
-            log_zq = math.log(2.0) + torch.logsumexp(self._log_q(_sq_dists(e, queue)).flatten(), 0)
-            log_z = torch.logaddexp(log_z, log_zq)
+        # the normaliser in log space: log Z = logsumexp_{j != k} log q(e_j, e_k) (+ the (embedding, queue)
+        # pairs in both orders); summing q directly underflows in float32 for spread-out features
+        # (loss -inf at tau = 1, t_df = 100)
+        log2 = math.log(2.0)
+
+        def rows(s: int, r_end: int) -> Tensor:
+            log_q = self._log_q(_sq_dists(e[s:r_end], e))  # (rows, 2M)
+            k = torch.arange(r_end - s, device=e.device)
+            log_q = log_q.index_put((k, k + s), torch.tensor(float("-inf"), dtype=log_q.dtype, device=e.device))
+            if queue is not None:
+                log_q = torch.cat([log_q, self._log_q(_sq_dists(e[s:r_end], queue)) + log2], dim=1)
+            return torch.logsumexp(log_q.flatten(), 0)
+
+        n_cols = e.shape[0] + (0 if queue is None else queue.shape[0])
+        log_z = row_logsumexp(rows, e.shape[0], self._tile(e.shape[0], n_cols))
         per_pair = log_z - pos  # (N,) l(x_i, x_i') = l(x_i', x_i)
         self._record(log_normaliser=log_z, log_normaliser_per_pair=log_z - math.log(e.shape[0] * (e.shape[0] - 1)))
         return weighted_mean(per_pair, weights)  # mean over the 2N anchors (both orders give the same term)
