@@ -134,22 +134,24 @@ class Claim:
         return Result(verdict, est, p, p_rev, df, ns)
 
 
-def combine(results: Sequence[Result], need: int | None = None) -> Verdict:
-    """Verdict of a claim that must hold on at least ``need`` (default: all) of several data sets / margins.
+def combine(results: Sequence[Result], need: int | None = None, total: int | None = None) -> Verdict:
+    """Verdict of a claim that must hold on at least ``need`` (default: all) of ``total`` (default: as many
+    as given, at least ``need``) data sets / margins, ``results`` being those measured.
 
     confirmed: at least ``need`` confirmed; inconclusive (n < 3): not yet, but the parts with too few
-    seeds could still make it; contradicted: so many parts are contradicted that ``need`` cannot be
+    seeds (a data set not measured at all counts as one with n = 0) could still make it; contradicted: so many parts are contradicted that ``need`` cannot be
     reached; not confirmed otherwise. No parts: not measured.
     """
     if not results:
         return Verdict.NOT_MEASURED
     k = len(results) if need is None else need
+    total = max(k, len(results), total or 0)  # data sets not measured at all count as parts with n = 0
     count = {v: sum(r.verdict is v for r in results) for v in Verdict}
     if count[Verdict.CONFIRMED] >= k:
         return Verdict.CONFIRMED
-    if count[Verdict.CONFIRMED] + count[Verdict.INCONCLUSIVE] >= k:
+    if count[Verdict.CONFIRMED] + count[Verdict.INCONCLUSIVE] + (total - len(results)) >= k:
         return Verdict.INCONCLUSIVE
-    if count[Verdict.CONTRADICTED] > len(results) - k:
+    if count[Verdict.CONTRADICTED] > total - k:
         return Verdict.CONTRADICTED
     return Verdict.NOT_CONFIRMED
 

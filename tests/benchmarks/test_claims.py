@@ -83,6 +83,11 @@ def test_combine_over_data_sets():
     assert combine([win, lose, lose], need=2) is Verdict.CONTRADICTED
     assert combine([win, tie]) is Verdict.NOT_CONFIRMED  # default: every part must hold
     assert combine([]) is Verdict.NOT_MEASURED
+    assert combine([win, win], need=4) is Verdict.INCONCLUSIVE  # 2 of 4 data sets measured: 4 could still come
+    assert combine([win, tie, tie], need=4, total=6) is Verdict.INCONCLUSIVE  # 3 of 6 unmeasured
+    assert combine([win, tie, tie, tie], need=4, total=6) is Verdict.NOT_CONFIRMED
+    assert combine([lose, lose, tie, tie, tie, tie], need=4) is Verdict.NOT_CONFIRMED
+    assert combine([lose, lose, lose, tie, tie, tie], need=4) is Verdict.CONTRADICTED  # 4 of 6 out of reach
 
 
 def test_one_std_definition_and_formatter():
