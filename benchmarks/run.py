@@ -20,7 +20,9 @@ claims each job in the registry's ``jobs`` table and marks it finished only when
 a finished job is skipped, so an interrupted sweep resumes where it stopped, and the runs of an
 unfinished attempt are marked interrupted before the job is re-run (no duplicate finished rows). Two
 runners on one registry never run the same job at once. Jobs run in parallel up to
-``--jobs``; ``--launcher torchrun`` starts each job with ``torch.distributed.run`` and forwards
+``--jobs``, each with a thread budget of ``max(1, cores // jobs)`` (``--threads`` overrides; set as
+``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` in the child's environment, which torch's thread pool follows), so
+jobs x threads <= cores; ``--launcher torchrun`` starts each job with ``torch.distributed.run`` and forwards
 ``--nproc-per-node`` / ``--nnodes`` (plus rendezvous flags) so one job uses several processes or machines.
 The registry can be any SQLAlchemy URL (``--registry postgresql+psycopg://...``). Logs of each job go
 to ``results/bench-logs/<suite>/<hash>.log``.
@@ -115,6 +117,14 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
     return spec.get("name", p.stem), jobs
 
 
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 @dataclass
 class Runner:
     registry_url: str
@@ -125,6 +135,8 @@ class Runner:
     rdzv_endpoint: str | None = None
     log_dir: Path = Path("results/bench-logs")
     dry_run: bool = False
+    threads: int = 0  # threads per job process; 0 = max(1, cores // (jobs x processes per job))
+    cores: int | None = None  # cores to share (default: those this process may run on)
     _procs: set[subprocess.Popen] = field(default_factory=set)  # type: ignore[type-arg]
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -144,6 +156,23 @@ class Runner:
             raise ValueError(f"launcher must be local or torchrun, got {self.launcher!r}")
         return [sys.executable, "-m", "suite", *job.argv()]
 
+    def thread_budget(self) -> int:
+        """Threads per job process, so that jobs x processes per job x threads <= cores (``threads`` overrides)."""
+        if self.threads:
+            return self.threads
+        procs = max(1, self.jobs) * (self.nproc_per_node if self.launcher == "torchrun" else 1)
+        return max(1, (self.cores or available_cores()) // procs)
+
+    def env(self, job: Job) -> dict[str, str]:
+        """The child's environment: job hash, registry, and the thread budget (OpenMP / MKL / OpenBLAS, which
+        torch's intra-op pool follows; ``SUITE_THREADS`` for front-ends that set torch threads themselves)."""
+        t = str(self.thread_budget())
+        env = {**os.environ, "SUITE_CONFIG_HASH": job.hash, "SUITE_REGISTRY": self.registry_url,
+               "OMP_NUM_THREADS": t, "MKL_NUM_THREADS": t, "OPENBLAS_NUM_THREADS": t, "SUITE_THREADS": t}
+        if self.jobs > 1:
+            env["SUITE_NO_PROGRESS"] = "1"
+        return env
+
     def run_one(self, job: Job, reg: Registry) -> str:
         if self._stop.is_set():
             return "cancelled"
@@ -154,9 +183,7 @@ class Runner:
             return "skipped"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{job.hash}.log"
-        env = {**os.environ, "SUITE_CONFIG_HASH": job.hash, "SUITE_REGISTRY": self.registry_url}
-        if self.jobs > 1:
-            env["SUITE_NO_PROGRESS"] = "1"
+        env = self.env(job)
         t0 = time.perf_counter()
         with open(log, "w") as fh:
             fh.write(" ".join(self.command(job)) + "\n")
@@ -206,6 +233,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("run", help="run a benchmark suite (grid of front-end jobs), skipping finished ones")
     p.add_argument("suite", help="suite YAML file, or the name of a shipped suite (quick, cpu, paper)")
     p.add_argument("--jobs", type=int, default=1, help="jobs run in parallel")
+    p.add_argument("--threads", type=int, default=0,
+                   help="threads per job (OMP/MKL/torch; default: cores // jobs, so jobs x threads <= cores)")
     p.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY)")
     p.add_argument("--launcher", choices=["local", "torchrun"], default="local")
     p.add_argument("--nproc-per-node", type=int, default=1)
@@ -222,13 +251,16 @@ def _main(args: argparse.Namespace) -> int:
     url = args.registry or registry_url()
     runner = Runner(url, jobs=args.jobs, launcher=args.launcher, nproc_per_node=args.nproc_per_node,
                     nnodes=args.nnodes, rdzv_endpoint=args.rdzv_endpoint, log_dir=Path("results/bench-logs") / name,
-                    dry_run=args.dry_run)
+                    dry_run=args.dry_run, threads=args.threads)
+    if args.jobs < 1 or args.threads < 0:
+        raise ValueError(f"--jobs must be >= 1 and --threads >= 0, got --jobs {args.jobs} --threads {args.threads}")
 
     def on_term(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
-    print(f"suite {name}: {len(jobs)} jobs, registry {url}", flush=True)
+    print(f"suite {name}: {len(jobs)} jobs, {args.jobs} at a time x {runner.thread_budget()} threads "
+          f"({available_cores()} cores), registry {url}", flush=True)
     try:
         counts = runner.run(jobs)
     except KeyboardInterrupt:
