@@ -19,7 +19,12 @@ Every job has a hash of (frontend, command, args, seed); the child process gets 
 claims each job in the registry's ``jobs`` table and marks it finished only when its process exits 0;
 a finished job is skipped, so an interrupted sweep resumes where it stopped, and the runs of an
 unfinished attempt are marked interrupted before the job is re-run (no duplicate finished rows). Two
-runners on one registry never run the same job at once. Jobs run in parallel up to
+runners on one registry never run the same job at once: a claim holds while the runner or the job's own
+process (recorded as ``child_pid``) lives, and a job held elsewhere is reported ``busy``. The runner owns
+its jobs: each starts in its own session (process group); SIGTERM, SIGHUP or Ctrl-C to the runner stop
+every group (SIGKILL after ``grace`` seconds), and a job started with the local launcher gets SIGTERM from
+the kernel when the runner dies, even by SIGKILL (``$SUITE_RUNNER_PID``, see ``suite.cli.follow_runner``).
+A suite's ``name`` names its log folder, so it may hold only letters, digits, ``.``, ``_`` and ``-``. Jobs run in parallel up to
 ``--jobs``, each with a thread budget of ``max(1, cores // jobs)`` (``--threads`` overrides; set as
 ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` in the child's environment, which torch's thread pool follows), so
 jobs x threads <= cores; ``--launcher torchrun`` starts each job with ``torch.distributed.run`` and forwards
