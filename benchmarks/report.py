@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.claims import RULE_TEXT, Claim, Verdict, combine, mean_std, std
 from suite.registry import Registry, markdown_table
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -51,7 +52,13 @@ class Cell:
 
     @property
     def std(self) -> float:
-        return statistics.stdev(self.values) if len(self.values) > 1 else 0.0
+        """Sample std over seeds (NaN for one seed)."""
+        return std(self.values)
+
+    @property
+    def err(self) -> float:
+        """Error bar: the std, 0 for one seed."""
+        return 0.0 if len(self.values) < 2 else self.std
 
 
 # Config keys that name a run's seed, loss, data, files or output rather than its setting. Runs of one
@@ -165,9 +172,7 @@ def _table(rows: list[tuple[str, str, dict[str, str], float]]) -> Table:
 
 
 def _fmt(c: Cell | None) -> str:
-    if c is None:
-        return "–"
-    return f"{c.mean:.2f} ± {c.std:.2f} (n={len(c.values)})"
+    return "–" if c is None else mean_std(c.values)
 
 
 def _rows(by_ds: dict[str, dict[str, Cell]]) -> list[str]:
@@ -224,15 +229,16 @@ def claims(table: dict[tuple[str, str, str], Table]) -> list[tuple[str, str, str
                         found.setdefault(where, []).append((d, x, y))
         return dict(sorted(found.items(), key=lambda kv: -len(kv[1])))
 
-    def compare(prefix: str, a: str, b: str, claim: str, need: int | None = None) -> None:
+    def compare(prefix: str, a: str, b: str, claim: str, need: int | None = None, total: int | None = None) -> None:
         found = groups(prefix, a, b)
         if not found:
-            out.append((claim, "not measured", f"no finished {a} and {b} runs on the same data set and setting"))
+            out.append((claim, str(Verdict.NOT_MEASURED), f"no finished {a} and {b} runs on the same data set and setting"))
         for where, pairs in found.items():
-            out.append((claim + (f" [{where}]" if len(found) > 1 else ""), *_verdict(pairs, a, b, need)))
+            c = Claim(where, a, b, "headline", claim)
+            out.append((claim + (f" [{where}]" if len(found) > 1 else ""), *_verdict(pairs, c, need, total)))
 
     compare("graph/tu-graphcl", "macl", "graphcl", "MACL ≥ GraphCL on at least 4 of 6 TU data sets (MACL Table 4)",
-            need=4)
+            need=4, total=6)
     compare("graph/molnet", "graphcl", "none", "GraphCL pretraining beats no pretraining on MoleculeNet (GraphCL Table 5)")
     compare("graph/molnet", "macl", "none", "MACL pretraining beats no pretraining on MoleculeNet (MACL Table 5)")
     compare("text/simcse", "macl", "infonce", "MACL ≥ SimCSE-InfoNCE on STS (MACL Table B.4)")
@@ -241,23 +247,17 @@ def claims(table: dict[tuple[str, str, str], Table]) -> list[tuple[str, str, str
     return out
 
 
-def _verdict(pairs: list[tuple[str, Cell, Cell]], a: str, b: str, need: int | None) -> tuple[str, str]:
-    """(verdict, evidence) of "a beats b" on ``need`` (default: all) of the data sets in ``pairs``."""
-    # a difference counts only beyond the seed noise (the larger std of the two cells); one seed: no noise estimate
-    noise = [max(x.std, y.std) if min(len(x.values), len(y.values)) > 1 else float("inf") for _, x, y in pairs]
-    wins = sum(x.mean - y.mean > n for (_, x, y), n in zip(pairs, noise))
-    losses = sum(y.mean - x.mean > n for (_, x, y), n in zip(pairs, noise))
+def _verdict(pairs: list[tuple[str, Cell, Cell]], claim: Claim, need: int | None,
+             total: int | None = None) -> tuple[str, str]:
+    """(verdict, evidence) of ``claim`` on ``need`` (default: all) of the data sets in ``pairs``, each judged by
+    the one rule of benchmarks/claims.py on its per-seed values."""
+    results = [claim.judge(x.values, y.values) for _, x, y in pairs]
+    verdict = combine(results, need, total)
     k = need if need is not None else len(pairs)
-    if len(pairs) < k:
-        verdict = "inconclusive (too few data sets)"
-    elif wins >= k:
-        verdict = "confirmed"
-    elif len(pairs) - losses < k:
-        verdict = "not confirmed"
-    else:
-        verdict = "inconclusive (within seed noise)"
-    ev = "; ".join(f"{d}: {x.mean:.2f}±{x.std:.2f} vs {y.mean:.2f}±{y.std:.2f}" for d, x, y in pairs)
-    return verdict, f"{a} > {b} beyond seed noise on {wins}/{len(pairs)}, below on {losses} ({ev})"
+    ev = "; ".join(f"{d}: {claim.a} {mean_std(x.values)} vs {claim.b} {mean_std(y.values)}, {r.evidence()} -> {r.verdict}"
+                   for (d, x, y), r in zip(pairs, results))
+    done = sum(r.verdict is Verdict.CONFIRMED for r in results)
+    return str(verdict), f"confirmed on {done} of {len(pairs)} measured (needs {k}" + (f" of {total}" if total else "") + f"): {ev}"
 
 
 # ----------------------------------------------------------------------------- plots
@@ -289,12 +289,12 @@ def plots(reg: Registry, table: dict) -> list[tuple[str, str]]:
         for i, loss in enumerate(losses):
             xs = [j + i * w for j, d in enumerate(datasets) if loss in by_ds[d]]
             ms = [by_ds[d][loss].mean for d in datasets if loss in by_ds[d]]
-            ss = [by_ds[d][loss].std for d in datasets if loss in by_ds[d]]
+            ss = [by_ds[d][loss].err for d in datasets if loss in by_ds[d]]
             ax.bar(xs, ms, w, yerr=ss, capsize=2, label=loss)
         ax.set_xticks([j + 0.4 - w / 2 for j in range(len(datasets))], datasets, rotation=20)
         ax.set_ylabel(label.split(" [")[0])
         ax.set_title(f"{mod} / {task}")
-        lo = min(c.mean - c.std for d in by_ds.values() for c in d.values())
+        lo = min(c.mean - c.err for d in by_ds.values() for c in d.values())
         ax.set_ylim(max(0, lo - 5), None)
         ax.legend(fontsize=7, ncol=2)
         figs.append((f"{mod} / {task}: {label}", _png(fig)))
@@ -392,7 +392,7 @@ def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
           f"task's headline metric over runs that differ only in seed (a task run in several settings gets one row "
           f"per loss and setting, with the settings listed below its table); best per column in bold; published rows are the papers' numbers at full "
           f"scale (GPU, full data), ours are at this repository's CPU profiles, so gaps are expected.\n\n"
-          f"{md_tables}\n## Papers' claims at this scale\n\n{claims_md}")
+          f"{md_tables}\n## Papers' claims at this scale\n\n{RULE_TEXT}\n\n{claims_md}")
     out_dir.mkdir(parents=True, exist_ok=True)
     md_path = out_dir / "README.md"
     md_path.write_text(md)

@@ -19,8 +19,15 @@ Every job has a hash of (frontend, command, args, seed); the child process gets 
 claims each job in the registry's ``jobs`` table and marks it finished only when its process exits 0;
 a finished job is skipped, so an interrupted sweep resumes where it stopped, and the runs of an
 unfinished attempt are marked interrupted before the job is re-run (no duplicate finished rows). Two
-runners on one registry never run the same job at once. Jobs run in parallel up to
-``--jobs``; ``--launcher torchrun`` starts each job with ``torch.distributed.run`` and forwards
+runners on one registry never run the same job at once: a claim holds while the runner or the job's own
+process (recorded as ``child_pid``) lives, and a job held elsewhere is reported ``busy``. The runner owns
+its jobs: each starts in its own session (process group); SIGTERM, SIGHUP or Ctrl-C to the runner stop
+every group (SIGKILL after ``grace`` seconds), and a job started with the local launcher gets SIGTERM from
+the kernel when the runner dies, even by SIGKILL (``$SUITE_RUNNER_PID``, see ``suite.cli.follow_runner``).
+A suite's ``name`` names its log folder, so it may hold only letters, digits, ``.``, ``_`` and ``-``. Jobs run in parallel up to
+``--jobs``, each with a thread budget of ``max(1, cores // jobs)`` (``--threads`` overrides; set as
+``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` in the child's environment, which torch's thread pool follows), so
+jobs x threads <= cores; ``--launcher torchrun`` starts each job with ``torch.distributed.run`` and forwards
 ``--nproc-per-node`` / ``--nnodes`` (plus rendezvous flags) so one job uses several processes or machines.
 The registry can be any SQLAlchemy URL (``--registry postgresql+psycopg://...``). Logs of each job go
 to ``results/bench-logs/<suite>/<hash>.log``.
@@ -28,8 +35,10 @@ to ``results/bench-logs/<suite>/<hash>.log``.
 from __future__ import annotations
 
 import argparse
+import atexit
 import itertools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -91,19 +100,35 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
         p = SUITES / f"{path}.yaml"
     if not p.exists():
         raise ValueError(f"suite file not found: {path} (shipped suites: {', '.join(x.stem for x in SUITES.glob('*.yaml'))})")
-    spec = yaml.safe_load(p.read_text()) or {}
+    try:
+        spec = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ValueError(f"suite {p}: not valid YAML{where} ({getattr(exc, 'problem', None) or type(exc).__name__})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"suite {p}: cannot read it ({exc})") from None
+    if not isinstance(spec, dict):
+        raise ValueError(f"suite {p}: must be a mapping with 'name' and 'jobs', got {type(spec).__name__}")
     if not isinstance(spec.get("jobs"), list) or not spec["jobs"]:
         raise ValueError(f"suite {p} must have a non-empty 'jobs' list")
+    name = suite_name(spec["name"], p) if "name" in spec else _SAFE_CHARS.sub("_", p.stem)
     jobs: list[Job] = []
     for i, g in enumerate(spec["jobs"]):
+        if not isinstance(g, dict):
+            raise ValueError(f"suite {p}, job group {i}: must be a mapping (frontend, command, ...), got {g!r}")
         unknown = set(g) - {"frontend", "command", "grid", "args", "seeds", "seed_flag", "timeout", "stage"}
         if unknown or "frontend" not in g or "command" not in g:
             raise ValueError(f"suite {p}, job group {i}: needs frontend and command; unknown keys {sorted(unknown)}")
         grid = g.get("grid") or {}
+        if not isinstance(grid, dict) or not isinstance(g.get("args") or {}, dict):
+            raise ValueError(f"suite {p}, job group {i}: 'grid' and 'args' must be mappings")
         keys = sorted(grid)
         values = [v if isinstance(v, list) else [v] for v in (grid[k] for k in keys)]
         fixed = g.get("args") or {}
         seeds = g.get("seeds", [None])
+        if not isinstance(seeds, list):
+            seeds = [seeds]
         for combo in itertools.product(*values):
             args = {**fixed, **dict(zip(keys, combo))}
             for seed in seeds:
@@ -112,7 +137,38 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
     hashes = [j.hash for j in jobs]
     if len(set(hashes)) != len(hashes):
         raise ValueError(f"suite {p} declares the same job twice")
-    return spec.get("name", p.stem), jobs
+    return name, jobs
+
+
+_SAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def suite_name(name: Any, path: Path | str = "") -> str:
+    """A suite's ``name`` becomes the folder ``results/bench-logs/<name>``: only letters, digits, ``.``, ``_``
+    and ``-``, not starting with a dot (no ``..``, separators or absolute paths)."""
+    if not isinstance(name, str) or not name or name.startswith(".") or _SAFE_CHARS.search(name):
+        raise ValueError(f"suite {path}: name {name!r} must be letters, digits, '.', '_' or '-' and not start with "
+                         f"'.' (it names the log folder results/bench-logs/<name>)")
+    return name
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:  # type: ignore[type-arg]
+    """Signal the job's whole process group (it leads its own session); the job alone if that fails."""
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 @dataclass
@@ -125,6 +181,9 @@ class Runner:
     rdzv_endpoint: str | None = None
     log_dir: Path = Path("results/bench-logs")
     dry_run: bool = False
+    threads: int = 0  # threads per job process; 0 = max(1, cores // (jobs x processes per job))
+    cores: int | None = None  # cores to share (default: those this process may run on)
+    grace: float = 30.0  # seconds a job gets to stop after SIGTERM before its process group is killed
     _procs: set[subprocess.Popen] = field(default_factory=set)  # type: ignore[type-arg]
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -144,46 +203,94 @@ class Runner:
             raise ValueError(f"launcher must be local or torchrun, got {self.launcher!r}")
         return [sys.executable, "-m", "suite", *job.argv()]
 
+    def thread_budget(self) -> int:
+        """Threads per job process, so that jobs x processes per job x threads <= cores (``threads`` overrides)."""
+        if self.threads:
+            return self.threads
+        procs = max(1, self.jobs) * (self.nproc_per_node if self.launcher == "torchrun" else 1)
+        return max(1, (self.cores or available_cores()) // procs)
+
+    def env(self, job: Job) -> dict[str, str]:
+        """The child's environment: job hash, registry, and the thread budget (OpenMP / MKL / OpenBLAS, which
+        torch's intra-op pool follows; ``SUITE_THREADS`` for front-ends that set torch threads themselves)."""
+        t = str(self.thread_budget())
+        env = {**os.environ, "SUITE_CONFIG_HASH": job.hash, "SUITE_REGISTRY": self.registry_url,
+               "OMP_NUM_THREADS": t, "MKL_NUM_THREADS": t, "OPENBLAS_NUM_THREADS": t, "SUITE_THREADS": t}
+        if self.launcher == "local":  # `python -m suite` asks for SIGTERM when this runner dies (suite.cli)
+            env["SUITE_RUNNER_PID"] = str(os.getpid())
+        if self.jobs > 1:
+            env["SUITE_NO_PROGRESS"] = "1"
+        return env
+
     def run_one(self, job: Job, reg: Registry) -> str:
         if self._stop.is_set():
             return "cancelled"
         if self.dry_run:
             print("would run:", " ".join(self.command(job)))
             return "dry-run"
-        if reg.job_status(job.hash) == "finished" or not reg.claim_job(job.hash, job.label()):
+        if reg.job_status(job.hash) == "finished":
             return "skipped"
+        if not reg.claim_job(job.hash, job.label()):
+            held = reg.job(job.hash) or {}
+            if held.get("status") == "finished":
+                return "skipped"
+            print(f"[busy] {job.label()}  (running in pid {held.get('child_pid') or held.get('pid')} on "
+                  f"{held.get('host')}; run again when it has ended)", flush=True)
+            return "busy"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{job.hash}.log"
-        env = {**os.environ, "SUITE_CONFIG_HASH": job.hash, "SUITE_REGISTRY": self.registry_url}
-        if self.jobs > 1:
-            env["SUITE_NO_PROGRESS"] = "1"
+        env = self.env(job)
         t0 = time.perf_counter()
         with open(log, "w") as fh:
             fh.write(" ".join(self.command(job)) + "\n")
             fh.flush()
-            proc = subprocess.Popen(self.command(job), stdout=fh, stderr=subprocess.STDOUT, env=env)
+            # its own session (process group): the runner signals the job with every process it starts
+            proc = subprocess.Popen(self.command(job), stdout=fh, stderr=subprocess.STDOUT, env=env,
+                                    start_new_session=True)
             with self._lock:
                 self._procs.add(proc)
+                if self._stop.is_set():  # stop() ran between the check above and the start
+                    _signal_group(proc, signal.SIGTERM)
             try:
+                reg.set_job_child(job.hash, proc.pid)
                 rc = proc.wait(timeout=job.timeout)
             except subprocess.TimeoutExpired:
-                proc.terminate()
-                rc = proc.wait()
+                _signal_group(proc, signal.SIGTERM)
+                try:
+                    rc = proc.wait(timeout=self.grace)
+                except subprocess.TimeoutExpired:
+                    _signal_group(proc, signal.SIGKILL)
+                    rc = proc.wait()
             finally:
                 with self._lock:
                     self._procs.discard(proc)
+                if proc.poll() is None:  # the runner itself is failing: take the job down with it
+                    _signal_group(proc, signal.SIGKILL)
+                    proc.wait()
         status = "finished" if rc == 0 else ("interrupted" if self._stop.is_set() else f"failed (rc={rc}, log {log})")
         reg.finish_job(job.hash, status.split(" ")[0])
         print(f"[{status}] {job.label()}  ({time.perf_counter() - t0:.1f} s)", flush=True)
         return status
 
     def stop(self) -> None:
-        """Stop scheduling and send SIGTERM to running jobs (their runs are marked interrupted)."""
+        """Stop scheduling and send SIGTERM to every running job's process group (their runs are marked
+        interrupted); a group still alive after ``grace`` seconds gets SIGKILL."""
         self._stop.set()
         with self._lock:
-            for p in list(self._procs):
-                if p.poll() is None:
-                    p.send_signal(signal.SIGTERM)
+            procs = [p for p in self._procs if p.poll() is None]
+        for p in procs:
+            _signal_group(p, signal.SIGTERM)
+        if procs:
+            timer = threading.Timer(self.grace, self.kill_all)
+            timer.daemon = True
+            timer.start()
+
+    def kill_all(self) -> None:
+        """SIGKILL every job's process group that is still running (the runner is going away)."""
+        with self._lock:
+            procs = [p for p in self._procs if p.poll() is None]
+        for p in procs:
+            _signal_group(p, signal.SIGKILL)
 
     def run(self, jobs: list[Job]) -> dict[str, int]:
         """Run the jobs stage by stage (a stage starts when the previous one has ended)."""
@@ -206,6 +313,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("run", help="run a benchmark suite (grid of front-end jobs), skipping finished ones")
     p.add_argument("suite", help="suite YAML file, or the name of a shipped suite (quick, cpu, paper)")
     p.add_argument("--jobs", type=int, default=1, help="jobs run in parallel")
+    p.add_argument("--threads", type=int, default=0,
+                   help="threads per job (OMP/MKL/torch; default: cores // jobs, so jobs x threads <= cores)")
     p.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY)")
     p.add_argument("--launcher", choices=["local", "torchrun"], default="local")
     p.add_argument("--nproc-per-node", type=int, default=1)
@@ -222,13 +331,25 @@ def _main(args: argparse.Namespace) -> int:
     url = args.registry or registry_url()
     runner = Runner(url, jobs=args.jobs, launcher=args.launcher, nproc_per_node=args.nproc_per_node,
                     nnodes=args.nnodes, rdzv_endpoint=args.rdzv_endpoint, log_dir=Path("results/bench-logs") / name,
-                    dry_run=args.dry_run)
+                    dry_run=args.dry_run, threads=args.threads)
+    if args.jobs < 1 or args.threads < 0:
+        raise ValueError(f"--jobs must be >= 1 and --threads >= 0, got --jobs {args.jobs} --threads {args.threads}")
+
+    return execute(runner, name, jobs)
+
+
+def execute(runner: Runner, name: str, jobs: list[Job]) -> int:
+    """Run the suite in this (main) thread; SIGTERM / SIGHUP / Ctrl-C stop it and its jobs, and any exit of
+    the runner takes its jobs' process groups down (a SIGKILLed runner: see ``SUITE_RUNNER_PID`` in suite.cli)."""
 
     def on_term(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
-    print(f"suite {name}: {len(jobs)} jobs, registry {url}", flush=True)
+    signal.signal(signal.SIGHUP, on_term)
+    atexit.register(runner.kill_all)
+    print(f"suite {name}: {len(jobs)} jobs, {runner.jobs} at a time x {runner.thread_budget()} threads "
+          f"({available_cores()} cores), registry {runner.registry_url}", flush=True)
     try:
         counts = runner.run(jobs)
     except KeyboardInterrupt:
@@ -236,4 +357,4 @@ def _main(args: argparse.Namespace) -> int:
         print("interrupted: finished jobs are kept; run the same command again to resume", file=sys.stderr)
         return 130
     print("summary: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    return 0 if all(k in ("finished", "skipped", "dry-run") for k in counts) else 1
+    return 0 if all(k in ("finished", "skipped", "dry-run", "busy") for k in counts) else 1

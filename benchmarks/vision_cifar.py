@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from benchmarks.claims import RULE_TEXT, Claim, combine, mean_std
 from benchmarks.parallel import run_cells
 from suite.registry import Registry, config_hash, markdown_table
 from vision.config import PretrainConfig
@@ -189,10 +190,7 @@ def throughput(profile: str, batch_size: int = 256, views: int = 2, repeats: int
 # ----------------------------------------------------------------------------- table
 
 def _fmt(vals: list[float]) -> str:
-    if not vals:
-        return "not run"
-    m = 100 * statistics.mean(vals)
-    return f"{m:.1f}" + (f" ± {100 * statistics.pstdev(vals):.1f}" if len(vals) > 1 else "")
+    return mean_std(vals, digits=1, scale=100, show_n=False, empty="not run")
 
 
 def signature_of(profile: str, epochs: int, train_per_class: int) -> str:
@@ -253,12 +251,11 @@ def write_table(registry: Registry, signature: str, out: Path, settings: str, th
              "standardised frozen backbone features. Changes (in points, negative = drop) are from the balanced run of the same row and batch size. "
              "\"not run\" = not measured yet (see the commands at the end).", "", table, "", "## Claims at this scale", ""]
     lines += [f"- {c}" for c in claims]
-    lines += ["", "Each claim is a set of margins that must all be positive. A margin counts when it is beyond its noise floor: "
-              "two standard errors computed from the seed spreads of the cells it combines (seeds treated as independent; "
-              "at least 0.5 point; 1 point where a cell has a single seed). **confirmed**: every margin is above its floor; "
-              "**not confirmed**: some margin is below minus its floor, i.e. the opposite holds beyond the noise; "
-              "**inconclusive**: otherwise. With three seeds and a few hundred training steps the verdicts say what this "
-              "run measured, not whether the paper's claim holds at its scale."]
+    lines += ["", "Each claim is a set of margins (contrasts of cell means, linear probe unless stated) that must all be "
+              "positive; each margin is judged by Welch's t-test on the per-seed values of its cells (Welch-Satterthwaite "
+              "degrees of freedom for contrasts of more than two cells), and the claim is confirmed when every margin is. "
+              + RULE_TEXT + " With three seeds and a few hundred training steps the verdicts say what this run measured, "
+              "not whether the paper's claim holds at its scale."]
     if thr:
         lines += ["", "## Throughput (images/s, batch 256, V = 2, this profile's encoder, CPU)", "",
                   markdown_table(["augmentation alone", "encoder alone (fwd+bwd, 2 views)", "full step", "augmentation share of a step"],
@@ -297,45 +294,24 @@ def write_table(registry: Registry, signature: str, out: Path, settings: str, th
     return text
 
 
-NOISE = 0.01  # fallback noise floor (1 point) for a margin whose cells have fewer than two seeds
-MIN_FLOOR = 0.005  # a seed spread that happens to be tiny still leaves half a point of noise
-
-
-def _floor(se: float | None) -> float:
-    """Noise floor of a margin: two standard errors (from the seed spreads), at least half a point; 1 point without stds."""
-    return NOISE if se is None else max(MIN_FLOOR, 2 * se)
-
-
-def _verdict(conds: list[tuple[float, float | None]]) -> str:
-    """A claim is a set of margins that must all be positive; each comes with its standard error (None: unknown).
-
-    confirmed: every margin is above its noise floor; not confirmed: some margin is below minus its floor (the
-    opposite holds beyond the noise); inconclusive otherwise.
-    """
-    if any(m < -_floor(se) for m, se in conds):
-        return "**not confirmed**"
-    if all(m > _floor(se) for m, se in conds):
-        return "**confirmed**"
-    m, se = min(conds, key=lambda c: c[0] - _floor(c[1]))
-    return f"**inconclusive** (margin {100 * m:+.1f} points, inside the {100 * _floor(se):.1f}-point noise floor)"
-
-
 Cells = dict[tuple[str, int, str], dict[str, list[float]]]
+Key = tuple[str, int, str, str]  # (row, batch size, imbalance, "lin" | "knn")
+
+
+def _judge(res: Cells, text: str, margins: list[list[tuple[float, Key]]]) -> str:
+    """Verdict of a claim whose ``margins`` (each a contrast: [(coefficient, cell)]) must all be positive."""
+    claim = Claim("vision-cifar", "", "", "accuracy (%)", text)
+
+    def vals(row: str, bs: int, imb: str, k: str) -> list[float]:
+        return [100 * v for v in res.get((row, bs, imb), {}).get(k, [])]
+
+    results = [claim.judge_contrast([(c, vals(*key)) for c, key in m]) for m in margins]
+    return f"**{combine(results)}** (" + "; ".join(f"margin {i + 1}: {r.evidence(1)}" for i, r in enumerate(results)) + ")"
 
 
 def _claims(res: Cells, batch_sizes: tuple[int, ...]) -> list[str]:
     def acc(row: str, bs: int, imb: str = "none", k: str = "lin") -> float | None:
         return _mean(res.get((row, bs, imb)), k)
-
-    def se(*cells: tuple[str, int, str, str]) -> float | None:
-        """Standard error of a sum/difference of cell means (seeds treated as independent); None if a cell has < 2 seeds."""
-        var = 0.0
-        for row, bs, imb, k in cells:
-            v = res.get((row, bs, imb), {}).get(k, [])
-            if len(v) < 2:
-                return None
-            var += statistics.variance(v) / len(v)
-        return var ** 0.5
 
     nce, cacr, cmc = "infonce (SimCLR)", "cacr K=4 (V=5)", "cmc K=4 (V=5)"
     out = []
@@ -346,29 +322,31 @@ def _claims(res: Cells, batch_sizes: tuple[int, ...]) -> list[str]:
                    f"batch {small} and {large}).")
     else:
         gs, gl = m_s - n_s, m_l - n_l  # type: ignore[operator]
-        small_cells = [("macl", small, "none", "lin"), (nce, small, "none", "lin")]
-        large_cells = [("macl", large, "none", "lin"), (nce, large, "none", "lin")]
+        gain_small = [(1.0, ("macl", small, "none", "lin")), (-1.0, (nce, small, "none", "lin"))]
+        gain_large = [(1.0, ("macl", large, "none", "lin")), (-1.0, (nce, large, "none", "lin"))]
         out.append(f"MACL beats NT-Xent most at small batch (MACL Table 9): gain {100 * gs:+.1f} at {small}, "
                    f"{100 * gl:+.1f} at {large} (linear) -> "
-                   f"{_verdict([(gs, se(*small_cells)), (gs - gl, se(*small_cells, *large_cells))])}.")
+                   + _judge(res, "MACL beats NT-Xent most at small batch",
+                            [gain_small, gain_small + [(-c, k) for c, k in gain_large]]) + ".")
     c, m = acc(cacr, small), acc(cmc, small)
     if None in (c, m):
         out.append("CACR K=4 beats CMC K=4 (CACR Table 2): **not checked**.")
     else:
         out.append(f"CACR K=4 beats CMC K=4 (CACR Table 2): {100 * c:.1f} vs {100 * m:.1f} (linear, batch {small}) -> "  # type: ignore[operator]
-                   f"{_verdict([(c - m, se((cacr, small, 'none', 'lin'), (cmc, small, 'none', 'lin')))])}.")  # type: ignore[operator]
+                   + _judge(res, "CACR K=4 beats CMC K=4", [[(1.0, (cacr, small, "none", "lin")),
+                                                               (-1.0, (cmc, small, "none", "lin"))]]) + ".")
     rows3 = (nce, cacr, cmc)
     drops = {(r, i): acc(r, small) - acc(r, small, i)  # type: ignore[operator]
              for r in rows3 for i in ("linear", "exponential") if acc(r, small) is not None and acc(r, small, i) is not None}
     if len(drops) == 6:
-        parts, conds = [], []
+        parts, margins = [], []
         for imb in ("linear", "exponential"):
-            for r in (nce, cmc):  # CACR's drop must be smaller than each other row's
-                conds.append((drops[(r, imb)] - drops[(cacr, imb)],
-                              se(*[(x, small, i, "lin") for x in (r, cacr) for i in ("none", imb)])))
+            for r in (nce, cmc):  # CACR's drop must be smaller than each other row's: drop(r) - drop(cacr) > 0
+                margins.append([(1.0, (r, small, "none", "lin")), (-1.0, (r, small, imb, "lin")),
+                                (-1.0, (cacr, small, "none", "lin")), (1.0, (cacr, small, imb, "lin"))])
             parts.append(f"{imb}: " + ", ".join(f"{r} {100 * drops[(r, imb)]:.1f}" for r in rows3))
         out.append(f"CACR loses least under imbalance (CACR Tables 2, 8): linear-probe drops {'; '.join(parts)} -> "
-                   f"{_verdict(conds)}.")
+                   + _judge(res, "CACR loses least under imbalance", margins) + ".")
     else:
         out.append("CACR loses least under imbalance (CACR Tables 2, 8): **not checked** (imbalanced runs missing).")
     t8, t128, s8, s128 = (acc("tsimclr d=8", small, k="knn"), acc("tsimclr d=128", small, k="knn"),
@@ -377,11 +355,14 @@ def _claims(res: Cells, batch_sizes: tuple[int, ...]) -> list[str]:
         out.append("t-SimCLR keeps its accuracy at d = 8 better than SimCLR (t-SimCLR Fig. 2b): **not checked**.")
     else:
         dt, ds = t128 - t8, s128 - s8  # type: ignore[operator]
-        at8 = [("tsimclr d=8", small, "none", "knn"), ("infonce d=8", small, "none", "knn")]
-        at128 = [("tsimclr d=128", small, "none", "knn"), (nce, small, "none", "knn")]
+        # SimCLR's drop minus t-SimCLR's drop > 0, and t-SimCLR d=8 above SimCLR d=8
+        smaller_drop = [(1.0, (nce, small, "none", "knn")), (-1.0, ("infonce d=8", small, "none", "knn")),
+                        (-1.0, ("tsimclr d=128", small, "none", "knn")), (1.0, ("tsimclr d=8", small, "none", "knn"))]
+        above_at_8 = [(1.0, ("tsimclr d=8", small, "none", "knn")), (-1.0, ("infonce d=8", small, "none", "knn"))]
         out.append(f"t-SimCLR keeps its accuracy at d = 8 better than SimCLR (t-SimCLR Fig. 2b): kNN drop 128 -> 8 "
                    f"t-SimCLR {100 * dt:+.1f}, SimCLR {100 * ds:+.1f}; t-SimCLR d=8 {100 * t8:.1f} vs SimCLR d=8 "  # type: ignore[operator]
-                   f"{100 * s8:.1f} -> {_verdict([(ds - dt, se(*at8, *at128)), (t8 - s8, se(*at8))])}.")  # type: ignore[operator]
+                   f"{100 * s8:.1f} -> " + _judge(res, "t-SimCLR keeps its accuracy at d = 8", [smaller_drop, above_at_8])
+                   + ".")
     return out
 
 

@@ -1,6 +1,6 @@
 """The ``suite`` command (also ``python -m suite``).
 
-Built in: ``suite losses`` and ``suite results list|show|compare|export``. Other packages add
+Built in: ``suite losses`` and ``suite results list|show|compare|export|reap``. Other packages add
 sub-commands through the ``suite.cli`` entry-point group (``vision``, ``graph``, ``text``,
 ``bench``): each entry point is a function ``register(subparsers)`` that adds its parser and sets
 ``func``. ``suite`` itself never imports them statically.
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -40,6 +42,13 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_results(args: argparse.Namespace) -> int:
     reg = Registry(args.registry)
+    if args.action in ("list", "reap"):  # runs whose process is gone are interrupted, not running forever
+        n = reg.reap()
+        if n["runs"] or n["jobs"] or args.action == "reap":
+            print(f"reaped: {n['runs']} runs and {n['jobs']} benchmark jobs whose process is gone marked interrupted",
+                  file=sys.stderr if args.action == "list" else sys.stdout)
+        if args.action == "reap":
+            return 0
     if args.action == "list":
         rows = [[r["id"][:10], r["status"], r["modality"], r["task"], r["dataset"], r["loss"], r["seed"],
                  r["started_at"][:19], f"{r['wall_time']:.1f}" if r["wall_time"] is not None else ""]
@@ -49,7 +58,10 @@ def _cmd_results(args: argparse.Namespace) -> int:
         if not args.run_id:
             print("suite results show: give a run id (prefix)", file=sys.stderr)
             return 2
-        run = reg.get(args.run_id)
+        try:
+            run = reg.get(args.run_id)
+        except KeyError as exc:
+            raise ValueError(f"{exc.args[0]} in the registry {reg.url} (see `suite results list`)") from None
         print(json.dumps(run, indent=2, default=str))
     elif args.action == "compare":
         metric = args.metric
@@ -60,7 +72,10 @@ def _cmd_results(args: argparse.Namespace) -> int:
     elif args.action == "export":
         text = reg.export(args.format, **_filters(args))
         if args.out:
-            Path(args.out).write_text(text)
+            try:
+                Path(args.out).write_text(text)
+            except OSError as exc:
+                raise ValueError(f"cannot write the export to {args.out}: {exc.strerror or exc}") from None
             print(f"wrote {args.out}")
         else:
             print(text)
@@ -76,7 +91,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     pl.set_defaults(func=_cmd_losses)
 
     pr = sub.add_parser("results", help="query the results registry")
-    pr.add_argument("action", choices=["list", "show", "compare", "export"])
+    pr.add_argument("action", choices=["list", "show", "compare", "export", "reap"],
+                    help="reap: mark runs whose process is gone (on this host) as interrupted; list does it too")
     pr.add_argument("run_id", nargs="?", help="run id or prefix (for show)")
     pr.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY)")
     for k in ("modality", "task", "dataset", "loss", "status"):
@@ -105,7 +121,27 @@ def _unavailable(name: str, exc: Exception) -> int:
     return 2
 
 
+def follow_runner() -> None:
+    """A job started by ``suite bench run`` (``$SUITE_RUNNER_PID``) asks Linux for SIGTERM when the runner dies,
+    even by SIGKILL (``PR_SET_PDEATHSIG``), and exits at once if the runner is already gone: an orphaned job never
+    keeps running and records a finished run behind a re-run of the same job."""
+    want = os.environ.pop("SUITE_RUNNER_PID", None)  # for this process only, not for what it starts
+    if not want or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError, ValueError):
+        return
+    if str(os.getppid()) != want:  # the runner died before the request took effect
+        print(f"suite: the benchmark runner (pid {want}) is gone; not starting", file=sys.stderr)
+        raise SystemExit(130)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    follow_runner()
     argv = list(sys.argv[1:] if argv is None else argv)
     plugins = {ep.name for ep in metadata.entry_points(group="suite.cli")}
     first = next((a for a in argv if not a.startswith("-")), None)

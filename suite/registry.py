@@ -93,7 +93,13 @@ jobs_t = sa.Table(  # benchmark-runner jobs: one row per job hash (see benchmark
     sa.Column("pid", sa.Integer),
     sa.Column("started_at", sa.String(32)),
     sa.Column("ended_at", sa.String(32)),
+    sa.Column("child_pid", sa.Integer),  # the job's own process (pid is the runner's); added in round 2
 )
+_ADDED_COLUMNS = {"runs": _ADDED_RUN_COLUMNS, "jobs": ("child_pid",)}
+
+
+class RegistryError(ValueError):
+    """The registry cannot be opened, read or written (corrupt, read-only, unreachable): the message names it."""
 
 
 def _now() -> str:
@@ -171,31 +177,53 @@ class Registry:
 
     def __init__(self, url: str | None = None) -> None:
         self.url = url or registry_url()
-        self.engine = _make_engine(self.url)
-        for attempt in range(5):
-            try:
-                _meta.create_all(self.engine)
-                break
-            except sa.exc.OperationalError:  # two processes creating at once
-                if attempt == 4:
-                    raise
-                time.sleep(0.2 * (attempt + 1))
-        self._migrate()
+        try:
+            self.engine = _make_engine(self.url)
+            for attempt in range(5):
+                try:
+                    _meta.create_all(self.engine)
+                    break
+                except sa.exc.OperationalError as exc:  # two processes creating at once
+                    if attempt == 4 or not _transient(exc):
+                        raise
+                    time.sleep(0.2 * (attempt + 1))
+            self._migrate()
+        except (sa.exc.SQLAlchemyError, OSError) as exc:
+            raise RegistryError(f"cannot open the registry {self.url}: {_reason(exc)}") from exc
+
+    @contextmanager
+    def _tx(self) -> Iterator[sa.Connection]:
+        """One write transaction; a database error becomes a one-line RegistryError naming the registry."""
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except sa.exc.DBAPIError as exc:
+            raise RegistryError(f"registry {self.url}: {_reason(exc)}") from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[sa.Connection]:
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except sa.exc.DBAPIError as exc:
+            raise RegistryError(f"registry {self.url}: {_reason(exc)}") from exc
 
     def _migrate(self) -> None:
         """Add the columns of newer versions to a database made by an older one (ALTER TABLE ADD COLUMN)."""
-        have = {c["name"] for c in sa.inspect(self.engine).get_columns("runs")}
-        missing = [c for c in _ADDED_RUN_COLUMNS if c not in have]
-        if not missing:
-            return
-        with self.engine.begin() as conn:
-            for name in missing:
-                col = runs_t.c[name]
-                try:
-                    conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {name} {col.type.compile(self.engine.dialect)}")
-                except sa.exc.OperationalError as exc:  # another process added it first
-                    if "duplicate column" not in str(exc).lower():
-                        raise
+        insp = sa.inspect(self.engine)
+        for table, added in _ADDED_COLUMNS.items():
+            have = {c["name"] for c in insp.get_columns(table)}
+            missing = [c for c in added if c not in have]
+            if not missing:
+                continue
+            with self.engine.begin() as conn:
+                for name in missing:
+                    col = _meta.tables[table].c[name]
+                    try:
+                        conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {col.type.compile(self.engine.dialect)}")
+                    except sa.exc.OperationalError as exc:  # another process added it first
+                        if "duplicate column" not in str(exc).lower():
+                            raise
 
     # ------------------------------------------------------------------ writes
     def start_run(
@@ -225,14 +253,14 @@ class Registry:
             host=socket.gethostname(), pid=os.getpid(),
             run_options=json.dumps(_jsonable(run_options), sort_keys=True) if run_options is not None else None,
         )
-        with self.engine.begin() as conn:
+        with self._tx() as conn:
             conn.execute(runs_t.insert().values(**row))
         return run_id
 
     def reopen_run(self, run_id: str) -> None:
         """Continue an existing run (a resumed training run keeps its own row): status back to
         ``running``, this process's pid and host, end time and error cleared."""
-        with self.engine.begin() as conn:
+        with self._tx() as conn:
             n = conn.execute(runs_t.update().where(runs_t.c.id == run_id).values(
                 status="running", ended_at=None, error=None, wall_time=None, pid=os.getpid(),
                 host=socket.gethostname())).rowcount
@@ -241,7 +269,7 @@ class Registry:
 
     def set_primary(self, run_id: str, metric: str, split: str | None) -> None:
         """Record the run's headline metric (the evaluator's ``primary_metric``) and its split."""
-        with self.engine.begin() as conn:
+        with self._tx() as conn:
             conn.execute(runs_t.update().where(runs_t.c.id == run_id).values(primary_metric=metric, primary_split=split))
 
     def log_metric(self, run_id: str, name: str, value: float, split: str | None = None, step: int | None = None) -> None:
@@ -255,13 +283,13 @@ class Registry:
                 raise ValueError(f"metric {k!r} is NaN")
             rows.append(dict(run_id=run_id, name=k, value=v, split=split, step=step, logged_at=_now()))
         if rows:
-            with self.engine.begin() as conn:
+            with self._tx() as conn:
                 conn.execute(metrics_t.insert(), rows)
 
     def finish(self, run_id: str, status: str = "finished", error: str | None = None) -> None:
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
-        with self.engine.begin() as conn:
+        with self._tx() as conn:
             start = conn.execute(sa.select(runs_t.c.started_at).where(runs_t.c.id == run_id)).scalar_one()
             wall = (datetime.now(timezone.utc) - datetime.fromisoformat(start)).total_seconds()
             conn.execute(runs_t.update().where(runs_t.c.id == run_id).values(
@@ -300,11 +328,11 @@ class Registry:
                 continue
             col = runs_t.c[k]
             q = q.where(col.in_(v) if isinstance(v, (list, tuple, set)) else col == v)
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return [dict(r._mapping) for r in conn.execute(q.order_by(runs_t.c.started_at))]
 
     def get(self, run_id: str) -> dict[str, Any]:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             row = conn.execute(sa.select(runs_t).where(runs_t.c.id.startswith(run_id))).fetchall()
         if not row:
             raise KeyError(f"no run with id {run_id!r}")
@@ -320,11 +348,11 @@ class Registry:
             q = q.where(metrics_t.c.run_id == run_id)
         if name is not None:
             q = q.where(metrics_t.c.name == name)
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return [dict(r._mapping) for r in conn.execute(q.order_by(metrics_t.c.id))]
 
     def find_finished(self, cfg_hash: str) -> dict[str, Any] | None:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             row = conn.execute(sa.select(runs_t).where(runs_t.c.config_hash == cfg_hash, runs_t.c.status == "finished")
                                .order_by(runs_t.c.started_at.desc())).first()
         return dict(row._mapping) if row else None
@@ -357,22 +385,23 @@ class Registry:
 
     # ------------------------------------------------------------------ benchmark jobs
     def job_status(self, job_hash: str) -> str | None:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return conn.execute(sa.select(jobs_t.c.status).where(jobs_t.c.hash == job_hash)).scalar()
 
     def claim_job(self, job_hash: str, command: str) -> bool:
-        """Atomically claim a job for this process. False if it is finished, or running in a live process.
+        """Atomically claim a job for this process. False if it is finished, or running: its runner or its
+        job process (``child_pid``, which may outlive a killed runner) is alive, or it runs on another host.
 
         Runs recorded by an earlier, unfinished attempt of the job are marked ``interrupted``, so a
         resumed job never leaves duplicate finished rows.
         """
         host, pid = socket.gethostname(), os.getpid()
-        with self.engine.begin() as conn:
+        with self._tx() as conn:
             row = conn.execute(sa.select(jobs_t).where(jobs_t.c.hash == job_hash)).first()
             if row is not None:
                 if row.status == "finished":
                     return False
-                if row.status == "running" and not (row.host == host and not _pid_alive(row.pid)):
+                if row.status == "running" and _job_alive(row, host):
                     return False
                 conn.execute(jobs_t.delete().where(jobs_t.c.hash == job_hash))
             conn.execute(runs_t.update().where(runs_t.c.config_hash == job_hash).values(
@@ -381,9 +410,42 @@ class Registry:
                                                 pid=pid, started_at=_now()))
         return True
 
+    def set_job_child(self, job_hash: str, child_pid: int) -> None:
+        """Record the process that runs a claimed job (checked by later claims and by ``reap``)."""
+        with self._tx() as conn:
+            conn.execute(jobs_t.update().where(jobs_t.c.hash == job_hash).values(child_pid=child_pid))
+
+    def job(self, job_hash: str) -> dict[str, Any] | None:
+        with self._read() as conn:
+            row = conn.execute(sa.select(jobs_t).where(jobs_t.c.hash == job_hash)).first()
+        return dict(row._mapping) if row else None
+
     def finish_job(self, job_hash: str, status: str) -> None:
-        with self.engine.begin() as conn:
+        with self._tx() as conn:
             conn.execute(jobs_t.update().where(jobs_t.c.hash == job_hash).values(status=status, ended_at=_now()))
+
+    def reap(self) -> dict[str, int]:
+        """Mark ``running`` runs whose process is gone on this host as ``interrupted`` (a SIGKILLed run, a
+        machine that went down), and likewise benchmark jobs whose runner and job process are both gone.
+        Runs of other hosts, and runs of databases too old to record a pid, are left alone.
+        Returns ``{"runs": n, "jobs": m}``."""
+        host = socket.gethostname()
+        with self._read() as conn:  # read first: a read-only registry can still be listed
+            dead = [r.id for r in conn.execute(sa.select(runs_t.c.id, runs_t.c.pid).where(
+                runs_t.c.status == "running", runs_t.c.host == host, runs_t.c.pid.is_not(None)))
+                if not _pid_alive(r.pid)]
+            jobs = [r.hash for r in conn.execute(sa.select(jobs_t).where(jobs_t.c.status == "running"))
+                    if r.host == host and not _job_alive(r, host)]
+        if dead or jobs:
+            now = _now()
+            with self._tx() as conn:
+                for run_id in dead:
+                    conn.execute(runs_t.update().where(runs_t.c.id == run_id, runs_t.c.status == "running").values(
+                        status="interrupted", ended_at=now, error="reaped: its process is gone"))
+                for h in jobs:
+                    conn.execute(jobs_t.update().where(jobs_t.c.hash == h, jobs_t.c.status == "running").values(
+                        status="interrupted", ended_at=now))
+        return {"runs": len(dead), "jobs": len(jobs)}
 
     def export(self, fmt: str, **filters: Any) -> str:
         """All runs (with their final metrics) as ``csv``, ``json`` or ``md``."""
@@ -452,6 +514,23 @@ def _sigterm_as_interrupt() -> Any:
     return lambda: signal.signal(signal.SIGTERM, old)
 
 
+def _transient(exc: Exception) -> bool:
+    return "locked" in str(exc).lower() or "already exists" in str(exc).lower()
+
+
+def _reason(exc: BaseException) -> str:
+    """The driver's one-line reason (``file is not a database``, ``attempt to write a readonly database``, ...)."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _job_alive(row: Any, host: str) -> bool:
+    """A running job row is alive when it runs on another host (cannot be checked from here) or its runner
+    or its job process still exists."""
+    return row.host != host or _pid_alive(row.pid) or _pid_alive(getattr(row, "child_pid", None))
+
+
 def _pid_alive(pid: int | None) -> bool:
     if not pid:
         return False
@@ -461,7 +540,11 @@ def _pid_alive(pid: int | None) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # an exited child nobody has waited for yet (a zombie) is gone too
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2] != "Z"
+    except (OSError, ValueError, IndexError):
+        return True
 
 
 def default_registry() -> Registry:

@@ -5,12 +5,14 @@ the resolved config (seeds = [seed]), the loss hyper-parameters, per-epoch train
 (split "train": loss, the loss's diagnostics such as MACL's tau, alignment, uniformity, graphs/s)
 and the SVM results (split "test": ``acc`` at every evaluated epoch, the last epoch being the
 reported one; ``acc_ep10`` etc. by name; the protocol as metrics ``svm_folds``/``svm_seed``).
-A seed whose exact config already finished in the registry is reused unless ``rerun=True``.
+A seed whose exact config already finished in the registry is reused unless ``rerun=True``. Under the
+benchmark runner a run is recorded with the runner's job hash (``$SUITE_CONFIG_HASH``) instead of its own.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -127,8 +129,10 @@ def _one_seed(cfg: TUConfig, scfg: TUConfig, h: str, data: TUData, seed: int, re
 
     if reg is None:
         return body(None)
+    # under `suite bench run` the run carries the runner's job hash (SUITE_CONFIG_HASH), so a re-run of the
+    # job supersedes it and finished jobs are found; otherwise the setting's own hash
     with reg.run(modality="graph", task=TASK, dataset=cfg.dataset, loss=cfg.loss, loss_hparams=loss.hparams(),
-                 config=config, seed=seed, cfg_hash=h) as run:
+                 config=config, seed=seed, cfg_hash=os.environ.get("SUITE_CONFIG_HASH") or h) as run:
         return body(run)
 
 

@@ -69,3 +69,34 @@ def test_interrupted_sweep_resumes_without_duplicates(tmp_path):
             assert ids == first[j.hash]  # not re-run
     # a third pass finds every job finished and starts nothing
     assert Runner(db, jobs=2, log_dir=tmp_path / "logs").run(jobs) == {"skipped": len(jobs)}
+
+
+class _EchoRunner(Runner):
+    """Runs a tiny Python child that reports the threads it got, instead of a front-end."""
+
+    def command(self, job):
+        return [sys.executable, "-c", "import os, torch; print('threads', torch.get_num_threads(), "
+                "os.environ['OMP_NUM_THREADS'], os.environ['MKL_NUM_THREADS'])"]
+
+
+def test_thread_budget_jobs_times_threads_fit_the_cores(tmp_path):
+    _, jobs = load_suite(_suite(tmp_path, 1))
+    assert Runner("x", jobs=2, cores=2).thread_budget() == 1
+    assert Runner("x", jobs=2, cores=16).thread_budget() == 8
+    assert Runner("x", jobs=4, cores=2).thread_budget() == 1  # never 0
+    assert Runner("x", jobs=2, cores=16, launcher="torchrun", nproc_per_node=4).thread_budget() == 2
+    assert Runner("x", jobs=2, cores=16, threads=3).thread_budget() == 3  # --threads overrides
+    env = Runner("x", jobs=2, cores=8).env(jobs[0])
+    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == env["SUITE_THREADS"] == "4"
+    assert env["SUITE_CONFIG_HASH"] == jobs[0].hash
+
+
+def test_child_process_sees_its_thread_budget(tmp_path, monkeypatch):
+    """The make-demo case: 2 jobs on 2 cores, nothing set by the user -> each child runs torch with 1 thread."""
+    for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(k, raising=False)
+    _, jobs = load_suite(_suite(tmp_path, 1))
+    runner = _EchoRunner(str(tmp_path / "r.sqlite"), jobs=2, cores=2, log_dir=tmp_path / "logs")
+    assert runner.run(jobs) == {"finished": 1}
+    log = (tmp_path / "logs" / f"{jobs[0].hash}.log").read_text()
+    assert "threads 1 1 1" in log  # torch's intra-op pool follows OMP_NUM_THREADS

@@ -1,5 +1,5 @@
-"""The vision table's claim verdicts: margins against noise floors from the seed spreads."""
-from benchmarks.vision_cifar import _claims, _verdict
+"""The vision table's claim verdicts: every margin judged by the one rule of benchmarks/claims.py."""
+from benchmarks.vision_cifar import _claims, _fmt
 
 NCE, CACR, CMC = "infonce (SimCLR)", "cacr K=4 (V=5)", "cmc K=4 (V=5)"
 
@@ -8,27 +8,34 @@ def cell(*lin: float, knn: tuple[float, ...] = ()) -> dict[str, list[float]]:
     return {"lin": list(lin), "knn": list(knn), "seeds": list(range(len(lin))), "wall": []}
 
 
-def test_verdict_uses_two_standard_errors_with_a_half_point_minimum():
-    assert _verdict([(0.02, 0.005)]) == "**confirmed**"  # 2 points > 2 SE = 1 point
-    assert _verdict([(-0.02, 0.005)]) == "**not confirmed**"
-    assert _verdict([(0.008, 0.005)]).startswith("**inconclusive** (margin +0.8 points, inside the 1.0-point")
-    assert _verdict([(0.006, 0.0)]) == "**confirmed**"  # tiny spread: the 0.5-point minimum applies
-    assert _verdict([(0.004, 0.0)]).startswith("**inconclusive**")
-    assert _verdict([(0.009, None)]).startswith("**inconclusive**")  # single seed: 1-point floor
-    assert _verdict([(0.011, None)]) == "**confirmed**"
-    # every margin must clear its floor; any margin clearly negative refutes
-    assert _verdict([(0.05, 0.001), (0.002, 0.001)]).startswith("**inconclusive** (margin +0.2")
-    assert _verdict([(0.05, 0.001), (-0.05, 0.001)]) == "**not confirmed**"
+def _line(res, start):
+    return next(c for c in _claims(res, (64, 256)) if c.startswith(start))
+
+
+def test_cells_use_the_sample_std():
+    assert _fmt([0.50, 0.52, 0.54]) == "52.0 ± 2.0"  # sample std 2.0 points (population std would be 1.6)
+    assert _fmt([]) == "not run"
 
 
 def test_claims_read_seed_spreads_from_the_cells():
     tight = {(CACR, 64, "none"): cell(0.500, 0.502, 0.498), (CMC, 64, "none"): cell(0.490, 0.491, 0.489)}
     loose = {(CACR, 64, "none"): cell(0.50, 0.55, 0.45), (CMC, 64, "none"): cell(0.49, 0.44, 0.54)}
-    line = next(c for c in _claims(tight, (64, 256)) if c.startswith("CACR K=4 beats CMC"))
-    assert line.endswith("**confirmed**.")
-    line = next(c for c in _claims(loose, (64, 256)) if c.startswith("CACR K=4 beats CMC"))
-    assert "**inconclusive**" in line
-    assert any("MACL" in c and "**not checked**" in c for c in _claims(tight, (64, 256)))
+    reversed_ = {(CACR, 64, "none"): cell(0.450, 0.452, 0.448), (CMC, 64, "none"): cell(0.490, 0.491, 0.489)}
+    two_seeds = {(CACR, 64, "none"): cell(0.60, 0.61), (CMC, 64, "none"): cell(0.40, 0.41)}
+    assert "-> **confirmed** (margin 1: gap +1.0" in _line(tight, "CACR K=4 beats CMC")
+    assert "-> **not confirmed**" in _line(loose, "CACR K=4 beats CMC")
+    assert "-> **contradicted**" in _line(reversed_, "CACR K=4 beats CMC")
+    assert "-> **inconclusive (n < 3)**" in _line(two_seeds, "CACR K=4 beats CMC")
+    assert "**not checked**" in _line(tight, "MACL")
+
+
+def test_macl_claim_needs_both_margins():
+    res = {("macl", 64, "none"): cell(0.60, 0.61, 0.59), (NCE, 64, "none"): cell(0.50, 0.51, 0.49),
+           ("macl", 256, "none"): cell(0.56, 0.57, 0.55), (NCE, 256, "none"): cell(0.50, 0.51, 0.49)}
+    assert "-> **confirmed**" in _line(res, "MACL beats NT-Xent")  # gain 10 at 64 > gain 6 at 256
+    res[("macl", 256, "none")] = cell(0.60, 0.61, 0.59)  # same gain at both sizes: margin 2 is a tie
+    line = _line(res, "MACL beats NT-Xent")
+    assert "-> **not confirmed**" in line and "margin 2: gap +0.0" in line
 
 
 def test_imbalance_claim_needs_cacr_to_drop_least_against_every_row():
@@ -38,8 +45,6 @@ def test_imbalance_claim_needs_cacr_to_drop_least_against_every_row():
         for imb in ("linear", "exponential"):
             v = bal - drop
             res[(row, 64, imb)] = cell(v, v + 0.001, v - 0.001)
-    line = next(c for c in _claims(res, (64, 256)) if c.startswith("CACR loses least"))
-    assert line.endswith("**confirmed**.")
+    assert "-> **confirmed**" in _line(res, "CACR loses least")
     res[(CMC, 64, "exponential")] = cell(0.50, 0.501, 0.499)  # CMC does not drop at all under exponential
-    line = next(c for c in _claims(res, (64, 256)) if c.startswith("CACR loses least"))
-    assert line.endswith("**not confirmed**.")
+    assert "-> **contradicted**" in _line(res, "CACR loses least")

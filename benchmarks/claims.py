@@ -1,0 +1,162 @@
+"""One rule for every claim a benchmark table or the report states, and one mean ± std.
+
+A :class:`Claim` says that side ``a`` beats side ``b`` on ``metric`` within one task (and one data set
+and setting: the caller picks the rows). It is judged on the per-seed values of the two sides by
+**Welch's t-test**, one-sided in the claim's direction (``scipy.stats.ttest_ind(a, b, equal_var=False,
+alternative="greater")`` for a higher-is-better metric), at significance level ``alpha`` (0.05), with a
+stated minimum effect ``min_effect`` (in the metric's unit; the tables pass values in percent and the
+default is half a point). The verdicts:
+
+- ``confirmed``: both sides have at least 3 seeds, the one-sided p-value is below ``alpha`` and the
+  observed gap in the claim's direction is at least ``min_effect``;
+- ``contradicted``: both sides have at least 3 seeds and the opposite holds by the same rule (p-value of
+  the reverse one-sided test below ``alpha`` and the reverse gap at least ``min_effect``);
+- ``not confirmed``: both sides have at least 3 seeds and neither of the above (a tie, a gap inside the
+  seed noise, or a significant gap smaller than the minimum effect);
+- ``inconclusive (n < 3)``: a side has fewer than 3 seeds; nothing is said, whatever the gap.
+
+A claim about a combination of cells (a gain that must be larger at one batch size than at another, a
+drop that must be smaller for one row than another) is judged the same way on the linear contrast of the
+cell means (:meth:`Claim.judge_contrast`): Welch's t statistic with the Welch-Satterthwaite degrees of
+freedom, which for the contrast ``a - b`` is exactly ``ttest_ind(equal_var=False)`` (tested). A claim
+over several data sets or margins (:func:`combine`) holds when at least ``need`` of them are confirmed.
+
+The std everywhere is the sample std (``ddof=1``); :func:`mean_std` is the one formatter.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from enum import Enum
+from typing import Sequence
+
+ALPHA = 0.05
+MIN_SEEDS = 3
+MIN_EFFECT = 0.5  # points, for metrics in percent
+
+
+class Verdict(str, Enum):
+    CONFIRMED = "confirmed"
+    NOT_CONFIRMED = "not confirmed"
+    CONTRADICTED = "contradicted"
+    INCONCLUSIVE = "inconclusive (n < 3)"
+    NOT_MEASURED = "not measured"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def std(values: Sequence[float]) -> float:
+    """Sample standard deviation (ddof = 1); NaN for fewer than two values."""
+    return statistics.stdev(values) if len(values) > 1 else float("nan")
+
+
+def mean_std(values: Sequence[float], digits: int = 2, scale: float = 1.0, show_n: bool = True,
+             empty: str = "–") -> str:
+    """``"mean ± std (n=k)"`` of ``values`` times ``scale`` (sample std); one value: ``"mean (n=1)"``."""
+    xs = [scale * v for v in values if v == v]
+    if not xs:
+        return empty
+    out = f"{statistics.fmean(xs):.{digits}f}"
+    if len(xs) > 1:
+        out += f" ± {statistics.stdev(xs):.{digits}f}"
+    return out + (f" (n={len(xs)})" if show_n else "")
+
+
+@dataclass(frozen=True)
+class Result:
+    """The verdict on one claim (or one margin of a compound claim) and its evidence."""
+    verdict: Verdict
+    gap: float  # observed difference (contrast) in the claim's direction: positive = as claimed
+    p: float  # one-sided p-value of "holds" (NaN when a side has < 2 values)
+    p_reverse: float  # one-sided p-value of the opposite
+    df: float
+    ns: tuple[int, ...]  # seeds per cell
+
+    def evidence(self, digits: int = 2) -> str:
+        p = "p n/a" if self.p != self.p else f"p = {self.p:.3g}"
+        return f"gap {self.gap:+.{digits}f}, {p}, n = {'/'.join(map(str, self.ns))}"
+
+
+def welch(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, float, float, float]:
+    """Welch's t-test of the linear contrast ``sum(c * mean(values))`` > 0.
+
+    Returns ``(estimate, p_greater, p_less, df)``; p-values are NaN when a cell has fewer than two values.
+    Zero variance in every cell: the p-value is 0 (or 1) by the sign of the estimate.
+    """
+    from scipy import stats
+
+    if any(len(v) == 0 for _, v in terms):
+        return math.nan, math.nan, math.nan, math.nan
+    est = sum(c * statistics.fmean(v) for c, v in terms)
+    if any(len(v) < 2 for _, v in terms):
+        return est, math.nan, math.nan, math.nan
+    parts = [c * c * statistics.variance(v) / len(v) for c, v in terms]
+    var = sum(parts)
+    if var <= 0.0:
+        return est, float(est <= 0), float(est >= 0), math.inf
+    df = var * var / sum(p * p / (len(v) - 1) for p, (_, v) in zip(parts, terms))
+    t = est / math.sqrt(var)
+    return est, float(stats.t.sf(t, df)), float(stats.t.cdf(t, df)), df
+
+
+@dataclass(frozen=True)
+class Claim:
+    """``a`` beats ``b`` on ``metric`` in ``task`` (``higher_is_better`` says which way "beats" points)."""
+    task: str
+    a: str
+    b: str
+    metric: str
+    text: str = ""
+    higher_is_better: bool = True
+    min_effect: float = MIN_EFFECT
+    alpha: float = ALPHA
+
+    def judge(self, a: Sequence[float], b: Sequence[float]) -> Result:
+        """Verdict from the per-seed values of the two sides."""
+        return self.judge_contrast([(1.0, a), (-1.0, b)])
+
+    def judge_contrast(self, terms: Sequence[tuple[float, Sequence[float]]]) -> Result:
+        """Verdict on a linear contrast of cells (coefficient, per-seed values) that the claim says is positive."""
+        sign = 1.0 if self.higher_is_better else -1.0
+        terms = [(sign * c, [float(x) for x in v if x == x]) for c, v in terms]
+        est, p, p_rev, df = welch(terms)
+        ns = tuple(len(v) for _, v in terms)
+        if min(ns) < MIN_SEEDS:
+            verdict = Verdict.INCONCLUSIVE
+        elif p < self.alpha and est >= self.min_effect:
+            verdict = Verdict.CONFIRMED
+        elif p_rev < self.alpha and -est >= self.min_effect:
+            verdict = Verdict.CONTRADICTED
+        else:
+            verdict = Verdict.NOT_CONFIRMED
+        return Result(verdict, est, p, p_rev, df, ns)
+
+
+def combine(results: Sequence[Result], need: int | None = None, total: int | None = None) -> Verdict:
+    """Verdict of a claim that must hold on at least ``need`` (default: all) of ``total`` (default: as many
+    as given, at least ``need``) data sets / margins, ``results`` being those measured.
+
+    confirmed: at least ``need`` confirmed; inconclusive (n < 3): not yet, but the parts with too few
+    seeds (a data set not measured at all counts as one with n = 0) could still make it; contradicted: so many parts are contradicted that ``need`` cannot be
+    reached; not confirmed otherwise. No parts: not measured.
+    """
+    if not results:
+        return Verdict.NOT_MEASURED
+    k = len(results) if need is None else need
+    total = max(k, len(results), total or 0)  # data sets not measured at all count as parts with n = 0
+    count = {v: sum(r.verdict is v for r in results) for v in Verdict}
+    if count[Verdict.CONFIRMED] >= k:
+        return Verdict.CONFIRMED
+    if count[Verdict.CONFIRMED] + count[Verdict.INCONCLUSIVE] + (total - len(results)) >= k:
+        return Verdict.INCONCLUSIVE
+    if count[Verdict.CONTRADICTED] > total - k:
+        return Verdict.CONTRADICTED
+    return Verdict.NOT_CONFIRMED
+
+
+RULE_TEXT = (f"Verdicts (benchmarks/claims.py): Welch's t-test on the per-seed values, one-sided in the claim's "
+             f"direction, alpha = {ALPHA}, minimum effect {MIN_EFFECT} points. **confirmed**: p < alpha and the gap is "
+             f"at least the minimum effect; **contradicted**: the same holds the other way; **not confirmed**: neither; "
+             f"**inconclusive (n < 3)**: a side has fewer than {MIN_SEEDS} seeds. Std = sample std (ddof 1).")
