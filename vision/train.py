@@ -19,9 +19,9 @@ import torch
 from torch import Tensor, nn
 
 from suite import distributed as sd
-from suite.config import hash_config
+from suite.config import experiment_config, hash_config, run_options
 from suite.registry import Registry
-from suite.train import (LossLogger, Throughput, latest_checkpoint, load_checkpoint, progress, rng_state,
+from suite.train import (LossLogger, Throughput, latest_checkpoint, load_for_resume, progress, rng_state,
                          save_checkpoint, seed_everything, set_rng_state, wrap_ddp)
 from vision.config import PretrainConfig
 from vision.data import ImageData, class_subset_indices, imbalanced_indices, load_dataset
@@ -210,8 +210,9 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
     total_steps = max(1, steps_per_epoch * cfg.epochs)
     ckpt_dir = Path(cfg.out_dir) / run_name(cfg)
     start_epoch, step = 0, 0
+    experiment = experiment_config(cfg)
     if cfg.resume and (last := latest_checkpoint(ckpt_dir, "epoch*.pt")) is not None:
-        state = load_checkpoint(last, map_location=device)
+        state = load_for_resume(last, experiment, map_location=device, ignore=run_options(cfg))
         inner.load_state_dict(state["method"])
         opt.load_state_dict(state["optimizer"])
         start_epoch, step = int(state["epoch"]), int(state["step"])
@@ -238,7 +239,7 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
             if sd.is_main() and cfg.ckpt_every and ((epoch + 1) % cfg.ckpt_every == 0 or epoch + 1 == cfg.epochs):
                 save_checkpoint(ckpt_dir / f"epoch{epoch + 1:04d}.pt",
                                 {"method": inner.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
-                                 "step": step, "rng": rng_state(), "config": dataclasses.asdict(cfg)})
+                                 "step": step, "rng": rng_state(), "config": experiment})
             if on_epoch is not None:
                 on_epoch(epoch + 1, stats)
             last_epoch = epoch + 1 == cfg.epochs
