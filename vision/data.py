@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from suite.paths import cache_dir, data_path
+from suite.safeio import cache_unreadable, load_arrays, save_arrays
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp")
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -71,11 +72,29 @@ class ImageData:
 
 # ----------------------------------------------------------------------------- CIFAR pickles
 
+# the only globals a CIFAR batch refers to (numpy arrays); anything else is refused, never called
+_CIFAR_GLOBALS = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+                  ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode")}
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _CIFAR_GLOBALS:
+            raise pickle.UnpicklingError(f"global {module}.{name} is not allowed (only numpy arrays)")
+        return super().find_class(module, name)
+
+
 def _unpickle(path: Path) -> dict[str, Any]:
+    """A CIFAR python batch, read with an unpickler that builds numpy arrays and plain containers only."""
     if not path.exists():
         raise ValueError(f"CIFAR batch file not found: {path}")
-    with open(path, "rb") as f:
-        d = pickle.load(f, encoding="bytes")
+    try:
+        with open(path, "rb") as f:
+            d = _ArrayUnpickler(f, encoding="bytes").load()
+    except Exception as exc:
+        raise ValueError(f"CIFAR batch {path} is refused or corrupt: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(d, dict):
+        raise ValueError(f"CIFAR batch {path} holds a {type(d).__name__}, not a dict")
     return {(k.decode() if isinstance(k, bytes) else k): v for k, v in d.items()}
 
 
@@ -172,6 +191,24 @@ def _decode_folder(split_dir: Path, classes: list[str]) -> tuple[Tensor, Tensor,
     return x, torch.tensor(labels, dtype=torch.int64), skipped
 
 
+_IMAGE_ARRAYS = ("train_x", "train_y", "test_x", "test_y")
+
+
+def _read_image_cache(path: Path) -> dict[str, Any] | None:
+    """The decoded images of an image-folder cache, or None (warning naming the file) if unreadable."""
+    try:
+        arrays, meta = load_arrays(path, "image cache")
+        missing = set(_IMAGE_ARRAYS) - set(arrays)
+        if missing or not isinstance(meta.get("classes"), list) or not isinstance(meta.get("skipped"), dict):
+            raise ValueError(f"image cache {path} is unreadable: missing {sorted(missing) or 'classes/skipped'}")
+        if arrays["train_x"].dtype != torch.uint8 or arrays["train_x"].shape[0] != arrays["train_y"].shape[0]:
+            raise ValueError(f"image cache {path} is unreadable: images and labels do not match")
+        return {**arrays, "classes": meta["classes"], "skipped": meta["skipped"]}
+    except ValueError as exc:
+        cache_unreadable(path, exc)
+        return None
+
+
 def load_image_folder(root: str | Path, name: str | None = None, cache: bool = True) -> ImageData:
     """``root/{train,test}/<class>/*.jpg`` decoded once with Pillow into a cached uint8 tensor file.
 
@@ -186,18 +223,16 @@ def load_image_folder(root: str | Path, name: str | None = None, cache: bool = T
     listing = sorted(f"{p.relative_to(root)}:{p.stat().st_size}" for p in root.glob("*/*/*") if p.suffix.lower() in IMAGE_EXTS)
     key = hashlib.sha256(("\n".join([str(root.resolve()), *classes, *listing])).encode()).hexdigest()[:16]
     name = name or root.name
-    path = cache_dir("vision") / f"{name}-{key}.pt"
-    if cache and path.exists():
-        blob = torch.load(path)
-    else:
+    path = cache_dir("vision") / f"{name}-{key}.npz"
+    blob = _read_image_cache(path) if cache and path.exists() else None
+    if blob is None:
         tr_x, tr_y, sk_tr = _decode_folder(root / "train", classes)
         te_x, te_y, sk_te = _decode_folder(root / "test", classes)
         blob = {"train_x": tr_x, "train_y": tr_y, "test_x": te_x, "test_y": te_y, "classes": classes,
                 "skipped": {"train": sk_tr, "test": sk_te}}
         if cache:
-            tmp = path.with_suffix(".tmp")
-            torch.save(blob, tmp)
-            tmp.replace(path)
+            save_arrays(path, {k: blob[k] for k in _IMAGE_ARRAYS},
+                        {"classes": classes, "skipped": blob["skipped"]})
     return ImageData(name, blob["train_x"], blob["train_y"], blob["test_x"], blob["test_y"], list(blob["classes"]),
                      {"source": str(root), "layout": "image-folder", "cache": str(path) if cache else None,
                       "skipped": blob["skipped"]})

@@ -29,8 +29,9 @@ import torch
 from torch import Tensor
 
 from suite.paths import cache_dir, data_path
+from suite.safeio import cache_unreadable, load_arrays, save_arrays
 
-CACHE_VERSION = "v1"
+CACHE_VERSION = "v2"  # v2: .npz of plain arrays (v1 was a pickle)
 
 
 @dataclass(frozen=True)
@@ -338,19 +339,39 @@ def file_hash(path: str | Path) -> str:
 
 def _cache_path(path: Path, featurizer: str, extra: str) -> Path:
     key = hashlib.sha256(f"{file_hash(path)}|{featurizer}|{extra}|{CACHE_VERSION}".encode()).hexdigest()[:16]
-    return cache_dir("molecules") / f"{path.name.split('.')[0]}-{featurizer}-{key}.pt"
+    return cache_dir("molecules") / f"{path.name.split('.')[0]}-{featurizer}-{key}.npz"
+
+
+_TENSORS = ("x", "edge_index", "edge_attr", "node_ptr", "edge_ptr", "y", "source_index")
+_SEP = "\x00"  # SMILES separator in the cache (never inside a SMILES)
 
 
 def _save(graphs: MolGraphs, p: Path) -> None:
-    tmp = p.with_name(p.name + ".tmp")
-    torch.save(graphs.__dict__, tmp)
-    tmp.replace(p)
+    """Cache as plain arrays (suite.safeio.save_arrays): nothing in the file can run code."""
+    if any(_SEP in s for s in graphs.smiles):
+        return  # cannot be stored unambiguously: no cache
+    arrays = {k: getattr(graphs, k) for k in _TENSORS if getattr(graphs, k) is not None}
+    arrays["smiles"] = np.frombuffer(_SEP.join(graphs.smiles).encode(), dtype=np.uint8)
+    save_arrays(p, arrays, {"featurizer": graphs.featurizer, "tasks": list(graphs.tasks), "skipped": graphs.skipped,
+                            "version": CACHE_VERSION})
 
 
 def _load(p: Path) -> MolGraphs | None:
+    """The cached graphs, or None (with a warning naming the file) when the cache is unreadable."""
     try:
-        return MolGraphs(**torch.load(p, weights_only=False))
-    except Exception:  # corrupt cache: rebuild
+        arrays, meta = load_arrays(p, "molecule cache")
+        missing = {"x", "edge_index", "edge_attr", "node_ptr", "edge_ptr", "smiles"} - set(arrays)
+        if missing or meta.get("version") != CACHE_VERSION:
+            raise ValueError(f"molecule cache {p} is unreadable: missing {sorted(missing)} or another version")
+        blob = arrays.pop("smiles").numpy().tobytes().decode()
+        smiles = blob.split(_SEP) if blob else []
+        g = MolGraphs(**{k: arrays.get(k) for k in _TENSORS}, smiles=smiles, featurizer=str(meta["featurizer"]),
+                      tasks=list(meta["tasks"]), skipped=int(meta["skipped"]))
+        if len(g.smiles) != len(g) or g.edge_ptr.numel() != len(g) + 1:
+            raise ValueError(f"molecule cache {p} is unreadable: {len(g.smiles)} SMILES for {len(g)} graphs")
+        return g
+    except Exception as exc:  # corrupt or planted cache: say so, then rebuild
+        cache_unreadable(p, exc)
         return None
 
 

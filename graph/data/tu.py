@@ -131,6 +131,26 @@ def _prepare_root(name: str, raw_dir: Path) -> Path:
     return root
 
 
+def _check_processed(processed: Path) -> None:
+    """PyG falls back to ``torch.load(weights_only=False)`` on a processed file it cannot read as data,
+    which would run code planted in the cache: every processed file is read here first as data only
+    (``weights_only=True``, PyG's own classes allow-listed); an unreadable or unsafe one is reported and
+    the processed cache removed, so PyG rebuilds it from the raw files."""
+    import shutil
+
+    from suite.safeio import cache_unreadable, load_tensors
+
+    if not processed.is_dir():
+        return
+    for p in sorted(processed.glob("*.pt")):
+        try:
+            load_tensors(p, what="PyG processed cache")
+        except ValueError as exc:
+            cache_unreadable(p, exc)
+            shutil.rmtree(processed, ignore_errors=True)
+            return
+
+
 def load_tu(name: str, root: str | Path | None = None, *, download: bool = False) -> TUData:
     """Load TU dataset ``name`` from ``root`` (default ``$SUITE_DATA/TU``) with GraphCL's features."""
     from torch_geometric.datasets import TUDataset
@@ -152,6 +172,7 @@ def load_tu(name: str, root: str | Path | None = None, *, download: bool = False
         # PyG builds the processed cache on first use; DDP ranks and parallel workers take turns, so
         # none reads a half-written file (the first builds, the others load it)
         with file_lock(Path(cache_root) / f"{name}.lock"):
+            _check_processed(Path(cache_root) / name / "processed")
             ds = TUDataset(str(cache_root), name, use_node_attr=False)
     except Exception as exc:  # unparsable raw file or a corrupt processed cache
         raise ValueError(f"TU dataset {name!r}: PyG could not read {source} (processed cache "

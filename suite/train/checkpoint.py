@@ -10,9 +10,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from suite.safeio import load_tensors
+
 
 def rng_state() -> dict[str, Any]:
-    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Every RNG state as plain data (tuples/lists of ints, tensors): loadable with ``weights_only=True``."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {"python": random.getstate(),
+                             "numpy": {"kind": str(kind), "keys": [int(k) for k in keys], "pos": int(pos),
+                                       "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+                             "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -20,14 +27,20 @@ def rng_state() -> dict[str, Any]:
 
 def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    n = state["numpy"]
+    if isinstance(n, dict):
+        np.random.set_state((n["kind"], np.asarray(n["keys"], dtype=np.uint32), n["pos"], n["has_gauss"],
+                             n["cached_gaussian"]))
+    else:  # (kind, keys, pos, has_gauss, cached) as np.random.get_state() gives it
+        np.random.set_state(tuple(n))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
-    """Write ``state`` atomically (temp file + rename): a crash never leaves a half checkpoint."""
+    """Write ``state`` atomically (temp file + rename): a crash never leaves a half checkpoint.
+    ``state`` holds tensors and plain data only (it is read back with ``weights_only=True``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -37,13 +50,14 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """A checkpoint written by :func:`save_checkpoint`, read as data only (``weights_only=True``:
+    tensors and plain containers; a file that would run code on loading is refused with
+    :class:`suite.safeio.UnsafeFileError`)."""
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"checkpoint not found: {path}")
-    try:
-        return torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as exc:  # corrupt / truncated file
-        raise ValueError(f"checkpoint {path} is corrupt or unreadable: {exc}") from exc
+    state = load_tensors(path, map_location=map_location, what="checkpoint")
+    if not isinstance(state, dict):
+        raise ValueError(f"checkpoint {path} holds a {type(state).__name__}, not a dict")
+    return state
 
 
 class ConfigMismatchError(ValueError):
