@@ -21,6 +21,7 @@ import functools
 import hashlib
 import math
 import pickle
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -165,7 +166,10 @@ def _folder_classes(split_dir: Path, root: Path) -> list[str]:
 
 
 def _decode_folder(split_dir: Path, classes: list[str]) -> tuple[Tensor, Tensor, int]:
-    from PIL import Image  # decoding only, once per cache
+    """Decode every image of ``split_dir/<class>/``; images whose size differs from the first one are
+    skipped, counted and warned about (with the first few paths); an image that cannot be decoded
+    (truncated, not an image) raises ``ValueError`` naming it."""
+    from PIL import Image, UnidentifiedImageError  # decoding only, once per cache
 
     files: list[tuple[Path, int]] = []
     for c, name in enumerate(classes):
@@ -175,20 +179,27 @@ def _decode_folder(split_dir: Path, classes: list[str]) -> tuple[Tensor, Tensor,
         files += [(p, c) for p in sorted(d.iterdir()) if p.suffix.lower() in IMAGE_EXTS]
     if not files:
         raise ValueError(f"no images ({', '.join(IMAGE_EXTS)}) under {split_dir}")
-    arrays, labels, skipped = [], [], 0
+    arrays, labels, skipped = [], [], []
     size: tuple[int, int] | None = None
-    for p, c in files:
-        with Image.open(p) as im:
-            arr = np.asarray(im.convert("RGB"), dtype=np.uint8)  # (H, W, 3)
+    for p, c in files:  # Pillow decodes one file at a time; done once, then cached
+        try:
+            with Image.open(p) as im:
+                arr = np.asarray(im.convert("RGB"), dtype=np.uint8)  # (H, W, 3)
+        except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as exc:  # truncated / not an image
+            raise ValueError(f"image {p} cannot be decoded ({type(exc).__name__}: {exc}); remove or replace it") from exc
         if size is None:
             size = arr.shape[:2]
         if arr.shape[:2] != size:
-            skipped += 1  # a different size cannot be stacked; counted and reported
+            skipped.append(f"{p} ({arr.shape[0]}x{arr.shape[1]})")  # cannot be stacked; counted and reported
             continue
         arrays.append(arr)
         labels.append(c)
+    if skipped:
+        assert size is not None
+        warnings.warn(f"{split_dir}: skipped {len(skipped)} of {len(files)} images whose size differs from "
+                      f"{size[0]}x{size[1]} (first: {'; '.join(skipped[:3])})", stacklevel=3)
     x = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()  # (N, 3, H, W)
-    return x, torch.tensor(labels, dtype=torch.int64), skipped
+    return x, torch.tensor(labels, dtype=torch.int64), len(skipped)
 
 
 _IMAGE_ARRAYS = ("train_x", "train_y", "test_x", "test_y")

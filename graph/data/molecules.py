@@ -126,7 +126,8 @@ class MolGraphs:
     y: Tensor | None = None
     tasks: list[str] = field(default_factory=list)
     source_index: Tensor | None = None  # row of each kept molecule in the source file
-    skipped: int = 0
+    skipped: int = 0  # molecules that could not be featurised
+    bad_labels: int = 0  # non-numeric label cells of the source file, kept as missing
 
     def __len__(self) -> int:
         return self.node_ptr.numel() - 1
@@ -165,7 +166,7 @@ class MolGraphs:
         eptr[1:] = torch.cumsum(self.num_edges[idx], 0)
         return MolGraphs(bt.x.short(), local.short(), bt.edge_attr.short(), bt.ptr, eptr,
                          [self.smiles[i] for i in idx.tolist()], self.featurizer, bt.y, list(self.tasks),
-                         None if self.source_index is None else self.source_index[idx], self.skipped)
+                         None if self.source_index is None else self.source_index[idx], self.skipped, self.bad_labels)
 
 
 def _warn_skipped(failures: list[tuple[int, str, str]], total: int, what: str) -> None:
@@ -353,7 +354,7 @@ def _save(graphs: MolGraphs, p: Path) -> None:
     arrays = {k: getattr(graphs, k) for k in _TENSORS if getattr(graphs, k) is not None}
     arrays["smiles"] = np.frombuffer(_SEP.join(graphs.smiles).encode(), dtype=np.uint8)
     save_arrays(p, arrays, {"featurizer": graphs.featurizer, "tasks": list(graphs.tasks), "skipped": graphs.skipped,
-                            "version": CACHE_VERSION})
+                            "bad_labels": graphs.bad_labels, "version": CACHE_VERSION})
 
 
 def _load(p: Path) -> MolGraphs | None:
@@ -366,7 +367,7 @@ def _load(p: Path) -> MolGraphs | None:
         blob = arrays.pop("smiles").numpy().tobytes().decode()
         smiles = blob.split(_SEP) if blob else []
         g = MolGraphs(**{k: arrays.get(k) for k in _TENSORS}, smiles=smiles, featurizer=str(meta["featurizer"]),
-                      tasks=list(meta["tasks"]), skipped=int(meta["skipped"]))
+                      tasks=list(meta["tasks"]), skipped=int(meta["skipped"]), bad_labels=int(meta["bad_labels"]))
         if len(g.smiles) != len(g) or g.edge_ptr.numel() != len(g) + 1:
             raise ValueError(f"molecule cache {p} is unreadable: {len(g.smiles)} SMILES for {len(g)} graphs")
         return g
@@ -408,8 +409,21 @@ MOLECULENET: dict[str, tuple[str, list[str] | None]] = {
 }
 
 
-def read_moleculenet_csv(path: str | Path, name: str) -> tuple[list[str], Tensor, list[str]]:
-    """SMILES, labels (G, T) float32 (1 / 0, NaN = missing; raw -1 means negative) and task names."""
+@dataclass
+class MoleculeNetTable:
+    """A MoleculeNet CSV as read: SMILES, labels (G, T) float32 (1 / 0, NaN = missing; raw -1 means
+    negative), task names, and the count of non-numeric label cells (reported, kept as missing)."""
+
+    smiles: list[str]
+    y: Tensor
+    tasks: list[str]
+    non_numeric: int = 0
+
+
+def read_moleculenet_table(path: str | Path, name: str) -> MoleculeNetTable:
+    """Read ``path`` as MoleculeNet set ``name``. A label cell that is neither empty nor a number is
+    counted and warned about (file, column, line and value of the first ones) and kept as missing; a
+    number other than -1/0/1 raises ``ValueError``."""
     import pandas as pd
 
     if name not in MOLECULENET:
@@ -423,13 +437,28 @@ def read_moleculenet_csv(path: str | Path, name: str) -> tuple[list[str], Tensor
     missing = [t for t in tasks if t not in df.columns]
     if missing:
         raise ValueError(f"{path}: task column(s) {missing} missing")
-    raw = df[tasks].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64)  # (G, T)
+    cells = df[tasks]
+    raw = cells.apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64)  # (G, T)
+    text = cells.astype(str).apply(lambda c: c.str.strip()).to_numpy()  # (G, T), per column (vectorised)
+    non_numeric = np.isnan(raw) & cells.notna().to_numpy() & (text != "")
+    n_bad = int(non_numeric.sum())
+    if n_bad:
+        where = np.argwhere(non_numeric)[:3]
+        head = "; ".join(f"line {r + 2} column {tasks[c]!r}: {str(cells.iat[r, c])[:20]!r}" for r, c in where)
+        warnings.warn(f"{path}: {n_bad} non-numeric label(s) treated as missing (first: {head})", stacklevel=2)
     bad = ~np.isnan(raw) & ~np.isin(raw, (-1.0, 0.0, 1.0))
     if bad.any():
         r, c = np.argwhere(bad)[0]
         raise ValueError(f"{path}: label {raw[r, c]} in column {tasks[c]!r} row {r} is not -1/0/1/empty")
     y = np.where(raw == -1, 0.0, raw).astype(np.float32)
-    return df[scol].astype(str).tolist(), torch.from_numpy(y), list(tasks)
+    return MoleculeNetTable(df[scol].astype(str).tolist(), torch.from_numpy(y), list(tasks), n_bad)
+
+
+def read_moleculenet_csv(path: str | Path, name: str) -> tuple[list[str], Tensor, list[str]]:
+    """SMILES, labels (G, T) float32 (1 / 0, NaN = missing; raw -1 means negative) and task names
+    (:func:`read_moleculenet_table` without the count of non-numeric labels)."""
+    t = read_moleculenet_table(path, name)
+    return t.smiles, t.y, t.tasks
 
 
 def load_moleculenet(name: str, featurizer: str = "hu", root: str | Path | None = None, use_cache: bool = True) -> MolGraphs:
@@ -443,8 +472,9 @@ def load_moleculenet(name: str, featurizer: str = "hu", root: str | Path | None 
     cp = _cache_path(path, featurizer, f"molnet={name}") if use_cache else None
     if cp is not None and cp.exists() and (g := _load(cp)) is not None:
         return g
-    smiles, y, tasks = read_moleculenet_csv(path, name)
-    g = featurize(smiles, featurizer, y=y, tasks=tasks, what=name)
+    table = read_moleculenet_table(path, name)
+    g = featurize(table.smiles, featurizer, y=table.y, tasks=table.tasks, what=name)
+    g.bad_labels = table.non_numeric
     if cp is not None:
         _save(g, cp)
     return g
