@@ -29,12 +29,16 @@ class UnsafeFileError(ValueError):
 
 
 def _reason(exc: BaseException) -> str:
+    """The informative part of a (often long, multi-line) library error, on one short line."""
     text = str(exc)
     m = _REASON.search(text)
     if m and m.group(1).strip():
         return " ".join(m.group(1).split())
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[0] if lines else type(exc).__name__
+    first = lines[0] if lines else type(exc).__name__
+    if len(first) > 120 and ". " in first:
+        first = first[: first.index(". ") + 1]
+    return first
 
 
 def load_tensors(path: str | Path, map_location: str | torch.device = "cpu", what: str = "file") -> Any:
@@ -60,6 +64,37 @@ def cache_unreadable(path: str | Path, exc: BaseException | str) -> None:
     text = exc if isinstance(exc, str) else _reason(exc)
     msg = text if str(path) in text else f"cache {path} is unreadable ({text})"
     warnings.warn(f"{msg}; rebuilding it", stacklevel=3)
+
+
+def decode_text(data: bytes, path: str | Path, encoding: str = "utf-8", what: str = "text file") -> str:
+    """``data`` (the bytes of ``path``) as text. A binary file (a NUL byte) or bytes that are not
+    ``encoding`` raise a one-line ``ValueError`` naming the file, the line and the offending byte."""
+    nul = data.find(b"\x00")
+    if nul >= 0 and not encoding.lower().startswith("utf-16"):
+        line = data.count(b"\n", 0, nul) + 1
+        raise ValueError(f"{path} is a binary file, not a {what} (NUL byte at line {line}, offset {nul})")
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ValueError(f"{path} is not {encoding} text: byte 0x{data[exc.start]:02x} at line {line} (offset "
+                         f"{exc.start}); save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+
+
+def read_text(path: str | Path, encoding: str = "utf-8", what: str = "text file") -> str:
+    """The text of ``path`` (gzip-compressed or plain) checked by :func:`decode_text`."""
+    import gzip
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{what} {path} {'is a folder, not a file' if path.is_dir() else 'not found'}")
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise ValueError(f"{path} is a corrupt gzip file: {exc}") from exc
+    return decode_text(data, path, encoding, what)
 
 
 _META = "__meta__"

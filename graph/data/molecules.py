@@ -16,20 +16,19 @@ is a vectorised gather (:meth:`MolGraphs.batch`), not a Python loop over molecul
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from suite.paths import cache_dir, data_path
-from suite.safeio import cache_unreadable, load_arrays, save_arrays
+from suite.safeio import cache_unreadable, load_arrays, read_text, save_arrays
 
 CACHE_VERSION = "v2"  # v2: .npz of plain arrays (v1 was a pickle)
 
@@ -290,35 +289,35 @@ def featurize(smiles: Sequence[str], featurizer: str = "hu", y: Tensor | None = 
 
 
 # --------------------------------------------------------------------------- files and cache
-def _open_text(path: Path) -> io.TextIOBase:
-    with open(path, "rb") as f:
-        magic = f.read(2)
-    if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")
+def _csv(text: str, path: Path) -> Any:
+    """``text`` (the decoded contents of ``path``) parsed as CSV; a malformed table names the file."""
+    import pandas as pd
+
+    try:
+        return pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise ValueError(f"{path}: not a readable CSV ({' '.join(str(exc).split())})") from exc
 
 
 def read_smiles(path: str | Path, column: str | None = None, limit: int | None = None, seed: int = 0) -> list[str]:
     """SMILES from a CSV with a SMILES column (``column`` or any column named smiles, case-insensitive)
     or a file with one SMILES per line (first whitespace token; a header line 'smiles' is dropped);
-    gzip or plain. ``limit`` takes a seeded random subset (kept in file order)."""
-    import pandas as pd
-
+    gzip or plain UTF-8 (a binary or non-UTF-8 file raises ``ValueError`` naming it and the line).
+    ``limit`` takes a seeded random subset (kept in file order)."""
     path = Path(path)
     if not path.exists():
         raise ValueError(f"SMILES file not found: {path}")
-    with _open_text(path) as f:
-        first = f.readline().strip()
+    text = read_text(path, what="SMILES file")
+    first = text[: text.find("\n")].strip() if "\n" in text else text.strip()
     if "," in first:
-        df = pd.read_csv(path, compression="infer")
+        df = _csv(text, path)
         cols = {c.lower(): c for c in df.columns}
         col = column if column is not None else cols.get("smiles")
         if col is None or col not in df.columns:
             raise ValueError(f"{path}: no SMILES column (looked for {column or 'smiles'!r}); columns: {list(df.columns)[:10]}")
         out = df[col].astype(str).tolist()
     else:
-        with _open_text(path) as f:
-            lines = [ln.split()[0] for ln in f if ln.strip()]
+        lines = [ln.split()[0] for ln in text.splitlines() if ln.strip()]
         if lines and lines[0].lower() in ("smiles", (column or "smiles").lower()):
             lines = lines[1:]
         out = lines
@@ -429,7 +428,7 @@ def read_moleculenet_table(path: str | Path, name: str) -> MoleculeNetTable:
     if name not in MOLECULENET:
         raise ValueError(f"unknown MoleculeNet data set {name!r}; choose from {sorted(MOLECULENET)}")
     scol, tasks = MOLECULENET[name]
-    df = pd.read_csv(path)
+    df = _csv(read_text(path, what="MoleculeNet CSV"), Path(path))
     if scol not in df.columns:
         raise ValueError(f"{path}: SMILES column {scol!r} missing; columns: {list(df.columns)[:10]}")
     if tasks is None:
