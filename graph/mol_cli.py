@@ -65,6 +65,9 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         for r in res:
             print(f"{r['dataset']} seed {r['seed']}: test ROC-AUC last {100 * r['test_rocauc_last']:.2f}, "
                   f"best-valid (epoch {int(r['best_epoch'])}) {100 * r['test_rocauc_bestval']:.2f}")
+        if res[0]["skipped"] or res[0]["non_numeric_labels"]:
+            print(f"{cfg.dataset}: {res[0]['molecules']} molecules used, {res[0]['skipped']} skipped (SMILES not "
+                  f"featurised), {res[0]['non_numeric_labels']} non-numeric label(s) treated as missing")
         print(f"{cfg.dataset} ({res[0]['loss']}): last-epoch {_fmt([r['test_rocauc_last'] for r in res])}, "
               f"best-valid {_fmt([r['test_rocauc_bestval'] for r in res])} over {len(res)} seed(s)")
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import types
 import typing
 from pathlib import Path
@@ -54,6 +55,25 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 def hash_config(cfg: Any, exclude: tuple[str, ...] = ()) -> str:
     d = {k: v for k, v in to_dict(cfg).items() if k not in exclude}
     return config_hash(d)
+
+
+def run_options(cfg: Any) -> tuple[str, ...]:
+    """The fields of ``cfg`` that say where and how it runs (device, output folder, resume, ...), not
+    what is run: a config class lists them in ``RUN_OPTIONS: ClassVar[tuple[str, ...]]``."""
+    return tuple(getattr(type(cfg), "RUN_OPTIONS", ()))
+
+
+def experiment_config(cfg: Any) -> dict[str, Any]:
+    """The resolved experiment as plain JSON data (``dataclasses.asdict`` with the run options
+    removed): what a checkpoint records and what a resume must match."""
+    skip = set(run_options(cfg))
+    d = {k: v for k, v in to_dict(cfg).items() if k not in skip}
+    return json.loads(json.dumps(d, sort_keys=True, default=str))
+
+
+def experiment_hash(cfg: Any, length: int = 8) -> str:
+    """Short hash of :func:`experiment_config` (names default output folders)."""
+    return config_hash(experiment_config(cfg))[:length]
 
 
 def _unwrap_optional(tp: Any) -> Any:

@@ -23,7 +23,7 @@ def _train(args: argparse.Namespace) -> int:
     print(f"best STS-B dev Spearman {100 * summary['best_stsb_dev']:.2f} after {summary['steps']} steps; "
           f"{summary['sentences_per_s']:.1f} sentences/s; saved to {summary['out']}")
     if args.final_eval != "none":
-        m = evaluate_model(EvalConfig(model=cfg.out, tasks=args.final_eval, label=cfg.loss, seed=cfg.seed))
+        m = evaluate_model(EvalConfig(model=summary["out"], tasks=args.final_eval, label=cfg.loss, seed=cfg.seed))
         print(summary_line(m))
     return 0
 

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite.paths import data_path
+from suite.safeio import read_text
 
 STS_YEARS: dict[str, tuple[str, ...]] = {
     "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
@@ -40,10 +42,20 @@ def _norm(s: str) -> str:
     return " ".join(s.split())
 
 
+class DataFileMissing(FileNotFoundError, ValueError):
+    """A data file that is not there (a ``ValueError`` too, so the CLI prints one line, no traceback)."""
+
+
 def _require(path: Path) -> Path:
     if not path.exists():
-        raise FileNotFoundError(f"data file not found: {path} (is SUITE_DATA set to the data root?)")
+        raise DataFileMissing(f"data file not found: {path} (is SUITE_DATA set to the data root?)")
     return path
+
+
+def _read(path: Path, encoding: str = "utf-8") -> str:
+    """The text of a data file; a binary file or bytes that are not ``encoding`` raise a one-line
+    ``ValueError`` naming the file and line (:func:`suite.safeio.read_text`)."""
+    return read_text(_require(Path(path)), encoding)
 
 
 @dataclass
@@ -73,7 +85,7 @@ class LabelledSet:
 
 def read_sentences(path: str | Path, limit: int | None = None) -> list[str]:
     """One sentence per line; empty lines are skipped. ``limit`` keeps the first ``limit`` sentences."""
-    lines = [_norm(s) for s in _require(Path(path)).read_text(encoding="utf-8").splitlines()]
+    lines = [_norm(s) for s in _read(Path(path), "utf-8").splitlines()]
     out = [s for s in lines if s]
     if not out:
         raise ValueError(f"no sentences in {path}")
@@ -82,8 +94,8 @@ def read_sentences(path: str | Path, limit: int | None = None) -> list[str]:
 
 def read_sts_pairs(input_file: str | Path, gs_file: str | Path, name: str = "") -> PairSet:
     """One STS12-16 sub-set. Lines of the input and gold files correspond one to one."""
-    inputs = _require(Path(input_file)).read_text(encoding="utf-8").splitlines()
-    gold = _require(Path(gs_file)).read_text(encoding="utf-8").splitlines()
+    inputs = _read(Path(input_file), "utf-8").splitlines()
+    gold = _read(Path(gs_file), "utf-8").splitlines()
     if len(inputs) != len(gold):
         raise ValueError(f"{input_file} has {len(inputs)} lines but {gs_file} has {len(gold)}")
     a, b, scores, skipped = [], [], [], 0
@@ -114,7 +126,7 @@ def read_stsb(split: str = "test", root: Path | None = None) -> PairSet:
         raise ValueError(f"STS-B split must be train, dev or test, got {split!r}")
     path = _require((root or senteval_root()) / "STS" / "STSBenchmark" / f"sts-{split}.csv")
     a, b, scores = [], [], []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(_read(path, "utf-8").splitlines(), 1):
         cols = line.strip().split("\t")
         if len(cols) < 7:
             raise ValueError(f"{path}:{lineno}: expected >= 7 tab-separated columns, got {len(cols)}")
@@ -131,7 +143,7 @@ def _sick_rows(split: str, root: Path | None) -> list[list[str]]:
     if split not in SICK_FILES:
         raise ValueError(f"SICK split must be one of {list(SICK_FILES)}, got {split!r}")
     path = _require((root or senteval_root()) / "SICK" / SICK_FILES[split])
-    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
+    rows = [line.split("\t") for line in _read(path, "utf-8").splitlines()[1:] if line.strip()]
     bad = [i for i, r in enumerate(rows) if len(r) < 5]
     if bad:
         raise ValueError(f"{path}: {len(bad)} row(s) with < 5 columns, first at data row {bad[0] + 1}")
@@ -153,7 +165,7 @@ def unlabelled_sentences(root: Path | None = None) -> list[str]:
 # ----------------------------------------------------------------------------- transfer tasks
 
 def _lines(path: Path, encoding: str = "utf-8") -> list[str]:
-    return [_norm(s) for s in _require(path).read_text(encoding=encoding).splitlines() if s.strip()]
+    return [_norm(s) for s in _read(path, encoding).splitlines() if s.strip()]
 
 
 def _binary(name: str, pos: Path, neg: Path, encoding: str = "utf-8") -> LabelledSet:
@@ -165,7 +177,7 @@ def _sst2(root: Path) -> dict[str, LabelledSet]:
     out = {}
     for split in ("train", "dev", "test"):
         x, y = [], []
-        for line in _require(root / "SST" / "binary" / f"sentiment-{split}").read_text(encoding="utf-8").splitlines():
+        for line in _read(root / "SST" / "binary" / f"sentiment-{split}", "utf-8").splitlines():
             if not line.strip():
                 continue
             s, lab = line.rstrip("\n").rsplit("\t", 1)
@@ -180,7 +192,7 @@ def _trec(root: Path) -> dict[str, LabelledSet]:
     out = {}
     for split, fname in (("train", "train_5500.label"), ("test", "TREC_10.label")):
         x, y = [], []
-        for line in _require(root / "TREC" / fname).read_text(encoding="latin-1").splitlines():
+        for line in _read(root / "TREC" / fname, "latin-1").splitlines():
             if not line.strip():
                 continue
             target, rest = line.strip().split(":", 1)
@@ -195,7 +207,7 @@ def _mrpc(root: Path) -> dict[str, LabelledSet]:
     for split in ("train", "test"):
         path = _require(root / "MRPC" / f"msr_paraphrase_{split}.txt")
         a, b, y = [], [], []
-        for line in path.read_text(encoding="utf-8-sig").splitlines()[1:]:
+        for line in _read(path, "utf-8-sig").splitlines()[1:]:
             cols = line.split("\t")
             if len(cols) < 5:
                 continue
@@ -251,7 +263,7 @@ def snli_triplets(splits: tuple[str, ...] = ("dev", "test"), root: Path | None =
     d = (root or senteval_root()) / "SNLI"
     rows: list[tuple[str, str, str]] = []
     for s in splits:
-        s1, s2, lab = (_require(d / f"{k}.{s}").read_text(encoding="utf-8").splitlines() for k in ("s1", "s2", "labels"))
+        s1, s2, lab = (_read(d / f"{k}.{s}", "utf-8").splitlines() for k in ("s1", "s2", "labels"))
         if not len(s1) == len(s2) == len(lab):
             raise ValueError(f"SNLI {s}: s1/s2/labels have {len(s1)}/{len(s2)}/{len(lab)} lines")
         rows += [(_norm(a), _norm(b), c.strip().lower()) for a, b, c in zip(s1, s2, lab)]
@@ -271,8 +283,7 @@ def nli_triplets(root: Path | None = None) -> list[Triplet]:
 
 def read_triplets_csv(path: str | Path) -> list[Triplet]:
     """A CSV with header ``sent0,sent1,hard_neg`` (SimCSE's nli_for_simcse.csv) or any 3 columns."""
-    with _require(Path(path)).open(encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f))
+    rows = list(csv.reader(io.StringIO(_read(Path(path)), newline="")))
     if not rows:
         raise ValueError(f"no rows in {path}")
     head = [c.strip().lower() for c in rows[0]]

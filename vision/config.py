@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 
 @dataclass
 class PretrainConfig:
+    # where and how it runs, not what: left out of the experiment config a resume must match
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("device", "out_dir", "run_name", "resume", "registry", "eval_every",
+                                              "ckpt_every")
     # data
     dataset: str = field(default="cifar10", metadata={"help": "digits | cifar10 | cifar100 | stl10 | folder:<path>"})
     data_root: str = field(default="", metadata={"help": "folder holding the data set (default: $SUITE_DATA)"})

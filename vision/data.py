@@ -21,6 +21,7 @@ import functools
 import hashlib
 import math
 import pickle
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +31,7 @@ import torch
 from torch import Tensor
 
 from suite.paths import cache_dir, data_path
+from suite.safeio import cache_unreadable, load_arrays, save_arrays
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp")
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -71,11 +73,29 @@ class ImageData:
 
 # ----------------------------------------------------------------------------- CIFAR pickles
 
+# the only globals a CIFAR batch refers to (numpy arrays); anything else is refused, never called
+_CIFAR_GLOBALS = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+                  ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode")}
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _CIFAR_GLOBALS:
+            raise pickle.UnpicklingError(f"global {module}.{name} is not allowed (only numpy arrays)")
+        return super().find_class(module, name)
+
+
 def _unpickle(path: Path) -> dict[str, Any]:
+    """A CIFAR python batch, read with an unpickler that builds numpy arrays and plain containers only."""
     if not path.exists():
         raise ValueError(f"CIFAR batch file not found: {path}")
-    with open(path, "rb") as f:
-        d = pickle.load(f, encoding="bytes")
+    try:
+        with open(path, "rb") as f:
+            d = _ArrayUnpickler(f, encoding="bytes").load()
+    except Exception as exc:
+        raise ValueError(f"CIFAR batch {path} is refused or corrupt: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(d, dict):
+        raise ValueError(f"CIFAR batch {path} holds a {type(d).__name__}, not a dict")
     return {(k.decode() if isinstance(k, bytes) else k): v for k, v in d.items()}
 
 
@@ -146,7 +166,10 @@ def _folder_classes(split_dir: Path, root: Path) -> list[str]:
 
 
 def _decode_folder(split_dir: Path, classes: list[str]) -> tuple[Tensor, Tensor, int]:
-    from PIL import Image  # decoding only, once per cache
+    """Decode every image of ``split_dir/<class>/``; images whose size differs from the first one are
+    skipped, counted and warned about (with the first few paths); an image that cannot be decoded
+    (truncated, not an image) raises ``ValueError`` naming it."""
+    from PIL import Image, UnidentifiedImageError  # decoding only, once per cache
 
     files: list[tuple[Path, int]] = []
     for c, name in enumerate(classes):
@@ -156,20 +179,45 @@ def _decode_folder(split_dir: Path, classes: list[str]) -> tuple[Tensor, Tensor,
         files += [(p, c) for p in sorted(d.iterdir()) if p.suffix.lower() in IMAGE_EXTS]
     if not files:
         raise ValueError(f"no images ({', '.join(IMAGE_EXTS)}) under {split_dir}")
-    arrays, labels, skipped = [], [], 0
+    arrays, labels, skipped = [], [], []
     size: tuple[int, int] | None = None
-    for p, c in files:
-        with Image.open(p) as im:
-            arr = np.asarray(im.convert("RGB"), dtype=np.uint8)  # (H, W, 3)
+    for p, c in files:  # Pillow decodes one file at a time; done once, then cached
+        try:
+            with Image.open(p) as im:
+                arr = np.asarray(im.convert("RGB"), dtype=np.uint8)  # (H, W, 3)
+        except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as exc:  # truncated / not an image
+            raise ValueError(f"image {p} cannot be decoded ({type(exc).__name__}: {exc}); remove or replace it") from exc
         if size is None:
             size = arr.shape[:2]
         if arr.shape[:2] != size:
-            skipped += 1  # a different size cannot be stacked; counted and reported
+            skipped.append(f"{p} ({arr.shape[0]}x{arr.shape[1]})")  # cannot be stacked; counted and reported
             continue
         arrays.append(arr)
         labels.append(c)
+    if skipped:
+        assert size is not None
+        warnings.warn(f"{split_dir}: skipped {len(skipped)} of {len(files)} images whose size differs from "
+                      f"{size[0]}x{size[1]} (first: {'; '.join(skipped[:3])})", stacklevel=3)
     x = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()  # (N, 3, H, W)
-    return x, torch.tensor(labels, dtype=torch.int64), skipped
+    return x, torch.tensor(labels, dtype=torch.int64), len(skipped)
+
+
+_IMAGE_ARRAYS = ("train_x", "train_y", "test_x", "test_y")
+
+
+def _read_image_cache(path: Path) -> dict[str, Any] | None:
+    """The decoded images of an image-folder cache, or None (warning naming the file) if unreadable."""
+    try:
+        arrays, meta = load_arrays(path, "image cache")
+        missing = set(_IMAGE_ARRAYS) - set(arrays)
+        if missing or not isinstance(meta.get("classes"), list) or not isinstance(meta.get("skipped"), dict):
+            raise ValueError(f"image cache {path} is unreadable: missing {sorted(missing) or 'classes/skipped'}")
+        if arrays["train_x"].dtype != torch.uint8 or arrays["train_x"].shape[0] != arrays["train_y"].shape[0]:
+            raise ValueError(f"image cache {path} is unreadable: images and labels do not match")
+        return {**arrays, "classes": meta["classes"], "skipped": meta["skipped"]}
+    except ValueError as exc:
+        cache_unreadable(path, exc)
+        return None
 
 
 def load_image_folder(root: str | Path, name: str | None = None, cache: bool = True) -> ImageData:
@@ -186,18 +234,16 @@ def load_image_folder(root: str | Path, name: str | None = None, cache: bool = T
     listing = sorted(f"{p.relative_to(root)}:{p.stat().st_size}" for p in root.glob("*/*/*") if p.suffix.lower() in IMAGE_EXTS)
     key = hashlib.sha256(("\n".join([str(root.resolve()), *classes, *listing])).encode()).hexdigest()[:16]
     name = name or root.name
-    path = cache_dir("vision") / f"{name}-{key}.pt"
-    if cache and path.exists():
-        blob = torch.load(path)
-    else:
+    path = cache_dir("vision") / f"{name}-{key}.npz"
+    blob = _read_image_cache(path) if cache and path.exists() else None
+    if blob is None:
         tr_x, tr_y, sk_tr = _decode_folder(root / "train", classes)
         te_x, te_y, sk_te = _decode_folder(root / "test", classes)
         blob = {"train_x": tr_x, "train_y": tr_y, "test_x": te_x, "test_y": te_y, "classes": classes,
                 "skipped": {"train": sk_tr, "test": sk_te}}
         if cache:
-            tmp = path.with_suffix(".tmp")
-            torch.save(blob, tmp)
-            tmp.replace(path)
+            save_arrays(path, {k: blob[k] for k in _IMAGE_ARRAYS},
+                        {"classes": classes, "skipped": blob["skipped"]})
     return ImageData(name, blob["train_x"], blob["train_y"], blob["test_x"], blob["test_y"], list(blob["classes"]),
                      {"source": str(root), "layout": "image-folder", "cache": str(path) if cache else None,
                       "skipped": blob["skipped"]})

@@ -20,9 +20,9 @@ import torch
 from torch import Tensor, nn
 
 from suite import distributed as sd
-from suite.config import hash_config
+from suite.config import experiment_config, hash_config, run_options
 from suite.registry import Registry
-from suite.train import (LossLogger, Throughput, latest_checkpoint, load_checkpoint, progress, rng_state,
+from suite.train import (LossLogger, Throughput, latest_checkpoint, load_for_resume, progress, rng_state,
                          save_checkpoint, seed_everything, set_rng_state, wrap_ddp)
 from vision.config import PretrainConfig
 from vision.data import ImageData, class_subset_indices, imbalanced_indices, load_dataset
@@ -50,6 +50,7 @@ def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, ImageData, dict[str, A
     the evaluation data (the balanced standard training split as kNN bank / probe training set,
     optionally subsampled per class, and the test split) and log info."""
     data = load_dataset(cfg.dataset, cfg.data_root or None)
+    skipped = data.info.get("skipped") or {}  # image folders: images of another size, not stacked
     eval_data = data
     if cfg.eval_train_per_class > 0:
         eval_data = eval_data.subset_train(class_subset_indices(data.train_y, cfg.eval_train_per_class, seed=cfg.seed))
@@ -58,7 +59,9 @@ def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, ImageData, dict[str, A
         eval_data = ImageData(data.name, eval_data.train_x, eval_data.train_y, data.test_x[ti], data.test_y[ti],
                               data.classes, data.info)
     info: dict[str, Any] = {"train_full": int(data.train_x.shape[0]), "test": int(eval_data.test_x.shape[0]),
-                            "eval_bank": int(eval_data.train_x.shape[0])}
+                            "eval_bank": int(eval_data.train_x.shape[0]),
+                            "skipped_train_images": int(skipped.get("train", 0)),
+                            "skipped_test_images": int(skipped.get("test", 0))}
     if cfg.train_per_class > 0:
         idx = class_subset_indices(data.train_y, cfg.train_per_class, seed=cfg.seed)
         data = data.subset_train(idx, train_per_class=cfg.train_per_class)
@@ -212,8 +215,9 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
     total_steps = max(1, steps_per_epoch * cfg.epochs)
     ckpt_dir = Path(cfg.out_dir) / run_name(cfg)
     start_epoch, step = 0, 0
+    experiment = experiment_config(cfg)
     if cfg.resume and (last := latest_checkpoint(ckpt_dir, "epoch*.pt")) is not None:
-        state = load_checkpoint(last, map_location=device)
+        state = load_for_resume(last, experiment, map_location=device, ignore=run_options(cfg))
         inner.load_state_dict(state["method"])
         opt.load_state_dict(state["optimizer"])
         start_epoch, step = int(state["epoch"]), int(state["step"])
@@ -226,10 +230,17 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
     result: dict[str, Any] = {"data": data_info, "recipe": dataclasses.asdict(recipe), "ckpt_dir": str(ckpt_dir),
                               "resumed_from_epoch": start_epoch}
     t_start = time.perf_counter()
+    n_skipped = data_info["skipped_train_images"] + data_info["skipped_test_images"]
+    if n_skipped and sd.is_main():
+        print(f"{cfg.dataset}: skipped {data_info['skipped_train_images']} training and "
+              f"{data_info['skipped_test_images']} test images whose size differs from the first image "
+              f"({data.info.get('source', '')})", flush=True)
     with ctx as run:
         if run is not None:
             run.log_many({f"class_count_{i}": c for i, c in enumerate(data_info.get("class_counts", []))}, split="data")
-            run.log_many({"train_images": data_info["train"], "start_epoch": start_epoch}, split="data")
+            run.log_many({"train_images": data_info["train"], "start_epoch": start_epoch,
+                          "skipped_train_images": data_info["skipped_train_images"],
+                          "skipped_test_images": data_info["skipped_test_images"]}, split="data")
         stats: dict[str, float] = {}
         for epoch in range(start_epoch, cfg.epochs):
             method.train()
@@ -240,7 +251,7 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
             if sd.is_main() and cfg.ckpt_every and ((epoch + 1) % cfg.ckpt_every == 0 or epoch + 1 == cfg.epochs):
                 save_checkpoint(ckpt_dir / f"epoch{epoch + 1:04d}.pt",
                                 {"method": inner.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
-                                 "step": step, "rng": rng_state(), "config": dataclasses.asdict(cfg)})
+                                 "step": step, "rng": rng_state(), "config": experiment})
             if on_epoch is not None:
                 on_epoch(epoch + 1, stats)
             last_epoch = epoch + 1 == cfg.epochs

@@ -16,21 +16,21 @@ is a vectorised gather (:meth:`MolGraphs.batch`), not a Python loop over molecul
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from suite.paths import cache_dir, data_path
+from suite.safeio import cache_unreadable, load_arrays, read_text, save_arrays
 
-CACHE_VERSION = "v1"
+CACHE_VERSION = "v2"  # v2: .npz of plain arrays (v1 was a pickle)
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,8 @@ class MolGraphs:
     y: Tensor | None = None
     tasks: list[str] = field(default_factory=list)
     source_index: Tensor | None = None  # row of each kept molecule in the source file
-    skipped: int = 0
+    skipped: int = 0  # molecules that could not be featurised
+    bad_labels: int = 0  # non-numeric label cells of the source file, kept as missing
 
     def __len__(self) -> int:
         return self.node_ptr.numel() - 1
@@ -164,7 +165,7 @@ class MolGraphs:
         eptr[1:] = torch.cumsum(self.num_edges[idx], 0)
         return MolGraphs(bt.x.short(), local.short(), bt.edge_attr.short(), bt.ptr, eptr,
                          [self.smiles[i] for i in idx.tolist()], self.featurizer, bt.y, list(self.tasks),
-                         None if self.source_index is None else self.source_index[idx], self.skipped)
+                         None if self.source_index is None else self.source_index[idx], self.skipped, self.bad_labels)
 
 
 def _warn_skipped(failures: list[tuple[int, str, str]], total: int, what: str) -> None:
@@ -288,35 +289,35 @@ def featurize(smiles: Sequence[str], featurizer: str = "hu", y: Tensor | None = 
 
 
 # --------------------------------------------------------------------------- files and cache
-def _open_text(path: Path) -> io.TextIOBase:
-    with open(path, "rb") as f:
-        magic = f.read(2)
-    if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")
+def _csv(text: str, path: Path) -> Any:
+    """``text`` (the decoded contents of ``path``) parsed as CSV; a malformed table names the file."""
+    import pandas as pd
+
+    try:
+        return pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise ValueError(f"{path}: not a readable CSV ({' '.join(str(exc).split())})") from exc
 
 
 def read_smiles(path: str | Path, column: str | None = None, limit: int | None = None, seed: int = 0) -> list[str]:
     """SMILES from a CSV with a SMILES column (``column`` or any column named smiles, case-insensitive)
     or a file with one SMILES per line (first whitespace token; a header line 'smiles' is dropped);
-    gzip or plain. ``limit`` takes a seeded random subset (kept in file order)."""
-    import pandas as pd
-
+    gzip or plain UTF-8 (a binary or non-UTF-8 file raises ``ValueError`` naming it and the line).
+    ``limit`` takes a seeded random subset (kept in file order)."""
     path = Path(path)
     if not path.exists():
         raise ValueError(f"SMILES file not found: {path}")
-    with _open_text(path) as f:
-        first = f.readline().strip()
+    text = read_text(path, what="SMILES file")
+    first = text[: text.find("\n")].strip() if "\n" in text else text.strip()
     if "," in first:
-        df = pd.read_csv(path, compression="infer")
+        df = _csv(text, path)
         cols = {c.lower(): c for c in df.columns}
         col = column if column is not None else cols.get("smiles")
         if col is None or col not in df.columns:
             raise ValueError(f"{path}: no SMILES column (looked for {column or 'smiles'!r}); columns: {list(df.columns)[:10]}")
         out = df[col].astype(str).tolist()
     else:
-        with _open_text(path) as f:
-            lines = [ln.split()[0] for ln in f if ln.strip()]
+        lines = [ln.split()[0] for ln in text.splitlines() if ln.strip()]
         if lines and lines[0].lower() in ("smiles", (column or "smiles").lower()):
             lines = lines[1:]
         out = lines
@@ -338,19 +339,39 @@ def file_hash(path: str | Path) -> str:
 
 def _cache_path(path: Path, featurizer: str, extra: str) -> Path:
     key = hashlib.sha256(f"{file_hash(path)}|{featurizer}|{extra}|{CACHE_VERSION}".encode()).hexdigest()[:16]
-    return cache_dir("molecules") / f"{path.name.split('.')[0]}-{featurizer}-{key}.pt"
+    return cache_dir("molecules") / f"{path.name.split('.')[0]}-{featurizer}-{key}.npz"
+
+
+_TENSORS = ("x", "edge_index", "edge_attr", "node_ptr", "edge_ptr", "y", "source_index")
+_SEP = "\x00"  # SMILES separator in the cache (never inside a SMILES)
 
 
 def _save(graphs: MolGraphs, p: Path) -> None:
-    tmp = p.with_name(p.name + ".tmp")
-    torch.save(graphs.__dict__, tmp)
-    tmp.replace(p)
+    """Cache as plain arrays (suite.safeio.save_arrays): nothing in the file can run code."""
+    if any(_SEP in s for s in graphs.smiles):
+        return  # cannot be stored unambiguously: no cache
+    arrays = {k: getattr(graphs, k) for k in _TENSORS if getattr(graphs, k) is not None}
+    arrays["smiles"] = np.frombuffer(_SEP.join(graphs.smiles).encode(), dtype=np.uint8)
+    save_arrays(p, arrays, {"featurizer": graphs.featurizer, "tasks": list(graphs.tasks), "skipped": graphs.skipped,
+                            "bad_labels": graphs.bad_labels, "version": CACHE_VERSION})
 
 
 def _load(p: Path) -> MolGraphs | None:
+    """The cached graphs, or None (with a warning naming the file) when the cache is unreadable."""
     try:
-        return MolGraphs(**torch.load(p, weights_only=False))
-    except Exception:  # corrupt cache: rebuild
+        arrays, meta = load_arrays(p, "molecule cache")
+        missing = {"x", "edge_index", "edge_attr", "node_ptr", "edge_ptr", "smiles"} - set(arrays)
+        if missing or meta.get("version") != CACHE_VERSION:
+            raise ValueError(f"molecule cache {p} is unreadable: missing {sorted(missing)} or another version")
+        blob = arrays.pop("smiles").numpy().tobytes().decode()
+        smiles = blob.split(_SEP) if blob else []
+        g = MolGraphs(**{k: arrays.get(k) for k in _TENSORS}, smiles=smiles, featurizer=str(meta["featurizer"]),
+                      tasks=list(meta["tasks"]), skipped=int(meta["skipped"]), bad_labels=int(meta["bad_labels"]))
+        if len(g.smiles) != len(g) or g.edge_ptr.numel() != len(g) + 1:
+            raise ValueError(f"molecule cache {p} is unreadable: {len(g.smiles)} SMILES for {len(g)} graphs")
+        return g
+    except Exception as exc:  # corrupt or planted cache: say so, then rebuild
+        cache_unreadable(p, exc)
         return None
 
 
@@ -387,14 +408,27 @@ MOLECULENET: dict[str, tuple[str, list[str] | None]] = {
 }
 
 
-def read_moleculenet_csv(path: str | Path, name: str) -> tuple[list[str], Tensor, list[str]]:
-    """SMILES, labels (G, T) float32 (1 / 0, NaN = missing; raw -1 means negative) and task names."""
+@dataclass
+class MoleculeNetTable:
+    """A MoleculeNet CSV as read: SMILES, labels (G, T) float32 (1 / 0, NaN = missing; raw -1 means
+    negative), task names, and the count of non-numeric label cells (reported, kept as missing)."""
+
+    smiles: list[str]
+    y: Tensor
+    tasks: list[str]
+    non_numeric: int = 0
+
+
+def read_moleculenet_table(path: str | Path, name: str) -> MoleculeNetTable:
+    """Read ``path`` as MoleculeNet set ``name``. A label cell that is neither empty nor a number is
+    counted and warned about (file, column, line and value of the first ones) and kept as missing; a
+    number other than -1/0/1 raises ``ValueError``."""
     import pandas as pd
 
     if name not in MOLECULENET:
         raise ValueError(f"unknown MoleculeNet data set {name!r}; choose from {sorted(MOLECULENET)}")
     scol, tasks = MOLECULENET[name]
-    df = pd.read_csv(path)
+    df = _csv(read_text(path, what="MoleculeNet CSV"), Path(path))
     if scol not in df.columns:
         raise ValueError(f"{path}: SMILES column {scol!r} missing; columns: {list(df.columns)[:10]}")
     if tasks is None:
@@ -402,13 +436,28 @@ def read_moleculenet_csv(path: str | Path, name: str) -> tuple[list[str], Tensor
     missing = [t for t in tasks if t not in df.columns]
     if missing:
         raise ValueError(f"{path}: task column(s) {missing} missing")
-    raw = df[tasks].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64)  # (G, T)
+    cells = df[tasks]
+    raw = cells.apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64)  # (G, T)
+    text = cells.astype(str).apply(lambda c: c.str.strip()).to_numpy()  # (G, T), per column (vectorised)
+    non_numeric = np.isnan(raw) & cells.notna().to_numpy() & (text != "")
+    n_bad = int(non_numeric.sum())
+    if n_bad:
+        where = np.argwhere(non_numeric)[:3]
+        head = "; ".join(f"line {r + 2} column {tasks[c]!r}: {str(cells.iat[r, c])[:20]!r}" for r, c in where)
+        warnings.warn(f"{path}: {n_bad} non-numeric label(s) treated as missing (first: {head})", stacklevel=2)
     bad = ~np.isnan(raw) & ~np.isin(raw, (-1.0, 0.0, 1.0))
     if bad.any():
         r, c = np.argwhere(bad)[0]
         raise ValueError(f"{path}: label {raw[r, c]} in column {tasks[c]!r} row {r} is not -1/0/1/empty")
     y = np.where(raw == -1, 0.0, raw).astype(np.float32)
-    return df[scol].astype(str).tolist(), torch.from_numpy(y), list(tasks)
+    return MoleculeNetTable(df[scol].astype(str).tolist(), torch.from_numpy(y), list(tasks), n_bad)
+
+
+def read_moleculenet_csv(path: str | Path, name: str) -> tuple[list[str], Tensor, list[str]]:
+    """SMILES, labels (G, T) float32 (1 / 0, NaN = missing; raw -1 means negative) and task names
+    (:func:`read_moleculenet_table` without the count of non-numeric labels)."""
+    t = read_moleculenet_table(path, name)
+    return t.smiles, t.y, t.tasks
 
 
 def load_moleculenet(name: str, featurizer: str = "hu", root: str | Path | None = None, use_cache: bool = True) -> MolGraphs:
@@ -422,8 +471,9 @@ def load_moleculenet(name: str, featurizer: str = "hu", root: str | Path | None 
     cp = _cache_path(path, featurizer, f"molnet={name}") if use_cache else None
     if cp is not None and cp.exists() and (g := _load(cp)) is not None:
         return g
-    smiles, y, tasks = read_moleculenet_csv(path, name)
-    g = featurize(smiles, featurizer, y=y, tasks=tasks, what=name)
+    table = read_moleculenet_table(path, name)
+    g = featurize(table.smiles, featurizer, y=table.y, tasks=table.tasks, what=name)
+    g.bad_labels = table.non_numeric
     if cp is not None:
         _save(g, cp)
     return g

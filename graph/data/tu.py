@@ -3,7 +3,10 @@
 The raw files live read-only under ``$SUITE_DATA/TU/<NAME>/raw`` (TU raw layout); PyG's processed
 cache is written under ``suite.paths.cache_dir("TU")`` (a ``raw`` link to the data root), never
 inside the data root. Before PyG touches a local copy the raw folder is checked: a missing or
-inconsistent file raises ``ValueError`` naming it, and nothing is downloaded over it. Only a
+inconsistent file raises ``ValueError`` naming it, and nothing is downloaded over it. Before PyG
+parses the raw files (no processed cache yet) their structure is validated (:func:`validate_tu_raw`:
+sorted, gap-free graph ids, every edge inside one graph, one label per graph; errors name the file
+and line), and after loading the number of graphs must equal the number of labels. Only a
 dataset absent from the data root is downloaded by PyG (into the cache), and only with
 ``download=True``.
 
@@ -19,9 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
@@ -111,6 +116,96 @@ def check_tu_raw(raw_dir: Path, name: str) -> dict[str, int]:
     return counts
 
 
+class TUFormatError(ValueError):
+    """A raw TU file that is malformed or inconsistent (the message names the file and line)."""
+
+
+def _line_of(path: Path, row: int) -> int:
+    """1-based line number of the ``row``-th (0-based) non-blank line of ``path`` (error path only)."""
+    seen = -1
+    with open(path, "rb") as f:
+        for i, line in enumerate(f, start=1):
+            if line.strip():
+                seen += 1
+                if seen == row:
+                    return i
+    return i + 1 if seen >= 0 else 1
+
+
+def _first_bad_line(path: Path, columns: int) -> tuple[int, str] | None:
+    """(line number, text) of the first non-blank line that is not ``columns`` integers (error path only)."""
+    with open(path, "rb") as f:
+        for i, raw in enumerate(f, start=1):
+            text = raw.decode("utf-8", "replace").strip()
+            if not text:
+                continue
+            parts = [p.strip() for p in text.split(",")] if columns > 1 else text.split()
+            if len(parts) != columns or not all(p.lstrip("-").isdigit() for p in parts):
+                return i, text
+    return None
+
+
+def _read_ints(path: Path, name: str, columns: int) -> np.ndarray:
+    """Integers of a TU text file, (rows,) or (rows, columns); a malformed line raises naming file and line."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "empty input file": handled below
+            a = np.loadtxt(path, delimiter="," if columns > 1 else None, dtype=np.int64, ndmin=2)
+    except ValueError as exc:
+        bad = _first_bad_line(path, columns)
+        if bad is None:
+            raise TUFormatError(f"TU dataset {name!r}: {path} is unreadable: {exc}") from exc
+        raise TUFormatError(f"TU dataset {name!r}: {path}: line {bad[0]}: {bad[1][:60]!r} is not {columns} "
+                            f"integer(s){' separated by commas' if columns > 1 else ''}") from exc
+    if a.size == 0:
+        raise TUFormatError(f"TU dataset {name!r}: {path} is empty")
+    if a.shape[1] != columns:
+        raise TUFormatError(f"TU dataset {name!r}: {path}: line {_line_of(path, 0)}: {a.shape[1]} values per line, "
+                            f"expected {columns}")
+    return a if columns > 1 else a[:, 0]
+
+
+def validate_tu_raw(raw_dir: Path, name: str) -> int:
+    """Parse and check the structure of a TU dataset's raw files; returns the number of graphs.
+
+    ``graph_indicator``: graph ids start at 1, are sorted and have no gaps (every graph has a node);
+    ``A``: two node ids per line, each in 1..nodes, both ends in the same graph; ``graph_labels``:
+    one integer per graph. Each failure raises :class:`TUFormatError` (a ``ValueError``) naming the file and the line."""
+    raw_dir = Path(raw_dir)
+    ind_path = raw_dir / f"{name}_graph_indicator.txt"
+    gi = _read_ints(ind_path, name, 1)  # (N,) graph id of each node
+    if gi[0] != 1:
+        raise TUFormatError(f"TU dataset {name!r}: {ind_path}: line {_line_of(ind_path, 0)}: first graph id is {gi[0]}, "
+                         f"expected 1")
+    step = np.diff(gi)
+    bad = np.flatnonzero((step < 0) | (step > 1))
+    if bad.size:
+        r = int(bad[0]) + 1
+        what = "ids must be sorted" if step[r - 1] < 0 else f"ids must be contiguous (no node of graph {gi[r - 1] + 1})"
+        raise TUFormatError(f"TU dataset {name!r}: {ind_path}: line {_line_of(ind_path, r)}: graph id {gi[r]} after "
+                         f"{gi[r - 1]}: {what}")
+    n_nodes, n_graphs = int(gi.size), int(gi[-1])
+    a_path = raw_dir / f"{name}_A.txt"
+    edges = _read_ints(a_path, name, 2)  # (E, 2) 1-based node ids
+    out = np.flatnonzero(((edges < 1) | (edges > n_nodes)).any(axis=1))
+    if out.size:
+        r = int(out[0])
+        raise TUFormatError(f"TU dataset {name!r}: {a_path}: line {_line_of(a_path, r)}: node id out of range "
+                         f"1..{n_nodes} in edge {edges[r, 0]}, {edges[r, 1]}")
+    g = gi[edges - 1]  # (E, 2) graph of each end
+    cross = np.flatnonzero(g[:, 0] != g[:, 1])
+    if cross.size:
+        r = int(cross[0])
+        raise TUFormatError(f"TU dataset {name!r}: {a_path}: line {_line_of(a_path, r)}: edge {edges[r, 0]}, "
+                         f"{edges[r, 1]} joins graph {g[r, 0]} and graph {g[r, 1]}")
+    lab_path = raw_dir / f"{name}_graph_labels.txt"
+    labels = _read_ints(lab_path, name, 1)
+    if labels.size != n_graphs:
+        raise TUFormatError(f"TU dataset {name!r}: {lab_path} has {labels.size} labels but {ind_path.name} names "
+                         f"{n_graphs} graphs")
+    return n_graphs
+
+
 def _fingerprint(raw_dir: Path) -> str:
     h = hashlib.sha1(str(raw_dir.resolve()).encode())
     for p in sorted(raw_dir.glob("*.txt")):
@@ -135,6 +230,26 @@ def _prepare_root(name: str, raw_dir: Path) -> Path:
     return root
 
 
+def _check_processed(processed: Path) -> None:
+    """PyG falls back to ``torch.load(weights_only=False)`` on a processed file it cannot read as data,
+    which would run code planted in the cache: every processed file is read here first as data only
+    (``weights_only=True``, PyG's own classes allow-listed); an unreadable or unsafe one is reported and
+    the processed cache removed, so PyG rebuilds it from the raw files."""
+    import shutil
+
+    from suite.safeio import cache_unreadable, load_tensors
+
+    if not processed.is_dir():
+        return
+    for p in sorted(processed.glob("*.pt")):
+        try:
+            load_tensors(p, what="PyG processed cache")
+        except ValueError as exc:
+            cache_unreadable(p, exc)
+            shutil.rmtree(processed, ignore_errors=True)
+            return
+
+
 def load_tu(name: str, root: str | Path | None = None, *, download: bool = False) -> TUData:
     """Load TU dataset ``name`` from ``root`` (default ``$SUITE_DATA/TU``) with GraphCL's features."""
     from torch_geometric.datasets import TUDataset
@@ -156,11 +271,23 @@ def load_tu(name: str, root: str | Path | None = None, *, download: bool = False
         # PyG builds the processed cache on first use; DDP ranks and parallel workers take turns, so
         # none reads a half-written file (the first builds, the others load it)
         with file_lock(Path(cache_root) / f"{name}.lock"):
+            processed = Path(cache_root) / name / "processed"
+            _check_processed(processed)
+            if source != "download" and not (processed / "data.pt").exists():  # PyG parses the raw files now
+                validate_tu_raw(Path(source), name)
             ds = TUDataset(str(cache_root), name, use_node_attr=False)
+    except TUFormatError:
+        raise
     except Exception as exc:  # unparsable raw file or a corrupt processed cache
         raise ValueError(f"TU dataset {name!r}: PyG could not read {source} (processed cache "
                          f"{Path(cache_root) / name / 'processed'}; delete it to rebuild): {type(exc).__name__}: {exc}") from exc
     graphs = [ds[i] for i in range(len(ds))]
+    if source != "download":
+        n_labels = _count_lines(Path(source) / f"{name}_graph_labels.txt")
+        if len(graphs) != n_labels:  # PyG drops trailing graphs without edges (e.g. a truncated _A.txt)
+            raise ValueError(f"TU dataset {name!r}: PyG built {len(graphs)} graphs from {source} but "
+                             f"{name}_graph_labels.txt has {n_labels} labels (a truncated {name}_A.txt, or graphs "
+                             f"without edges at the end)")
     if ds.num_node_features > 0:
         num_features = ds.num_node_features
         for g in graphs:

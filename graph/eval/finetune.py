@@ -168,7 +168,9 @@ def finetune(cfg: FinetuneMolConfig, graphs: MolGraphs | None = None) -> list[di
                 run.log_many({"rocauc_last": res["test_rocauc_last"], "rocauc_bestval": res["test_rocauc_bestval"]},
                              split="test", step=cfg.epochs)
                 run.log_many({"best_epoch": res["best_epoch"], "finetune_mol_per_s": res["finetune_mol_per_s"],
-                              "molecules": len(graphs), "skipped": graphs.skipped}, split="info")
+                              "molecules": len(graphs), "skipped": graphs.skipped,
+                              "non_numeric_labels": graphs.bad_labels}, split="info")
         results.append({"dataset": cfg.dataset, "seed": seed, "init": cfg.init, "loss": loss_name,
-                        "molecules": len(graphs), "skipped": graphs.skipped, "load_s": load_s, **res})
+                        "molecules": len(graphs), "skipped": graphs.skipped, "non_numeric_labels": graphs.bad_labels,
+                        "load_s": load_s, **res})
     return results

@@ -18,7 +18,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -28,8 +28,9 @@ from suite.presets import preset
 from graph.data.molecules import MolGraphs, get_featurizer, load_smiles_file
 from graph.models.gin_mol import MolGIN, projection_head
 from suite import distributed as sd
+from suite.config import experiment_config, experiment_hash, run_options
 from suite.paths import data_path
-from suite.train import (LossLogger, Throughput, latest_checkpoint, load_checkpoint, progress, rng_state,
+from suite.train import (LossLogger, Throughput, latest_checkpoint, load_checkpoint, load_for_resume, progress, rng_state,
                          save_checkpoint, seed_everything, set_rng_state, wrap_ddp)
 
 # name -> (suite loss, hyper-parameters). GraphCL's transfer code (chem/pretrain_graphcl.py)
@@ -42,6 +43,8 @@ CORPORA = {"zinc": ("zinc", "moses", "train.csv.gz"), "moses": ("zinc", "moses",
 
 @dataclass
 class PretrainMolConfig:
+    # where and how it runs, not what: left out of the experiment config a resume must match
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "resume", "keep_checkpoints", "device", "registry")
     corpus: str = field(default="zinc", metadata={"help": "'zinc' (local MOSES train set) or a SMILES file path"})
     limit: int | None = field(default=None, metadata={"help": "seeded random subset of the corpus"})
     subset_seed: int = 0
@@ -59,7 +62,7 @@ class PretrainMolConfig:
     emb_dim: int = 300
     dropout: float = 0.0
     seed: int = 0
-    out: str = "ckpt/mol"
+    out: str = field(default="", metadata={"help": "output folder ('' = ckpt/mol/<loss>-<config hash>)"})
     resume: bool = True
     keep_checkpoints: int = 2
     device: str = "auto"
@@ -80,6 +83,13 @@ def resolve_corpus(corpus: str) -> Path:
     if not p.exists():
         raise ValueError(f"pretraining corpus not found: {p} (give 'zinc' with SUITE_DATA set, or a SMILES file)")
     return p
+
+
+def output_dir(cfg: PretrainMolConfig) -> Path:
+    """``cfg.out``, or by default ``ckpt/mol/<loss>-<experiment hash>`` (distinct configs never share it)."""
+    if cfg.out:
+        return Path(cfg.out)
+    return Path("ckpt/mol") / f"{cfg.loss.lower()}-{experiment_hash(cfg)}"
 
 
 def resolve_device(name: str) -> torch.device:
@@ -136,10 +146,12 @@ def _prune(out: Path, keep: int) -> None:
 def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after: int | None = None) -> dict[str, Any]:
     """Run (or resume) pretraining; returns a summary (final loss, molecules/s, paths).
 
-    ``stop_after`` ends the process after that many epochs of *this call* (to test resumption)."""
+    ``stop_after`` ends the process after that many epochs of *this call* (to test resumption). A
+    checkpoint in the output folder is resumed only if it records the same experiment config (else
+    :class:`suite.train.ConfigMismatchError` names the differing keys)."""
     if cfg.epochs < 1 or cfg.batch_size < 2:
         raise ValueError(f"need epochs >= 1 and batch_size >= 2, got {cfg.epochs}, {cfg.batch_size}")
-    out = Path(cfg.out)
+    out = output_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
@@ -163,9 +175,10 @@ def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after
     data_gen = torch.Generator().manual_seed(cfg.seed)
     aug_gen = torch.Generator().manual_seed(cfg.seed + 1)
     start, history = 1, []
+    experiment = experiment_config(cfg)
     ck = latest_checkpoint(out, "epoch*.pt") if cfg.resume else None
     if ck is not None:
-        state = load_checkpoint(ck, map_location=device)
+        state = load_for_resume(ck, experiment, map_location=device, ignore=run_options(cfg))
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         loss_fn.load_state_dict(state["loss"])
@@ -207,9 +220,9 @@ def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after
                 save_checkpoint(out / f"epoch{epoch}.pt", {
                     "epoch": epoch, "model": model.state_dict(), "optimizer": opt.state_dict(),
                     "loss": loss_fn.state_dict(), "data_gen": data_gen.get_state(), "aug_gen": aug_gen.get_state(),
-                    "rng": rng_state(), "history": history, "config": dataclasses.asdict(cfg)})
+                    "rng": rng_state(), "history": history, "config": experiment})
                 save_checkpoint(out / "encoder.pt", {"encoder": model.encoder.state_dict(), "spec": encoder_spec(cfg),
-                                                     "loss": label, "epoch": epoch, "config": dataclasses.asdict(cfg)})
+                                                     "loss": label, "epoch": epoch, "config": experiment})
                 _prune(out, cfg.keep_checkpoints)
             done += 1
             if stop_after is not None and done >= stop_after:

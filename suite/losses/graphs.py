@@ -56,14 +56,20 @@ def encode_texts(model: Any, texts: Sequence[str], batch_size: int = 64) -> Tens
 
 
 def cached_text_embeddings(model: Any, texts: Sequence[str], cache_dir: Path, model_id: str) -> Tensor:
-    """:func:`encode_texts` with an on-disk cache keyed by model id and the texts."""
+    """:func:`encode_texts` with an on-disk cache keyed by model id and the texts (a plain-array
+    ``.npz`` read with ``allow_pickle=False``; an unreadable cache is rebuilt with a warning)."""
+    from suite.safeio import cache_unreadable, load_arrays, save_arrays
+
     key = hashlib.sha256((model_id + "\x00" + "\x00".join(texts)).encode()).hexdigest()[:20]
-    path = Path(cache_dir) / f"text-emb-{key}.pt"
+    path = Path(cache_dir) / f"text-emb-{key}.npz"
     if path.exists():
-        return torch.load(path)
+        try:
+            emb = load_arrays(path, "text embedding cache")[0]["emb"]
+            if emb.ndim != 2 or emb.shape[0] != len(texts):
+                raise ValueError(f"text embedding cache {path} holds {tuple(emb.shape)} for {len(texts)} texts")
+            return emb
+        except (ValueError, KeyError) as exc:
+            cache_unreadable(path, exc)
     emb = encode_texts(model, texts)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(emb, tmp)
-    tmp.replace(path)
+    save_arrays(path, {"emb": emb})
     return emb

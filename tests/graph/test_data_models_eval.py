@@ -81,12 +81,15 @@ def test_presets() -> None:
     assert resolve("macl", {"tau0": 0.1})[0].tau0 == 0.1
 
 
-def test_loader_corrupt_cache_is_reported(tmp_path: Path) -> None:
+def test_loader_corrupt_cache_is_reported_and_rebuilt(tmp_path: Path) -> None:
     root = write_synthetic_tu(tmp_path, n_graphs=10)
-    load_tu("SYNTH", root)
+    first = load_tu("SYNTH", root)
     from suite.paths import cache_dir
 
-    for p in cache_dir("TU").glob("SYNTH-*/SYNTH/processed/data.pt"):
+    bad = list(cache_dir("TU").glob("SYNTH-*/SYNTH/processed/data.pt"))
+    assert bad
+    for p in bad:
         p.write_bytes(b"not a torch file")
-    with pytest.raises(ValueError, match="processed cache"):
-        load_tu("SYNTH", root)
+    with pytest.warns(UserWarning, match=r"processed cache .*data\.pt is corrupt.*rebuilding"):
+        again = load_tu("SYNTH", root)
+    assert len(again) == len(first) and torch.equal(again.labels, first.labels)

@@ -73,7 +73,7 @@ def _worker(rank: int, init: str, outdir: str) -> None:
 def test_two_process_gloo_equals_single_process(tmp_path):
     init = f"file://{tmp_path / 'pg'}"
     mp.spawn(_worker, args=(init, str(tmp_path)), nprocs=W, join=True)
-    per_rank = [torch.load(tmp_path / f"rank{r}.pt") for r in range(W)]
+    per_rank = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(W)]
     data = _inputs()
     for i, (name, hp) in enumerate(CASES):
         loss = L.build(name, **hp)

@@ -116,10 +116,23 @@ def test_supervised_with_hard_negatives(tiny_model_dir, data_env, tmp_path):
     assert s["steps"] == 1
 
 
-def test_resume_continues(tiny_model_dir, data_env, tmp_path):
-    cfg = _cfg(tmp_path, tiny_model_dir, max_steps=2, eval_every=2)
-    train_simcse(cfg)
-    s = train_simcse(SimCSEConfig(**{**cfg.__dict__, "max_steps": 4}))
+def test_resume_continues(tiny_model_dir, data_env, tmp_path, monkeypatch):
+    import text.methods.simcse as simcse
+
+    cfg = _cfg(tmp_path, tiny_model_dir, max_steps=4, eval_every=2)
+    real_step, calls = simcse._step, []
+
+    def interrupted_step(*a, **kw):  # the run is killed during its 3rd step (after the step-2 checkpoint)
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_step(*a, **kw)
+
+    monkeypatch.setattr(simcse, "_step", interrupted_step)
+    with pytest.raises(KeyboardInterrupt):
+        train_simcse(cfg)
+    monkeypatch.setattr(simcse, "_step", real_step)
+    s = train_simcse(cfg)
     assert s["steps"] == 4 and [h["step"] for h in s["history"]] == [4.0]
 
 

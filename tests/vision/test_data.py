@@ -75,7 +75,8 @@ def test_image_folder_and_cache(tmp_path: Path) -> None:
                 Image.fromarray(a).save(root / split / cls / f"{i}.png")
                 arrays[(split, cls, i)] = a
     Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(root / "train" / "dog" / "odd.png")  # skipped: other size
-    data = load_image_folder(root)
+    with pytest.warns(UserWarning, match="skipped 1 of 7 images"):
+        data = load_image_folder(root)
     assert data.classes == ["cat", "dog"] and data.train_x.shape == (6, 3, 8, 8)
     assert data.info["skipped"] == {"train": 1, "test": 0}
     assert torch.equal(data.train_x[3].permute(1, 2, 0), torch.from_numpy(arrays[("train", "dog", 0)]))

@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from suite.paths import cache_dir
+from suite.safeio import cache_unreadable, load_arrays, save_arrays
 from text.data import text_hash
 from text.models.encoder import SentenceEncoder
 
@@ -66,17 +67,22 @@ class EncodeFn:
     def _path(self, texts: list[str]) -> Path:
         if self._key is None:
             self._key = model_fingerprint(self.encoder)
-        return cache_dir("text", "embeddings", self._key) / f"{text_hash(texts)}_L{self.max_length}.pt"
+        return cache_dir("text", "embeddings", self._key) / f"{text_hash(texts)}_L{self.max_length}.npz"
 
     def __call__(self, texts: list[str]) -> Tensor:
         if not self.cache:
             return encode_texts(self.encoder, texts, self.batch_size, self.max_length, self.device)
         path = self._path(texts)
         if path.exists():
-            self.cache_hits += 1
-            return torch.load(path)
+            try:
+                arrays, _ = load_arrays(path, "text embedding cache")
+                emb = arrays["emb"]
+                if emb.ndim != 2 or emb.shape[0] != len(texts):
+                    raise ValueError(f"text embedding cache {path} holds {tuple(emb.shape)} for {len(texts)} texts")
+                self.cache_hits += 1
+                return emb
+            except (ValueError, KeyError) as exc:  # corrupt or planted: rebuild
+                cache_unreadable(path, exc)
         emb = encode_texts(self.encoder, texts, self.batch_size, self.max_length, self.device)
-        tmp = path.with_suffix(".tmp")
-        torch.save(emb, tmp)
-        tmp.replace(path)
+        save_arrays(path, {"emb": emb})
         return emb

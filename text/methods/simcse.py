@@ -22,7 +22,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -33,10 +33,12 @@ from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss
 from suite.losses.core import normalize, pair_similarities
 from suite.paths import data_path
+from suite.config import experiment_config, experiment_hash, run_options
 from suite.presets import TEXT_DROPOUT, TEXT_DROPOUT_DEFAULT, preset
 from suite.presets import names as preset_names
 from suite.registry import Registry
-from suite.train import LossLogger, Throughput, load_checkpoint, progress, rng_state, save_checkpoint, seed_everything, set_rng_state, wrap_ddp
+from suite.train import (LossLogger, Throughput, load_for_resume, progress, rng_state, save_checkpoint, seed_everything,
+                         set_rng_state, wrap_ddp)
 from text.data import Triplet, nli_triplets, read_sentences, read_triplets_csv, unlabelled_sentences
 from text.eval.encode import EncodeFn
 from text.eval.sts import STSEvaluator
@@ -53,6 +55,8 @@ WIKI = ("wiki", "wiki1m_head11914.txt")
 
 @dataclass
 class SimCSEConfig:
+    # where and how it runs, not what: left out of the experiment config a resume must match
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "device", "resume", "checkpoint_every", "keep_checkpoint")
     mode: Literal["unsup", "sup"] = "unsup"
     backbone: str = field(default="default", metadata={"help": "HF path/name or 'default' (packaged all-MiniLM-L6-v2)"})
     pooling: str = field(default="auto", metadata={"help": "cls|mean|max|auto (auto: the backbone's ST pooling, else cls)"})
@@ -77,12 +81,19 @@ class SimCSEConfig:
     hard_negative_weight: float = field(default=0.0, metadata={"help": "sup infonce: log-weight added to own hard negative"})
     teacher: str = field(default="default", metadata={"help": "xclr: frozen teacher sentence model"})
     seed: int = 0
-    out: str = "runs/text/simcse"
+    out: str = field(default="", metadata={"help": "output folder ('' = runs/text/simcse/<loss>-<config hash>)"})
     bf16: bool = False
     device: str = "auto"
     resume: bool = True
     checkpoint_every: int = field(default=0, metadata={"help": "resume checkpoint every N steps (0 = at each eval)"})
     keep_checkpoint: bool = field(default=True, metadata={"help": "keep out/checkpoint.pt (optimizer state) after training"})
+
+
+def output_dir(cfg: SimCSEConfig) -> Path:
+    """``cfg.out``, or by default ``runs/text/simcse/<loss>-<experiment hash>`` (distinct configs never share it)."""
+    if cfg.out:
+        return Path(cfg.out)
+    return Path("runs/text/simcse") / f"{L.canonical_name(cfg.loss)}-{experiment_hash(cfg)}"
 
 
 def resolve_device(name: str) -> torch.device:
@@ -169,8 +180,9 @@ def _state(encoder: SentenceEncoder) -> dict[str, Tensor]:
 
 
 def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[str, Any]:
-    """Train, keep the best STS-B-dev model, save it to ``cfg.out`` (sentence-transformers +
-    transformers format). Returns a summary (best dev Spearman, steps, throughput, output path)."""
+    """Train, keep the best STS-B-dev model, save it to :func:`output_dir` (sentence-transformers +
+    transformers format). A checkpoint in that folder is resumed only if it records the same
+    experiment config (else :class:`suite.train.ConfigMismatchError` names the differing keys). Returns a summary (best dev Spearman, steps, throughput, output path)."""
     sd.init_from_env()
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed + sd.rank())
@@ -193,11 +205,12 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
     total = cfg.max_steps or steps_per_epoch * cfg.epochs
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))  # HF linear decay, no warm-up
     dev_eval = STSEvaluator(["STSB-dev"])
-    out = Path(cfg.out)
+    out = output_dir(cfg)
     ckpt_path = out / "checkpoint.pt"
+    experiment = experiment_config(cfg)
     step, best, best_state = 0, -math.inf, None
     if cfg.resume and ckpt_path.exists():
-        ck = load_checkpoint(ckpt_path)
+        ck = load_for_resume(ckpt_path, experiment, ignore=run_options(cfg))
         encoder.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         sched.load_state_dict(ck["scheduler"])
@@ -218,7 +231,8 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
     def checkpoint() -> None:
         if sd.is_main():
             save_checkpoint(ckpt_path, {"model": encoder.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                                        "step": step, "best": best, "best_state": best_state, "rng": rng_state()})
+                                        "step": step, "best": best, "best_state": best_state, "rng": rng_state(),
+                                        "config": experiment})
 
     ctx = (reg.run(modality="text", task=f"simcse-{cfg.mode}", dataset=_dataset_name(cfg), loss=L.canonical_name(cfg.loss),
                    loss_hparams=loss.hparams(), config=dataclasses.asdict(cfg), seed=cfg.seed) if reg else nullcontext())

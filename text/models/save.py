@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import torch
+
+from suite.safeio import load_tensors
 from torch import nn
 
 from text.models.encoder import SentenceEncoder, build_encoder
@@ -46,5 +48,5 @@ def load_encoder(path: str | Path, pooling: str = "auto") -> SentenceEncoder:
     enc = build_encoder(str(p), pooling=meta["pooling"] if pooling == "auto" else pooling, mlp_head=meta["mlp_head"],
                         head_at_test=meta["head_at_test"])
     if enc.head is not None and (p / HEAD).exists():
-        enc.head.load_state_dict(torch.load(p / HEAD, map_location="cpu"))
+        enc.head.load_state_dict(load_tensors(p / HEAD, what="MLP head weights"))
     return enc

@@ -1,0 +1,116 @@
+"""Resume only what belongs to the run: a checkpoint records its experiment config and a run with
+another config refuses it (naming the differing keys); default output folders depend on the config."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from suite.train import ConfigMismatchError, check_resume_config, config_diff
+
+CORPUS = ["CCO", "CCN", "CCC", "c1ccccc1", "c1ccncc1", "CC(=O)O", "CC(=O)N", "C1CCCCC1", "C1CCNCC1", "c1ccc(O)cc1",
+          "c1ccc(N)cc1", "CCOC(=O)C", "CC(C)O", "CC(C)N", "OCCO", "NCCN"]
+
+
+def test_config_diff_names_nested_keys() -> None:
+    """two configs differing in a top-level and a nested key -> both keys reported as old -> new, run options ignored"""
+    old = {"loss": "infonce", "seed": 0, "loss_hparams": {"alpha": 0.5}, "device": "cpu"}
+    new = {"loss": "macl", "seed": 0, "loss_hparams": {"alpha": 2.0}, "device": "cuda"}
+    assert config_diff(old, new, ignore=("device",)) == {"loss": ("infonce", "macl"), "loss_hparams.alpha": (0.5, 2.0)}
+    assert config_diff(old, dict(old)) == {}
+    with pytest.raises(ConfigMismatchError, match=r"loss: 'infonce' -> 'macl'.*loss_hparams.alpha: 0.5 -> 2.0"):
+        check_resume_config("x.pt", old, new, ignore=("device",))
+
+
+def test_checkpoint_without_config_refused() -> None:
+    """resuming a checkpoint that records no config -> refused (it cannot be shown to belong to the run)"""
+    with pytest.raises(ConfigMismatchError, match="records no experiment config"):
+        check_resume_config("old.pt", None, {"loss": "macl"})
+
+
+# ----------------------------------------------------------------------------- text
+
+def _text_cfg(model_dir: Path, out: Path, **kw: object):
+    from text.methods.simcse import SimCSEConfig
+
+    base = dict(backbone=str(model_dir), pooling="cls", max_length=12, batch_size=16, max_steps=1, eval_every=0,
+                eval_batch_size=32, out=str(out), seed=0, loss="infonce")
+    base.update(kw)
+    return SimCSEConfig(**base)  # type: ignore[arg-type]
+
+
+def test_text_other_loss_into_same_out_refused(tiny_model_dir: Path, data_env: Path, tmp_path: Path) -> None:
+    """`suite text train --loss macl --seed 1` into an --out holding an infonce seed-0 checkpoint -> refused, message names loss and seed"""
+    from text.methods.simcse import train_simcse
+
+    out = tmp_path / "out"
+    train_simcse(_text_cfg(tiny_model_dir, out))
+    assert (out / "checkpoint.pt").exists()
+    with pytest.raises(ConfigMismatchError, match=r"loss: 'infonce' -> 'macl'.*seed: 0 -> 1"):
+        train_simcse(_text_cfg(tiny_model_dir, out, loss="macl", seed=1))
+    # the same config resumes (finished run: no further steps), a run option (device) may change
+    s = train_simcse(_text_cfg(tiny_model_dir, out, device="cpu"))
+    assert s["steps"] == 1
+
+
+def test_text_default_out_depends_on_config(tmp_path: Path) -> None:
+    """default --out for two losses / two seeds -> distinct folders; run options (device, resume) do not change it"""
+    from text.methods.simcse import SimCSEConfig, output_dir
+
+    a = output_dir(SimCSEConfig())
+    assert a.parent == Path("runs/text/simcse") and a.name.startswith("infonce-")
+    assert output_dir(SimCSEConfig(loss="macl")) != a and output_dir(SimCSEConfig(seed=1)) != a
+    assert output_dir(SimCSEConfig(device="cpu", resume=False)) == a
+    assert output_dir(SimCSEConfig(out=str(tmp_path))) == tmp_path
+
+
+# ----------------------------------------------------------------------------- molecules
+
+def _mol_cfg(tmp_path: Path, **kw: object):
+    from graph.methods.pretrain_mol import PretrainMolConfig
+
+    corpus = tmp_path / "corpus.csv"
+    corpus.write_text("SMILES\n" + "\n".join(CORPUS) + "\n")
+    base = dict(corpus=str(corpus), epochs=1, loss="graphcl", registry=False, device="cpu", num_layers=2, emb_dim=8,
+                batch_size=8, out=str(tmp_path / "mol"))
+    base.update(kw)
+    return PretrainMolConfig(**base)  # type: ignore[arg-type]
+
+
+def test_pretrain_mol_other_loss_refused(tmp_path: Path) -> None:
+    """`suite graph pretrain-mol --loss macl` into an --out holding graphcl's checkpoint -> refused naming loss; same config resumes"""
+    from graph.methods.pretrain_mol import pretrain
+
+    cfg = _mol_cfg(tmp_path, epochs=2)
+    assert pretrain(cfg, stop_after=1)["epochs_done"] == 1
+    with pytest.raises(ConfigMismatchError, match=r"loss: 'graphcl' -> 'macl'"):
+        pretrain(dataclasses.replace(cfg, loss="macl"))
+    with pytest.raises(ConfigMismatchError, match=r"seed: 0 -> 3"):
+        pretrain(dataclasses.replace(cfg, seed=3))
+    res = pretrain(dataclasses.replace(cfg, keep_checkpoints=5))  # run option changed: still resumes
+    assert [h["epoch"] for h in res["history"]] == [1, 2]
+
+
+def test_pretrain_mol_default_out_depends_on_config() -> None:
+    """default pretrain-mol --out for graphcl and macl -> distinct folders named by loss and config hash"""
+    from graph.methods.pretrain_mol import PretrainMolConfig, output_dir
+
+    a, b = output_dir(PretrainMolConfig()), output_dir(PretrainMolConfig(loss="macl"))
+    assert a != b and a.name.startswith("graphcl-") and b.name.startswith("macl-")
+    assert output_dir(PretrainMolConfig(device="cpu", keep_checkpoints=9)) == a
+
+
+# ----------------------------------------------------------------------------- vision
+
+def test_vision_run_name_collision_refused(tmp_path: Path) -> None:
+    """`suite vision pretrain --run-name r` twice with different seeds -> second refused naming seed"""
+    from vision.config import PretrainConfig
+    from vision.train import pretrain
+
+    cfg = PretrainConfig(dataset="digits", encoder="convnet", width=4, epochs=1, batch_size=32, max_steps_per_epoch=1,
+                         optimizer="adam", out_dir=str(tmp_path), registry=False, linear_probe=False, geometry_batches=0,
+                         train_per_class=5, eval_train_per_class=5, eval_test_per_class=5, run_name="r", seed=0)
+    pretrain(cfg)
+    with pytest.raises(ConfigMismatchError, match=r"seed: 0 -> 1"):
+        pretrain(dataclasses.replace(cfg, seed=1))
