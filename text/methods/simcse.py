@@ -30,10 +30,10 @@ from torch import Tensor
 
 import suite.losses as L
 from suite import distributed as sd
+from suite.config import experiment_config, experiment_hash, run_options
 from suite.losses.base import ContrastiveLoss
 from suite.losses.core import normalize, pair_similarities
 from suite.paths import data_path
-from suite.config import experiment_config, experiment_hash, run_options
 from suite.presets import TEXT_DROPOUT, TEXT_DROPOUT_DEFAULT, preset
 from suite.presets import names as preset_names
 from suite.registry import Registry
