@@ -44,6 +44,7 @@ from torch import Tensor
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, _check_float, as_views, check_choice, check_finite, check_queue, register_loss
 from suite.losses.core import NEG_INF, gather_views, normalize, sq_dists_normalized
+from suite.losses.tiling import row_sum
 
 ARRANGEMENTS = ("same_view", "cross_view")
 
@@ -92,30 +93,44 @@ class CACR(ContrastiveLoss):
         attraction = (w_pos * d_pos.masked_fill(eye_v, 0.0)).sum(-1).mean()
 
         gviews = gather_views(views)  # (V, M, d) all ranks
-        if self.negatives == "same_view":
-            d_neg = sq_dists_normalized(views, gviews)  # (V, N, M): query z_v,i vs z_v,j
-            anchors = views
-        else:  # view pairs a < b: anchors z_a (local), negatives z_b,j of all ranks
+        if self.negatives == "same_view":  # query z_v,i vs z_v,j (+ queue)
+            anchors, cands = views, gviews
+        else:  # view pairs a < b: anchors z_a (local), negatives z_b,j of all ranks, j != i
             ia, ib = torch.triu_indices(v, v, 1, device=dev)
-            d_neg = sq_dists_normalized(views[ia], gviews[ib])  # (P, N, M)
-            anchors = views[ia]
-        own = sd.rank() * n + torch.arange(n, device=dev)
-        self_mask = torch.zeros(n, d_neg.shape[2], dtype=torch.bool, device=dev).scatter_(1, own[:, None], True)
-        if queue is not None:
-            d_q = sq_dists_normalized(anchors, normalize(queue))  # (V or P, N, Q)
-            d_neg = torch.cat([d_neg, d_q], dim=2)
-            self_mask = torch.cat([self_mask, torch.zeros(n, d_q.shape[2], dtype=torch.bool, device=dev)], dim=1)
-        log_w_neg = torch.log_softmax((-self.t_neg * d_neg).masked_fill(self_mask, NEG_INF), dim=-1)
-        w_neg = log_w_neg.exp()
-        if self.detach_weights:
-            w_neg = w_neg.detach()
-        repulsion = -(w_neg * d_neg.masked_fill(self_mask, 0.0)).sum(-1).mean()
+            anchors, cands = views[ia], gviews[ib]  # (P, N, d), (P, M, d)
+        groups, m = anchors.shape[0], cands.shape[1]
+        qn = normalize(queue) if queue is not None else None
+        own = sd.rank() * n
+
+        def rows(s: int, e: int) -> Tensor:
+            """[sum of -sum_j pi^- c, sum of H(pi^-)] over the query rows [s, e) of the flattened (group, i)."""
+            out = []
+            for g in range(s // n, (e - 1) // n + 1):  # the tile's parts in each view (pair): a loop over tiles
+                i0, i1 = max(s, g * n) - g * n, min(e, (g + 1) * n) - g * n
+                q = anchors[g, i0:i1]
+                d_neg = sq_dists_normalized(q, cands[g])  # (rows, M)
+                k = torch.arange(i1 - i0, device=dev)
+                self_mask = torch.zeros_like(d_neg, dtype=torch.bool).index_put_((k, own + i0 + k), torch.tensor(True))
+                if qn is not None:
+                    d_neg = torch.cat([d_neg, sq_dists_normalized(q, qn)], dim=1)
+                    self_mask = torch.cat([self_mask, torch.zeros(i1 - i0, qn.shape[0], dtype=torch.bool, device=dev)], 1)
+                log_w = torch.log_softmax((-self.t_neg * d_neg).masked_fill(self_mask, NEG_INF), dim=-1)
+                w_neg = log_w.exp()
+                if self.detach_weights:
+                    w_neg = w_neg.detach()
+                rep = -(w_neg * d_neg.masked_fill(self_mask, 0.0)).sum()
+                out.append(torch.stack([rep, _entropy(log_w.detach()).sum()]))
+            return torch.stack(out).sum(0)
+
+        cols = m + (0 if queue is None else queue.shape[0])
+        tot = row_sum(rows, groups * n, self._tile(groups * n, cols)) / (groups * n)
+        repulsion, cond_entropy = tot[0], tot[1].detach()
 
         self._record(
             attraction=attraction,
             repulsion=repulsion,
             pos_weight_entropy=_entropy(log_w_pos.detach()).mean(),
-            cond_entropy=_entropy(log_w_neg.detach()).mean(),
+            cond_entropy=cond_entropy,
         )
         return attraction + repulsion
 

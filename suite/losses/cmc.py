@@ -18,6 +18,7 @@ from torch import Tensor
 
 from suite.losses.base import ContrastiveLoss, as_views, check_positive, check_queue, register_loss
 from suite.losses.core import gather_views, normalize
+from suite.losses.tiling import row_sum
 
 
 @register_loss("cmc")
@@ -31,14 +32,22 @@ class CMC(ContrastiveLoss):
     def forward(self, z_a: Tensor, z_b: Tensor | None = None, queue: Tensor | None = None) -> Tensor:
         views = normalize(as_views(z_a, z_b))  # (V, N, d)
         queue = check_queue(queue, views.shape[2], views.dtype)
-        v = views.shape[0]
+        v, n = views.shape[:2]
         t = self.temperature
         gviews = gather_views(views)  # (V, M, d)
-        lse = torch.logsumexp(torch.einsum("and,bmd->anbm", views, gviews) / t, dim=-1)  # (V, N, V)
-        if queue is not None:
-            lse_q = torch.logsumexp(views @ normalize(queue).T / t, dim=-1)  # (V, N)
-            lse = torch.logaddexp(lse, lse_q[:, :, None])
-        pos = torch.einsum("and,bnd->anb", views, views) / t  # (V, N, V)
-        off = ~torch.eye(v, dtype=torch.bool, device=views.device)  # ordered pairs v != u
-        per_pair = (lse - pos).mean(dim=1)  # (V, V) mean over anchors
-        return per_pair[off].sum()
+        m = gviews.shape[1]
+        flat, cand = views.reshape(v * n, -1), gviews.reshape(v * m, -1)  # rows (a, i); columns (b, j)
+        qn = normalize(queue) if queue is not None else None
+        pos = torch.einsum("and,bnd->anb", views, views).reshape(v * n, v) / t  # (V N, V) s(z_a,i, z_b,i) / t
+        off = ~torch.eye(v, dtype=torch.bool, device=views.device)
+
+        def rows(s: int, e: int) -> Tensor:
+            # sum over the anchors z_a,i of rows [s, e) of sum_{b != a} (logsumexp_j s(z_a,i, z_b,j)/t - pos)
+            lse = torch.logsumexp((flat[s:e] @ cand.T / t).view(e - s, v, m), dim=-1)  # (rows, V)
+            if qn is not None:
+                lse = torch.logaddexp(lse, torch.logsumexp(flat[s:e] @ qn.T / t, dim=-1)[:, None])
+            a = torch.arange(s, e, device=views.device) // n
+            return ((lse - pos[s:e]) * off[a]).sum()
+
+        cols = v * m + (0 if queue is None else queue.shape[0])
+        return row_sum(rows, v * n, self._tile(v * n, cols)) / n  # mean over anchors, summed over ordered pairs

@@ -43,6 +43,31 @@ def resolve(chunk_size: int | str | None, n_rows: int, n_cols: int) -> int | Non
     return None if chunk_size >= n_rows else int(chunk_size)
 
 
+_MALLOC_FIXED = False
+
+
+def _fix_malloc_threshold() -> None:
+    """Pin glibc's mmap threshold (once per process) so that freed tiles go back to the OS.
+
+    glibc raises its mmap threshold dynamically (up to 32 MiB) after large blocks are freed; tiles then
+    come from the heap, where interleaved small allocations fragment it, and the process's resident
+    memory grows with the number of tiles although live tensor memory stays at one tile (measured: 2N =
+    16,384 tiled infonce, 80 MiB live tensors, 696 MiB RSS growth; with the threshold pinned at
+    128 KiB, 172 MiB). No-op where glibc's ``mallopt`` is not available.
+    """
+    global _MALLOC_FIXED
+    if _MALLOC_FIXED:
+        return
+    _MALLOC_FIXED = True
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
 def _spans(n_rows: int, chunk: int) -> list[tuple[int, int]]:
     return [(s, min(s + chunk, n_rows)) for s in range(0, n_rows, chunk)]
 
@@ -52,6 +77,7 @@ def row_sum(fn: Callable[[int, int], Tensor], n_rows: int, chunk: int | None) ->
     Dense (``fn(0, n_rows)``) when ``chunk`` is None."""
     if chunk is None:
         return fn(0, n_rows)
+    _fix_malloc_threshold()
     total: Tensor | None = None
     for s, e in _spans(n_rows, chunk):  # a loop over tiles, not samples
         part = checkpoint(fn, s, e, use_reentrant=False)
@@ -64,5 +90,6 @@ def row_logsumexp(fn: Callable[[int, int], Tensor], n_rows: int, chunk: int | No
     """logsumexp over tiles of ``fn(start, stop)`` (each the scalar log-sum-exp of its tile)."""
     if chunk is None:
         return fn(0, n_rows)
+    _fix_malloc_threshold()
     parts = [checkpoint(fn, s, e, use_reentrant=False) for s, e in _spans(n_rows, chunk)]
     return torch.logsumexp(torch.stack(parts), dim=0)

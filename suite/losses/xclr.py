@@ -20,7 +20,11 @@ target logit 0, weight e^0 in the target softmax; with G = I, N = 256, tau_s = 0
 Under torch.distributed, ``similarity`` is (N, W*N) (local samples x all samples, rank order) or the
 global (W*N, W*N) graph.
 
-Shapes: z_a, z_b (N, d), similarity (N, N) -> ().
+Graph as embeddings: ``similarity_embeddings`` (N, d_t) instead of ``similarity`` gives G = E E^T of the
+L2-normalised rows (diagonal 1), built tile by tile, so neither the graph nor the logits need be N x N
+(with ``chunk_size``).
+
+Shapes: z_a, z_b (N, d), similarity (N, N) or similarity_embeddings (N, d_t) -> ().
 Example: >>> XCLR()(torch.randn(8, 16), torch.randn(8, 16), torch.eye(8))
 """
 from __future__ import annotations
@@ -30,7 +34,8 @@ from torch import Tensor
 
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, _check_float, check_pair, check_positive, check_queue, register_loss
-from suite.losses.core import NEG_INF, normalize, pair_similarities
+from suite.losses.core import NEG_INF, normalize, pair_rows, pair_setup
+from suite.losses.tiling import row_sum
 
 
 @register_loss("xclr", "x_clr")
@@ -46,45 +51,66 @@ class XCLR(ContrastiveLoss):
         self,
         z_a: Tensor,
         z_b: Tensor,
-        similarity: Tensor,
+        similarity: Tensor | None = None,
         queue: Tensor | None = None,
         queue_similarity: Tensor | None = None,
+        similarity_embeddings: Tensor | None = None,
     ) -> Tensor:
         z_a, z_b = check_pair(z_a, z_b)
         n = z_a.shape[0]
         w = sd.world_size()
-        g = _local_graph(similarity, n, w).to(z_a.dtype)  # (N, W*N)
+        if (similarity is None) == (similarity_embeddings is None):
+            raise ValueError("xclr needs exactly one of similarity (N, N) and similarity_embeddings (N, d_t)")
+        if similarity is not None:
+            g = _local_graph(similarity, n, w).to(z_a.dtype)  # (N, W*N)
+            graph_rows = lambda i: g[i]  # noqa: E731
+        else:  # G = E E^T with unit rows (diagonal 1), built per tile: never an (N, N) tensor
+            _check_float(similarity_embeddings, "similarity_embeddings")
+            if similarity_embeddings.dim() != 2 or similarity_embeddings.shape[0] != n:
+                raise ValueError(f"similarity_embeddings must have shape ({n}, d_t); got {tuple(similarity_embeddings.shape)}")
+            e_loc = normalize(similarity_embeddings.detach().to(z_a.dtype))
+            e_all = sd.gather_nograd(e_loc)
+            graph_rows = lambda i: e_loc[i] @ e_all.T  # noqa: E731
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
+        qs = None
+        if queue is not None:
+            qs = (torch.full((n, queue.shape[0]), NEG_INF, dtype=z_a.dtype, device=z_a.device) if queue_similarity is None
+                  else _queue_graph(queue_similarity, n, queue.shape[0]).to(z_a.dtype)) / self.target_temperature
         # logits (2N, 2M[+Q]) = cos / tau, -inf at each anchor's own entry
         za_n, zb_n = normalize(z_a), normalize(z_b)
-        ps = pair_similarities(za_n, zb_n, negatives="all", symmetric=True, queue=queue, scale=1.0 / self.temperature)
-        m = g.shape[1]
-        # targets from the (N, M) sample graph: the same weights for both views of a sample, the anchor's
-        # own entry excluded; never tiled to (2N, 2M)
-        t = g / self.target_temperature  # (N, M)
-        own = (sd.rank() * n + torch.arange(n, device=g.device))[:, None]
-        t_excl = t.scatter(1, own, NEG_INF)
-        parts = [t_excl, t]
-        if queue is not None:
-            if queue_similarity is None:
-                qs = torch.full((n, queue.shape[0]), NEG_INF, dtype=z_a.dtype, device=z_a.device)
-            else:
-                qs = _queue_graph(queue_similarity, n, queue.shape[0]).to(z_a.dtype)
-            parts.append(qs / self.target_temperature)
-        log_z = torch.logsumexp(torch.cat(parts, 1), 1, keepdim=True)  # (N, 1) target normaliser
-        w_excl, w = (t_excl - log_z).exp(), (t - log_z).exp()  # (N, M) target weights
-        # sum_k s_ik * logit_ik = z_i / tau . sum_k s_ik c_k: weighted candidate sums by (N, M) @ (M, d)
-        # products, never an elementwise pass over the (2N, 2M) logits (the self entry has weight 0)
-        ga, gb = ps.cand[:m], ps.cand[m:]  # (M, d) candidates of all ranks (gathered once, by pair_similarities)
-        mix_a = w_excl @ ga + w @ gb  # (N, d) target-weighted candidates of the view-a anchors
-        mix_b = w @ ga + w_excl @ gb
-        if queue is not None:
-            wq = (parts[2] - log_z).exp()  # (N, Q)
-            qn = normalize(queue)
-            mix_a, mix_b = mix_a + wq @ qn, mix_b + wq @ qn
-        cross = torch.cat([(za_n * mix_a).sum(1), (zb_n * mix_b).sum(1)]) / self.temperature  # (2N,)
-        # H(s_i, p_i) = logsumexp_k logit_ik - sum_k s_ik logit_ik  (sum_k s_ik = 1)
-        return (torch.logsumexp(ps.sim, 1) - cross).mean()
+        ps = pair_setup(za_n, zb_n, negatives="all", symmetric=True, queue=queue, scale=1.0 / self.temperature)
+        m = ps.cand.shape[0] // 2
+        ga, gb = ps.cand[:m], ps.cand[m:]  # (M, d) candidates of all ranks (gathered once)
+        anchors_n = torch.cat([za_n, zb_n])
+        qn = ps.queue
+        off = sd.rank() * n
+
+        def targets_mix(i0: int, i1: int, view: int) -> Tensor:
+            """Target-weighted candidate sums (rows, d) of anchors of samples [i0, i1) in ``view``."""
+            # targets from the (N, M) sample graph: the same weights for both views of a sample, the anchor's
+            # own entry excluded; sum_k s_ik logit_ik = z_i / tau . sum_k s_ik c_k by (rows, M) @ (M, d)
+            # products, never an elementwise pass over the logits (the self entry has weight 0)
+            idx = torch.arange(i0, i1, device=z_a.device)
+            t = graph_rows(idx) / self.target_temperature  # (rows, M)
+            t_excl = t.scatter(1, (off + idx)[:, None], NEG_INF)
+            parts = [t_excl, t] + ([qs[i0:i1]] if qs is not None else [])
+            log_z = torch.logsumexp(torch.cat(parts, 1), 1, keepdim=True)  # (rows, 1) target normaliser
+            w_excl, w_other = (t_excl - log_z).exp(), (t - log_z).exp()
+            same, other = (ga, gb) if view == 0 else (gb, ga)
+            mix = w_excl @ same + w_other @ other
+            if qs is not None:
+                mix = mix + (qs[i0:i1] - log_z).exp() @ qn
+            return mix
+
+        def rows(s: int, e: int) -> Tensor:
+            # H(s_i, p_i) = logsumexp_k logit_ik - sum_k s_ik logit_ik  (sum_k s_ik = 1)
+            lse = torch.logsumexp(pair_rows(ps, s, e), 1)
+            mixes = [targets_mix(max(s, v * n) - v * n, min(e, (v + 1) * n) - v * n, v)
+                     for v in (0, 1) if max(s, v * n) < min(e, (v + 1) * n)]  # the tile's view-a and view-b parts
+            cross = (anchors_n[s:e] * torch.cat(mixes)).sum(1) / self.temperature
+            return (lse - cross).sum()
+
+        return row_sum(rows, ps.n_rows, self._tile(ps.n_rows, ps.n_cols)) / ps.n_rows
 
 
 def _queue_graph(qs: Tensor, n: int, q: int) -> Tensor:

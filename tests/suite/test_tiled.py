@@ -50,6 +50,7 @@ CASES += [
     ("supcon-queue", "supcon", {}, "labels_queue"),
     ("xclr", "xclr", {}, "graph"),
     ("xclr-queue", "xclr", {}, "graph_queue"),
+    ("xclr-embeddings", "xclr", dict(target_temperature=0.5), "graph_emb"),
     ("tsimclr", "tsimclr", {}, "pair"),
     ("tsimclr-queue-weights", "tsimclr", dict(temperature=1.0, t_df=2.0), "pair_queue_weights"),
     ("align_uniform", "align_uniform", {}, "pair"),
@@ -83,6 +84,9 @@ def _call(kind, x):
         qs = torch.rand(N, Q, dtype=x["za"].dtype, generator=torch.Generator().manual_seed(9))
         qs[:, 0] = float("-inf")
         return ["za", "zb"], lambda f, a, b: f(a, b, x["graph"], queue=x["queue"], queue_similarity=qs)
+    if kind == "graph_emb":
+        emb = torch.randn(N, 3, dtype=x["za"].dtype, generator=torch.Generator().manual_seed(10))
+        return ["za", "zb"], lambda f, a, b: f(a, b, similarity_embeddings=emb)
     if kind == "views":
         return ["views"], lambda f, v: f(v)
     if kind == "views_queue":
@@ -110,6 +114,18 @@ def test_tiled_equals_dense(case, dtype, rtol):
         assert torch.allclose(v, dense_v, rtol=rtol, atol=rtol * 1e-2), (chunk, float(v), float(dense_v))
         for a, b in zip(g, dense_g):
             assert torch.allclose(a, b, rtol=rtol * 10, atol=rtol * float(b.abs().max())), (chunk, (a - b).abs().max())
+
+
+def test_xclr_embeddings_are_the_graph_e_et():
+    """similarity_embeddings E gives the loss of the dense graph G = E E^T (unit rows), so an (N, N) graph
+    is never needed."""
+    x = _inputs(F64)
+    emb = torch.randn(N, 3, dtype=F64, generator=torch.Generator().manual_seed(11))
+    en = torch.nn.functional.normalize(emb, dim=1)
+    loss = L.build("xclr", target_temperature=0.5)
+    assert float(loss(x["za"], x["zb"], similarity_embeddings=emb)) == pytest.approx(float(loss(x["za"], x["zb"], en @ en.T)), rel=1e-12)
+    with pytest.raises(ValueError, match="exactly one"):
+        loss(x["za"], x["zb"])
 
 
 def test_auto_rule():
@@ -148,3 +164,9 @@ def test_memory_bounded_at_2n_16384():
     """2N = 16,384, d = 128: the tiled infonce's peak RSS growth stays under 256 MB (dense: ~2 GB)."""
     r = _peak_growth("infonce", 8192, 256)
     assert r["growth_mb"] < 256, r
+
+
+def test_memory_bounded_at_2n_8192():
+    """2N = 8,192, d = 128: the tiled infonce's peak RSS growth stays under 128 MB (dense: about 800 MB)."""
+    r = _peak_growth("infonce", 4096, 256)
+    assert r["growth_mb"] < 128, r
