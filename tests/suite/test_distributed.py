@@ -31,7 +31,8 @@ CASES = [(name, {}) for name in L.available()] + [
     ("infonce", {"negatives": "cross", "symmetric": False}),
     ("macl", {"negatives": "cross", "symmetric": False}),
     ("dcl", {"negatives": "cross", "symmetric": True}),
-]
+    ("cacr", {"negatives": "cross_view"}),
+] + [(name, {"chunk_size": 3}) for name in L.available()]  # the tiled path with gathered candidates
 
 
 def _run(loss, za, zb, views, labels, sim, queue, rows):
