@@ -18,7 +18,10 @@ _REPO = Path(__file__).resolve().parent.parent
 def data_root() -> Path:
     env = os.environ.get("SUITE_DATA")
     if env:
-        return Path(env).expanduser()
+        root = Path(env).expanduser()
+        if root.exists() and not root.is_dir():
+            raise ValueError(f"SUITE_DATA={env} is a file, not a folder: point it at the data root (see MANIFEST.md)")
+        return root
     for cand in (Path.cwd() / ".." / "shared" / "datasets", _REPO / ".." / "shared" / "datasets"):
         if cand.is_dir():
             return cand.resolve()

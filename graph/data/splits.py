@@ -54,7 +54,18 @@ def _fill(sets: list[list[int]], n: int, frac: tuple[float, float, float]) -> tu
                 va.extend(s)
         else:
             tr.extend(s)
-    return tuple(torch.tensor(sorted(p), dtype=torch.long) for p in (tr, va, te))  # type: ignore[return-value]
+    return _nonempty(tuple(torch.tensor(sorted(p), dtype=torch.long) for p in (tr, va, te)), n, frac)  # type: ignore[arg-type]
+
+
+def _nonempty(parts: tuple[Tensor, Tensor, Tensor], n: int, frac: tuple[float, float, float]) -> tuple[Tensor, Tensor, Tensor]:
+    """An empty split part (too few molecules or scaffolds) is an error naming the sizes, not a silent
+    evaluation on nothing."""
+    for name, part, f in zip(("train", "valid", "test"), parts, frac):
+        if f > 0 and part.numel() == 0:
+            sizes = ", ".join(f"{k} {p.numel()}" for k, p in zip(("train", "valid", "test"), parts))
+            raise ValueError(f"the {frac} split of {n} molecules left {name} empty ({sizes}): too few molecules or "
+                             "scaffold sets for this split")
+    return parts
 
 
 def scaffold_split(smiles: Sequence[str], frac: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> tuple[Tensor, Tensor, Tensor]:

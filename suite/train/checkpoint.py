@@ -44,8 +44,13 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)
+    try:
+        torch.save(state, tmp)
+        tmp.replace(path)
+    except OSError as e:  # disk full, quota, read-only folder: the previous checkpoint stays as it was
+        tmp.unlink(missing_ok=True)
+        raise OSError(e.errno, f"could not write checkpoint {path}: {e.strerror or e}; the previous checkpoint "
+                               "(if any) is kept") from None
     return path
 
 
