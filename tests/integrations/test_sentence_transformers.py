@@ -232,3 +232,16 @@ def test_readme_example_runs(tiny_model_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exec(compile(code, "README.md", "exec"), {})
     assert (tmp_path / "runs" / "st-macl" / "final" / "modules.json").exists()
+
+
+def test_bf16_training_finite(tiny_model_dir, tmp_path):
+    """Trainer with bf16=True (autocast) and MACL -> finite losses and a finite tau (the core computes in float32)."""
+    model = _model(tiny_model_dir)
+    loss = MACLLoss(model)
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(tmp_path), max_steps=3, per_device_train_batch_size=8, logging_steps=1, save_strategy="no",
+        report_to="none", use_cpu=True, bf16=True, disable_tqdm=True)
+    trainer = log_diagnostics(SentenceTransformerTrainer(model=model, args=args, train_dataset=_dataset("views2"), loss=loss))
+    trainer.train()
+    logged = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(logged) == 3 and all(torch.isfinite(torch.tensor([h["loss"], h["macl_tau"]])).all() for h in logged)
