@@ -24,6 +24,7 @@ from suite.config import experiment_config, hash_config, run_options
 from suite.registry import Registry
 from suite.train import (LossLogger, Throughput, latest_checkpoint, load_for_resume, progress, rng_state,
                          save_checkpoint, seed_everything, set_rng_state, wrap_ddp)
+from vision.card import write_vision_card
 from vision.config import PretrainConfig
 from vision.data import ImageData, class_subset_indices, imbalanced_indices, load_dataset
 from vision.eval import ClassificationEvaluator, GeometryEvaluator
@@ -272,6 +273,8 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
                 run.log_many(result["metrics"], split="test", step=cfg.epochs)
         if run is not None:
             result["run_id"] = run.id
+        if sd.is_main():
+            write_vision_card(ckpt_dir, cfg, loss_obj, int(data_info["train"]), step, run)
     return result
 
 

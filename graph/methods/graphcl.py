@@ -183,11 +183,40 @@ def train(cfg: TUConfig, data: TUData, seed: int, log: Callable[[dict[str, float
 
 # ----------------------------------------------------------------------------- save / reload
 
-def save_encoder(path: str | Path, model: GraphCLModel, cfg: TUConfig, meta: dict[str, Any] | None = None) -> Path:
-    """Save the encoder + head weights with the config needed to rebuild them."""
+def save_encoder(path: str | Path, model: GraphCLModel, cfg: TUConfig, meta: dict[str, Any] | None = None,
+                 card: dict[str, Any] | None = None) -> Path:
+    """Save the encoder + head weights with the config needed to rebuild them. With ``card``
+    (:func:`tu_card`) also the plain encoder as a pretrained folder beside it (``<stem>/``:
+    ``GINEncoder.from_pretrained``) and the model card in both places (``<stem>.md``, ``<stem>/README.md``)."""
     state = {"model": model.state_dict(), "in_dim": model.encoder.in_dim, "hidden": model.encoder.hidden,
              "layers": model.encoder.layers, "config": dataclasses.asdict(cfg), "meta": meta or {}}
-    return save_checkpoint(path, state)
+    out = save_checkpoint(path, state)
+    if card is not None:
+        from suite.model_card import write_card
+
+        folder = model.encoder.save_pretrained(Path(path).with_suffix(""))
+        write_card(folder, card)
+        write_card(path, card)
+    return out
+
+
+def tu_card(cfg: TUConfig, loss_name: str, loss_hparams: dict[str, Any], n_graphs: int, seed: int, path: str | Path,
+            run: Any = None) -> dict[str, Any]:
+    """The model card of a GraphCL TU run (``run``: its registry run, for the SVM metrics)."""
+    from suite.model_card import card_info
+
+    folder = Path(path).with_suffix("")
+    return card_info(
+        title=f"GraphCL GIN encoder on {cfg.dataset} with the {cfg.loss} loss",
+        what=(f"GIN ({cfg.layers} layers x {cfg.hidden}, sum pooling, {cfg.layers * cfg.hidden}-d graph embedding) "
+              f"pretrained by contrastive-suite's GraphCL front-end ({cfg.aug} augmentation, ratio {cfg.aug_ratio})."),
+        modality="graph", loss=loss_name, loss_hparams=loss_hparams, data=f"TU {cfg.dataset}", n_train=n_graphs,
+        steps=None, seed=seed, run=run,
+        extra={"epochs": cfg.epochs, "batch_size": cfg.batch_size, "lr": cfg.lr, "views": cfg.views},
+        load=("from graph.models.gin import GINEncoder\n"
+              f"encoder = GINEncoder.from_pretrained({str(folder)!r})  # plain PyG module, eval mode\n"
+              "emb = encoder(data.x, data.edge_index, data.batch)  # (B, layers * hidden)\n"
+              f"# with the projection head: graph.methods.graphcl.load_encoder({str(path)!r})"))
 
 
 def load_encoder(path: str | Path) -> tuple[GraphCLModel, TUConfig, dict[str, Any]]:

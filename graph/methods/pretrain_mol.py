@@ -26,6 +26,7 @@ from torch import Tensor, nn
 import suite.losses as L
 from suite.presets import preset
 from graph.data.molecules import MolGraphs, get_featurizer, load_smiles_file
+from graph.methods.mol_card import save_pretrained_mol
 from graph.models.gin_mol import MolGIN, projection_head
 from suite import distributed as sd
 from suite.config import experiment_config, experiment_hash, run_options
@@ -223,6 +224,7 @@ def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after
                     "rng": rng_state(), "history": history, "config": experiment})
                 save_checkpoint(out / "encoder.pt", {"encoder": model.encoder.state_dict(), "spec": encoder_spec(cfg),
                                                      "loss": label, "epoch": epoch, "config": experiment})
+                save_pretrained_mol(out / "pretrained", model.encoder, cfg, label, loss_fn, epoch, len(graphs), run=run)
                 _prune(out, cfg.keep_checkpoints)
             done += 1
             if stop_after is not None and done >= stop_after:

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from graph.data.tu import TUData, load_tu
-from graph.methods.graphcl import TUConfig, evaluate, load_encoder, save_encoder, train
+from graph.methods.graphcl import TUConfig, evaluate, load_encoder, save_encoder, train, tu_card
 from suite import distributed as sd
 from suite.config import hash_config
 from suite.registry import Registry
@@ -116,8 +116,9 @@ def _one_seed(cfg: TUConfig, scfg: TUConfig, h: str, data: TUData, seed: int, re
                           "skipped_batches": res.skipped_batches}, split="train", step=last)
         if cfg.save_dir:
             d = Path(cfg.save_dir)
-            save_encoder(d / f"{cfg.dataset}_{cfg.loss}_seed{seed}.pt", res.model, scfg,
-                         meta={"acc": r["acc"], "run_id": run.id if run is not None else None})
+            path = d / f"{cfg.dataset}_{cfg.loss}_seed{seed}.pt"
+            save_encoder(path, res.model, scfg, meta={"acc": r["acc"], "run_id": run.id if run is not None else None},
+                         card=tu_card(cfg, type(loss).name, loss.hparams(), len(data), seed, path, run))
             if cfg.save_embeddings and res.embeddings is not None:
                 torch.save({"embeddings": res.embeddings, "labels": res.labels},
                            d / f"{cfg.dataset}_{cfg.loss}_seed{seed}_emb.pt")

@@ -10,13 +10,20 @@ Shapes: x (n, F), edge_index (2, E), batch (n,) -> graph embedding (B, layers * 
 Example:
     >>> enc = GINEncoder(in_dim=7)
     >>> enc(x, edge_index, batch).shape   # (B, 96)
+    >>> enc.save_pretrained("runs/gin"); GINEncoder.from_pretrained("runs/gin")  # safetensors + config.json
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GINConv, global_add_pool
+
+from suite.pretrained import load_pretrained, save_pretrained
+
+MODEL_TYPE = "graphcl_gin"
 
 
 class GINEncoder(nn.Module):
@@ -50,6 +57,18 @@ class GINEncoder(nn.Module):
         hs = self.node_states(x, edge_index)
         size = int(batch.max()) + 1 if num_graphs is None else num_graphs
         return torch.cat([global_add_pool(h, batch, size=size) for h in hs], dim=1)  # (B, layers * hidden)
+
+    def save_pretrained(self, path: str | Path) -> Path:
+        """``path/model.safetensors`` + ``path/config.json`` (in_dim, hidden, layers); see :meth:`from_pretrained`."""
+        return save_pretrained(self, path, MODEL_TYPE, {"in_dim": self.in_dim, "hidden": self.hidden, "layers": self.layers})
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path) -> "GINEncoder":
+        """The encoder saved by :meth:`save_pretrained` (eval mode; ``.train()`` to fine-tune)."""
+        cfg, state = load_pretrained(path, MODEL_TYPE)
+        enc = cls(int(cfg["in_dim"]), int(cfg["hidden"]), int(cfg["layers"]))
+        enc.load_state_dict(state)
+        return enc.eval()
 
 
 class ProjectionHead(nn.Sequential):

@@ -7,14 +7,21 @@ Node representation: last layer; graph representation: mean pooling. GraphCL's p
 
 Shapes: x (N, Fa) long, edge_index (2, E), edge_attr (E, Fb) long, batch (N,) -> nodes (N, D), graphs (B, D).
 Example: >>> enc = MolGIN(); h = enc.embed(batch)   # (B, 300)
+         >>> enc.save_pretrained("runs/mol"); MolGIN.from_pretrained("runs/mol", dropout=0.5)
 """
 from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 from torch_geometric.utils import scatter
 
 from graph.data.molecules import HU, Featurizer, MolBatch
+from suite.pretrained import load_pretrained, save_pretrained
+
+MODEL_TYPE = "hu_mol_gin"
 
 
 class CategoricalEmbedding(nn.Module):
@@ -64,6 +71,7 @@ class MolGIN(nn.Module):
         if num_layers < 2:
             raise ValueError(f"num_layers must be >= 2, got {num_layers}")
         self.num_layers, self.dim, self.dropout = num_layers, dim, dropout
+        self.featurizer = featurizer
         self.atom_emb = CategoricalEmbedding(featurizer.atom_dims, dim)
         self.convs = nn.ModuleList(GINEConv(dim, featurizer.bond_dims, featurizer.self_loop) for _ in range(num_layers))
         self.norms = nn.ModuleList(nn.BatchNorm1d(dim) for _ in range(num_layers))
@@ -80,6 +88,22 @@ class MolGIN(nn.Module):
         """Mean-pooled graph embedding. Shapes: MolBatch -> (B, D)."""
         h = self(b.x, b.edge_index, b.edge_attr)
         return scatter(h, b.batch, dim=0, dim_size=b.num_graphs, reduce="mean")
+
+    def save_pretrained(self, path: str | Path) -> Path:
+        """``path/model.safetensors`` + ``path/config.json`` (num_layers, dim, dropout, featurizer vocabulary)."""
+        cfg = {"num_layers": self.num_layers, "dim": self.dim, "dropout": self.dropout,
+               "featurizer": dataclasses.asdict(self.featurizer)}  # the vocabulary itself: no ogb needed to load
+        return save_pretrained(self, path, MODEL_TYPE, cfg)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, dropout: float | None = None) -> "MolGIN":
+        """The encoder saved by :meth:`save_pretrained` (eval mode); ``dropout`` overrides the saved one
+        for fine-tuning (Hu et al. fine-tune with 0.5)."""
+        cfg, state = load_pretrained(path, MODEL_TYPE)
+        enc = cls(int(cfg["num_layers"]), int(cfg["dim"]), float(cfg["dropout"] if dropout is None else dropout),
+                  Featurizer(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg["featurizer"].items()}))
+        enc.load_state_dict(state)
+        return enc.eval()
 
 
 def projection_head(dim: int = 300) -> nn.Module:

@@ -9,6 +9,7 @@ import torch
 from graph.data.tu import load_tu
 from graph.methods.graphcl import TUConfig, load_encoder, train
 from graph.methods.tu_run import evaluate_checkpoint, run_tu
+from graph.models.gin import GINEncoder
 from suite.registry import Registry
 from tests.graph.synthetic import write_synthetic_tu
 
@@ -58,6 +59,13 @@ def test_run_tu_registry_and_reload(synth_root: Path, tmp_path: Path) -> None:
     ev = evaluate_checkpoint(ckpt, data_root=str(synth_root))
     assert ev["acc"] == pytest.approx(meta["acc"])  # same encoder, same seeded folds
     assert (tmp_path / "enc" / "SYNTH_macl_seed0_emb.pt").exists()
+    # plain encoder + model card beside the checkpoint; the card carries the run's registry metrics
+    enc = GINEncoder.from_pretrained(tmp_path / "enc" / "SYNTH_macl_seed0")
+    torch.testing.assert_close(enc.state_dict()["convs.0.nn.0.weight"], model.encoder.state_dict()["convs.0.nn.0.weight"])
+    card = (tmp_path / "enc" / "SYNTH_macl_seed0" / "README.md").read_text()
+    assert (tmp_path / "enc" / "SYNTH_macl_seed0.md").read_text() == card
+    assert "`macl`" in card and '"tau0": 0.2' in card and "| seed | 0 |" in card and "test/acc" in card
+    assert f"| {meta['run_id']} |" in card and "GINEncoder.from_pretrained" in card
 
 
 def test_cli(synth_root: Path, capsys: pytest.CaptureFixture[str]) -> None:

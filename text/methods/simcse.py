@@ -43,7 +43,7 @@ from text.data import Triplet, nli_triplets, read_sentences, read_triplets_csv, 
 from text.eval.encode import EncodeFn
 from text.eval.sts import STSEvaluator
 from text.models.encoder import SentenceEncoder, build_encoder
-from text.models.save import load_encoder, save_encoder
+from text.models.save import load_encoder, save_encoder, simcse_card
 
 # Text settings of each loss (suite.presets, setting "text"): SimCSE's tau = 0.05 and its one-directional
 # cross-view arrangement (anchors z1, candidates z2) for the InfoNCE family; MACL App. B.4 for macl.
@@ -266,7 +266,7 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
         if best_state is not None:
             encoder.load_state_dict(best_state)
         if sd.is_main():
-            save_encoder(encoder, out)
+            save_encoder(encoder, out, card=simcse_card(cfg, loss, _dataset_name(cfg), len(data), step, run))
             if cfg.keep_checkpoint:
                 checkpoint()
             else:

@@ -6,19 +6,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from suite.safeio import load_tensors
 from torch import nn
 
+from suite.model_card import append_to_card, apply_to_sentence_transformer, card_info
 from text.models.encoder import SentenceEncoder, build_encoder
 
 META = "simcse.json"
 HEAD = "simcse_head.pt"
 
 
-def save_encoder(encoder: SentenceEncoder, out: str | Path, max_seq_length: int = 256) -> Path:
+def save_encoder(encoder: SentenceEncoder, out: str | Path, max_seq_length: int = 256,
+                 card: dict[str, Any] | None = None) -> Path:
+    """``card`` (:func:`suite.model_card.card_info`, e.g. from :func:`simcse_card`) goes into the
+    sentence-transformers model card (its README) plus the suite's evaluation and loading sections."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer
 
@@ -31,7 +36,12 @@ def save_encoder(encoder: SentenceEncoder, out: str | Path, max_seq_length: int 
         dense = Dense(encoder.dim, encoder.dim, activation_function=nn.Tanh())
         dense.linear.load_state_dict(encoder.head.dense.state_dict())
         modules.append(dense)
-    SentenceTransformer(modules=modules, device="cpu").save(str(out))
+    st = SentenceTransformer(modules=modules, device="cpu")
+    if card is not None:
+        apply_to_sentence_transformer(st, card)
+    st.save(str(out))
+    if card is not None:
+        append_to_card(out, card)
     if encoder.head is not None:
         torch.save(encoder.head.state_dict(), out / HEAD)
     (out / META).write_text(json.dumps({"pooling": encoder.pooling, "mlp_head": encoder.head is not None,
@@ -50,3 +60,25 @@ def load_encoder(path: str | Path, pooling: str = "auto") -> SentenceEncoder:
     if enc.head is not None and (p / HEAD).exists():
         enc.head.load_state_dict(load_tensors(p / HEAD, what="MLP head weights"))
     return enc
+
+
+def simcse_card(cfg: Any, loss: Any, data_name: str, n_train: int, steps: int, run: Any = None) -> dict[str, Any]:
+    """The model card of a SimCSE run (``cfg`` a ``SimCSEConfig``, ``loss`` the core loss object, ``run``
+    its registry run for the metrics)."""
+    from suite.integrations.sentence_transformers import CITATIONS, SIMCSE_CITATION
+    from suite.presets import TEXT_DROPOUT, TEXT_DROPOUT_DEFAULT
+
+    name = type(loss).name or type(loss).__name__
+    dropout = cfg.dropout if cfg.dropout >= 0 else TEXT_DROPOUT.get(name, TEXT_DROPOUT_DEFAULT)
+    return card_info(
+        title=f"SimCSE ({cfg.mode}) with the {name} loss on {cfg.backbone}",
+        what=(f"A sentence encoder trained by contrastive-suite's SimCSE front-end ({cfg.mode}ervised, "
+              f"pooling {cfg.pooling}, MLP head {'kept' if cfg.head_at_test else 'dropped'} at test time)."),
+        modality="text", loss=name, loss_hparams=loss.hparams(), data=data_name, n_train=n_train, steps=steps,
+        seed=cfg.seed, run=run, citation=CITATIONS.get(name, SIMCSE_CITATION),
+        extra={"batch_size": cfg.batch_size, "lr": cfg.lr, "max_length": cfg.max_length, "dropout": dropout,
+               "bf16": cfg.bf16},
+        load=("from sentence_transformers import SentenceTransformer\n"
+              f"model = SentenceTransformer({str(cfg.out)!r})\n"
+              "embeddings = model.encode([\"a sentence\", \"another one\"])\n"
+              "# or: from text.models.save import load_encoder; encoder = load_encoder(path)  (SimCSE head too)"))
