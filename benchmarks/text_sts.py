@@ -23,7 +23,6 @@ Run: ``suite bench text-sts [--profile cpu] [--losses ...] [--seeds 0 1 2]`` or
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import os

@@ -11,7 +11,6 @@ import hashlib
 from pathlib import Path
 from typing import Any, Sequence
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 

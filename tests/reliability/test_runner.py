@@ -200,7 +200,7 @@ def test_busy_job_is_reported_not_rerun(tmp_path, capsys):
     reg = Registry(db)
     assert reg.claim_job(jobs[0].hash, "other runner")  # this test process holds it
     assert _SleepRunner(db, log_dir=tmp_path / "logs").run(jobs) == {"busy": 1}
-    assert f"[busy]" in capsys.readouterr().out and not reg.runs(task="sleep")
+    assert "[busy]" in capsys.readouterr().out and not reg.runs(task="sleep")
 
 
 def test_tu_job_under_the_runner_records_the_runners_hash(tmp_path, monkeypatch):

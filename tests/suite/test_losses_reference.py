@@ -2,7 +2,6 @@
 gradients through autograd of the reference, over several N, d, V and options."""
 from __future__ import annotations
 
-import itertools
 
 import pytest
 import torch

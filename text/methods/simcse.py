@@ -32,7 +32,7 @@ import suite.losses as L
 from suite import distributed as sd
 from suite.config import experiment_config, experiment_hash, run_options
 from suite.losses.base import ContrastiveLoss
-from suite.losses.core import normalize, pair_similarities
+from suite.objectives import sup_simcse_loss  # noqa: F401 (re-exported: text.methods.sup_simcse_loss)
 from suite.paths import data_path
 from suite.presets import TEXT_DROPOUT, TEXT_DROPOUT_DEFAULT, preset
 from suite.presets import names as preset_names
@@ -122,19 +122,6 @@ def n_views_for(loss: ContrastiveLoss, requested: int) -> int:
     if v < 2:
         raise ValueError(f"n_views must be >= 2, got {v}")
     return v
-
-
-def sup_simcse_loss(z1: Tensor, z2: Tensor, z3: Tensor, temperature: float = 0.05, hard_negative_weight: float = 0.0) -> Tensor:
-    """Supervised SimCSE (Eq. 5 of Gao et al. 2021): anchor z1[i], positive z2[i], negatives z2[j]
-    (j != i) and every hard negative z3[k]; ``hard_negative_weight`` is added to the logit of the
-    anchor's own hard negative (SimCSE's ``hard_negative_weight``). (N, d) x 3 -> ()."""
-    ps = pair_similarities(normalize(z1), normalize(z2), negatives="cross", symmetric=False, queue=z3)  # sim (N, M + N)
-    logits = ps.sim / temperature
-    if hard_negative_weight:
-        n, m = z1.shape[0], ps.sim.shape[1] - z3.shape[0]
-        own = m + torch.arange(n, device=z1.device)
-        logits = logits + F.one_hot(own, logits.shape[1]).to(logits.dtype) * hard_negative_weight
-    return F.cross_entropy(logits, ps.pos)
 
 
 # ----------------------------------------------------------------------------- data

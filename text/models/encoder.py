@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from text.models.backbone import load_backbone, resolve_backbone, st_pooling_mode
