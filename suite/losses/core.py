@@ -126,6 +126,27 @@ def pair_rows(ps: PairSetup, start: int, stop: int, *, exclude_positive: bool = 
     return sim
 
 
+def pair_lse(ps: PairSetup, chunk: int, *, exclude_positive: bool = False) -> Tensor:
+    """(A,) log-sum-exp of every row of the scaled similarity matrix (the self column and, with
+    ``exclude_positive``, the positive excluded), computed in row tiles of ``chunk`` with the fused
+    recomputing backward of :func:`suite.losses.tiling.row_lse`: the (A, C) matrix never exists."""
+    from suite.losses.tiling import row_lse
+
+    if ps.negatives == "none":
+        lse_q = row_lse(ps.anchors, ps.queue, None, None, chunk)
+        return lse_q if exclude_positive else torch.logaddexp(ps.pos_sim, lse_q)
+    if len(ps.cands) == 1:
+        excl = [c for c in (ps.self_col, ps.pos if exclude_positive else None) if c is not None]
+        return row_lse(ps.anchors, ps.cands[0], ps.queue, torch.stack(excl) if excl else None, chunk)
+    n = ps.n_local  # "cross", symmetric: two halves with their own candidates
+    halves = []
+    for h, cand in enumerate(ps.cands):
+        rows = slice(h * n, (h + 1) * n)
+        excl = ps.pos[rows][None] if exclude_positive else None
+        halves.append(row_lse(ps.anchors[rows], cand, ps.queue, excl, chunk))
+    return torch.cat(halves)
+
+
 def pair_similarities(
     z_a: Tensor,
     z_b: Tensor,

@@ -17,8 +17,7 @@ from torch import Tensor
 
 from suite.losses.base import (ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, check_weights,
                                register_loss, weighted_rows)
-from suite.losses.core import NEGATIVES, normalize, pair_rows, pair_setup
-from suite.losses.tiling import row_sum
+from suite.losses.core import NEGATIVES, normalize, pair_lse, pair_rows, pair_setup
 
 
 @register_loss("dcl")
@@ -39,8 +38,7 @@ class DCL(ContrastiveLoss):
         pos = (z_a * z_b).sum(-1) / self.temperature  # (N,)
         pos = torch.cat([pos, pos]) if self.symmetric else pos  # (A,)
 
-        def rows(s: int, e: int) -> Tensor:
-            lse = torch.logsumexp(pair_rows(ps, s, e, exclude_positive=True), dim=1)
-            return weighted_rows(lse - pos[s:e], weights, s)
-
-        return row_sum(rows, ps.n_rows, self._tile(ps.n_rows, ps.n_cols)) / ps.n_rows
+        chunk = self._tile(ps.n_rows, ps.n_cols)
+        lse = (torch.logsumexp(pair_rows(ps, 0, ps.n_rows, exclude_positive=True), dim=1) if chunk is None
+               else pair_lse(ps, chunk, exclude_positive=True))
+        return weighted_rows(lse - pos, weights, 0) / ps.n_rows

@@ -16,13 +16,13 @@ Example: >>> InfoNCE(temperature=0.1)(torch.randn(8, 16), torch.randn(8, 16))
 """
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from suite.losses.base import (ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, check_weights,
                                register_loss, weighted_rows)
-from suite.losses.core import NEGATIVES, normalize, pair_rows, pair_setup
-from suite.losses.tiling import row_sum
+from suite.losses.core import NEGATIVES, normalize, pair_lse, pair_rows, pair_setup
 
 
 @register_loss("infonce", "ntxent", "nt_xent", "simclr")
@@ -37,11 +37,15 @@ class InfoNCE(ContrastiveLoss):
         z_a, z_b = check_pair(z_a, z_b)
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
         weights = check_weights(weights, z_a.shape[0])
-        ps = pair_setup(normalize(z_a), normalize(z_b), negatives=self.negatives, symmetric=self.symmetric,
+        z_a, z_b = normalize(z_a), normalize(z_b)
+        ps = pair_setup(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric,
                         queue=queue, scale=1.0 / self.temperature)
 
-        def rows(s: int, e: int) -> Tensor:  # sum over anchors [s, e) of w_i * l_i
-            per = F.cross_entropy(pair_rows(ps, s, e), ps.pos[s:e], reduction="none")
-            return weighted_rows(per, weights, s)
-
-        return row_sum(rows, ps.n_rows, self._tile(ps.n_rows, ps.n_cols)) / ps.n_rows
+        chunk = self._tile(ps.n_rows, ps.n_cols)
+        if chunk is None:  # dense
+            per = F.cross_entropy(pair_rows(ps, 0, ps.n_rows), ps.pos, reduction="none")
+        else:  # tiled: l_i = logsumexp_k s_ik / tau - s_ip / tau, the row statistics by the fused path
+            pos = (z_a * z_b).sum(-1)
+            pos = (torch.cat([pos, pos]) if self.symmetric else pos) / self.temperature
+            per = pair_lse(ps, chunk) - pos
+        return weighted_rows(per, weights, 0) / ps.n_rows

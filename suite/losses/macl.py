@@ -41,8 +41,7 @@ from torch import Tensor
 from suite import distributed as sd
 from suite.losses.base import (ContrastiveLoss, check_choice, check_finite, check_pair, check_positive, check_queue, check_weights,
                                register_loss, weighted_rows)
-from suite.losses.core import NEGATIVES, normalize, pair_rows, pair_setup
-from suite.losses.tiling import row_sum
+from suite.losses.core import NEGATIVES, normalize, pair_lse, pair_rows, pair_setup
 
 
 @register_loss("macl")
@@ -85,16 +84,17 @@ class MACL(ContrastiveLoss):
         ps = pair_setup(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue, scale=1.0 / tau)
         pos = torch.cat([pos, pos]) if self.symmetric else pos  # (A,)
 
-        def rows(s: int, e: int) -> Tensor:
-            x = torch.logsumexp(pair_rows(ps, s, e, exclude_positive=True), dim=1) - pos[s:e] / tau  # -log P = softplus(x)
-            if not self.reweight:
-                return weighted_rows(F.softplus(x), weights, s)
+        chunk = self._tile(ps.n_rows, ps.n_cols)
+        lse = (torch.logsumexp(pair_rows(ps, 0, ps.n_rows, exclude_positive=True), dim=1) if chunk is None
+               else pair_lse(ps, chunk, exclude_positive=True))  # over the negatives
+        x = lse - pos / tau  # -log P_i = softplus(x_i)
+        if self.reweight:
             # V_i softplus(x_i) with V_i = sg(1 + e^{-x_i}); e^{-x} softplus(x) = exp(log softplus(x) - x) <= 1
             xd = x.detach()
             value = F.softplus(xd) + torch.exp(_log_softplus(xd) - xd)
-            return weighted_rows(value + x - xd, weights, s)  # d/dx [sg(V) softplus(x)] = 1
-
-        loss = row_sum(rows, ps.n_rows, self._tile(ps.n_rows, ps.n_cols)) / ps.n_rows
+            loss = weighted_rows(value + x - xd, weights, 0) / ps.n_rows  # d/dx [sg(V) softplus(x)] = 1
+        else:
+            loss = weighted_rows(F.softplus(x), weights, 0) / ps.n_rows
         self.tau_a, self.alignment = tau.detach(), align.detach()
         self.n_clamped += int(clamped)
         self._record(tau=tau, alignment=align, tau_clamped=float(clamped))

@@ -18,8 +18,7 @@ from torch import Tensor
 
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, check_labels, check_pair, check_positive, check_queue, register_loss
-from suite.losses.core import normalize, pair_rows, pair_setup
-from suite.losses.tiling import row_sum
+from suite.losses.core import normalize, pair_lse, pair_rows, pair_setup
 
 
 @register_loss("supcon")
@@ -59,7 +58,6 @@ class SupCon(ContrastiveLoss):
         pos_mean = pos_sum / n_pos
 
         # mean over P(i) of log p_ip = (sum_p logit_ip) / |P(i)| - logsumexp_a logit_ia
-        def rows(s: int, e: int) -> Tensor:
-            return (torch.logsumexp(pair_rows(ps, s, e), 1) - pos_mean[s:e]).sum()
-
-        return row_sum(rows, ps.n_rows, self._tile(ps.n_rows, ps.n_cols)) / ps.n_rows
+        chunk = self._tile(ps.n_rows, ps.n_cols)
+        lse = torch.logsumexp(pair_rows(ps, 0, ps.n_rows), 1) if chunk is None else pair_lse(ps, chunk)
+        return (lse - pos_mean).mean()

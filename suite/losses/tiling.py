@@ -93,3 +93,62 @@ def row_logsumexp(fn: Callable[[int, int], Tensor], n_rows: int, chunk: int | No
     _fix_malloc_threshold()
     parts = [checkpoint(fn, s, e, use_reentrant=False) for s, e in _spans(n_rows, chunk)]
     return torch.logsumexp(torch.stack(parts), dim=0)
+
+
+class _RowLSE(torch.autograd.Function):
+    """logsumexp over the columns of [anchors @ cands.T (excluded entries -inf) | anchors @ queue.T], by row
+    tiles; the backward recomputes each tile and needs only the saved (A,) row statistics: softmax of a
+    tile = exp(S - lse), so d anchors = P @ [cands; queue] and d cands = P^T @ anchors per tile."""
+
+    @staticmethod
+    def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None,
+                chunk: int) -> Tensor:
+        lse = torch.empty(anchors.shape[0], dtype=anchors.dtype, device=anchors.device)
+        for s, e in _spans(anchors.shape[0], chunk):
+            lse[s:e] = torch.logsumexp(_tile_logits(anchors, cands, queue, excl, s, e), dim=1)
+        ctx.save_for_backward(anchors, cands, queue, excl, lse)
+        ctx.chunk = chunk
+        return lse
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        anchors, cands, queue, excl, lse = ctx.saved_tensors
+        need_a, need_c, need_q = ctx.needs_input_grad[:3]
+        da = torch.zeros_like(anchors) if need_a else None
+        dc = torch.zeros_like(cands) if need_c else None
+        dq = torch.zeros_like(queue) if (need_q and queue is not None) else None
+        c = cands.shape[0]
+        for s, e in _spans(anchors.shape[0], ctx.chunk):
+            p = torch.exp(_tile_logits(anchors, cands, queue, excl, s, e) - lse[s:e, None]) * g[s:e, None]
+            pc = p[:, :c]
+            if da is not None:
+                da[s:e] = pc @ cands
+                if queue is not None:
+                    da[s:e] += p[:, c:] @ queue
+            if dc is not None:
+                dc.addmm_(pc.T, anchors[s:e])
+            if dq is not None:
+                dq.addmm_(p[:, c:].T, anchors[s:e])
+        return da, dc, dq, None, None
+
+
+def _tile_logits(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, s: int, e: int) -> Tensor:
+    """Rows [s, e) of [anchors @ cands.T | anchors @ queue.T], -inf at ``excl[:, s:e]`` (k, A) columns."""
+    a = anchors[s:e]
+    sim = a @ cands.T
+    if excl is not None:
+        rows = torch.arange(e - s, device=a.device)
+        cols = excl[:, s:e]
+        sim.index_put_((rows.repeat(cols.shape[0]), cols.reshape(-1)),
+                       torch.tensor(float("-inf"), dtype=sim.dtype, device=sim.device))
+    if queue is not None:
+        sim = torch.cat([sim, a @ queue.T], dim=1)
+    return sim
+
+
+def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: Tensor | None = None,
+            chunk: int = 1024) -> Tensor:
+    """(A,) logsumexp_j of the rows of [anchors @ cands.T (entries ``excl`` (k, A) set to -inf) |
+    anchors @ queue.T], in row tiles of ``chunk``, with the exact gradient from a recomputing backward
+    (memory O((A + C) d + chunk x C)); the fused path of the InfoNCE family."""
+    return _RowLSE.apply(anchors, cands, queue, excl, chunk)
