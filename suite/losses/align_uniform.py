@@ -20,26 +20,23 @@ from torch import Tensor
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, check_finite, check_pair, check_positive, check_queue, register_loss
 from suite.losses.core import normalize, sq_dists_normalized
-from suite.losses.tiling import row_logsumexp
+from suite.losses.tiling import pair_kernel_lse
 
 
 def uniformity(x: Tensor, t: float = 2.0, extra: Tensor | None = None, chunk: int | None = None) -> Tensor:
     """log mean over pairs i<j of exp(-t ||x_i - x_j||^2) for unit rows x (M, d) (+ pairs with ``extra``).
     ``chunk``: rows per tile (see suite.losses.tiling), None for one tile."""
     m = x.shape[0]
-    log2 = math.log(2.0)
-
-    def rows(s: int, e: int) -> Tensor:
-        # the (M, M) matrix is symmetric: pairs i<j are half the off-diagonal; pairs with extra counted once
-        d = -t * sq_dists_normalized(x[s:e], x)  # (rows, M)
-        k = torch.arange(e - s, device=x.device)
-        d = d.index_put((k, k + s), torch.tensor(float("-inf"), dtype=d.dtype, device=d.device))
-        if extra is not None:
-            d = torch.cat([d, -t * sq_dists_normalized(x[s:e], extra) + log2], dim=1)
-        return torch.logsumexp(d.flatten(), dim=0)
-
     count = m * (m - 1) / 2 + (0 if extra is None else m * extra.shape[0])
-    return row_logsumexp(rows, m, chunk) - math.log(2.0 * count)
+    # the (M, M) matrix is symmetric: pairs i<j are half the off-diagonal; pairs with extra counted once (+ log 2)
+    if chunk is not None:
+        return pair_kernel_lse(x, lambda u: -t * u, lambda u: torch.full_like(u, -t), extra, chunk) - math.log(2.0 * count)
+    d = -t * sq_dists_normalized(x, x)  # (M, M)
+    k = torch.arange(m, device=x.device)
+    d = d.index_put((k, k), torch.tensor(float("-inf"), dtype=d.dtype, device=d.device))
+    if extra is not None:
+        d = torch.cat([d, -t * sq_dists_normalized(x, extra) + math.log(2.0)], dim=1)
+    return torch.logsumexp(d.flatten(), dim=0) - math.log(2.0 * count)
 
 
 def alignment(z_a: Tensor, z_b: Tensor, alpha: float = 2.0) -> Tensor:

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from suite.losses.base import ContrastiveLoss, as_views, check_positive, check_queue, register_loss
 from suite.losses.core import gather_views, normalize
-from suite.losses.tiling import row_sum
+from suite.losses.tiling import row_lse
 
 
 @register_loss("cmc")
@@ -41,6 +41,17 @@ class CMC(ContrastiveLoss):
         pos = torch.einsum("and,bnd->anb", views, views).reshape(v * n, v) / t  # (V N, V) s(z_a,i, z_b,i) / t
         off = ~torch.eye(v, dtype=torch.bool, device=views.device)
 
+        cols = v * m + (0 if queue is None else queue.shape[0])
+        chunk = self._tile(v * n, cols)
+        if chunk is not None:  # fused tiles per ordered view pair (a loop over V(V-1) tiles groups, not samples)
+            total = views.new_zeros(())
+            for a in range(v):
+                for b in range(v):
+                    if a != b:
+                        lse = row_lse(views[a] / t, gviews[b], qn, None, chunk)
+                        total = total + (lse - pos.view(v, n, v)[a, :, b]).sum()
+            return total / n
+
         def rows(s: int, e: int) -> Tensor:
             # sum over the anchors z_a,i of rows [s, e) of sum_{b != a} (logsumexp_j s(z_a,i, z_b,j)/t - pos)
             lse = torch.logsumexp((flat[s:e] @ cand.T / t).view(e - s, v, m), dim=-1)  # (rows, V)
@@ -49,5 +60,4 @@ class CMC(ContrastiveLoss):
             a = torch.arange(s, e, device=views.device) // n
             return ((lse - pos[s:e]) * off[a]).sum()
 
-        cols = v * m + (0 if queue is None else queue.shape[0])
-        return row_sum(rows, v * n, self._tile(v * n, cols)) / n  # mean over anchors, summed over ordered pairs
+        return rows(0, v * n) / n  # mean over anchors, summed over ordered pairs

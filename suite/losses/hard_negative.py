@@ -23,8 +23,7 @@ from torch import Tensor
 
 from suite.losses.base import (ContrastiveLoss, check_choice, check_finite, check_pair, check_positive, check_queue, check_weights,
                                register_loss, weighted_rows)
-from suite.losses.core import NEGATIVES, normalize, pair_rows, pair_setup
-from suite.losses.tiling import row_sum
+from suite.losses.core import NEGATIVES, normalize, pair_lse, pair_rows, pair_setup
 
 
 @register_loss("hard_negative", "hcl", "hn_cl")
@@ -56,18 +55,21 @@ class HardNegative(ContrastiveLoss):
             raise ValueError("hard_negative needs at least one negative per anchor")
         log_m = math.log(m_count)
 
-        def rows(s: int, e: int) -> Tensor:
-            neg = pair_rows(ps, s, e, exclude_positive=True)  # s/t, -inf where not a negative
-            p = pos[s:e]
-            # log Ng = log M + logsumexp((1+beta) s/t) - logsumexp(beta s/t); beta = 0: the last term is log M
-            lse_beta = torch.logsumexp(self.beta * neg, 1) if self.beta > 0 else log_m
-            log_ng = log_m + torch.logsumexp((1.0 + self.beta) * neg, 1) - lse_beta
-            if self.tau_plus > 0:
-                log_sub = math.log(self.tau_plus) + log_m + p
-                # log(Ng - tau+ M e^pos), -inf where the difference is not positive
-                diff = log_ng + torch.log1p(-torch.exp((log_sub - log_ng).clamp_max(0.0)))
-                diff = torch.where(log_sub < log_ng, diff, torch.full_like(diff, float("-inf")))
-                log_ng = torch.clamp_min(diff - math.log1p(-self.tau_plus), log_m - 1.0 / t)
-            return weighted_rows(torch.logaddexp(p, log_ng) - p, weights, s)
+        chunk = self._tile(ps.n_rows, ps.n_cols)
 
-        return row_sum(rows, ps.n_rows, self._tile(ps.n_rows, ps.n_cols)) / ps.n_rows
+        def lse_scaled(k: float) -> Tensor:  # (A,) logsumexp over the negatives of k s/t
+            if chunk is None:
+                return torch.logsumexp(k * pair_rows(ps, 0, ps.n_rows, exclude_positive=True), 1)
+            return pair_lse(ps._replace(anchors=k * ps.anchors,
+                                        pos_sim=None if ps.pos_sim is None else k * ps.pos_sim), chunk, exclude_positive=True)
+
+        # log Ng = log M + logsumexp((1+beta) s/t) - logsumexp(beta s/t); beta = 0: the last term is log M
+        lse_beta = lse_scaled(self.beta) if self.beta > 0 else log_m
+        log_ng = log_m + lse_scaled(1.0 + self.beta) - lse_beta
+        if self.tau_plus > 0:
+            log_sub = math.log(self.tau_plus) + log_m + pos
+            # log(Ng - tau+ M e^pos), -inf where the difference is not positive
+            diff = log_ng + torch.log1p(-torch.exp((log_sub - log_ng).clamp_max(0.0)))
+            diff = torch.where(log_sub < log_ng, diff, torch.full_like(diff, float("-inf")))
+            log_ng = torch.clamp_min(diff - math.log1p(-self.tau_plus), log_m - 1.0 / t)
+        return weighted_rows(torch.logaddexp(pos, log_ng) - pos, weights, 0) / ps.n_rows

@@ -14,6 +14,7 @@ the matrix has at most :data:`AUTO_DENSE_ELEMENTS` entries, else tiles of about
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import torch
@@ -152,3 +153,58 @@ def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: T
     anchors @ queue.T], in row tiles of ``chunk``, with the exact gradient from a recomputing backward
     (memory O((A + C) d + chunk x C)); the fused path of the InfoNCE family."""
     return _RowLSE.apply(anchors, cands, queue, excl, chunk)
+
+
+class _PairKernelLSE(torch.autograd.Function):
+    """log( sum_{j != k} exp f(||e_j - e_k||^2) + 2 sum_{j, m} exp f(||e_j - q_m||^2) ) by row tiles, with a
+    recomputing backward from the saved scalar: the per-pair weight is p_jk f'(u_jk), and u_jk's gradient
+    is 2 (e_j - e_k) for e_j and 2 (e_k - e_j) for e_k. ``f`` / ``df``: the log-kernel and its derivative."""
+
+    @staticmethod
+    def forward(ctx: Any, e: Tensor, queue: Tensor | None, f: Callable[[Tensor], Tensor],
+                df: Callable[[Tensor], Tensor], chunk: int) -> Tensor:
+        parts = [torch.logsumexp(_kernel_tile(e, queue, f, s, t)[0].flatten(), 0) for s, t in _spans(e.shape[0], chunk)]
+        log_z = torch.logsumexp(torch.stack(parts), 0)
+        ctx.save_for_backward(e, queue, log_z)
+        ctx.f, ctx.df, ctx.chunk = f, df, chunk
+        return log_z
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        e, queue, log_z = ctx.saved_tensors
+        de = torch.zeros_like(e)
+        m = e.shape[0]
+        for s, t in _spans(m, ctx.chunk):
+            logits, u = _kernel_tile(e, queue, ctx.f, s, t)
+            c = torch.exp(logits - log_z) * g * ctx.df(u) * (u > 0)  # d log Z / d u, clamped entries have none
+            cm = c[:, :m]
+            de[s:t] += 2.0 * c.sum(1, keepdim=True) * e[s:t] - 2.0 * (cm @ e)
+            de += 2.0 * cm.sum(0)[:, None] * e - 2.0 * (cm.T @ e[s:t])
+            if queue is not None:
+                de[s:t] -= 2.0 * (c[:, m:] @ queue)
+        return de, None, None, None, None
+
+
+def _kernel_tile(e: Tensor, queue: Tensor | None, f: Callable[[Tensor], Tensor], s: int, t: int
+                 ) -> tuple[Tensor, Tensor]:
+    """(logits, squared distances) of rows [s, t): f(u) against every row of ``e`` (self -inf) then, with
+    log 2 added, against the queue."""
+    a = e[s:t]
+    sq = (a * a).sum(1, keepdim=True)
+    u = torch.addmm(sq, a, e.T, alpha=-2.0).add_((e * e).sum(1)[None]).clamp_min_(0.0)
+    if queue is not None:
+        uq = torch.addmm(sq, a, queue.T, alpha=-2.0).add_((queue * queue).sum(1)[None]).clamp_min_(0.0)
+        u = torch.cat([u, uq], 1)
+    logits = f(u)
+    k = torch.arange(t - s, device=e.device)
+    logits[k, k + s] = float("-inf")
+    if queue is not None:
+        logits[:, e.shape[0]:] += math.log(2.0)
+    return logits, u
+
+
+def pair_kernel_lse(e: Tensor, f: Callable[[Tensor], Tensor], df: Callable[[Tensor], Tensor],
+                    queue: Tensor | None = None, chunk: int = 1024) -> Tensor:
+    """Scalar log( sum_{j != k} exp f(||e_j - e_k||^2) + 2 sum_{j,m} exp f(||e_j - q_m||^2) ) in row tiles with
+    the exact gradient (t-SimCLR's normaliser, the uniformity term); ``queue`` gets no gradient."""
+    return _PairKernelLSE.apply(e, None if queue is None else queue.detach(), f, df, chunk)

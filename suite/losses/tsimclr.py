@@ -27,7 +27,7 @@ from torch import Tensor
 
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, check_pair, check_positive, check_queue, check_weights, register_loss, weighted_mean
-from suite.losses.tiling import row_logsumexp
+from suite.losses.tiling import pair_kernel_lse
 
 
 def iou_weights(iou: Tensor, tau_prime: float = 1.0) -> Tensor:
@@ -64,17 +64,18 @@ class TSimCLR(ContrastiveLoss):
         # pairs in both orders); summing q directly underflows in float32 for spread-out features
         # (loss -inf at tau = 1, t_df = 100)
         log2 = math.log(2.0)
-
-        def rows(s: int, r_end: int) -> Tensor:
-            log_q = self._log_q(_sq_dists(e[s:r_end], e))  # (rows, 2M)
-            k = torch.arange(r_end - s, device=e.device)
-            log_q = log_q.index_put((k, k + s), torch.tensor(float("-inf"), dtype=log_q.dtype, device=e.device))
-            if queue is not None:
-                log_q = torch.cat([log_q, self._log_q(_sq_dists(e[s:r_end], queue)) + log2], dim=1)
-            return torch.logsumexp(log_q.flatten(), 0)
-
         n_cols = e.shape[0] + (0 if queue is None else queue.shape[0])
-        log_z = row_logsumexp(rows, e.shape[0], self._tile(e.shape[0], n_cols))
+        chunk = self._tile(e.shape[0], n_cols)
+        if chunk is not None:  # fused tiles: nothing (2M, 2M) is kept for the backward
+            a = self.temperature * self.t_df
+            log_z = pair_kernel_lse(e, self._log_q, lambda u: -(self.t_df + 1.0) / 2.0 / (a + u), queue, chunk)
+        else:
+            log_q = self._log_q(_sq_dists(e, e))  # (2M, 2M)
+            k = torch.arange(e.shape[0], device=e.device)
+            log_q = log_q.index_put((k, k), torch.tensor(float("-inf"), dtype=log_q.dtype, device=e.device))  # j != k
+            if queue is not None:
+                log_q = torch.cat([log_q, self._log_q(_sq_dists(e, queue)) + log2], dim=1)
+            log_z = torch.logsumexp(log_q.flatten(), 0)
         per_pair = log_z - pos  # (N,) l(x_i, x_i') = l(x_i', x_i)
         self._record(log_normaliser=log_z, log_normaliser_per_pair=log_z - math.log(e.shape[0] * (e.shape[0] - 1)))
         return weighted_mean(per_pair, weights)  # mean over the 2N anchors (both orders give the same term)
