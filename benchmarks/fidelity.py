@@ -104,6 +104,15 @@ def _vision(reg: Registry) -> list[str]:
 
 def _text(reg: Registry) -> list[str]:
     runs = reg.runs(status="finished", modality="text")
+    # the STS evaluation is its own run (task senteval-sts, config.model = the trained folder): it takes the
+    # loss hyper-parameters of the training run that wrote that folder
+    trained = {str(_cfg(r).get("out")): r for r in runs if not str(r.get("task", "")).startswith("senteval")}
+    evals = []
+    for r in runs:
+        if str(r.get("task", "")) == "senteval-sts":
+            t = trained.get(str(_cfg(r).get("model")))
+            if t is not None:
+                evals.append({**r, "loss": t["loss"], "loss_hparams": t["loss_hparams"], "seed": t["seed"]})
     spec = [
         ("InfoNCE, SimCSE arrangement (z1 anchors, z2 candidates)", lambda r, c, h: r["loss"] == "infonce"
          and h.get("negatives") == "cross" and h.get("symmetric") is False),
@@ -113,10 +122,7 @@ def _text(reg: Registry) -> list[str]:
     ]
     cells, rows = {}, []
     for label, pred in spec:
-        sel = _pick(runs, pred)
-        vals = _values(reg, sel, "avg", "sts")
-        if not vals:
-            vals = _values(reg, sel, "avg")
+        vals = _values(reg, _pick(evals, pred), "avg")
         cells[label] = vals
         rows.append([label, mean_std(vals, 2)])
     a, _, m = (s[0] for s in spec)
