@@ -25,7 +25,8 @@ The epoch rule for contrastive training (:func:`epoch_batches`): a permutation s
 (seed, epoch) is cut to a multiple of ``batch_size * world_size``; global batch j is split into
 equal per-rank slices, so every rank runs the same number of steps with the same batch size and the
 union of the ranks' batch j equals the batch j one process would see with ``batch_size * world_size``.
-The last partial batch is dropped (a contrastive batch with fewer negatives is a different loss).
+The last partial batch is dropped (a contrastive batch with fewer negatives is a different loss);
+a data set smaller than one batch trains on one batch of all of it (with a warning).
 Evaluation drops nothing (:func:`eval_batches`).
 
 Why our own thin driver rather than Lightning Fabric or Accelerate: see the README ("Training
@@ -35,6 +36,7 @@ engine"); measured on the smallest step (MUTAG GraphCL) by ``benchmarks``-free s
 from __future__ import annotations
 
 import math
+import warnings
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,8 +103,13 @@ def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, shuffle: bool 
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     ws, r = sd.world_size(), sd.rank()
     k = n // (batch_size * ws)
-    if k == 0:
-        raise ValueError(f"{n} training examples make no full batch of {batch_size} x {ws} rank(s); lower the batch size")
+    if k == 0:  # a data set smaller than one batch: one batch of all of it (per rank n // ws)
+        if n // ws < 2:
+            raise ValueError(f"{n} training examples make no contrastive batch (>= 2 per rank) on {ws} rank(s)")
+        if epoch == 0:
+            warnings.warn(f"{n} training examples are fewer than one batch of {batch_size} x {ws} rank(s); "
+                          f"training with batches of {n // ws} per rank", stacklevel=2)
+        batch_size, k = n // ws, 1
     if shuffle:
         perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
     else:

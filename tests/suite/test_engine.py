@@ -142,8 +142,11 @@ def test_epoch_rule_equal_batches_last_dropped(monkeypatch: pytest.MonkeyPatch) 
         assert torch.equal(torch.cat([parts[0][j], parts[1][j]]), single[j])
     assert not set(torch.cat(parts[0]).tolist()) & set(torch.cat(parts[1]).tolist())
     assert not torch.equal(torch.cat(epoch_batches(23, 4, seed=1, epoch=3)), torch.cat(parts[1]))  # a new order per epoch
-    with pytest.raises(ValueError, match="5 training examples make no full batch of 4 x 2"):
-        epoch_batches(5, 4, seed=0, epoch=0)
+    with pytest.warns(UserWarning, match="fewer than one batch of 4 x 2"):
+        small = epoch_batches(5, 4, seed=0, epoch=0)  # smaller than one batch: one batch of all (2 per rank)
+    assert [len(b) for b in small] == [2]
+    with pytest.raises(ValueError, match="3 training examples make no contrastive batch"):
+        epoch_batches(3, 4, seed=0, epoch=1)
     monkeypatch.undo()
     assert torch.equal(torch.cat(eval_batches(23, 4)), torch.arange(23))
 
