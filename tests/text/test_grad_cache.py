@@ -58,13 +58,16 @@ def test_grad_cache_replays_dropout_masks(tiny_model_dir):
 
 
 def test_grad_cache_supervised_gradient_equals_full_batch(tiny_model_dir):
-    """a supervised (triplet + hard negative) step, dropout 0, chunks of 3 vs the full batch -> the same gradient to 1e-5 of its scale"""
+    """a supervised (triplet + hard negative) step in float64, dropout 0, chunks of 3 vs the full batch -> the same gradient to 1e-10
+
+    float64 separates the method from rounding: in float32 the encoder's rounding differs with the
+    chunk's batch size and the tiny random model's gradient (~1e-4 of its terms) magnifies it."""
     data = [(f"a man {w} plays", f"someone plays the {w}", f"nobody sleeps near the {w}")
             for w in ["guitar", "piano", "drums", "ball", "dog", "car", "tree", "house"]]
     grads = []
     for chunk in (0, 3):
         torch.manual_seed(0)  # the same MLP-head initialisation
-        enc = build_encoder(str(tiny_model_dir), pooling="cls", dropout=0.0).train()
+        enc = build_encoder(str(tiny_model_dir), pooling="cls", dropout=0.0).train().double()
         cfg = SimCSEConfig(backbone=str(tiny_model_dir), max_length=12, mode="sup", grad_cache_chunk=chunk,
                            hard_negative_weight=0.5)
         loss = loss_for("infonce")
@@ -72,4 +75,4 @@ def test_grad_cache_supervised_gradient_equals_full_batch(tiny_model_dir):
         eng.backward(_step(eng.ddp, enc, loss, data, torch.arange(8), cfg, 2, None, torch.device("cpu")))
         grads.append(torch.cat([p.grad.flatten() for p in enc.parameters() if p.grad is not None]))  # kept: no step yet
     scale = float(grads[0].abs().max())
-    assert scale > 0 and float((grads[0] - grads[1]).abs().max()) <= 1e-5 * scale
+    assert scale > 0 and float((grads[0] - grads[1]).norm()) <= 1e-10 * float(grads[0].norm())
