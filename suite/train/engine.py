@@ -30,8 +30,8 @@ a data set smaller than one batch trains on one batch of all of it (with a warni
 Evaluation drops nothing (:func:`eval_batches`).
 
 Why our own thin driver rather than Lightning Fabric or Accelerate: see the README ("Training
-engine"); measured on the smallest step (MUTAG GraphCL) by ``benchmarks``-free script
-``python -m suite.train.overhead``.
+engine"); the step overhead is measured on the smallest step (MUTAG GraphCL) by
+``python -m graph.engine_overhead``.
 """
 from __future__ import annotations
 
@@ -302,7 +302,7 @@ class Engine(Generic[B]):
                 self.logger.update(value, self.loss_obj)
                 self.throughput.update((size(b) if size else len(b)) * sd.world_size())  # type: ignore[arg-type]
                 if hasattr(bar, "set_postfix"):
-                    bar.set_postfix(loss=f"{value:.4f}", rate=f"{self.throughput.rate:.0f}/s")  # type: ignore[attr-defined]
+                    bar.set_postfix(loss=f"{value:.4f}", rate=f"{self.throughput.rate:.0f}/s", refresh=False)  # type: ignore[attr-defined]
                 if self._micro % self.accumulate == 0 and on_step is not None:
                     on_step()
             if stopped or (self._done(max_steps) and self.batch_in_epoch < len(bs)):
