@@ -35,7 +35,8 @@ def _eval(args: argparse.Namespace) -> int:
     from suite.registry import Registry
     from suite.train import load_checkpoint
     from vision.config import PretrainConfig
-    from vision.train import build_method, evaluate, prepare_data, recipe_for, resolve_device
+    from suite.train import resolve_device
+    from vision.train import build_method, evaluate, prepare_data, recipe_for
 
     state = load_checkpoint(args.ckpt)
     overrides: dict[str, Any] = {k: v for k, v in (("dataset", args.dataset), ("data_root", args.data_root),

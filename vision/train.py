@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from suite import distributed as sd
 from suite.config import experiment_config, hash_config, run_options
 from suite.registry import Registry
-from suite.train import (LossLogger, Throughput, latest_checkpoint, load_for_resume, progress, rng_state,
+from suite.train import (LossLogger, Throughput, latest_checkpoint, load_for_resume, progress, resolve_device, rng_state,
                          save_checkpoint, seed_everything, set_rng_state, wrap_ddp)
 from vision.card import write_vision_card
 from vision.config import PretrainConfig
@@ -31,12 +31,6 @@ from vision.eval import ClassificationEvaluator, GeometryEvaluator
 from vision.methods import MoCo, SimCLR, build_loss, check_views_for_loss
 from vision.models import Encoder, build_encoder
 from vision.transforms import EvalTransform, Recipe, ViewAugment, get_recipe
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def recipe_for(cfg: PretrainConfig, data: ImageData) -> Recipe:

@@ -27,10 +27,10 @@ from torch import Tensor
 from graph.data.molecules import MolGraphs, get_featurizer, load_moleculenet
 from graph.data.splits import split as make_split
 from graph.eval.rocauc import RocAuc
-from graph.methods.pretrain_mol import load_encoder, resolve_device, shard_batches
+from graph.methods.pretrain_mol import load_encoder, shard_batches
 from graph.models.gin_mol import MolGIN, MolPredictor
 from suite import distributed as sd
-from suite.train import Throughput, progress, seed_everything, wrap_ddp
+from suite.train import Throughput, progress, resolve_device, seed_everything, wrap_ddp
 
 
 @dataclass

@@ -6,8 +6,10 @@ One view is the original graph, the other its augmentation (``views="orig+aug"``
 seeded SVM protocol (:mod:`graph.eval.svm`) at ``eval_epochs`` (default 10 and the last epoch; the
 reported number is the fixed last epoch, never the best one).
 
-Under ``torchrun`` (``WORLD_SIZE`` > 1) the model is wrapped in DDP, each rank sees its shard of
-every epoch (DistributedSampler), and the loss gathers negatives across ranks itself.
+Training runs on :class:`suite.train.Engine`. Under ``torchrun`` (``WORLD_SIZE`` > 1) the model is
+wrapped in DDP, each rank runs equal batches of every epoch (:func:`suite.train.epoch_batches`; the
+last partial batch is dropped: MUTAG's 188 graphs at batch 128 give one step per epoch, where
+GraphCL's loader also ran a batch of 60), and the loss gathers negatives across ranks itself.
 
 Example:
     >>> cfg = TUConfig(dataset="MUTAG", loss="macl", epochs=20)
@@ -35,7 +37,7 @@ from graph.models.gin import GraphCLModel
 from suite import distributed as sd
 from suite.losses import ContrastiveLoss, apply_loss
 from suite.metrics import alignment, uniformity
-from suite.train import LossLogger, Throughput, progress, save_checkpoint, seed_everything, wrap_ddp
+from suite.train import Engine, epoch_batches, resolve_device, save_checkpoint, seed_everything
 
 
 @dataclass
@@ -81,6 +83,7 @@ class TrainResult:
     embeddings: Tensor | None = None
     labels: Tensor | None = None
     loss_record: dict[str, Any] = field(default_factory=dict)
+    dropped_per_epoch: int = 0  # graphs left out of each epoch by the epoch rule (last partial batch)
 
 
 class MultiViewModel(nn.Module):
@@ -106,17 +109,6 @@ def loss_step(mv: nn.Module, loss: ContrastiveLoss, views: list[Batch]) -> tuple
     return apply_loss(loss, z), z
 
 
-def _loader(data: TUData, batch_size: int, seed: int, shuffle: bool) -> tuple[DataLoader, Any]:
-    sampler = None
-    if sd.is_distributed() and shuffle:
-        from torch.utils.data.distributed import DistributedSampler
-        sampler = DistributedSampler(data.graphs, shuffle=True, seed=seed)  # type: ignore[arg-type]
-    g = torch.Generator().manual_seed(seed)
-    loader = DataLoader(data.graphs, batch_size=batch_size, shuffle=shuffle and sampler is None,  # type: ignore[arg-type]
-                        sampler=sampler, generator=g if sampler is None else None)
-    return loader, sampler
-
-
 def evaluate(model: GraphCLModel, data: TUData, seed: int, folds: int = 10, inner_folds: int = 5,
              batch_size: int = 512, device: str = "cpu", precomputed: bool = True) -> tuple[dict[str, Any], Tensor, Tensor]:
     """SVM accuracy of the encoder embeddings of the un-augmented graphs (model in eval mode)."""
@@ -129,56 +121,64 @@ def evaluate(model: GraphCLModel, data: TUData, seed: int, folds: int = 10, inne
     return SVMEvaluator(seed=seed, folds=folds, inner_folds=inner_folds, precomputed=precomputed)(emb, y), emb, y
 
 
+def collate(data: TUData, idx: Tensor) -> Batch:
+    """The graphs ``idx`` of ``data`` as one PyG batch."""
+    return Batch.from_data_list([data.graphs[i] for i in idx.tolist()])
+
+
 def train(cfg: TUConfig, data: TUData, seed: int, log: Callable[[dict[str, float], int], None] | None = None,
           evaluate_fn: Callable[..., tuple[dict[str, Any], Tensor, Tensor]] = evaluate) -> TrainResult:
     """Pretrain one encoder on ``data`` with ``cfg`` and ``seed``; evaluate at ``cfg.eval_epochs``
-    and the last epoch (main rank only). ``log(metrics, epoch)`` receives every epoch's stats."""
+    and the last epoch (main rank only). ``log(metrics, epoch)`` receives every epoch's stats.
+
+    The loop is :class:`suite.train.Engine`'s; batches follow its epoch rule
+    (:func:`suite.train.epoch_batches`: equal batches on every rank, the last partial batch dropped,
+    counted in ``TrainResult.dropped_per_epoch``)."""
     loss, view_mode, record = resolve(cfg.loss, cfg.loss_hparams, cfg.views)
     aug = build_augmentation(cfg.aug, cfg.aug_ratio)
     seed_everything(seed)
-    gen = torch.Generator(device=cfg.device).manual_seed(seed * 7919 + sd.rank())
-    model = GraphCLModel(data.num_features, cfg.hidden, cfg.layers).to(cfg.device)
-    mv = wrap_ddp(MultiViewModel(model))
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    loader, sampler = _loader(data, cfg.batch_size, seed, shuffle=True)
+    device = resolve_device(cfg.device)
+    gen = torch.Generator(device=device).manual_seed(seed * 7919 + sd.rank())
+    model = GraphCLModel(data.num_features, cfg.hidden, cfg.layers).to(device)
+    engine = Engine(MultiViewModel(model), torch.optim.Adam(model.parameters(), lr=cfg.lr), device=device, loss=loss,
+                    desc=f"{data.name} {cfg.loss} s{seed}", unit="batch")
+    n = len(data.graphs)
+    batches = lambda epoch: epoch_batches(n, cfg.batch_size, seed, epoch)  # noqa: E731
+    dropped = n - sum(len(b) for b in batches(0)) * sd.world_size()
     eval_at = sorted({e for e in cfg.eval_epochs if 1 <= e <= cfg.epochs} | {cfg.epochs})
     stats: list[dict[str, float]] = []
     evals: dict[int, dict[str, Any]] = {}
-    skipped, t_train, t_eval = 0, 0.0, 0.0
-    emb = labels = None
-    for epoch in range(1, cfg.epochs + 1):
-        if sampler is not None:
-            sampler.set_epoch(epoch)
-        model.train()
-        logger, thr = LossLogger(), Throughput()
-        au = {"alignment": 0.0, "uniformity": 0.0}
-        t0 = time.perf_counter()
-        for batch in progress(loader, desc=f"{data.name} {cfg.loss} s{seed} ep{epoch}/{cfg.epochs}", unit="batch"):
-            if batch.num_graphs < 2:  # contrastive losses need two samples; counted and reported
-                skipped += 1
-                continue
-            batch = batch.to(cfg.device)
-            views = make_views(batch, view_mode, aug, gen)
-            value, z = loss_step(mv, loss, views)
-            opt.zero_grad(set_to_none=True)
-            value.backward()
-            opt.step()
-            logger.update(float(value.detach()), loss)
-            au["alignment"] += alignment(z[0].detach(), z[1].detach())
-            au["uniformity"] += uniformity(z[0].detach())
-            thr.update(batch.num_graphs * sd.world_size())
-        t_train += time.perf_counter() - t0
-        ep = {**logger.means(), **{k: v / max(logger.count, 1) for k, v in au.items()}, "graphs_per_s": thr.rate}
+    t_eval = 0.0
+    au = {"alignment": 0.0, "uniformity": 0.0}
+    emb_labels: list[Tensor | None] = [None, None]
+
+    def step(idx: Tensor) -> Tensor:
+        views = make_views(collate(data, idx).to(device), view_mode, aug, gen)
+        value, z = loss_step(engine.ddp, loss, views)
+        au["alignment"] += alignment(z[0].detach(), z[1].detach())
+        au["uniformity"] += uniformity(z[0].detach())
+        return value
+
+    def on_epoch(epoch: int, ep: dict[str, float]) -> None:
+        nonlocal t_eval
+        steps = max(len(batches(epoch - 1)), 1)
+        ep = {**{k: v for k, v in ep.items()}, **{k: v / steps for k, v in au.items()}}
+        ep["graphs_per_s"] = ep.pop("items_per_s")
+        au.update(alignment=0.0, uniformity=0.0)
         stats.append(ep)
         if log is not None and sd.is_main():
             log(ep, epoch)
         if epoch in eval_at and sd.is_main():
             t1 = time.perf_counter()
-            evals[epoch], emb, labels = evaluate_fn(model, data, seed, cfg.svm_folds, cfg.svm_inner_folds, device=cfg.device,
-                                                      precomputed=cfg.svm_precomputed)
+            evals[epoch], emb_labels[0], emb_labels[1] = evaluate_fn(
+                model, data, seed, cfg.svm_folds, cfg.svm_inner_folds, device=str(device), precomputed=cfg.svm_precomputed)
             t_eval += time.perf_counter() - t1
-    return TrainResult(model, stats, evals, skipped, t_train, t_eval, emb, labels,
-                       {**record, "hparams": loss.hparams()})
+
+    t0 = time.perf_counter()
+    engine.fit(batches, step, epochs=cfg.epochs, on_epoch=on_epoch, size=len)
+    t_train = time.perf_counter() - t0 - t_eval
+    return TrainResult(model, stats, evals, 0, t_train, t_eval, emb_labels[0], emb_labels[1],
+                       {**record, "hparams": loss.hparams()}, dropped_per_epoch=dropped)
 
 
 # ----------------------------------------------------------------------------- save / reload

@@ -2,9 +2,10 @@
 
 Two augmented views of every molecule in a batch (default: node dropping and subgraph, 20 %, from
 :mod:`graph.augment`), encoder -> mean pool -> projection head, any ``suite.losses`` loss.
-Adam lr 1e-3, batch 256. A checkpoint ``epoch<N>.pt`` is written after every epoch with the model,
-optimiser, loss buffers and every RNG state (python/numpy/torch + the data-order and augmentation
-generators), so a resumed run continues bit-for-bit; ``encoder.pt`` (encoder weights + its shape)
+Adam lr 1e-3, batch 256, trained by :class:`suite.train.Engine` (its epoch rule: the last partial
+batch is dropped). A checkpoint ``epoch<N>.pt`` (the engine's layout: model, optimiser, sampler
+position, every RNG state incl. the augmentation generator; loss buffers and history as ``extra``)
+is written after every epoch, so a resumed run continues bit-for-bit; ``encoder.pt`` (encoder weights + its shape)
 is what fine-tuning loads.
 
 Example:
@@ -24,15 +25,15 @@ import torch
 from torch import Tensor, nn
 
 import suite.losses as L
-from suite.presets import preset
 from graph.data.molecules import MolGraphs, get_featurizer, load_smiles_file
 from graph.methods.mol_card import save_pretrained_mol
 from graph.models.gin_mol import MolGIN, projection_head
 from suite import distributed as sd
 from suite.config import experiment_config, experiment_hash, run_options
 from suite.paths import data_path
-from suite.train import (LossLogger, Throughput, latest_checkpoint, load_checkpoint, load_for_resume, progress, rng_state,
-                         save_checkpoint, seed_everything, set_rng_state, wrap_ddp)
+from suite.presets import preset
+from suite.train import (Engine, epoch_batches, latest_checkpoint, load_checkpoint, open_run, resolve_device,
+                         save_checkpoint, seed_everything)
 
 # name -> (suite loss, hyper-parameters). GraphCL's transfer code (chem/pretrain_graphcl.py)
 # contrasts view 1 against view 2 only (cross-view negatives, one direction) with the positive
@@ -93,12 +94,6 @@ def output_dir(cfg: PretrainMolConfig) -> Path:
     return Path("ckpt/mol") / f"{cfg.loss.lower()}-{experiment_hash(cfg)}"
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
 class ContrastiveMolModel(nn.Module):
     """Encoder + projection head. Shapes: graph batch -> (B, D)."""
 
@@ -122,13 +117,9 @@ def encoder_spec(cfg: PretrainMolConfig) -> dict[str, Any]:
     return {"num_layers": cfg.num_layers, "emb_dim": cfg.emb_dim, "featurizer": cfg.featurizer}
 
 
-def batches(n: int, batch_size: int, gen: torch.Generator) -> list[Tensor]:
-    """Shuffled index batches of this rank (a trailing batch of one graph is dropped: BatchNorm)."""
-    return shard_batches(torch.randperm(n, generator=gen), batch_size)
-
-
 def shard_batches(perm: Tensor, batch_size: int) -> list[Tensor]:
-    """This rank's share of ``perm`` in batches. Under DDP the tail is cut to a multiple of the world
+    """This rank's share of ``perm`` in batches (fine-tuning; contrastive pretraining uses
+    :func:`suite.train.epoch_batches`). Under DDP the tail is cut to a multiple of the world
     size first, so every rank runs the same number of equally sized steps (no collective hangs)."""
     if sd.is_distributed():
         ws = sd.world_size()
@@ -170,65 +161,42 @@ def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after
     # runs and encoders carry the name the user asked for: GraphCL pretraining is ``graphcl``, not its
     # underlying ``dcl`` (the resolved loss and hyper-parameters are in ``loss_hparams``)
     label = cfg.loss.lower() if cfg.loss.lower() in LOSS_PRESETS else loss_name
-    ddp_model = wrap_ddp(model)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     aug1, aug2 = make_augmentation(cfg.aug1, cfg.aug_ratio), make_augmentation(cfg.aug2, cfg.aug_ratio)
-    data_gen = torch.Generator().manual_seed(cfg.seed)
     aug_gen = torch.Generator().manual_seed(cfg.seed + 1)
-    start, history = 1, []
+    engine = Engine(model, opt, device=device, loss=loss_fn, generators={"aug": aug_gen}, desc="pretrain")
+    history: list[dict[str, Any]] = []
     experiment = experiment_config(cfg)
     ck = latest_checkpoint(out, "epoch*.pt") if cfg.resume else None
     if ck is not None:
-        state = load_for_resume(ck, experiment, map_location=device, ignore=run_options(cfg))
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        loss_fn.load_state_dict(state["loss"])
-        data_gen.set_state(state["data_gen"])
-        aug_gen.set_state(state["aug_gen"])
-        set_rng_state(state["rng"])
-        start, history = state["epoch"] + 1, state["history"]
-    with ExitStack() as stack:
-        run = None
-        if cfg.registry and sd.is_main() and start <= cfg.epochs:
-            from suite.registry import Registry
+        extra = engine.load(ck, experiment, ignore=run_options(cfg))
+        loss_fn.load_state_dict(extra["loss"])
+        history = list(extra["history"])
 
-            run = stack.enter_context(Registry().run(
-                modality="graph", task="mol-pretrain", dataset=Path(cfg.corpus).name, loss=label,
-                loss_hparams=loss_fn.hparams(), config=dataclasses.asdict(cfg), seed=cfg.seed))
-        done = 0
-        tp = Throughput()
-        for epoch in range(start, cfg.epochs + 1):
-            model.train()
-            logger = LossLogger()
-            tp.reset()
-            for idx in progress(batches(len(graphs), cfg.batch_size, data_gen), desc=f"pretrain {epoch}/{cfg.epochs}",
-                                unit="batch"):
-                b = graphs.batch(idx).to_pyg()
-                v1 = aug1(b, aug_gen).to(device)  # augment on CPU (seeded generator), then move
-                v2 = aug2(b, aug_gen).to(device)
-                z1, z2 = ddp_model(v1), ddp_model(v2)  # (B, D) each
-                loss = loss_fn(z1, z2)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                logger.update(float(loss.detach()), loss_fn)
-                tp.update(int(idx.numel()) * max(sd.world_size(), 1))
-            stats = {**logger.means(), "mol_per_s": tp.rate}
-            history.append({"epoch": epoch, **stats})
-            if run is not None:
-                run.log_many(stats, split="train", step=epoch)
-            if sd.is_main():
-                save_checkpoint(out / f"epoch{epoch}.pt", {
-                    "epoch": epoch, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                    "loss": loss_fn.state_dict(), "data_gen": data_gen.get_state(), "aug_gen": aug_gen.get_state(),
-                    "rng": rng_state(), "history": history, "config": experiment})
-                save_checkpoint(out / "encoder.pt", {"encoder": model.encoder.state_dict(), "spec": encoder_spec(cfg),
-                                                     "loss": label, "epoch": epoch, "config": experiment})
-                save_pretrained_mol(out / "pretrained", model.encoder, cfg, label, loss_fn, epoch, len(graphs), run=run)
-                _prune(out, cfg.keep_checkpoints)
-            done += 1
-            if stop_after is not None and done >= stop_after:
-                break
+    def step(idx: Tensor) -> Tensor:
+        b = graphs.batch(idx).to_pyg()  # type: ignore[union-attr]
+        v1 = aug1(b, aug_gen).to(device)  # augment on CPU (seeded generator), then move
+        v2 = aug2(b, aug_gen).to(device)
+        return loss_fn(engine.ddp(v1), engine.ddp(v2))  # (B, D) each
+
+    def on_epoch(epoch: int, stats: dict[str, float]) -> None:
+        history.append({"epoch": epoch, **stats})
+        if sd.is_main():
+            engine.save(out / f"epoch{epoch}.pt", experiment, extra={"loss": loss_fn.state_dict(), "history": history})
+            save_checkpoint(out / "encoder.pt", {"encoder": model.encoder.state_dict(), "spec": encoder_spec(cfg),
+                                                 "loss": label, "epoch": epoch, "config": experiment})
+            save_pretrained_mol(out / "pretrained", model.encoder, cfg, label, loss_fn, epoch, len(graphs), run=engine.run)
+            _prune(out, cfg.keep_checkpoints)
+
+    last = cfg.epochs if stop_after is None else min(cfg.epochs, engine.epoch + stop_after)
+    with ExitStack() as stack:
+        run = open_run(cfg.registry and engine.epoch < cfg.epochs, stack, modality="graph", task="mol-pretrain",
+                       dataset=Path(cfg.corpus).name, loss=label, loss_hparams=loss_fn.hparams(),
+                       config=dataclasses.asdict(cfg), seed=cfg.seed)
+        engine.run = run
+        n = len(graphs)
+        engine.fit(lambda epoch: epoch_batches(n, cfg.batch_size, cfg.seed, epoch), step, epochs=last, on_epoch=on_epoch,
+                   rate_name="mol_per_s")
         if run is not None:
             run.log_many({"molecules": len(graphs), "skipped": graphs.skipped, "featurize_mol_per_s": feat_rate}, split="data")
     return {"loss": label, "epochs_done": history[-1]["epoch"] if history else 0,

@@ -105,7 +105,7 @@ def _one_seed(cfg: TUConfig, scfg: TUConfig, h: str, data: TUData, seed: int, re
         r: dict[str, Any] = {"acc": res.evals[last]["acc"], "acc_fold_std": res.evals[last]["acc_std"],
                              "train_time": res.train_time, "eval_time": res.eval_time, "wall_time": wall,
                              "graphs_per_s": statistics.fmean(s["graphs_per_s"] for s in res.epoch_stats),
-                             "skipped_batches": res.skipped_batches}
+                             "skipped_batches": res.skipped_batches, "dropped_graphs_per_epoch": res.dropped_per_epoch}
         for ep, ev in sorted(res.evals.items()):
             r[f"acc_ep{ep}"] = ev["acc"]
             if run is not None:
@@ -113,7 +113,8 @@ def _one_seed(cfg: TUConfig, scfg: TUConfig, h: str, data: TUData, seed: int, re
                              split="test", step=ep)
         if run is not None:
             run.log_many({"train_time_s": res.train_time, "eval_time_s": res.eval_time, "graphs_per_s": r["graphs_per_s"],
-                          "skipped_batches": res.skipped_batches}, split="train", step=last)
+                          "skipped_batches": res.skipped_batches, "dropped_graphs_per_epoch": res.dropped_per_epoch},
+                         split="train", step=last)
         if cfg.save_dir:
             d = Path(cfg.save_dir)
             path = d / f"{cfg.dataset}_{cfg.loss}_seed{seed}.pt"
@@ -125,7 +126,8 @@ def _one_seed(cfg: TUConfig, scfg: TUConfig, h: str, data: TUData, seed: int, re
         if verbose:
             ep_str = " ".join(f"ep{ep}={ev['acc']:.4f}" for ep, ev in sorted(res.evals.items()))
             print(f"[{cfg.dataset} {cfg.loss} seed {seed}] SVM acc {ep_str}; train {res.train_time:.1f}s "
-                  f"eval {res.eval_time:.1f}s; skipped batches {res.skipped_batches}", flush=True)
+                  f"eval {res.eval_time:.1f}s; skipped batches {res.skipped_batches}; "
+                  f"{res.dropped_per_epoch} graphs per epoch left out (last partial batch)", flush=True)
         return r
 
     if reg is None:

@@ -1,10 +1,15 @@
-"""Shared training-loop pieces: seeding, checkpoints with RNG state, progress, DDP wrapping."""
+"""Shared training: the engine (device, precision, optimiser step, checkpoints, resume, logging),
+seeding, checkpoints with RNG state, progress, DDP wrapping."""
 from suite.train.checkpoint import (ConfigMismatchError, check_resume_config, config_diff, latest_checkpoint,
                                    load_checkpoint, load_for_resume, rng_state, save_checkpoint, set_rng_state)
+from suite.train.engine import (CachedStep, Engine, NonFiniteLossError, autocast, epoch_batches, eval_batches, open_run,
+                                resolve_device)
 from suite.train.loop import LossLogger, Throughput, progress, seed_everything, wrap_ddp
 
 __all__ = [
     "ConfigMismatchError", "check_resume_config", "config_diff", "latest_checkpoint", "load_checkpoint",
     "load_for_resume", "rng_state", "save_checkpoint", "set_rng_state",
+    "CachedStep", "Engine", "NonFiniteLossError", "autocast", "epoch_batches", "eval_batches", "open_run",
+    "resolve_device",
     "LossLogger", "Throughput", "progress", "seed_everything", "wrap_ddp",
 ]

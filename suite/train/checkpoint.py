@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -39,18 +40,29 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
-    """Write ``state`` atomically (temp file + rename): a crash never leaves a half checkpoint.
+    """Write ``state`` atomically (temp file + fsync + rename): a crash never leaves a half checkpoint.
     ``state`` holds tensors and plain data only (it is read back with ``weights_only=True``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        torch.save(state, tmp)
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())  # the bytes are on disk before the rename makes them the checkpoint
         tmp.replace(path)
     except OSError as e:  # disk full, quota, read-only folder: the previous checkpoint stays as it was
         tmp.unlink(missing_ok=True)
         raise OSError(e.errno, f"could not write checkpoint {path}: {e.strerror or e}; the previous checkpoint "
                                "(if any) is kept") from None
+    try:  # the rename itself is durable once the folder is synced (not possible on every OS)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
     return path
 
 

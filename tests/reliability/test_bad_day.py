@@ -20,8 +20,7 @@ def test_disk_full_while_writing_a_checkpoint(tmp_path, monkeypatch):
     save_checkpoint(path, {"step": 1, "w": torch.ones(3)})
 
     def full(obj, f, *a, **k):
-        with open(f, "wb") as fh:
-            fh.write(b"partial")
+        f.write(b"partial")
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(torch, "save", full)

@@ -37,8 +37,7 @@ from suite.paths import data_path
 from suite.presets import TEXT_DROPOUT, TEXT_DROPOUT_DEFAULT, preset
 from suite.presets import names as preset_names
 from suite.registry import Registry
-from suite.train import (LossLogger, Throughput, load_for_resume, progress, rng_state, save_checkpoint, seed_everything,
-                         set_rng_state, wrap_ddp)
+from suite.train import CachedStep, Engine, LossLogger, Throughput, epoch_batches, resolve_device, seed_everything
 from text.data import Triplet, nli_triplets, read_sentences, read_triplets_csv, unlabelled_sentences
 from text.eval.encode import EncodeFn
 from text.eval.sts import STSEvaluator
@@ -56,7 +55,8 @@ WIKI = ("wiki", "wiki1m_head11914.txt")
 @dataclass
 class SimCSEConfig:
     # where and how it runs, not what: left out of the experiment config a resume must match
-    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "device", "resume", "checkpoint_every", "keep_checkpoint")
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "device", "resume", "checkpoint_every", "keep_checkpoint",
+                                              "grad_cache_chunk")
     mode: Literal["unsup", "sup"] = "unsup"
     backbone: str = field(default="default", metadata={"help": "HF path/name or 'default' (packaged all-MiniLM-L6-v2)"})
     pooling: str = field(default="auto", metadata={"help": "cls|mean|max|auto (auto: the backbone's ST pooling, else cls)"})
@@ -87,6 +87,8 @@ class SimCSEConfig:
     resume: bool = True
     checkpoint_every: int = field(default=0, metadata={"help": "resume checkpoint every N steps (0 = at each eval)"})
     keep_checkpoint: bool = field(default=True, metadata={"help": "keep out/checkpoint.pt (optimizer state) after training"})
+    grad_cache_chunk: int = field(default=0, metadata={"help": "gradient caching: encode the batch in chunks of K sentences "
+                                                                "(same gradient, memory of a K batch; 0 = off)"})
 
 
 def output_dir(cfg: SimCSEConfig) -> Path:
@@ -94,12 +96,6 @@ def output_dir(cfg: SimCSEConfig) -> Path:
     if cfg.out:
         return Path(cfg.out)
     return Path("runs/text/simcse") / f"{L.canonical_name(cfg.loss)}-{experiment_hash(cfg)}"
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device(f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def loss_for(name: str, overrides: dict[str, Any] | None = None) -> ContrastiveLoss:
@@ -140,15 +136,9 @@ def load_training_data(cfg: SimCSEConfig) -> list[str] | list[Triplet]:
 
 
 def epoch_order(n: int, epoch: int, seed: int, batch: int) -> list[Tensor]:
-    """Shuffled index batches of one epoch (this rank's share under DDP; last partial batch dropped
-    so every step has the same N, as contrastive losses want)."""
-    g = torch.Generator().manual_seed(seed * 1000 + epoch)
-    perm = torch.randperm(n, generator=g)
-    perm = perm[sd.rank()::sd.world_size()]
-    k = len(perm) // batch
-    if k == 0:
-        raise ValueError(f"{len(perm)} training examples per rank is fewer than one batch of {batch}")
-    return list(perm[: k * batch].view(k, batch))
+    """Shuffled index batches of one epoch: the engine's rule (:func:`suite.train.epoch_batches`,
+    equal batches on every rank, last partial batch dropped)."""
+    return epoch_batches(n, batch, seed, epoch)
 
 
 # ----------------------------------------------------------------------------- teacher graph (xclr)
@@ -186,24 +176,20 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
         graph_emb = teacher_embeddings(cfg.teacher, list(data), device, cfg.eval_batch_size)  # type: ignore[arg-type]
     if getattr(encoder.backbone, "pooler", None) is not None:  # BERT's pooler is never used: freeze it (DDP needs every
         encoder.backbone.pooler.requires_grad_(False)            # trainable parameter to receive a gradient)
-    model = wrap_ddp(encoder)
     opt = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
     steps_per_epoch = len(epoch_order(len(data), 0, cfg.seed, cfg.batch_size))
     total = cfg.max_steps or steps_per_epoch * cfg.epochs
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))  # HF linear decay, no warm-up
+    engine = Engine(encoder, opt, scheduler=sched, device=device, precision="bf16" if cfg.bf16 else "fp32", loss=loss,
+                    desc=f"simcse {cfg.loss}", unit="batch")
     dev_eval = STSEvaluator(["STSB-dev"])
     out = output_dir(cfg)
     ckpt_path = out / "checkpoint.pt"
     experiment = experiment_config(cfg)
-    step, best, best_state = 0, -math.inf, None
+    best, best_state = -math.inf, None
     if cfg.resume and ckpt_path.exists():
-        ck = load_for_resume(ckpt_path, experiment, ignore=run_options(cfg))
-        encoder.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        sched.load_state_dict(ck["scheduler"])
-        step, best, best_state = ck["step"], ck["best"], ck["best_state"]
-        set_rng_state(ck["rng"])
-    logger, tput = LossLogger(), Throughput()
+        extra = engine.load(ckpt_path, experiment, ignore=run_options(cfg))
+        best, best_state = extra["best"], extra["best_state"]
     history: list[dict[str, float]] = []
     reg = registry if registry is not None else (Registry() if sd.is_main() else None)
     t0 = time.perf_counter()
@@ -216,40 +202,26 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
         return m
 
     def checkpoint() -> None:
-        if sd.is_main():
-            save_checkpoint(ckpt_path, {"model": encoder.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                                        "step": step, "best": best, "best_state": best_state, "rng": rng_state(),
-                                        "config": experiment})
+        engine.save(ckpt_path, experiment, extra={"best": best, "best_state": best_state})
+
+    def on_step() -> None:
+        if cfg.eval_every and engine.step % cfg.eval_every == 0:
+            history.append(_log_eval(run, engine.logger, engine.throughput, engine.step, evaluate()))
+            checkpoint()
+        elif cfg.checkpoint_every and engine.step % cfg.checkpoint_every == 0:
+            checkpoint()
 
     ctx = (reg.run(modality="text", task=f"simcse-{cfg.mode}", dataset=_dataset_name(cfg), loss=L.canonical_name(cfg.loss),
                    loss_hparams=loss.hparams(), config=dataclasses.asdict(cfg), seed=cfg.seed) if reg else nullcontext())
     with ctx as run:
-        encoder.train()
-        last_epoch = cfg.epochs if not cfg.max_steps else 10**9
-        for epoch in range(step // steps_per_epoch, last_epoch):
-            batches = epoch_order(len(data), epoch, cfg.seed, cfg.batch_size)[step % steps_per_epoch:]
-            for idx in progress(batches, desc=f"simcse {cfg.loss} ep{epoch}", unit="sent",
-                                unit_scale=cfg.batch_size * sd.world_size()):
-                if step >= total:
-                    break
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-                    lv = _step(model, encoder, loss, data, idx, cfg, views, graph_emb, device)
-                opt.zero_grad(set_to_none=True)
-                lv.backward()
-                opt.step()
-                sched.step()
-                step += 1
-                logger.update(float(lv.detach()), loss)
-                tput.update(len(idx) * sd.world_size())
-                if cfg.eval_every and step % cfg.eval_every == 0:
-                    history.append(_log_eval(run, logger, tput, step, evaluate()))
-                    checkpoint()
-                elif cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
-                    checkpoint()
-            if step >= total:
-                break
+        engine.run = run
+        engine.fit(lambda epoch: epoch_order(len(data), epoch, cfg.seed, cfg.batch_size),
+                   lambda idx: _step(engine.ddp, encoder, loss, data, idx, cfg, views, graph_emb, device),
+                   epochs=None if cfg.max_steps else cfg.epochs, max_steps=total, on_step=on_step, log_epochs=False,
+                   rate_name="sentences_per_s")
+        step, tput = engine.step, engine.throughput
         if not history or history[-1]["step"] != step:
-            history.append(_log_eval(run, logger, tput, step, evaluate()))
+            history.append(_log_eval(run, engine.logger, tput, step, evaluate()))
         if best_state is not None:
             encoder.load_state_dict(best_state)
         if sd.is_main():
@@ -280,23 +252,35 @@ def _log_eval(run: Any, logger: LossLogger, tput: Throughput, step: int, dev: fl
 
 
 def _step(model: torch.nn.Module, encoder: SentenceEncoder, loss: ContrastiveLoss, data: list[Any], idx: Tensor,
-          cfg: SimCSEConfig, views: int, graph_emb: Tensor | None, device: torch.device) -> Tensor:
+          cfg: SimCSEConfig, views: int, graph_emb: Tensor | None, device: torch.device) -> Tensor | CachedStep:
+    """The loss of one batch, or with ``cfg.grad_cache_chunk`` the :class:`suite.train.CachedStep`
+    that encodes it in chunks of that many sentences (all views of a sentence in its chunk)."""
     items = [data[i] for i in idx.tolist()]
+    b = len(items)
     if cfg.mode == "unsup":
         enc = encoder.tokenize(items, cfg.max_length)
-        ids, mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
-        b = ids.shape[0]
-        z = model(ids.repeat(views, 1), mask.repeat(views, 1)).view(views, b, -1)  # (V, B, d): one pass, V dropout masks
-        extra: dict[str, Tensor] = {}
-        if graph_emb is not None:
-            t = graph_emb[idx].to(device)  # (B, d_t)
-            extra["similarity"] = (t @ t.T).fill_diagonal_(1.0)  # (B, B) teacher graph
-        return L.apply_loss(loss, z.float(), **extra)
-    flat = [s for trip in zip(*items) for s in trip]  # anchors, then positives, then hard negatives
-    enc = encoder.tokenize(flat, cfg.max_length)
-    b = len(items)
-    z = model(enc["input_ids"].to(device), enc["attention_mask"].to(device)).view(3, b, -1).float()  # (3, B, d)
-    if L.canonical_name(cfg.loss) == "infonce":
-        return sup_simcse_loss(z[0], z[1], z[2], getattr(loss, "temperature", 0.05), cfg.hard_negative_weight)
-    return L.apply_loss(loss, z[:2], queue=z[2])
+        ids, mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)  # (B, T)
+        ids_g, mask_g = ids.expand(views, *ids.shape), mask.expand(views, *mask.shape)  # (V, B, T): V dropout masks
+    else:
+        flat = [s for trip in zip(*items) for s in trip]  # anchors, then positives, then hard negatives
+        enc = encoder.tokenize(flat, cfg.max_length)
+        ids_g, mask_g = (enc[k].to(device).view(3, b, -1) for k in ("input_ids", "attention_mask"))  # (3, B, T)
 
+    def encode(cols: Tensor | slice) -> Tensor:  # the sentences ``cols`` of every group in ONE pass -> (G, k, d)
+        i, m = ids_g[:, cols], mask_g[:, cols]
+        return model(i.reshape(-1, i.shape[-1]), m.reshape(-1, m.shape[-1])).view(i.shape[0], i.shape[1], -1).float()
+
+    def loss_of(z: Tensor) -> Tensor:  # z: (G, B, d)
+        if cfg.mode == "unsup":
+            extra: dict[str, Tensor] = {}
+            if graph_emb is not None:
+                t = graph_emb[idx].to(device)  # (B, d_t)
+                extra["similarity"] = (t @ t.T).fill_diagonal_(1.0)  # (B, B) teacher graph
+            return L.apply_loss(loss, z, **extra)
+        if L.canonical_name(cfg.loss) == "infonce":
+            return sup_simcse_loss(z[0], z[1], z[2], getattr(loss, "temperature", 0.05), cfg.hard_negative_weight)
+        return L.apply_loss(loss, z[:2], queue=z[2])
+
+    if cfg.grad_cache_chunk:
+        return CachedStep(encode, list(torch.arange(b, device=device).split(cfg.grad_cache_chunk)), loss_of, dim=1)
+    return loss_of(encode(slice(None)))

@@ -1,0 +1,374 @@
+"""One training engine for every front-end (issue 14).
+
+A front-end keeps its data and views, a step function (batch -> loss, or a :class:`CachedStep` for
+gradient caching) and its evaluation; the :class:`Engine` owns everything else:
+
+* device (:func:`resolve_device`, the one device rule) and DDP wrapping;
+* precision: ``fp32``, ``bf16`` (autocast) or ``fp16`` (autocast + gradient scaler);
+* the optimiser and scheduler step, gradient clipping (``grad_clip`` > 0: max global L2 norm);
+* gradient accumulation (``accumulate`` micro-batches per optimiser step). It averages the
+  gradients of several micro-batches; it does NOT add negatives: every contrastive loss still sees
+  only the micro-batch, so accumulation of k batches of N is not a contrastive batch of kN (use
+  gradient caching, ``grad_cache_chunk``, for that);
+* a non-finite-loss check on every step: :class:`NonFiniteLossError` names the step and the loss
+  value; nothing is stepped and no checkpoint is written, so the last good checkpoint stays;
+* logging: running means of the loss and the loss's diagnostics, throughput, per-epoch stats sent
+  to the registry run while the run goes (``run.log_many``), a tqdm bar with rate and ETA;
+* one checkpoint layout (:meth:`Engine.save` / :meth:`Engine.load`): model, optimiser, scheduler,
+  scaler, step, sampler position (epoch, batch within the epoch), RNG states (python, numpy, torch,
+  CUDA and the front-end's named generators), the resolved experiment config and a front-end
+  ``extra`` dict, written atomically (temporary file, fsync, rename). Resuming continues
+  bit-identically because the data order of an epoch is a pure function of (seed, epoch)
+  (:func:`epoch_batches`) and every random state is restored.
+
+The epoch rule for contrastive training (:func:`epoch_batches`): a permutation seeded by
+(seed, epoch) is cut to a multiple of ``batch_size * world_size``; global batch j is split into
+equal per-rank slices, so every rank runs the same number of steps with the same batch size and the
+union of the ranks' batch j equals the batch j one process would see with ``batch_size * world_size``.
+The last partial batch is dropped (a contrastive batch with fewer negatives is a different loss);
+a data set smaller than one batch trains on one batch of all of it (with a warning).
+Evaluation drops nothing (:func:`eval_batches`).
+
+Why our own thin driver rather than Lightning Fabric or Accelerate: see the README ("Training
+engine"); the step overhead is measured on the smallest step (MUTAG GraphCL) by
+``python -m graph.engine_overhead``.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from contextlib import ExitStack, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Generic, Sequence, TypeVar
+
+import torch
+from torch import Tensor, nn
+
+from suite import distributed as sd
+from suite.train.checkpoint import load_for_resume, rng_state, save_checkpoint, set_rng_state
+from suite.train.loop import LossLogger, Throughput, progress, wrap_ddp
+
+B = TypeVar("B")
+PRECISIONS = ("fp32", "bf16", "fp16")
+LAYOUT = 1  # checkpoint layout version
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss became NaN or infinite; nothing was stepped, the last good checkpoint is kept."""
+
+
+# ----------------------------------------------------------------------------- device, precision
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """The one device rule. ``auto``: this process's CUDA device if CUDA is available (under
+    torchrun the one :func:`suite.distributed.init_from_env` selected from ``LOCAL_RANK``), else the
+    CPU; ``cuda`` without an index means the current CUDA device. Unknown names and ``cuda`` on a
+    machine without a GPU raise a one-line ``ValueError``."""
+    if name == "auto":
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {name!r} asked for, but no CUDA GPU is available; use --device cpu or auto")
+        if dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
+
+
+def check_precision(precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    return precision
+
+
+def autocast(device: torch.device, precision: str) -> ContextManager[Any]:
+    """Autocast to bf16 / fp16 on ``device`` (a no-op for fp32)."""
+    check_precision(precision)
+    if precision == "fp32":
+        return nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+
+
+# ----------------------------------------------------------------------------- the epoch rule
+
+def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, shuffle: bool = True) -> list[Tensor]:
+    """This rank's index batches of ``epoch`` for contrastive training (the one rule, see the module
+    docstring): equal batches of ``batch_size`` on every rank, the last partial global batch dropped.
+    The order is a pure function of (seed, epoch), so a resumed run sees the same batches."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    ws, r = sd.world_size(), sd.rank()
+    k = n // (batch_size * ws)
+    if k == 0:  # a data set smaller than one batch: one batch of all of it (per rank n // ws)
+        if n // ws < 2:
+            raise ValueError(f"{n} training examples make no contrastive batch (>= 2 per rank) on {ws} rank(s)")
+        if epoch == 0:
+            warnings.warn(f"{n} training examples are fewer than one batch of {batch_size} x {ws} rank(s); "
+                          f"training with batches of {n // ws} per rank", stacklevel=2)
+        batch_size, k = n // ws, 1
+    if shuffle:
+        perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
+    else:
+        perm = torch.arange(n)
+    return list(perm[: k * batch_size * ws].view(k, ws, batch_size)[:, r])  # k x (batch_size,)
+
+
+def eval_batches(n: int, batch_size: int) -> list[Tensor]:
+    """Sequential index batches over all ``n`` examples: evaluation drops nothing."""
+    return list(torch.arange(n).split(batch_size))
+
+
+# ----------------------------------------------------------------------------- gradient caching
+
+@dataclass
+class CachedStep:
+    """A step under gradient caching (Gao et al. 2021, "Scaling deep contrastive learning batch size
+    under memory limited setup"): ``encode(chunk)`` gives the embeddings of one chunk (chunks are
+    concatenated along ``dim``), ``loss(embeddings)`` the loss over the whole batch.
+
+    The engine encodes every chunk without keeping activations, computes the loss and its gradient
+    with respect to the embeddings over the whole batch, then re-encodes each chunk with gradients
+    (the torch / CUDA random state replayed, so dropout masks are the same as in the first pass)
+    and back-propagates the chunk's cached embedding gradient. The parameter gradient is the
+    full-batch one exactly, except for layers that mix samples (BatchNorm sees a chunk, not the
+    batch). Augmentations are made before ``encode`` (once), so both passes see the same views."""
+
+    encode: Callable[[Any], Tensor]
+    chunks: Sequence[Any]
+    loss: Callable[[Tensor], Tensor]
+    dim: int = 0
+
+
+class _RngSnapshot:
+    """The torch CPU (and current CUDA device's) random state at one point, to replay a forward pass."""
+
+    def __init__(self) -> None:
+        self.cpu = torch.get_rng_state()
+        self.cuda = torch.cuda.get_rng_state() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+
+    def restore(self) -> None:
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state(self.cuda)
+
+
+def grad_cache_embeddings(step: CachedStep) -> tuple[list[Tensor], list[_RngSnapshot]]:
+    """First pass: embeddings of every chunk without activations, and the random state before each."""
+    states, embs = [], []
+    with torch.no_grad():
+        for c in step.chunks:
+            states.append(_RngSnapshot())
+            embs.append(step.encode(c))
+    return embs, states
+
+
+# ----------------------------------------------------------------------------- the engine
+
+class Engine(Generic[B]):
+    """The training driver. Build it with the (unwrapped) model and its optimiser; hand
+    :meth:`fit` the epoch's batches and a step function. See the module docstring.
+
+    Example:
+        >>> eng = Engine(model, torch.optim.Adam(model.parameters()), device="cpu")
+        >>> eng.fit(lambda ep: epoch_batches(len(data), 32, seed, ep), lambda idx: loss_of(idx), epochs=3)
+    """
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *, device: str | torch.device = "auto",
+                 scheduler: Any = None, precision: str = "fp32", grad_clip: float = 0.0, accumulate: int = 1,
+                 loss: Any = None, run: Any = None, generators: dict[str, torch.Generator] | None = None,
+                 desc: str = "train", unit: str = "batch") -> None:
+        if accumulate < 1:
+            raise ValueError(f"accumulate must be >= 1, got {accumulate}")
+        if grad_clip < 0:
+            raise ValueError(f"grad_clip must be >= 0 (0: off), got {grad_clip}")
+        self.device = device if isinstance(device, torch.device) else resolve_device(device)
+        self.precision = check_precision(precision)
+        self.model = model
+        self.ddp = wrap_ddp(model)
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
+        self.grad_clip, self.accumulate = grad_clip, accumulate
+        self.loss_obj, self.run = loss, run
+        self.generators = dict(generators or {})
+        self.desc, self.unit = desc, unit
+        self.step = 0  # optimiser steps done
+        self.epoch = 0  # epochs completed (the sampler position is (epoch, batch_in_epoch))
+        self.batch_in_epoch = 0  # batches of the current epoch done
+        self.logger, self.throughput = LossLogger(), Throughput()
+        self.last_loss = float("nan")
+        self._micro = 0
+
+    # ------------------------------------------------------------------ one step
+    def autocast(self) -> ContextManager[Any]:
+        return autocast(self.device, self.precision)
+
+    def _check(self, value: float) -> None:
+        if not math.isfinite(value):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise NonFiniteLossError(
+                f"loss became {value} at step {self.step + 1} (epoch {self.epoch + 1}, batch {self.batch_in_epoch + 1}); "
+                f"nothing was stepped, the last good checkpoint is kept. Lower the learning rate, use fp32/bf16 "
+                f"instead of fp16, or set grad_clip")
+
+    def _sync_context(self, last: bool) -> ContextManager[Any]:
+        """DDP all-reduces gradients only on the backward that ends an optimiser step."""
+        if last or not isinstance(self.ddp, nn.parallel.DistributedDataParallel):
+            return nullcontext()
+        return self.ddp.no_sync()
+
+    def backward(self, out: Tensor | CachedStep) -> float:
+        """Back-propagate one micro-batch (a loss tensor, or a :class:`CachedStep`), step the
+        optimiser every ``accumulate`` micro-batches; returns the loss value."""
+        last = (self._micro + 1) % self.accumulate == 0
+        if isinstance(out, CachedStep):
+            value = self._cached_backward(out, last)
+        else:
+            value = float(out.detach())
+            self._check(value)
+            with self._sync_context(last):
+                self.scaler.scale(out / self.accumulate).backward()
+        self._micro += 1
+        if last:
+            self._optimizer_step()
+        self.last_loss = value
+        return value
+
+    def _cached_backward(self, cs: CachedStep, last: bool) -> float:
+        with self.autocast():
+            embs, states = grad_cache_embeddings(cs)
+        after = _RngSnapshot()
+        leaf = torch.cat(embs, dim=cs.dim).detach().requires_grad_(True)
+        with self.autocast():
+            loss = cs.loss(leaf)
+        value = float(loss.detach())
+        self._check(value)
+        self.scaler.scale(loss / self.accumulate).backward()
+        grads = leaf.grad.split([e.shape[cs.dim] for e in embs], dim=cs.dim)  # type: ignore[union-attr]
+        for i, (c, st, g) in enumerate(zip(cs.chunks, states, grads)):
+            st.restore()  # same dropout masks as in the first pass
+            with self._sync_context(last and i == len(cs.chunks) - 1), self.autocast():
+                e = cs.encode(c)
+            e.backward(g.to(e.dtype))
+        after.restore()  # the random stream continues as after the first pass
+        return value
+
+    def _optimizer_step(self) -> None:
+        if self.grad_clip > 0:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+        scale = self.scaler.get_scale() if self.scaler.is_enabled() else 0.0
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        skipped = self.scaler.is_enabled() and self.scaler.get_scale() < scale  # fp16 overflow: step skipped
+        if self.scheduler is not None and not skipped:
+            self.scheduler.step()
+        self.step += 1
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self, batches: Callable[[int], Sequence[B]], step_fn: Callable[[B], Tensor | CachedStep], *,
+            epochs: int | None = None, max_steps: int | None = None, size: Callable[[B], int] | None = None,
+            on_step: Callable[[], None] | None = None, on_epoch: Callable[[int, dict[str, float]], None] | None = None,
+            log_epochs: bool = True, rate_name: str = "items_per_s") -> None:
+        """Train from the current position (``epoch``, ``batch_in_epoch``) until ``epochs`` epochs or
+        ``max_steps`` optimiser steps. ``batches(epoch)`` lists the epoch's batches (deterministic in
+        the epoch); ``step_fn(batch)`` runs under autocast and returns the loss. ``on_step()`` after
+        every optimiser step, ``on_epoch(epoch, stats)`` after every finished epoch (1-based; stats:
+        loss means, diagnostics, ``rate_name`` per second); epoch stats go to the registry run."""
+        if epochs is None and max_steps is None:
+            raise ValueError("fit needs epochs or max_steps")
+        self.model.train()
+        while (epochs is None or self.epoch < epochs) and not self._done(max_steps):
+            bs = batches(self.epoch)
+            start = self.batch_in_epoch
+            if start == 0:
+                self.logger.reset()
+                self.throughput.reset()
+            bar = progress(bs[start:], desc=f"{self.desc} ep{self.epoch + 1}" + (f"/{epochs}" if epochs else ""),
+                           total=len(bs) - start, unit=self.unit)
+            stopped = False
+            for b in bar:
+                if self._done(max_steps):
+                    stopped = True
+                    break
+                with self.autocast():
+                    out = step_fn(b)
+                value = self.backward(out)
+                self.batch_in_epoch += 1
+                self.logger.update(value, self.loss_obj)
+                self.throughput.update((size(b) if size else len(b)) * sd.world_size())  # type: ignore[arg-type]
+                if hasattr(bar, "set_postfix"):
+                    bar.set_postfix(loss=f"{value:.4f}", rate=f"{self.throughput.rate:.0f}/s", refresh=False)  # type: ignore[attr-defined]
+                if self._micro % self.accumulate == 0 and on_step is not None:
+                    on_step()
+            if stopped or (self._done(max_steps) and self.batch_in_epoch < len(bs)):
+                break
+            stats = {**self.logger.means(), rate_name: self.throughput.rate}
+            self.epoch += 1
+            self.batch_in_epoch = 0
+            if log_epochs and self.run is not None:
+                self.run.log_many(stats, split="train", step=self.epoch)
+            if on_epoch is not None:
+                on_epoch(self.epoch, stats)
+
+    def _done(self, max_steps: int | None) -> bool:
+        return max_steps is not None and self.step >= max_steps
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self, config: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The one checkpoint layout (tensors and plain data only: read back with ``weights_only``)."""
+        return {"layout": LAYOUT, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+                "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
+                "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
+                "rng": rng_state(), "generators": {k: g.get_state() for k, g in self.generators.items()},
+                "config": config, "extra": extra or {}}
+
+    def save(self, path: str | Path, config: dict[str, Any], extra: dict[str, Any] | None = None) -> Path | None:
+        """Write the checkpoint atomically (main rank only; others return None). Only at an
+        optimiser-step boundary: a half-accumulated gradient is not part of the state."""
+        if self._micro % self.accumulate:
+            raise RuntimeError("a checkpoint is written between optimiser steps only (gradient accumulation in progress)")
+        if not sd.is_main():
+            return None
+        return save_checkpoint(path, self.state_dict(config, extra))
+
+    def load(self, path: str | Path, config: dict[str, Any], ignore: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Resume from ``path`` (refused with :class:`suite.train.ConfigMismatchError` naming the
+        differing keys when it records another experiment); returns the front-end's ``extra``."""
+        state = load_for_resume(path, config, map_location=self.device, ignore=ignore)
+        if state.get("layout") != LAYOUT:
+            raise ValueError(f"checkpoint {path} has layout {state.get('layout')!r}, this engine writes {LAYOUT}; "
+                             f"it was written by an older version: start a new output folder")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state["scheduler"] is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler.is_enabled() and state["scaler"] is not None:
+            self.scaler.load_state_dict(state["scaler"])
+        self.step, self.epoch, self.batch_in_epoch = int(state["step"]), int(state["epoch"]), int(state["batch_in_epoch"])
+        missing = set(self.generators) - set(state["generators"])
+        if missing:
+            raise ValueError(f"checkpoint {path} lacks the random generator(s) {sorted(missing)}")
+        for k, g in self.generators.items():
+            g.set_state(state["generators"][k])
+        set_rng_state(state["rng"])
+        return dict(state["extra"])
+
+
+def open_run(enabled: bool, stack: ExitStack, **kw: Any) -> Any:
+    """A registry run entered on ``stack`` (main rank only, ``enabled``), else None: front-ends log
+    to it while the run goes and it is marked failed if the run raises."""
+    if not enabled or not sd.is_main():
+        return None
+    from suite.registry import Registry
+
+    return stack.enter_context(Registry().run(**kw))
+
+
+__all__ = ["CachedStep", "Engine", "NonFiniteLossError", "PRECISIONS", "autocast", "epoch_batches", "eval_batches",
+           "grad_cache_embeddings", "open_run", "resolve_device"]
