@@ -128,10 +128,11 @@ def test_non_finite_loss_names_step_and_keeps_checkpoint(tmp_path: Path) -> None
         assert torch.equal(v, state["model"][k])
 
 
-def test_epoch_rule_equal_batches_last_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
-    """23 examples, batch 4, 2 ranks -> 2 equal batches per rank, disjoint, their union = one process's batch-8 batches; eval keeps all 23"""
+def test_epoch_rule_equal_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """23 examples, batch 4, 2 ranks -> 2 equal batches per rank (the partial rest dropped), disjoint, their union = one process's first batch-8 batches; one process keeps its partial batch of >= 2; eval keeps all 23"""
     single = epoch_batches(23, 8, seed=1, epoch=2)
-    assert [len(b) for b in single] == [8, 8]  # 7 left over: dropped
+    assert [len(b) for b in single] == [8, 8, 7]  # one process: the partial batch of 7 is kept
+    assert [len(b) for b in epoch_batches(17, 8, seed=1, epoch=2)] == [8, 8]  # a partial batch of 1 is no pair
     monkeypatch.setattr(sd, "world_size", lambda: 2)
     parts = []
     for r in (0, 1):
