@@ -7,9 +7,9 @@ seeded SVM protocol (:mod:`graph.eval.svm`) at ``eval_epochs`` (default 10 and t
 reported number is the fixed last epoch, never the best one).
 
 Training runs on :class:`suite.train.Engine`. Under ``torchrun`` (``WORLD_SIZE`` > 1) the model is
-wrapped in DDP, each rank runs equal batches of every epoch (:func:`suite.train.epoch_batches`; the
-last partial batch is dropped: MUTAG's 188 graphs at batch 128 give one step per epoch, where
-GraphCL's loader also ran a batch of 60), and the loss gathers negatives across ranks itself.
+wrapped in DDP, each rank runs equal batches of every epoch (:func:`suite.train.epoch_batches`: the
+last partial batch is dropped under torch.distributed and kept in one process, as GraphCL's loader
+does: MUTAG's 188 graphs at batch 128 train as 128 + 60), and the loss gathers negatives across ranks.
 
 Example:
     >>> cfg = TUConfig(dataset="MUTAG", loss="macl", epochs=20)
@@ -132,8 +132,8 @@ def train(cfg: TUConfig, data: TUData, seed: int, log: Callable[[dict[str, float
     and the last epoch (main rank only). ``log(metrics, epoch)`` receives every epoch's stats.
 
     The loop is :class:`suite.train.Engine`'s; batches follow its epoch rule
-    (:func:`suite.train.epoch_batches`: equal batches on every rank, the last partial batch dropped,
-    counted in ``TrainResult.dropped_per_epoch``)."""
+    (:func:`suite.train.epoch_batches`: equal batches on every rank, the last partial batch dropped under
+    torch.distributed, counted in ``TrainResult.dropped_per_epoch``)."""
     loss, view_mode, record = resolve(cfg.loss, cfg.loss_hparams, cfg.views)
     aug = build_augmentation(cfg.aug, cfg.aug_ratio)
     seed_everything(seed)
