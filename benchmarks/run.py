@@ -345,8 +345,7 @@ def execute(runner: Runner, name: str, jobs: list[Job]) -> int:
     def on_term(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGHUP, on_term)
+    old = {sig: signal.signal(sig, on_term) for sig in (signal.SIGTERM, signal.SIGHUP)}
     atexit.register(runner.kill_all)
     print(f"suite {name}: {len(jobs)} jobs, {runner.jobs} at a time x {runner.thread_budget()} threads "
           f"({available_cores()} cores), registry {runner.registry_url}", flush=True)
@@ -356,5 +355,8 @@ def execute(runner: Runner, name: str, jobs: list[Job]) -> int:
         runner.stop()
         print("interrupted: finished jobs are kept; run the same command again to resume", file=sys.stderr)
         return 130
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     print("summary: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return 0 if all(k in ("finished", "skipped", "dry-run", "busy") for k in counts) else 1
