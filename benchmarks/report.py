@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.claims import RULE_TEXT, Claim, Verdict, combine, mean_std, std
-from suite.registry import Registry, markdown_table
+from suite.registry import Registry, markdown_table, open_registry
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -437,13 +437,14 @@ def _md_tables_to_html(md: str) -> str:
 
 def register(sub: Any) -> None:
     p = sub.add_parser("report", help="build benchmarks/results/README.md and report.html from the registry")
-    p.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY)")
+    p.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY), or a "
+                                                    ".jsonl snapshot (suite results export --format jsonl)")
     p.add_argument("--out-dir", type=Path, default=RESULTS)
     p.set_defaults(func=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
-    md, page, summary = build(Registry(args.registry), args.out_dir)
+    md, page, summary = build(open_registry(args.registry), args.out_dir)
     print(summary)
     print(f"wrote {md}\nwrote {page}  (open it in a browser)")
     return 0

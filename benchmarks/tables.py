@@ -14,16 +14,13 @@ other settings (another suite file, an older version of this one) carry other ha
 from __future__ import annotations
 
 import argparse
-import atexit
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from benchmarks.claims import mean_std
 from benchmarks.run import SUITES, Job, load_suite
-from suite.registry import Registry, markdown_table
+from suite.registry import Registry, markdown_table, open_registry
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NOT_RUN = "not run"
@@ -133,23 +130,6 @@ def progress_line(jrs: Sequence[JobRuns], suite: str) -> str:
     if done < len(jrs):
         line += f" The others say `{NOT_RUN}`; `suite bench run {suite}` runs them (finished jobs are skipped)."
     return line
-
-
-# ----------------------------------------------------------------------------- registries given as files
-
-def open_registry(spec: str | None) -> Registry:
-    """A registry from a path or URL, or from a JSONL snapshot (``suite results export --format jsonl``),
-    imported into a temporary SQLite file removed at exit."""
-    if spec and str(spec).endswith(".jsonl"):
-        src = Path(spec)
-        if not src.is_file():
-            raise ValueError(f"registry snapshot not found: {src}")
-        tmp = Path(tempfile.mkdtemp(prefix="suite-registry-"))
-        atexit.register(shutil.rmtree, tmp, True)
-        reg = Registry(str(tmp / "registry.sqlite"))
-        reg.import_jsonl(src)
-        return reg
-    return Registry(spec)
 
 
 # ----------------------------------------------------------------------------- the short-hand commands

@@ -137,3 +137,51 @@ def test_short_hand_dry_run_lists_the_suite_jobs(bench, jobs, tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("would run: ") == jobs and f"summary: dry-run {jobs}" in out
     assert not Registry(str(tmp_path / "r.sqlite")).runs()
+
+
+def _fill_tu(reg: Registry) -> None:
+    for seed in (0, 1, 2):
+        for loss, base in (("graphcl", 0.87), ("macl", 0.89)):
+            (job,) = _job("graph-tu", dataset="MUTAG", loss=loss, seed=seed)
+            _record(reg, job, "graph", "tu-graphcl", {("acc", "test"): base + seed / 100}, step=20)
+    (job,) = _job("graph-tu", dataset="DD", loss="macl", seed=0)
+    _record(reg, job, "graph", "tu-graphcl", {("acc_ep10", "test"): 0.7, ("acc", "test"): 0.75}, step=10)
+
+
+def test_jsonl_snapshot_round_trip_gives_the_same_table(reg, tmp_path, capsys):
+    """export --format jsonl -> import into an empty registry (twice) -> the same runs, metrics and table; the
+    snapshot also works directly as --registry of the table and the results commands"""
+    from suite.cli import main
+
+    _fill_tu(reg)
+    snap = tmp_path / "registry.jsonl"
+    assert main(["results", "export", "--format", "jsonl", "--registry", reg.url, "--out", str(snap)]) == 0
+    lines = snap.read_text().splitlines()
+    assert len(lines) == 7 and all(line.startswith("{") for line in lines)
+    other = tmp_path / "other.sqlite"
+    assert main(["results", "import", str(snap), "--registry", str(other)]) == 0
+    assert main(["results", "import", str(snap), "--registry", str(other)]) == 0  # idempotent
+    out = capsys.readouterr().out
+    assert "imported 7 runs" in out and "imported 0 runs" in out and "7 already there (same id) skipped" in out
+    copy = Registry(str(other))
+    assert len(copy.runs()) == 7 and len(copy.metrics()) == len(reg.metrics())
+    assert graph_tu.table(copy) == graph_tu.table(reg)
+    assert copy.export_jsonl() == reg.export_jsonl()
+    out_md = tmp_path / "t.md"
+    assert main(["bench", "graph-tu", "--table-only", "--registry", str(snap), "--out", str(out_md)]) == 0
+    assert out_md.read_text() == graph_tu.table(reg)
+
+
+def test_jsonl_import_refuses_a_malformed_line_naming_it(reg, tmp_path, capsys):
+    """a snapshot with a broken line -> one-line error with the file and line; nothing imported"""
+    from suite.cli import main
+
+    _fill_tu(reg)
+    snap = tmp_path / "bad.jsonl"
+    lines = reg.export_jsonl().splitlines()
+    snap.write_text("\n".join(lines[:2] + ['{"id": "x"}'] + lines[2:]) + "\n")
+    target = tmp_path / "t.sqlite"
+    assert main(["results", "import", str(snap), "--registry", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{snap}, line 3: not a registry run (missing" in err
+    assert not Registry(str(target)).runs()
