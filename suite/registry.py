@@ -420,6 +420,21 @@ class Registry:
             row = conn.execute(sa.select(jobs_t).where(jobs_t.c.hash == job_hash)).first()
         return dict(row._mapping) if row else None
 
+    def job_durations(self) -> dict[str, list[float]]:
+        """Seconds taken by the finished benchmark jobs, by the first two words of their command line (the
+        front-end and its command, e.g. ``graph tu``): what the runner's ETA is estimated from."""
+        out: dict[str, list[float]] = {}
+        with self._read() as conn:
+            rows = conn.execute(sa.select(jobs_t.c.command, jobs_t.c.started_at, jobs_t.c.ended_at).where(
+                jobs_t.c.status == "finished", jobs_t.c.ended_at.is_not(None), jobs_t.c.started_at.is_not(None))).fetchall()
+        for command, start, end in rows:
+            try:
+                secs = (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+            except (TypeError, ValueError):
+                continue
+            out.setdefault(" ".join((command or "").split()[:2]), []).append(secs)
+        return out
+
     def finish_job(self, job_hash: str, status: str) -> None:
         with self._tx() as conn:
             conn.execute(jobs_t.update().where(jobs_t.c.hash == job_hash).values(status=status, ended_at=_now()))

@@ -100,3 +100,61 @@ def test_child_process_sees_its_thread_budget(tmp_path, monkeypatch):
     assert runner.run(jobs) == {"finished": 1}
     log = (tmp_path / "logs" / f"{jobs[0].hash}.log").read_text()
     assert "threads 1 1 1" in log  # torch's intra-op pool follows OMP_NUM_THREADS
+
+
+def _record_durations(reg: Registry, label: str, seconds: list[float]) -> None:
+    """Finished jobs of a kind in the registry's jobs table, with the given durations."""
+    import sqlalchemy as sa
+
+    from suite.registry import jobs_t
+
+    for i, s in enumerate(seconds):
+        h = f"old{label.replace(' ', '')}{i}"
+        reg.claim_job(h, f"{label} --x {i}")
+        reg.finish_job(h, "finished")
+        with reg.engine.begin() as conn:
+            conn.execute(sa.update(jobs_t).where(jobs_t.c.hash == h).values(
+                started_at="2024-01-01T00:00:00.000+00:00", ended_at=f"2024-01-01T00:00:{s:06.3f}+00:00"))
+
+
+class _ExitRunner(Runner):
+    """A child that exits with the code in the job's 'sizes' argument (0 = success)."""
+
+    def command(self, job):
+        code = dict(job.args)["sizes"][0] - 8
+        return [sys.executable, "-c", f"import sys; sys.exit({code})"]
+
+
+def test_progress_eta_from_recorded_durations(tmp_path, capsys):
+    """jobs of a kind whose finished runs took 10, 20, 30 s -> progress lines count done / total and the running
+    job, and the ETA is the median (20 s) per job left"""
+    db = str(tmp_path / "r.sqlite")
+    reg = Registry(db)
+    _record_durations(reg, "bench losses", [10.0, 20.0, 30.0])
+    assert reg.job_durations() == {"bench losses": [10.0, 20.0, 30.0]}
+    _, jobs = load_suite(_suite(tmp_path, 2))  # sizes 8 and 10: exit 0 and 2
+    runner = _ExitRunner(db, jobs=1, log_dir=tmp_path / "logs")
+    counts = runner.run(jobs[:1])
+    out = capsys.readouterr().out
+    assert counts == {"finished": 1}
+    start = next(l for l in out.splitlines() if l.startswith("[progress] 0/1 done, 1 running"))
+    assert "ETA 20 s" in start or "ETA 19 s" in start  # one job of median 20 s, just started
+    assert "[progress] 1/1 done, 0 running; ETA 0 s" in out
+
+
+def test_unknown_duration_and_failure_summary(tmp_path, capsys):
+    """no recorded durations -> 'ETA unknown'; a failing job -> the summary lists it with its log, exit status 1"""
+    from benchmarks.run import execute
+
+    db = str(tmp_path / "r.sqlite")
+    name, jobs = load_suite(_suite(tmp_path, 2))
+    runner = _ExitRunner(db, jobs=1, log_dir=tmp_path / "logs")
+    assert execute(runner, name, jobs) == 1
+    out = capsys.readouterr().out
+    assert "[progress] 0/2 done, 1 running" in out and "ETA unknown (2 jobs of commands with no recorded" in out
+    assert "summary: failed 1, finished 1" in out
+    log = tmp_path / "logs" / f"{jobs[1].hash}.log"
+    assert f"1 job(s) failed; their logs:\n  {jobs[1].label()}\n    log: {log}" in out
+    assert runner.failures == [(jobs[1].label(), log)] and log.exists()
+    # the second job's ETA used the first one's duration, measured in this run
+    assert "[progress] 1/2 done, 1 running" in out and "ETA unknown" not in out.split("[progress] 1/2 done")[1]
