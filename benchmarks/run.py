@@ -195,6 +195,7 @@ class Runner:
     _durations: dict[str, list[float]] = field(default_factory=dict)  # "frontend command" -> seconds of finished jobs
     _done: int = 0
     _total: int = 0
+    estimated: tuple[float, float, int] | None = None  # dry run: (job s, wall s, jobs without a duration)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -332,6 +333,27 @@ class Runner:
         return f"[progress] {done}/{total} done, {len(running)} running" + (
             f" ({'; '.join(running)})" if running else "") + f"; {eta}"
 
+    def estimate(self, jobs: list[Job], reg: Registry) -> tuple[float, float, int]:
+        """(job seconds, wall seconds, jobs with no recorded duration) of the jobs not finished yet: each takes the
+        median recorded duration of its front-end and command (:meth:`Registry.job_durations`); the wall time
+        schedules them longest first on ``self.jobs`` slots, stage after stage."""
+        med = {k: statistics.median(v) for k, v in reg.job_durations().items() if v}
+        total, wall, unknown = 0.0, 0.0, 0
+        for stage in sorted({j.stage for j in jobs}):
+            ts = []
+            for j in jobs:
+                if j.stage != stage or reg.job_status(j.hash) == "finished":
+                    continue
+                if self.kind(j) in med:
+                    ts.append(med[self.kind(j)])
+                else:
+                    unknown += 1
+            slots = [0.0] * max(1, self.jobs)
+            for t in sorted(ts, reverse=True):
+                slots[slots.index(min(slots))] += t
+            total, wall = total + sum(ts), wall + max(slots)
+        return total, wall, unknown
+
     def stop(self) -> None:
         """Stop scheduling and send SIGTERM to every running job's process group (their runs are marked
         interrupted); a group still alive after ``grace`` seconds gets SIGKILL."""
@@ -356,6 +378,12 @@ class Runner:
         """Run the jobs stage by stage (a stage starts when the previous one has ended)."""
         reg = Registry(self.registry_url)
         counts: dict[str, int] = {}
+        if self.dry_run:
+            total, wall, unknown = self.estimate(jobs, reg)
+            self.estimated = (total, wall, unknown)
+            print(f"estimate: {_duration(total)} of job time, about {_duration(wall)} wall with {self.jobs} at a time "
+                  f"(median durations of finished jobs of each front-end and command in the registry)"
+                  + (f"; {unknown} jobs of commands with no recorded duration not counted" if unknown else ""))
         with self._lock:
             self._pending = {j.hash: j for j in jobs}
             self._running, self._done, self._total = {}, 0, len(jobs)
@@ -386,7 +414,11 @@ def register(sub: Any) -> None:
     p.add_argument("--nproc-per-node", type=int, default=1)
     p.add_argument("--nnodes", type=int, default=1)
     p.add_argument("--rdzv-endpoint", default=None, help="host:port for multi-node torchrun")
-    p.add_argument("--dry-run", action="store_true", help="print the commands that would run")
+    p.add_argument("--dry-run", action="store_true", help="print the commands that would run and the time they would "
+                                                           "take, from durations recorded in the registry")
+    p.add_argument("--budget", type=float, default=0.0,
+                   help="with --dry-run: exit 1 if the estimated wall time exceeds this many seconds (or a job's "
+                        "duration is unknown)")
     p.set_defaults(func=_main)
 
 
@@ -401,7 +433,14 @@ def _main(args: argparse.Namespace) -> int:
     if args.jobs < 1 or args.threads < 0:
         raise ValueError(f"--jobs must be >= 1 and --threads >= 0, got --jobs {args.jobs} --threads {args.threads}")
 
-    return execute(runner, name, jobs)
+    rc = execute(runner, name, jobs)
+    if args.budget and runner.estimated is not None:
+        _, wall, unknown = runner.estimated
+        ok = wall <= args.budget and not unknown
+        print(f"budget {_duration(args.budget)}: {'fits' if ok else 'EXCEEDED or unknown'} (estimated wall "
+              f"{_duration(wall)}" + (f", {unknown} jobs without a recorded duration" if unknown else "") + ")")
+        return rc or (0 if ok else 1)
+    return rc
 
 
 def execute(runner: Runner, name: str, jobs: list[Job]) -> int:
