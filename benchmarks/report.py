@@ -6,6 +6,12 @@ of the papers' claims were confirmed at this scale) and ``benchmarks/results/rep
 tables plus plots as embedded PNG: accuracy per loss and data set with error bars, a loss x modality
 rank heat-map, training curves, MACL's temperature trajectory, CACR's conditional entropy H(X^-|X) over
 training, and loss forward+backward time).
+
+Rows are losses, split by the config keys the shipped suites vary on purpose (their grid keys: batch size,
+views, projection size, ...). Any other config key whose value differs between a task's runs makes a separate
+setting; by default each task shows the setting of its latest run and counts the runs left out, and
+``--all-settings`` shows every setting (the history), one row per loss and setting. Claims pair rows of one
+task, data set, setting and grid-key values, and their evidence names the rows used.
 """
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.claims import RULE_TEXT, Claim, Verdict, combine, mean_std, std
-from suite.registry import Registry, markdown_table
+from suite.registry import Registry, markdown_table, open_registry
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -45,6 +51,8 @@ class Cell:
     values: list[float]
     loss: str = ""
     setting: int = 1  # index into the task's settings (1 = the one with most runs)
+    rowkey: str = ""  # values of the suites' grid keys that vary in this task ("batch_size=64, views=5")
+    name: str = ""  # the row label in the table
 
     @property
     def mean(self) -> float:
@@ -75,7 +83,28 @@ NOT_SETTING = frozenset({
 class Table:
     """One task's headline metric: {dataset: {row label: Cell}} plus the legend of its settings."""
     by_ds: dict[str, dict[str, Cell]]
-    settings: list[tuple[int, str]]  # (number of runs, "key=value, ...") for settings 1, 2, ...
+    settings: list[tuple[int, str]]  # (number of runs, "key=value, ...") for settings 1, 2, ... (with --all-settings)
+    latest: str = ""  # the setting shown (by default: that of the task's latest run), "" if the task has one
+    hidden: int = 0  # runs of earlier settings left out (shown with --all-settings)
+
+
+def row_keys() -> frozenset[str]:
+    """Config keys the shipped suites vary on purpose (their ``grid`` keys, e.g. batch size, views): runs that
+    differ in them are rows of one table, not settings. Any other key that differs is a setting."""
+    import yaml
+
+    from benchmarks.run import SUITES
+
+    keys: set[str] = set()
+    for f in sorted(SUITES.glob("*.yaml")):
+        try:
+            spec = yaml.safe_load(f.read_text()) or {}
+        except yaml.YAMLError:
+            continue
+        for g in spec.get("jobs") or []:
+            if isinstance(g, dict) and isinstance(g.get("grid"), dict):
+                keys |= {str(k).replace("-", "_") for k in g["grid"]}
+    return frozenset(keys - {"dataset", "loss"} - NOT_SETTING)
 
 
 def _pct(v: float) -> float:
@@ -130,9 +159,10 @@ def _setting(config: Any, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def collect(reg: Registry) -> dict[tuple[str, str, str], Table]:
-    """{(modality, task, metric label): Table} of the headline metric over finished runs."""
-    hits: dict[tuple[str, str, str], list[tuple[str, str, dict[str, str], float]]] = defaultdict(list)
+def collect(reg: Registry, all_settings: bool = False) -> dict[tuple[str, str, str], Table]:
+    """{(modality, task, metric label): Table} of the headline metric over finished runs: the latest setting of
+    each task, or every setting with ``all_settings``."""
+    hits: dict[tuple[str, str, str], list[tuple[str, str, dict[str, str], float, str]]] = defaultdict(list)
     for r in reg.runs(status="finished"):
         if r["modality"] == "core" or r["task"].startswith(SKIP_TASKS):
             continue
@@ -144,31 +174,46 @@ def collect(reg: Registry) -> dict[tuple[str, str, str], Table]:
             if hit is None:
                 break
             label = f"{LABELS.get(hit[0], hit[0])} [{hit[0]}, {hit[1]}]"
-            hits[(mod, r["task"], label)].append((r["dataset"], r["loss"], _setting(r["config"]), _pct(fm[hit])))
+            hits[(mod, r["task"], label)].append((r["dataset"], r["loss"], _setting(r["config"]), _pct(fm[hit]),
+                                                  r["started_at"]))
             break
-    return {key: _table(rows) for key, rows in hits.items()}
+    keys = row_keys()
+    return {key: _table(rows, keys, all_settings) for key, rows in hits.items()}
 
 
-def _table(rows: list[tuple[str, str, dict[str, str], float]]) -> Table:
-    """Group one task's runs into cells by (data set, loss, setting). A key is part of the setting when its
-    value differs between runs of one data set (a key fixed per data set, e.g. the imbalance rule that names
-    the column, is already told apart by the column)."""
-    keys = sorted({k for _, _, st, _ in rows for k in st})
+def _table(rows: list[tuple[str, str, dict[str, str], float, str]], keys: frozenset[str] = frozenset(),
+           all_settings: bool = True) -> Table:
+    """Group one task's runs into cells by (data set, loss, row keys, setting). A key is a row key when the suites
+    vary it on purpose (``keys``), else part of the setting, in both cases only when its value differs between
+    runs of one data set (a key fixed per data set, e.g. the imbalance rule that names the column, is already
+    told apart by the column). Without ``all_settings`` only the setting of the task's latest run is kept."""
+    names = sorted({k for _, _, st, _, _ in rows for k in st})
     per_ds: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for ds, _, st, _ in rows:
-        for k in keys:
+    for ds, _, st, _, _ in rows:
+        for k in names:
             per_ds[ds][k].add(st.get(k, "unset"))
-    varying = [k for k in keys if any(len(v[k]) > 1 for v in per_ds.values())]
-    sig = [tuple((k, st.get(k, "unset")) for k in varying) for _, _, st, _ in rows]
+    varying = [k for k in names if any(len(v[k]) > 1 for v in per_ds.values())]
+    row_part = [k for k in varying if k in keys]
+    set_part = [k for k in varying if k not in keys]
+    sig = [tuple((k, st.get(k, "unset")) for k in set_part) for _, _, st, _, _ in rows]
+    rk = [", ".join(f"{k}={st.get(k, 'unset')}" for k in row_part) for _, _, st, _, _ in rows]
     counts = Counter(sig)
+    hidden, latest = 0, ""
+    if not all_settings and len(counts) > 1:
+        newest = max(range(len(rows)), key=lambda i: rows[i][4])
+        keep = [i for i in range(len(rows)) if sig[i] == sig[newest]]
+        hidden = len(rows) - len(keep)
+        latest = ", ".join(f"{k}={v}" for k, v in sig[newest])
+        rows, sig, rk = [rows[i] for i in keep], [sig[i] for i in keep], [rk[i] for i in keep]
+        counts = Counter(sig)
     order = sorted(counts, key=lambda sg: (-counts[sg], sg))
     index = {sg: i for i, sg in enumerate(order, 1)}
     by_ds: dict[str, dict[str, Cell]] = defaultdict(dict)
-    for (ds, loss, _, v), sg in zip(rows, sig):
-        name = loss if len(order) == 1 else f"{loss} [s{index[sg]}]"
-        by_ds[ds].setdefault(name, Cell([], loss, index[sg])).values.append(v)
+    for (ds, loss, _, v, _), sg, key in zip(rows, sig, rk):
+        name = loss + (f" [{key}]" if key else "") + (f" [s{index[sg]}]" if len(order) > 1 else "")
+        by_ds[ds].setdefault(name, Cell([], loss, index[sg], key, name)).values.append(v)
     legend = [(counts[sg], ", ".join(f"{k}={v}" for k, v in sg)) for sg in order] if len(order) > 1 else []
-    return Table(dict(by_ds), legend)
+    return Table(dict(by_ds), legend, latest, hidden)
 
 
 def _fmt(c: Cell | None) -> str:
@@ -177,7 +222,7 @@ def _fmt(c: Cell | None) -> str:
 
 def _rows(by_ds: dict[str, dict[str, Cell]]) -> list[str]:
     cells = {name: c for d in by_ds.values() for name, c in d.items()}
-    return sorted(cells, key=lambda n: (cells[n].loss, cells[n].setting))
+    return sorted(cells, key=lambda n: (cells[n].loss, cells[n].rowkey, cells[n].setting))
 
 
 def markdown_tables(table: dict[tuple[str, str, str], Table], pub: dict[tuple[str, str, str], float]) -> str:
@@ -206,6 +251,9 @@ def markdown_tables(table: dict[tuple[str, str, str], Table], pub: dict[tuple[st
             part += ("\nSettings (the config keys whose values differ between this task's runs of one data set; "
                      "cells never pool settings):\n\n" + "\n".join(f"- s{i} ({n} runs): {desc}"
                                                                for i, (n, desc) in enumerate(t.settings, 1)) + "\n")
+        if t.hidden:
+            part += (f"\nShown: the setting of this task's latest run ({t.latest}); {t.hidden} runs of earlier settings "
+                     f"are left out (`suite bench report --all-settings` shows them).\n")
         parts.append(part)
     return "\n".join(parts) if parts else "_No finished runs in the registry yet: run `suite bench run quick`._\n"
 
@@ -223,9 +271,10 @@ def claims(table: dict[tuple[str, str, str], Table]) -> list[tuple[str, str, str
                 continue
             for d, cells in sorted(t.by_ds.items()):
                 for x in cells.values():
-                    y = next((c for c in cells.values() if c.loss == b and c.setting == x.setting), None)
+                    y = next((c for c in cells.values() if c.loss == b and c.setting == x.setting
+                              and c.rowkey == x.rowkey), None)
                     if x.loss == a and y is not None:
-                        where = f"{task}" + (f" s{x.setting}" if t.settings else "")
+                        where = f"{task}" + (f" {x.rowkey}" if x.rowkey else "") + (f" s{x.setting}" if t.settings else "")
                         found.setdefault(where, []).append((d, x, y))
         return dict(sorted(found.items(), key=lambda kv: -len(kv[1])))
 
@@ -254,8 +303,8 @@ def _verdict(pairs: list[tuple[str, Cell, Cell]], claim: Claim, need: int | None
     results = [claim.judge(x.values, y.values) for _, x, y in pairs]
     verdict = combine(results, need, total)
     k = need if need is not None else len(pairs)
-    ev = "; ".join(f"{d}: {claim.a} {mean_std(x.values)} vs {claim.b} {mean_std(y.values)}, {r.evidence()} -> {r.verdict}"
-                   for (d, x, y), r in zip(pairs, results))
+    ev = "; ".join(f"{d}: rows {x.name or claim.a} {mean_std(x.values)} vs {y.name or claim.b} {mean_std(y.values)}, "
+                   f"{r.evidence()} -> {r.verdict}" for (d, x, y), r in zip(pairs, results))
     done = sum(r.verdict is Verdict.CONFIRMED for r in results)
     return str(verdict), f"confirmed on {done} of {len(pairs)} measured (needs {k}" + (f" of {total}" if total else "") + f"): {ev}"
 
@@ -380,8 +429,8 @@ def _series(reg: Registry, metric: str, only_loss: str | None) -> dict[str, tupl
     return out
 
 
-def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
-    table = collect(reg)
+def build(reg: Registry, out_dir: Path = RESULTS, all_settings: bool = False) -> tuple[Path, Path, str]:
+    table = collect(reg, all_settings)
     pub = published()
     md_tables = markdown_tables(table, pub)
     cl = claims(table)
@@ -389,8 +438,10 @@ def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
     n_runs = len(reg.runs(status="finished"))
     md = (f"# Cross-modality results (generated by `suite bench report` from the registry)\n\n"
           f"Registry: `{reg.url}`; {n_runs} finished runs. Cells: mean ± std over seeds (n = seeds) of each "
-          f"task's headline metric over runs that differ only in seed (a task run in several settings gets one row "
-          f"per loss and setting, with the settings listed below its table); best per column in bold; published rows are the papers' numbers at full "
+          f"task's headline metric over runs that differ only in seed; rows are losses, split by the keys the suites "
+          f"vary (batch size, views, ...) where they differ. Each task shows the setting of its latest run (other "
+          f"config differences are earlier settings, counted below the table); `--all-settings` shows every setting, "
+          f"one row per loss and setting, listed below its table. Each claim names the rows it compares. Best per column in bold; published rows are the papers' numbers at full "
           f"scale (GPU, full data), ours are at this repository's CPU profiles, so gaps are expected.\n\n"
           f"{md_tables}\n## Papers' claims at this scale\n\n{RULE_TEXT}\n\n{claims_md}")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -437,13 +488,16 @@ def _md_tables_to_html(md: str) -> str:
 
 def register(sub: Any) -> None:
     p = sub.add_parser("report", help="build benchmarks/results/README.md and report.html from the registry")
-    p.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY)")
+    p.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY), or a "
+                                                    ".jsonl snapshot (suite results export --format jsonl)")
     p.add_argument("--out-dir", type=Path, default=RESULTS)
+    p.add_argument("--all-settings", action="store_true",
+                   help="every setting of each task (history), not only the setting of its latest run")
     p.set_defaults(func=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
-    md, page, summary = build(Registry(args.registry), args.out_dir)
+    md, page, summary = build(open_registry(args.registry), args.out_dir, args.all_settings)
     print(summary)
     print(f"wrote {md}\nwrote {page}  (open it in a browser)")
     return 0

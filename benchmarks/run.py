@@ -29,7 +29,10 @@ A suite's ``name`` names its log folder, so it may hold only letters, digits, ``
 ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` in the child's environment, which torch's thread pool follows), so
 jobs x threads <= cores; ``--launcher torchrun`` starts each job with ``torch.distributed.run`` and forwards
 ``--nproc-per-node`` / ``--nnodes`` (plus rendezvous flags) so one job uses several processes or machines.
-The registry can be any SQLAlchemy URL (``--registry postgresql+psycopg://...``). Logs of each job go
+While it runs, the runner prints each job's start and end with a progress line (jobs done / total, the
+running jobs, an ETA from the median duration of finished jobs of the same front-end and command, as
+recorded in the registry's ``jobs`` table and in this run); it ends with a summary that lists every failed
+job with its log, and exits non-zero if any failed. The registry can be any SQLAlchemy URL (``--registry postgresql+psycopg://...``). Logs of each job go
 to ``results/bench-logs/<suite>/<hash>.log``.
 """
 from __future__ import annotations
@@ -40,6 +43,7 @@ import itertools
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -184,7 +188,14 @@ class Runner:
     threads: int = 0  # threads per job process; 0 = max(1, cores // (jobs x processes per job))
     cores: int | None = None  # cores to share (default: those this process may run on)
     grace: float = 30.0  # seconds a job gets to stop after SIGTERM before its process group is killed
+    failures: list[tuple[str, Path]] = field(default_factory=list)  # (job label, log) of the jobs that failed
     _procs: set[subprocess.Popen] = field(default_factory=set)  # type: ignore[type-arg]
+    _pending: dict[str, Job] = field(default_factory=dict)  # not started yet
+    _running: dict[str, tuple[Job, float]] = field(default_factory=dict)  # hash -> (job, start time)
+    _durations: dict[str, list[float]] = field(default_factory=dict)  # "frontend command" -> seconds of finished jobs
+    _done: int = 0
+    _total: int = 0
+    estimated: tuple[float, float, int] | None = None  # dry run: (job s, wall s, jobs without a duration)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -229,14 +240,20 @@ class Runner:
             print("would run:", " ".join(self.command(job)))
             return "dry-run"
         if reg.job_status(job.hash) == "finished":
+            self._end(job, None)
             return "skipped"
         if not reg.claim_job(job.hash, job.label()):
+            self._end(job, None)
             held = reg.job(job.hash) or {}
             if held.get("status") == "finished":
                 return "skipped"
             print(f"[busy] {job.label()}  (running in pid {held.get('child_pid') or held.get('pid')} on "
                   f"{held.get('host')}; run again when it has ended)", flush=True)
             return "busy"
+        with self._lock:
+            self._pending.pop(job.hash, None)
+            self._running[job.hash] = (job, time.monotonic())
+        print(f"[start] {job.label()}\n{self.progress()}", flush=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{job.hash}.log"
         env = self.env(job)
@@ -269,8 +286,73 @@ class Runner:
                     proc.wait()
         status = "finished" if rc == 0 else ("interrupted" if self._stop.is_set() else f"failed (rc={rc}, log {log})")
         reg.finish_job(job.hash, status.split(" ")[0])
-        print(f"[{status}] {job.label()}  ({time.perf_counter() - t0:.1f} s)", flush=True)
+        took = time.perf_counter() - t0
+        self._end(job, took if rc == 0 else None)
+        if status.startswith("failed"):
+            with self._lock:
+                self.failures.append((job.label(), log))
+        print(f"[{status}] {job.label()}  ({took:.1f} s)\n{self.progress()}", flush=True)
         return status
+
+    @staticmethod
+    def kind(job: Job) -> str:
+        """What a job's duration is estimated from: its front-end and command (``graph tu``)."""
+        return f"{job.frontend} {job.command}"
+
+    def _end(self, job: Job, took: float | None) -> None:
+        with self._lock:
+            self._pending.pop(job.hash, None)
+            self._running.pop(job.hash, None)
+            self._done += 1
+            if took is not None:
+                self._durations.setdefault(self.kind(job), []).append(took)
+
+    def eta(self) -> tuple[float, int]:
+        """(seconds left, jobs with no recorded duration of their kind): the median duration of the finished
+        jobs of the same front-end and command (registry, and this run's) for each pending job, what is left of
+        it for each running one, divided by the jobs run in parallel."""
+        now = time.monotonic()
+        with self._lock:
+            med = {k: statistics.median(v) for k, v in self._durations.items() if v}
+            left = [(med.get(self.kind(j)), 0.0) for j in self._pending.values()]
+            left += [(med.get(self.kind(j)), now - t0) for j, t0 in self._running.values()]
+        known = sum(max(0.0, e - ran) for e, ran in left if e is not None)
+        return known / max(1, self.jobs), sum(e is None for e, _ in left)
+
+    def progress(self) -> str:
+        """``[progress] 3/12 done, 2 running (...); ETA 4.2 min``."""
+        now = time.monotonic()
+        with self._lock:
+            running = [f"{' '.join(j.argv())[:70]} ({now - t0:.0f} s)" for j, t0 in self._running.values()]
+            done, total = self._done, self._total
+        secs, unknown = self.eta()
+        if unknown and secs == 0:
+            eta = f"ETA unknown ({unknown} jobs of commands with no recorded duration yet)"
+        else:
+            eta = f"ETA {_duration(secs)}" + (f" + {unknown} jobs with no recorded duration" if unknown else "")
+        return f"[progress] {done}/{total} done, {len(running)} running" + (
+            f" ({'; '.join(running)})" if running else "") + f"; {eta}"
+
+    def estimate(self, jobs: list[Job], reg: Registry) -> tuple[float, float, int]:
+        """(job seconds, wall seconds, jobs with no recorded duration) of the jobs not finished yet: each takes the
+        median recorded duration of its front-end and command (:meth:`Registry.job_durations`); the wall time
+        schedules them longest first on ``self.jobs`` slots, stage after stage."""
+        med = {k: statistics.median(v) for k, v in reg.job_durations().items() if v}
+        total, wall, unknown = 0.0, 0.0, 0
+        for stage in sorted({j.stage for j in jobs}):
+            ts = []
+            for j in jobs:
+                if j.stage != stage or reg.job_status(j.hash) == "finished":
+                    continue
+                if self.kind(j) in med:
+                    ts.append(med[self.kind(j)])
+                else:
+                    unknown += 1
+            slots = [0.0] * max(1, self.jobs)
+            for t in sorted(ts, reverse=True):
+                slots[slots.index(min(slots))] += t
+            total, wall = total + sum(ts), wall + max(slots)
+        return total, wall, unknown
 
     def stop(self) -> None:
         """Stop scheduling and send SIGTERM to every running job's process group (their runs are marked
@@ -296,6 +378,18 @@ class Runner:
         """Run the jobs stage by stage (a stage starts when the previous one has ended)."""
         reg = Registry(self.registry_url)
         counts: dict[str, int] = {}
+        if self.dry_run:
+            total, wall, unknown = self.estimate(jobs, reg)
+            self.estimated = (total, wall, unknown)
+            print(f"estimate: {_duration(total)} of job time, about {_duration(wall)} wall with {self.jobs} at a time "
+                  f"(median durations of finished jobs of each front-end and command in the registry)"
+                  + (f"; {unknown} jobs of commands with no recorded duration not counted" if unknown else ""))
+        with self._lock:
+            self._pending = {j.hash: j for j in jobs}
+            self._running, self._done, self._total = {}, 0, len(jobs)
+            if not self.dry_run:
+                for k, v in reg.job_durations().items():
+                    self._durations.setdefault(k, []).extend(v)
         for stage in sorted({j.stage for j in jobs}):
             with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
                 futures = [pool.submit(self.run_one, j, reg) for j in jobs if j.stage == stage]
@@ -320,7 +414,11 @@ def register(sub: Any) -> None:
     p.add_argument("--nproc-per-node", type=int, default=1)
     p.add_argument("--nnodes", type=int, default=1)
     p.add_argument("--rdzv-endpoint", default=None, help="host:port for multi-node torchrun")
-    p.add_argument("--dry-run", action="store_true", help="print the commands that would run")
+    p.add_argument("--dry-run", action="store_true", help="print the commands that would run and the time they would "
+                                                           "take, from durations recorded in the registry")
+    p.add_argument("--budget", type=float, default=0.0,
+                   help="with --dry-run: exit 1 if the estimated wall time exceeds this many seconds (or a job's "
+                        "duration is unknown)")
     p.set_defaults(func=_main)
 
 
@@ -335,7 +433,14 @@ def _main(args: argparse.Namespace) -> int:
     if args.jobs < 1 or args.threads < 0:
         raise ValueError(f"--jobs must be >= 1 and --threads >= 0, got --jobs {args.jobs} --threads {args.threads}")
 
-    return execute(runner, name, jobs)
+    rc = execute(runner, name, jobs)
+    if args.budget and runner.estimated is not None:
+        _, wall, unknown = runner.estimated
+        ok = wall <= args.budget and not unknown
+        print(f"budget {_duration(args.budget)}: {'fits' if ok else 'EXCEEDED or unknown'} (estimated wall "
+              f"{_duration(wall)}" + (f", {unknown} jobs without a recorded duration" if unknown else "") + ")")
+        return rc or (0 if ok else 1)
+    return rc
 
 
 def execute(runner: Runner, name: str, jobs: list[Job]) -> int:
@@ -345,8 +450,7 @@ def execute(runner: Runner, name: str, jobs: list[Job]) -> int:
     def on_term(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGHUP, on_term)
+    old = {sig: signal.signal(sig, on_term) for sig in (signal.SIGTERM, signal.SIGHUP)}
     atexit.register(runner.kill_all)
     print(f"suite {name}: {len(jobs)} jobs, {runner.jobs} at a time x {runner.thread_budget()} threads "
           f"({available_cores()} cores), registry {runner.registry_url}", flush=True)
@@ -356,5 +460,16 @@ def execute(runner: Runner, name: str, jobs: list[Job]) -> int:
         runner.stop()
         print("interrupted: finished jobs are kept; run the same command again to resume", file=sys.stderr)
         return 130
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     print("summary: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if runner.failures:
+        print(f"{len(runner.failures)} job(s) failed; their logs:")
+        for label, log in runner.failures:
+            print(f"  {label}\n    log: {log}")
     return 0 if all(k in ("finished", "skipped", "dry-run", "busy") for k in counts) else 1
+
+
+def _duration(secs: float) -> str:
+    return f"{secs:.0f} s" if secs < 90 else (f"{secs / 60:.1f} min" if secs < 5400 else f"{secs / 3600:.1f} h")

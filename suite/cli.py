@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
 
-from suite.registry import Registry, markdown_table
+from suite.registry import Registry, markdown_table, open_registry
 
 
 def _cmd_losses(args: argparse.Namespace) -> int:
@@ -41,7 +41,15 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_results(args: argparse.Namespace) -> int:
-    reg = Registry(args.registry)
+    if args.action == "import":
+        if not args.run_id:
+            print("suite results import: give the .jsonl file (from `suite results export --format jsonl`)", file=sys.stderr)
+            return 2
+        reg = Registry(args.registry)
+        n = reg.import_jsonl(args.run_id)
+        print(f"imported {n['added']} runs into {reg.url}; {n['skipped']} already there (same id) skipped")
+        return 0
+    reg = open_registry(args.registry)
     if args.action in ("list", "reap"):  # runs whose process is gone are interrupted, not running forever
         n = reg.reap()
         if n["runs"] or n["jobs"] or args.action == "reap":
@@ -91,15 +99,17 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     pl.set_defaults(func=_cmd_losses)
 
     pr = sub.add_parser("results", help="query the results registry")
-    pr.add_argument("action", choices=["list", "show", "compare", "export", "reap"],
-                    help="reap: mark runs whose process is gone (on this host) as interrupted; list does it too")
-    pr.add_argument("run_id", nargs="?", help="run id or prefix (for show)")
-    pr.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY)")
+    pr.add_argument("action", choices=["list", "show", "compare", "export", "import", "reap"],
+                    help="reap: mark runs whose process is gone (on this host) as interrupted; list does it too; "
+                         "import FILE.jsonl: add the runs of a snapshot (export --format jsonl), skipping ids present")
+    pr.add_argument("run_id", nargs="?", help="run id or prefix (for show); the .jsonl file (for import)")
+    pr.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY); "
+                                                     "a .jsonl snapshot for list/show/compare/export")
     for k in ("modality", "task", "dataset", "loss", "status"):
         pr.add_argument(f"--{k}", default=None)
     pr.add_argument("--metric", default="acc", help="metric to compare (default acc)")
     pr.add_argument("--split", default=None, help="metric split to compare (e.g. test)")
-    pr.add_argument("--format", choices=["csv", "md", "json"], default="md")
+    pr.add_argument("--format", choices=["csv", "md", "json", "jsonl"], default="md")
     pr.add_argument("--out", default=None, help="write the export to this file")
     pr.set_defaults(func=_cmd_results)
 

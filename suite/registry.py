@@ -420,6 +420,21 @@ class Registry:
             row = conn.execute(sa.select(jobs_t).where(jobs_t.c.hash == job_hash)).first()
         return dict(row._mapping) if row else None
 
+    def job_durations(self) -> dict[str, list[float]]:
+        """Seconds taken by the finished benchmark jobs, by the first two words of their command line (the
+        front-end and its command, e.g. ``graph tu``): what the runner's ETA is estimated from."""
+        out: dict[str, list[float]] = {}
+        with self._read() as conn:
+            rows = conn.execute(sa.select(jobs_t.c.command, jobs_t.c.started_at, jobs_t.c.ended_at).where(
+                jobs_t.c.status == "finished", jobs_t.c.ended_at.is_not(None), jobs_t.c.started_at.is_not(None))).fetchall()
+        for command, start, end in rows:
+            try:
+                secs = (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+            except (TypeError, ValueError):
+                continue
+            out.setdefault(" ".join((command or "").split()[:2]), []).append(secs)
+        return out
+
     def finish_job(self, job_hash: str, status: str) -> None:
         with self._tx() as conn:
             conn.execute(jobs_t.update().where(jobs_t.c.hash == job_hash).values(status=status, ended_at=_now()))
@@ -448,7 +463,10 @@ class Registry:
         return {"runs": len(dead), "jobs": len(jobs)}
 
     def export(self, fmt: str, **filters: Any) -> str:
-        """All runs (with their final metrics) as ``csv``, ``json`` or ``md``."""
+        """All runs (with their final metrics) as ``csv``, ``json`` or ``md``; ``jsonl``: one JSON object per
+        run with every column and every logged metric (a text snapshot that :meth:`import_jsonl` reads back)."""
+        if fmt == "jsonl":
+            return self.export_jsonl(**filters)
         runs = self.runs(**filters)
         for r in runs:
             r["metrics"] = {f"{n}[{s}]" if s else n: v for (n, s), v in self.final_metrics(r["id"]).items()}
@@ -465,7 +483,55 @@ class Registry:
             return buf.getvalue()
         if fmt == "md":
             return markdown_table(cols + mcols, [[r[c] for c in cols] + [r["metrics"].get(m, "") for m in mcols] for r in runs])
-        raise ValueError(f"export format must be csv, json or md, got {fmt!r}")
+        raise ValueError(f"export format must be csv, json, jsonl or md, got {fmt!r}")
+
+    def export_jsonl(self, **filters: Any) -> str:
+        """One line per run, oldest first: the run's columns and ``metrics``, every logged value as
+        ``[name, value, split, step, logged_at]`` in logging order. Sorted keys: a stable, diffable text."""
+        lines = []
+        for r in self.runs(**filters):
+            r["metrics"] = [[m["name"], m["value"], m["split"], m["step"], m["logged_at"]] for m in self.metrics(r["id"])]
+            lines.append(json.dumps(r, sort_keys=True, default=str, ensure_ascii=False))
+        return "".join(line + "\n" for line in lines)
+
+    def import_jsonl(self, path: str | Path) -> dict[str, int]:
+        """Add the runs of a JSONL snapshot (:meth:`export_jsonl`) with their metrics; a run whose id is already
+        here is skipped, so importing twice changes nothing. A malformed line is a ValueError naming the file and
+        line, and nothing of the file is imported. Returns ``{"added": n, "skipped": m}``."""
+        from suite.safeio import read_text
+
+        p = Path(path)
+        text = read_text(p)
+        cols = {c.name for c in runs_t.columns}
+        required = {c.name for c in runs_t.columns if not c.nullable and c.name != "id"} | {"id"}
+        rows: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+        for i, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                if not isinstance(rec, dict):
+                    raise ValueError(f"a JSON object per line, got {type(rec).__name__}")
+                missing = required - set(rec)
+                if missing:
+                    raise ValueError(f"missing {sorted(missing)}")
+                if rec["status"] not in STATUSES:
+                    raise ValueError(f"status {rec['status']!r} is not one of {STATUSES}")
+                metrics = [dict(run_id=rec["id"], name=str(n), value=float(v), split=sp, step=None if st is None else int(st),
+                                logged_at=at) for n, v, sp, st, at in rec.get("metrics", [])]
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"{p}, line {i}: not a registry run ({exc})") from None
+            rows.append(({k: v for k, v in rec.items() if k in cols}, metrics))
+        with self._read() as conn:
+            have = {r.id for r in conn.execute(sa.select(runs_t.c.id))}
+        new = [(r, m) for r, m in rows if r["id"] not in have]
+        if new:
+            with self._tx() as conn:
+                conn.execute(runs_t.insert(), [r for r, _ in new])
+                ms = [x for _, m in new for x in m]
+                if ms:
+                    conn.execute(metrics_t.insert(), ms)
+        return {"added": len(new), "skipped": len(rows) - len(new)}
 
 
 class Run:
@@ -545,6 +611,25 @@ def _pid_alive(pid: int | None) -> bool:
         return stat[stat.rindex(")") + 2] != "Z"
     except (OSError, ValueError, IndexError):
         return True
+
+
+def open_registry(spec: str | None = None) -> Registry:
+    """A registry from a path or SQLAlchemy URL (default ``$SUITE_REGISTRY``), or from a JSONL snapshot
+    (``suite results export --format jsonl``) imported into a temporary SQLite file removed at exit."""
+    if spec and str(spec).endswith(".jsonl"):
+        import atexit
+        import shutil
+        import tempfile
+
+        src = Path(spec)
+        if not src.is_file():
+            raise ValueError(f"registry snapshot not found: {src}")
+        tmp = Path(tempfile.mkdtemp(prefix="suite-registry-"))
+        atexit.register(shutil.rmtree, tmp, True)
+        reg = Registry(str(tmp / "registry.sqlite"))
+        reg.import_jsonl(src)
+        return reg
+    return Registry(spec)
 
 
 def default_registry() -> Registry:

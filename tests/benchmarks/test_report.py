@@ -59,7 +59,7 @@ def test_report_tables_claims_and_page(tmp_path):
     assert "Welch's t-test" in md  # the rule is stated once, above the claims
     # 2 of the 6 data sets measured: MUTAG (gap 2, p 0.035) confirmed, PROTEINS (gap 1, p 0.14) not
     assert re.search(r"MACL ≥ GraphCL .*\| inconclusive \(n < 3\) \| confirmed on 1 of 2 measured \(needs 4 of 6\)", md)
-    assert re.search(r"MUTAG: macl 89.00 ± 1.00 \(n=3\) vs graphcl 87.00 ± 1.00 \(n=3\), gap \+2.00, p = 0.0\d+, "
+    assert re.search(r"MUTAG: rows macl 89.00 ± 1.00 \(n=3\) vs graphcl 87.00 ± 1.00 \(n=3\), gap \+2.00, p = 0.0\d+, "
                      r"n = 3/3 -> confirmed", md)
     assert re.search(r"CACR beats CMC on images .*\| confirmed \|", md)  # 93 vs 91, seed std 1
     assert re.search(r"MACL ≥ NT-Xent on images .*\| confirmed \|", md)  # 92 vs 90
@@ -94,8 +94,8 @@ def test_report_renders_in_headless_chromium(tmp_path):
 
 
 def test_runs_in_different_settings_are_not_pooled(tmp_path):
-    """Runs of one task that differ in a setting (batch size here) get separate rows, listed under the table;
-    a key fixed per data set (the imbalance rule) or naming files does not split; claims compare within a setting."""
+    """Runs of one task that differ in a suite grid key (batch size here) get separate rows; a key fixed per data set
+    (the imbalance rule) or naming files does not split; claims compare within equal rows keys."""
     reg = Registry(str(tmp_path / "r.sqlite"))
     acc = {(64, "cacr"): 0.50, (64, "cmc"): 0.40, (256, "cacr"): 0.30, (256, "cmc"): 0.45}
     for (bs, loss), v in acc.items():
@@ -105,10 +105,38 @@ def test_runs_in_different_settings_are_not_pooled(tmp_path):
                 with reg.run(modality="vision", task="bench", dataset=ds, loss=loss, seed=seed, config=cfg) as run:
                     run.log("knn_acc", v + 0.001 * seed, split="test")
     md = build(reg, tmp_path / "out")[0].read_text()
-    assert "| cacr [s1] |" in md and "| cmc [s2] |" in md and "(n=3)" in md and "(n=6)" not in md
-    assert "- s1 (12 runs): batch_size=256" in md and "- s2 (12 runs): batch_size=64" in md
-    assert "imbalance=" not in md and "out_dir" not in md
+    assert "| cacr [batch_size=256] |" in md and "| cmc [batch_size=64] |" in md and "(n=3)" in md and "(n=6)" not in md
+    assert "imbalance=" not in md and "out_dir" not in md and "Settings (" not in md
     rows = [l for l in md.splitlines() if l.startswith("| CACR beats CMC")]
-    assert len(rows) == 2  # one verdict per setting
-    assert any("[bench s1] | contradicted" in l for l in rows)  # batch 256: 30 vs 45
-    assert any("[bench s2] | confirmed" in l for l in rows)  # batch 64: 50 vs 40
+    assert len(rows) == 2  # one verdict per batch size
+    assert any("[bench batch_size=256] | contradicted" in l for l in rows)  # batch 256: 30 vs 45
+    assert any("[bench batch_size=64] | confirmed" in l for l in rows)  # batch 64: 50 vs 40
+
+
+def test_report_shows_the_latest_setting_and_history_on_request(tmp_path):
+    """TU runs at aug_ratio 0.1, then at 0.2 -> by default only the 0.2 cells (the older runs counted as left out); --all-settings shows both as s1 / s2; a suite grid key (batch size) splits rows, not settings, and claims
+    pair rows of equal grid keys and name them"""
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    for ratio, acc in ((0.1, {"graphcl": 0.70, "macl": 0.71}), (0.2, {"graphcl": 0.80, "macl": 0.83})):
+        for loss, v in acc.items():
+            for seed in (0, 1, 2):
+                with reg.run(modality="graph", task="tu-graphcl", dataset="MUTAG", loss=loss, seed=seed,
+                             config={"aug_ratio": ratio, "epochs": 20, "seeds": [seed]}) as run:
+                    run.log("acc", v + 0.01 * seed, split="test")
+    for bs, acc in ((64, {"infonce": 0.50, "macl": 0.60}), (256, {"infonce": 0.55, "macl": 0.55})):
+        for loss, v in acc.items():
+            for seed in (0, 1, 2):
+                with reg.run(modality="vision", task="pretrain-simclr", dataset="cifar10", loss=loss, seed=seed,
+                             config={"batch_size": bs, "seed": seed}) as run:
+                    run.log("knn_acc", v + 0.01 * seed, split="test")
+    md = build(reg, tmp_path / "a")[0].read_text()
+    assert "| macl | 84.00 ± 1.00 (n=3) |" in md.replace("**", "") and "71.00" not in md
+    assert "Shown: the setting of this task's latest run (aug_ratio=0.2); 6 runs of earlier settings are left out" in md
+    assert "| infonce [batch_size=64] | 51.00 ± 1.00 (n=3) |" in md and "| macl [batch_size=256] |" in md.replace("**", "")
+    assert "[s1]" not in md
+    assert re.search(r"MACL ≥ NT-Xent on images .*\[pretrain-simclr batch_size=64\] \| confirmed \| .*rows macl "
+                     r"\[batch_size=64\] 61.00 ± 1.00 \(n=3\) vs infonce \[batch_size=64\] 51.00", md)
+    assert re.search(r"\[pretrain-simclr batch_size=256\] \| not confirmed \|", md)
+    full = build(reg, tmp_path / "b", all_settings=True)[0].read_text()
+    assert "macl [s1]" in full and "macl [s2]" in full and "71.00 ± 1.00 (n=3)" in full
+    assert "- s1 (6 runs): aug_ratio=0.1" in full and "- s2 (6 runs): aug_ratio=0.2" in full

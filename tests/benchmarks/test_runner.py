@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import yaml
@@ -100,3 +101,97 @@ def test_child_process_sees_its_thread_budget(tmp_path, monkeypatch):
     assert runner.run(jobs) == {"finished": 1}
     log = (tmp_path / "logs" / f"{jobs[0].hash}.log").read_text()
     assert "threads 1 1 1" in log  # torch's intra-op pool follows OMP_NUM_THREADS
+
+
+def _record_durations(reg: Registry, label: str, seconds: list[float]) -> None:
+    """Finished jobs of a kind in the registry's jobs table, with the given durations."""
+    import sqlalchemy as sa
+
+    from suite.registry import jobs_t
+
+    for i, s in enumerate(seconds):
+        h = f"old{label.replace(' ', '')}{i}"
+        reg.claim_job(h, f"{label} --x {i}")
+        reg.finish_job(h, "finished")
+        t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+        with reg.engine.begin() as conn:
+            conn.execute(sa.update(jobs_t).where(jobs_t.c.hash == h).values(
+                started_at=t0.isoformat(), ended_at=(t0 + timedelta(seconds=s)).isoformat()))
+
+
+class _ExitRunner(Runner):
+    """A child that exits with the code in the job's 'sizes' argument (0 = success)."""
+
+    def command(self, job):
+        code = dict(job.args)["sizes"][0] - 8
+        return [sys.executable, "-c", f"import sys; sys.exit({code})"]
+
+
+def test_progress_eta_from_recorded_durations(tmp_path, capsys):
+    """jobs of a kind whose finished runs took 10, 20, 30 s -> progress lines count done / total and the running
+    job, and the ETA is the median (20 s) per job left"""
+    db = str(tmp_path / "r.sqlite")
+    reg = Registry(db)
+    _record_durations(reg, "bench losses", [10.0, 20.0, 30.0])
+    assert reg.job_durations() == {"bench losses": [10.0, 20.0, 30.0]}
+    _, jobs = load_suite(_suite(tmp_path, 2))  # sizes 8 and 10: exit 0 and 2
+    runner = _ExitRunner(db, jobs=1, log_dir=tmp_path / "logs")
+    counts = runner.run(jobs[:1])
+    out = capsys.readouterr().out
+    assert counts == {"finished": 1}
+    start = next(l for l in out.splitlines() if l.startswith("[progress] 0/1 done, 1 running"))
+    assert "ETA 20 s" in start or "ETA 19 s" in start  # one job of median 20 s, just started
+    assert "[progress] 1/1 done, 0 running; ETA 0 s" in out
+
+
+def test_unknown_duration_and_failure_summary(tmp_path, capsys):
+    """no recorded durations -> 'ETA unknown'; a failing job -> the summary lists it with its log, exit status 1"""
+    from benchmarks.run import execute
+
+    db = str(tmp_path / "r.sqlite")
+    name, jobs = load_suite(_suite(tmp_path, 2))
+    runner = _ExitRunner(db, jobs=1, log_dir=tmp_path / "logs")
+    assert execute(runner, name, jobs) == 1
+    out = capsys.readouterr().out
+    assert "[progress] 0/2 done, 1 running" in out and "ETA unknown (2 jobs of commands with no recorded" in out
+    assert "summary: failed 1, finished 1" in out
+    log = tmp_path / "logs" / f"{jobs[1].hash}.log"
+    assert f"1 job(s) failed; their logs:\n  {jobs[1].label()}\n    log: {log}" in out
+    assert runner.failures == [(jobs[1].label(), log)] and log.exists()
+    # the second job's ETA used the first one's duration, measured in this run
+    assert "[progress] 1/2 done, 1 running" in out and "ETA unknown" not in out.split("[progress] 1/2 done")[1]
+
+
+# Single-job times of the demo's job kinds, measured with `time` (user CPU seconds, 1 thread, one job of each
+# alone; the machine was shared, so wall times were higher): graph tu MUTAG 20 epochs, vision pretrain digits
+# 10 epochs, text train 8 steps + STS-B dev, bench losses. A job given 1 of 2 idle cores takes about its CPU time.
+DEMO_SECONDS = {"graph tu": 7.9, "vision pretrain": 14.8, "text train": 45.7, "bench losses": 11.4}
+
+
+def test_demo_suite_jobs_and_time_budget(tmp_path, capsys):
+    """`make demo`'s suite, dry run with 2 jobs -> 19 jobs over graphs, images and sentences, 3 seeds per side of
+    every compared pair, and an estimated wall time (from recorded single-job durations) that leaves 3 minutes of
+    the 8-minute target for the install and 30 s for the report"""
+    from suite.cli import main
+
+    db = str(tmp_path / "r.sqlite")
+    reg = Registry(db)
+    for kind, secs in DEMO_SECONDS.items():
+        _record_durations(reg, kind, [secs])
+    name, jobs = load_suite("quick")
+    assert len(jobs) == 19 and {j.frontend for j in jobs} == {"graph", "vision", "text", "bench"}
+    groups: dict[tuple, set] = {}
+    for j in jobs:
+        if j.seed is not None:
+            groups.setdefault((j.frontend, j.command, dict(j.args)["loss"]), set()).add(j.seed)
+    assert len(groups) == 6 and all(len(s) >= 3 for s in groups.values())
+    assert main(["bench", "run", "quick", "--dry-run", "--jobs", "2", "--registry", db, "--budget", "270"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("would run: ") == 19 and "budget 4.5 min: fits" in out
+    wall = Runner(db, jobs=2, dry_run=True).estimate(jobs, reg)[1]
+    assert 0.5 * sum(DEMO_SECONDS[Runner.kind(j)] for j in jobs) <= wall <= 270
+    # a second `make demo`: every job finished -> nothing left to run, estimate 0
+    for j in jobs:
+        reg.claim_job(j.hash, j.label())
+        reg.finish_job(j.hash, "finished")
+    assert Runner(db, jobs=2, dry_run=True).estimate(jobs, reg)[:2] == (0.0, 0.0)

@@ -205,19 +205,26 @@ def test_busy_job_is_reported_not_rerun(tmp_path, capsys):
 
 def test_tu_job_under_the_runner_records_the_runners_hash(tmp_path, monkeypatch):
     """a TU job started by the runner -> its run carries the runner's job hash (so a re-run supersedes it), and the
-    TU table still finds it by its config"""
+    TU table finds it by that hash"""
     pytest.importorskip("torch_geometric")
-    from benchmarks.graph_tu import _cfg, _lookup
+    from benchmarks.graph_tu import table
     from graph.data.tu import load_tu
+    from graph.methods.graphcl import TUConfig
     from graph.methods.tu_run import run_tu
     from tests.graph.synthetic import write_synthetic_tu
 
     root = write_synthetic_tu(tmp_path / "tu", n_graphs=40)
+    suite = tmp_path / "tu.yaml"
+    suite.write_text(yaml.safe_dump({"name": "tu", "jobs": [{"frontend": "graph", "command": "tu", "seeds": [0, 1],
+                                                              "grid": {"dataset": ["SYNTH"], "loss": ["graphcl"]},
+                                                              "args": {"epochs": 1}}]}))
+    _, jobs = load_suite(suite)
     reg = Registry(str(tmp_path / "r.sqlite"))
-    monkeypatch.setenv("SUITE_CONFIG_HASH", "runnerjobhash")
-    cfg = _cfg("SYNTH", "graphcl", 0, epochs=1)
+    monkeypatch.setenv("SUITE_CONFIG_HASH", jobs[0].hash)
+    cfg = TUConfig(dataset="SYNTH", loss="graphcl", seeds=[0], epochs=1, eval_epochs=[1])
     run_tu(cfg, registry=reg, data=load_tu("SYNTH", root), verbose=False)
     (run,) = reg.runs(task="tu-graphcl")
-    assert run["config_hash"] == "runnerjobhash" and run["status"] == "finished"
-    assert _lookup(reg, "SYNTH", "graphcl", 0, 1)["acc"] is not None
-    assert _lookup(reg, "SYNTH", "graphcl", 1, 1) is None  # another seed is not this run
+    assert run["config_hash"] == jobs[0].hash and run["status"] == "finished"
+    synth = next(line for line in table(reg, suite=str(suite)).splitlines() if line.startswith("| SYNTH"))
+    assert "(n=1)" in synth  # seed 0 found by its job's hash; seed 1 (another job) not run
+    assert "Jobs with results: 1 of 2" in table(reg, suite=str(suite))

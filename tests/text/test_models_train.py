@@ -165,11 +165,24 @@ def test_cli_train_and_eval(tiny_model_dir, data_env, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_benchmark_smoke(tiny_model_dir, data_env, tmp_path):
-    from benchmarks.text_sts import run
+def test_benchmark_smoke(tiny_model_dir, data_env, tmp_path, monkeypatch):
+    """two text-sts-style jobs run as the runner runs them (job hash in the environment) -> the table shows them"""
+    import yaml
 
-    out = tmp_path / "text_sts.md"
-    text = run("quick", losses=["infonce", "macl"], seeds=[0], sup=True,
-               overrides={"backbone": str(tiny_model_dir), "limit": 32, "batch_size": 16}, out=out)
-    assert out.exists() and "unsupervised SimCSE, macl" in text and "MACL not worse" in text
+    from benchmarks.run import load_suite
+    from benchmarks.text_sts import table
+
+    suite = tmp_path / "t.yaml"
+    suite.write_text(yaml.safe_dump({"name": "t", "jobs": [{
+        "frontend": "text", "command": "train", "seed_flag": "--seed", "seeds": [0], "grid": {"loss": ["infonce", "macl"]},
+        "args": {"backbone": str(tiny_model_dir), "limit": 32, "batch-size": 16, "eval-every": 0, "final-eval": "sts",
+                 "pooling": "cls", "out": str(tmp_path / "{job}")}}]}))
+    _, jobs = load_suite(suite)
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    monkeypatch.setenv("SUITE_REGISTRY", reg.url)
+    for job in jobs:
+        monkeypatch.setenv("SUITE_CONFIG_HASH", job.hash)
+        assert suite_main(job.argv()) == 0
+    text = table(reg, suite=str(suite))
+    assert "unsupervised SimCSE, macl | 0 |" in text and "MACL not worse" in text
     assert "76.66" in text  # published row printed beside ours

@@ -1,0 +1,178 @@
+"""What every benchmark table shares: its suite's jobs matched to their runs in the registry, cells, Markdown,
+and the ``suite bench <table>`` short-hand that runs the suite through the runner and writes the table.
+
+A table is ``table(registry) -> str`` in its own module. Its grid is a suite file (``benchmarks/suites/
+<name>.yaml``): every job there has a hash, which the runner hands to the job's process
+(``SUITE_CONFIG_HASH``) and the registry stores as the config hash of every run the job records. So a
+table needs nothing but the registry: the runs of a job are the finished runs carrying its hash, a cell's
+values are those runs' metrics, and a job with no finished run is a cell that says ``not run``. Runs of
+other settings (another suite file, an older version of this one) carry other hashes and never mix in.
+
+    jr = suite_runs(reg, "graph-tu")                     # [JobRuns(job, runs)]
+    cell([r.metric("acc", "test") for r in jr[0].runs])  # "79.10 ± 0.50 (n=3)", or "not run"
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from benchmarks.claims import mean_std
+from benchmarks.run import SUITES, Job, load_suite
+from suite.registry import Registry, markdown_table, open_registry
+
+RESULTS = Path(__file__).resolve().parent / "results"
+NOT_RUN = "not run"
+
+
+@dataclass
+class RunView:
+    """One finished run of a job: its registry row and its last value of each (metric, split)."""
+    row: dict[str, Any]
+    final: dict[tuple[str, str | None], float]
+    steps: dict[tuple[str, str | None], int | None] = field(default_factory=dict)
+
+    @property
+    def task(self) -> str:
+        return str(self.row["task"])
+
+    def metric(self, name: str, split: str | None = None) -> float | None:
+        """The run's last value of ``name`` (in ``split`` when given; any split otherwise)."""
+        if split is not None:
+            return self.final.get((name, split))
+        return next((v for (n, _), v in self.final.items() if n == name), None)
+
+
+@dataclass
+class JobRuns:
+    """A job of the suite and its finished runs (a job may record several: SimCSE training, then evaluation)."""
+    job: Job
+    runs: list[RunView]
+
+    def arg(self, name: str, default: Any = None) -> Any:
+        """The job's argument ``name`` (``batch_size`` and ``batch-size`` are one name)."""
+        args = {k.replace("-", "_"): v for k, v in self.job.args}
+        return args.get(name.replace("-", "_"), default)
+
+    @property
+    def seed(self) -> int | None:
+        return self.job.seed
+
+    def of_task(self, prefix: str) -> list[RunView]:
+        return [r for r in self.runs if r.task.startswith(prefix)]
+
+    def metric(self, name: str, split: str | None = None, task: str = "") -> float | None:
+        """The metric from the job's latest run of ``task`` (prefix) that has it; None when not run."""
+        for r in reversed(self.of_task(task)):
+            v = r.metric(name, split)
+            if v is not None:
+                return v
+        return None
+
+
+def suite_runs(reg: Registry, suite: str | Path) -> list[JobRuns]:
+    """Every job of ``suite`` with its finished runs (by the job hash), in the suite's order."""
+    _, jobs = load_suite(suite)
+    by_hash: dict[str, list[RunView]] = {j.hash: [] for j in jobs}
+    hashes = list(by_hash)
+    for i in range(0, len(hashes), 500):  # SQL IN lists of modest length
+        for r in reg.runs(status="finished", config_hash=hashes[i:i + 500]):
+            steps: dict[tuple[str, str | None], int | None] = {}
+            final = {}
+            for m in reg.metrics(r["id"]):  # in logging order: the last one wins, as final_metrics
+                key = (m["name"], m["split"])
+                rank = m["step"] if m["step"] is not None else -1
+                if key not in final or rank >= (steps[key] if steps[key] is not None else -1):
+                    final[key], steps[key] = m["value"], m["step"]
+            by_hash[r["config_hash"]].append(RunView(r, final, steps))
+    return [JobRuns(j, by_hash[j.hash]) for j in jobs]
+
+
+def values(jrs: Iterable[JobRuns], name: str, split: str | None = None, task: str = "", scale: float = 1.0) -> list[float]:
+    """The metric over the given jobs (one value per job that has it), times ``scale``."""
+    out = []
+    for jr in jrs:
+        v = jr.metric(name, split, task)
+        if v is not None:
+            out.append(scale * v)
+    return out
+
+
+def select(jrs: Iterable[JobRuns], **args: Any) -> list[JobRuns]:
+    """The jobs whose arguments equal ``args`` (``frontend`` / ``command`` match the job's own)."""
+    out = []
+    for jr in jrs:
+        ok = True
+        for k, v in args.items():
+            have = getattr(jr.job, k) if k in ("frontend", "command") else jr.arg(k)
+            if have != v:
+                ok = False
+                break
+        if ok:
+            out.append(jr)
+    return out
+
+
+def cell(vals: Sequence[float], digits: int = 2, show_n: bool = True) -> str:
+    """``mean ± std (n=k)`` (sample std, benchmarks/claims.py) or ``not run``."""
+    return mean_std(vals, digits=digits, show_n=show_n, empty=NOT_RUN)
+
+
+def md(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    return markdown_table(header, rows)
+
+
+def progress_line(jrs: Sequence[JobRuns], suite: str) -> str:
+    """How many jobs of the suite have results, and the command that runs the rest."""
+    done = sum(1 for jr in jrs if jr.runs)
+    line = f"Jobs with results: {done} of {len(jrs)} (suite `benchmarks/suites/{suite}.yaml`)."
+    if done < len(jrs):
+        line += f" The others say `{NOT_RUN}`; `suite bench run {suite}` runs them (finished jobs are skipped)."
+    return line
+
+
+# ----------------------------------------------------------------------------- the short-hand commands
+
+def add_bench_args(p: argparse.ArgumentParser, suite: str, out: Path) -> None:
+    """Flags of ``suite bench <table>``: the suite's profile, the runner's flags, the table's output."""
+    profiles = sorted({"cpu"} | {f.stem[len(suite) + 1:] for f in SUITES.glob(f"{suite}-*.yaml")})
+    p.add_argument("--profile", choices=profiles, default="cpu",
+                   help=f"cpu = benchmarks/suites/{suite}.yaml; other = benchmarks/suites/{suite}-<profile>.yaml")
+    p.add_argument("--jobs", type=int, default=1, help="jobs run in parallel by the runner")
+    p.add_argument("--threads", type=int, default=0, help="threads per job (default: cores // jobs)")
+    p.add_argument("--registry", default=None, help="registry path / URL, or a .jsonl snapshot for --table-only")
+    p.add_argument("--dry-run", action="store_true", help="list the jobs that would run; run nothing")
+    p.add_argument("--table-only", action="store_true", help="only write the table from the registry")
+    p.add_argument("--out", type=Path, default=out, help=f"table file (default {out})")
+
+
+def suite_for(suite: str, profile: str) -> str:
+    return suite if profile == "cpu" else f"{suite}-{profile}"
+
+
+def bench_main(args: argparse.Namespace, suite: str, table: Callable[..., str]) -> int:
+    """Run the suite through the runner (resumable, parallel, thread budget), then write and print the table.
+    The exit status is the runner's (non-zero when a job failed); the table is written either way."""
+    from benchmarks.run import Runner, execute
+    from suite.paths import registry_url
+
+    name = suite_for(suite, args.profile)
+    rc = 0
+    if not args.table_only:
+        if args.registry and str(args.registry).endswith(".jsonl"):
+            raise ValueError("--registry: a .jsonl snapshot is read-only; use it with --table-only")
+        if args.jobs < 1 or args.threads < 0:
+            raise ValueError(f"--jobs must be >= 1 and --threads >= 0, got --jobs {args.jobs} --threads {args.threads}")
+        sname, jobs = load_suite(name)
+        runner = Runner(args.registry or registry_url(), jobs=args.jobs, threads=args.threads, dry_run=args.dry_run,
+                        log_dir=Path("results/bench-logs") / sname)
+        rc = execute(runner, sname, jobs)
+        if args.dry_run:
+            return rc
+    text = table(open_registry(args.registry), suite=name)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(text)
+    print(f"wrote {args.out}")
+    return rc
