@@ -91,7 +91,7 @@ def _vision(reg: Registry) -> list[str]:
     for tau, r in zip((0.1, 0.5, 1.0, 5.0), iou_rows):
         sel = _pick(runs, lambda r_, c, h, t=tau: r_["loss"] == "infonce" and c.get("iou_weights") and c.get("iou_tau") == t)
         res = Claim("vision", r[0], "InfoNCE (SimCLR), batch 256", "knn_acc").judge(_values(reg, sel, "knn_acc"), base["knn_acc"])
-        crow.append([f"IoU weighting helps SimCLR (t-SimCLR Fig. 2a: 80.7 -> 82.1 kNN at tau' = 1)", f"{r[0]} vs InfoNCE",
+        crow.append(["IoU weighting helps SimCLR (t-SimCLR Fig. 2a: 80.7 -> 82.1 kNN at tau' = 1)", f"{r[0]} vs InfoNCE",
                      "knn_acc", str(res.verdict), res.evidence()])
     return ["## Images (CIFAR-10, cpu profile: ConvNet width 16, 500 images per class, 6 epochs, Adam 1e-3; "
             "full test set)", "",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 

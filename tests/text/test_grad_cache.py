@@ -1,7 +1,6 @@
 """Gradient caching through the engine for SimCSE (`suite text train --grad-cache-chunk K`, issue 14)."""
 from __future__ import annotations
 
-import pytest
 import torch
 
 from suite.train import CachedStep, Engine
