@@ -152,6 +152,7 @@ def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: T
     """(A,) logsumexp_j of the rows of [anchors @ cands.T (entries ``excl`` (k, A) set to -inf) |
     anchors @ queue.T], in row tiles of ``chunk``, with the exact gradient from a recomputing backward
     (memory O((A + C) d + chunk x C)); the fused path of the InfoNCE family."""
+    _fix_malloc_threshold()
     return _RowLSE.apply(anchors, cands, queue, excl, chunk)
 
 
@@ -207,4 +208,5 @@ def pair_kernel_lse(e: Tensor, f: Callable[[Tensor], Tensor], df: Callable[[Tens
                     queue: Tensor | None = None, chunk: int = 1024) -> Tensor:
     """Scalar log( sum_{j != k} exp f(||e_j - e_k||^2) + 2 sum_{j,m} exp f(||e_j - q_m||^2) ) in row tiles with
     the exact gradient (t-SimCLR's normaliser, the uniformity term); ``queue`` gets no gradient."""
+    _fix_malloc_threshold()
     return _PairKernelLSE.apply(e, None if queue is None else queue.detach(), f, df, chunk)
