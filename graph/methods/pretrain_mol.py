@@ -190,7 +190,7 @@ def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after
 
     last = cfg.epochs if stop_after is None else min(cfg.epochs, engine.epoch + stop_after)
     with ExitStack() as stack:
-        run = open_run(cfg.registry and engine.epoch < cfg.epochs, stack, modality="graph", task="mol-pretrain",
+        run = open_run(cfg.registry and engine.epoch < cfg.epochs, stack, resume_id=engine.resume_run_id, modality="graph", task="mol-pretrain",
                        dataset=Path(cfg.corpus).name, loss=label, loss_hparams=loss_fn.hparams(),
                        config=dataclasses.asdict(cfg), seed=cfg.seed)
         engine.run = run

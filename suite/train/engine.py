@@ -200,6 +200,7 @@ class Engine(Generic[B]):
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
         self.grad_clip, self.accumulate = grad_clip, accumulate
         self.loss_obj, self.run = loss, run
+        self.resume_run_id: str | None = None  # set by load(): the registry row of the interrupted run
         self.generators = dict(generators or {})
         self.desc, self.unit = desc, unit
         self.step = 0  # optimiser steps done
@@ -333,7 +334,8 @@ class Engine(Generic[B]):
                 "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
                 "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
                 "rng": rng_state(), "generators": {k: g.get_state() for k, g in self.generators.items()},
-                "config": config, "extra": extra or {}}
+                "config": config, "extra": extra or {},
+                "run_id": getattr(self.run, "id", None)}  # the registry row a resumed run continues
 
     def save(self, path: str | Path, config: dict[str, Any], extra: dict[str, Any] | None = None) -> Path | None:
         """Write the checkpoint atomically (main rank only; others return None). Only at an
@@ -364,18 +366,33 @@ class Engine(Generic[B]):
         for k, g in self.generators.items():
             g.set_state(state["generators"][k])
         set_rng_state(state["rng"])
+        self.resume_run_id = state.get("run_id")
         return dict(state["extra"])
 
 
-def open_run(enabled: bool, stack: ExitStack, **kw: Any) -> Any:
+def open_run(enabled: bool, stack: ExitStack, resume_id: str | None = None, **kw: Any) -> Any:
     """A registry run entered on ``stack`` (main rank only, ``enabled``), else None: front-ends log
-    to it while the run goes and it is marked failed if the run raises."""
+    to it while the run goes and it is marked failed if the run raises. ``resume_id`` (the run id a
+    resumed checkpoint recorded, ``Engine.resume_run_id``) continues that row when this registry holds
+    it: one row per run, its metrics not split across a resume."""
     if not enabled or not sd.is_main():
         return None
     from suite.registry import Registry
 
-    return stack.enter_context(Registry().run(**kw))
+    reg = Registry()
+    return stack.enter_context(reg.run(resume_id=resumable(reg, resume_id), **kw))
+
+
+def resumable(registry: Any, run_id: str | None) -> str | None:
+    """``run_id`` if ``registry`` holds that run (a resumed run continues its row), else None (a new row:
+    the checkpoint came from another registry, or the row is gone)."""
+    if run_id is None:
+        return None
+    try:
+        return run_id if registry.get(run_id)["id"] == run_id else None
+    except KeyError:
+        return None
 
 
 __all__ = ["CachedStep", "Engine", "NonFiniteLossError", "PRECISIONS", "autocast", "epoch_batches", "eval_batches",
-           "grad_cache_embeddings", "open_run", "resolve_device"]
+           "grad_cache_embeddings", "open_run", "resolve_device", "resumable"]

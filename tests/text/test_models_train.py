@@ -128,12 +128,19 @@ def test_resume_continues(tiny_model_dir, data_env, tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real_step(*a, **kw)
 
+    from suite.registry import Registry
+
+    reg = Registry(str(tmp_path / "r.sqlite"))
     monkeypatch.setattr(simcse, "_step", interrupted_step)
     with pytest.raises(KeyboardInterrupt):
-        train_simcse(cfg)
+        train_simcse(cfg, registry=reg)
     monkeypatch.setattr(simcse, "_step", real_step)
-    s = train_simcse(cfg)
+    s = train_simcse(cfg, registry=reg)
     assert s["steps"] == 4 and [h["step"] for h in s["history"]] == [4.0]
+    runs = reg.runs(task="simcse-unsup")  # the resumed run continued its own row: one run, both evaluations
+    assert len(runs) == 1 and runs[0]["status"] == "finished"
+    steps = sorted(m["step"] for m in reg.metrics(runs[0]["id"], name="stsb_dev"))
+    assert steps == [2, 4]
 
 
 @pytest.mark.parametrize("head_at_test", [False, True])

@@ -37,7 +37,8 @@ from suite.paths import data_path
 from suite.presets import TEXT_DROPOUT, TEXT_DROPOUT_DEFAULT, preset
 from suite.presets import names as preset_names
 from suite.registry import Registry
-from suite.train import CachedStep, Engine, LossLogger, Throughput, epoch_batches, resolve_device, seed_everything
+from suite.train import (CachedStep, Engine, LossLogger, Throughput, epoch_batches, resolve_device, resumable,
+                         seed_everything)
 from text.data import Triplet, nli_triplets, read_sentences, read_triplets_csv, unlabelled_sentences
 from text.eval.encode import EncodeFn
 from text.eval.sts import STSEvaluator
@@ -211,7 +212,7 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
         elif cfg.checkpoint_every and engine.step % cfg.checkpoint_every == 0:
             checkpoint()
 
-    ctx = (reg.run(modality="text", task=f"simcse-{cfg.mode}", dataset=_dataset_name(cfg), loss=L.canonical_name(cfg.loss),
+    ctx = (reg.run(resume_id=resumable(reg, engine.resume_run_id), modality="text", task=f"simcse-{cfg.mode}", dataset=_dataset_name(cfg), loss=L.canonical_name(cfg.loss),
                    loss_hparams=loss.hparams(), config=dataclasses.asdict(cfg), seed=cfg.seed) if reg else nullcontext())
     with ctx as run:
         engine.run = run
