@@ -48,7 +48,7 @@ def _eval(args: argparse.Namespace) -> int:
     _, data, _ = prepare_data(cfg)
     recipe = recipe_for(cfg, data)
     method = build_method(cfg, data, recipe)
-    method.load_state_dict(state["method"])
+    method.load_state_dict(state["model"] if "model" in state else state["method"])  # engine layout, or older
     method.to(device)
     torch.manual_seed(cfg.seed)
     m = evaluate(method.query_encoder, data, recipe, device, knn_k=args.knn_k or cfg.knn_k, knn_t=cfg.knn_t,  # type: ignore[arg-type]

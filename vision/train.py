@@ -22,8 +22,7 @@ from torch import Tensor, nn
 from suite import distributed as sd
 from suite.config import experiment_config, hash_config, run_options
 from suite.registry import Registry
-from suite.train import (LossLogger, Throughput, latest_checkpoint, load_for_resume, progress, resolve_device, rng_state,
-                         save_checkpoint, seed_everything, set_rng_state, wrap_ddp)
+from suite.train import Engine, epoch_batches, latest_checkpoint, resolve_device, resumable, seed_everything
 from vision.card import write_vision_card
 from vision.config import PretrainConfig
 from vision.data import ImageData, class_subset_indices, imbalanced_indices, load_dataset
@@ -142,59 +141,13 @@ def evaluate(model: Encoder, data: ImageData, recipe: Recipe, device: torch.devi
     return out
 
 
-def _amp(cfg: PretrainConfig, device: torch.device) -> Any:
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16) if cfg.bf16 else nullcontext()
-
-
-def train_epoch(method: nn.Module, inner: nn.Module, opt: torch.optim.Optimizer, augment: ViewAugment,
-                data: ImageData, cfg: PretrainConfig, device: torch.device, epoch: int, step0: int, total_steps: int,
-                base_lr: float, warmup_steps: int) -> tuple[dict[str, float], int]:
-    """One epoch; returns running means (loss, diagnostics, images/s) and the global step."""
-    n = data.train_x.shape[0]
-    g = torch.Generator().manual_seed(cfg.seed * 100003 + epoch)
-    perm = torch.randperm(n, generator=g)
-    perm = perm[sd.rank() :: sd.world_size()]  # this rank's shard (DistributedSampler-like)
-    steps = len(perm) // cfg.batch_size
-    if cfg.max_steps_per_epoch:
-        steps = min(steps, cfg.max_steps_per_epoch)
-    if steps == 0:
-        raise ValueError(f"batch_size {cfg.batch_size} exceeds the {len(perm)} training images of this rank")
-    logger, thr = LossLogger(), Throughput()
-    t_aug = 0.0
-    step = step0
-    bar = progress(range(steps), desc=f"epoch {epoch}", total=steps, unit="step")
-    for b in bar:
-        idx = perm[b * cfg.batch_size : (b + 1) * cfg.batch_size]
-        x = data.train_x[idx].to(device, non_blocking=True)
-        y = data.train_y[idx].to(device)
-        t0 = time.perf_counter()
-        out = augment(x)  # views (V, N, C, S, S)
-        t_aug += time.perf_counter() - t0
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, total_steps, warmup_steps, base_lr)
-        with _amp(cfg, device):
-            loss = method(out.views, labels=y, iou=out.iou)
-        loss_value = float(loss.detach())
-        if not math.isfinite(loss_value):
-            raise FloatingPointError(f"loss became {loss_value} at epoch {epoch} step {b}")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        inner.after_step()
-        logger.update(loss_value, inner.loss)
-        thr.update(x.shape[0] * sd.world_size())
-        step += 1
-        if hasattr(bar, "set_postfix"):
-            bar.set_postfix(loss=f"{loss_value:.3f}", img_s=f"{thr.rate:.0f}")  # type: ignore[attr-defined]
-    stats = logger.means()
-    stats["images_per_s"] = thr.rate
-    stats["aug_fraction"] = t_aug / max(1e-9, time.perf_counter() - thr.t0)
-    return stats, step
-
-
 def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
              on_epoch: Callable[[int, dict[str, float]], None] | None = None) -> dict[str, Any]:
-    """Pretrain, evaluate, record. Returns {"metrics": final eval metrics, "train": last epoch stats, ...}."""
+    """Pretrain on :class:`suite.train.Engine`, evaluate, record. Returns {"metrics": final eval metrics,
+    "train": last epoch stats, ...}. The vision front-end keeps its data, views (augmentation inside the
+    step), the per-step learning-rate schedule (as a scheduler), MoCo's update after each optimiser step
+    and its evaluation; device, precision, the step, the non-finite check, checkpoints and resume are
+    the engine's."""
     sd.init_from_env()
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed + sd.rank())
@@ -204,23 +157,27 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
     inner = method
     augment = ViewAugment(recipe, cfg.views, return_iou=cfg.iou_weights).to(device)
     opt, base_lr = build_optimizer(cfg, [p for p in method.parameters() if p.requires_grad])
-    steps_per_epoch = (data.train_x.shape[0] // sd.world_size()) // cfg.batch_size
-    if cfg.max_steps_per_epoch:
-        steps_per_epoch = min(steps_per_epoch, cfg.max_steps_per_epoch)
+    n = data.train_x.shape[0]
+
+    def batches(epoch: int) -> list[Tensor]:
+        bs = epoch_batches(n, cfg.batch_size, cfg.seed, epoch)
+        return bs[: cfg.max_steps_per_epoch] if cfg.max_steps_per_epoch else bs
+
+    steps_per_epoch = len(batches(0))
     total_steps = max(1, steps_per_epoch * cfg.epochs)
+    warmup = steps_per_epoch * cfg.warmup_epochs
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, total_steps, warmup, base_lr) / base_lr)
+    loss_obj = inner.loss  # type: ignore[union-attr]
+    engine = Engine(method, opt, device=device, scheduler=sched, precision="bf16" if cfg.bf16 else "fp32",
+                    loss=loss_obj, desc="pretrain", unit="step")
     ckpt_dir = Path(cfg.out_dir) / run_name(cfg)
-    start_epoch, step = 0, 0
     experiment = experiment_config(cfg)
     if cfg.resume and (last := latest_checkpoint(ckpt_dir, "epoch*.pt")) is not None:
-        state = load_for_resume(last, experiment, map_location=device, ignore=run_options(cfg))
-        inner.load_state_dict(state["method"])
-        opt.load_state_dict(state["optimizer"])
-        start_epoch, step = int(state["epoch"]), int(state["step"])
-        set_rng_state(state["rng"])
-    model = wrap_ddp(method)
-    loss_obj = inner.loss  # type: ignore[union-attr]
-    ctx = registry.run(modality="vision", task=f"pretrain-{cfg.framework}", dataset=_dataset_label(cfg),
-                       loss=loss_obj.name, loss_hparams=loss_obj.hparams(), config=dataclasses.asdict(cfg),
+        engine.load(last, experiment, ignore=run_options(cfg))
+    start_epoch = engine.epoch
+    ctx = registry.run(resume_id=resumable(registry, engine.resume_run_id), modality="vision",
+                       task=f"pretrain-{cfg.framework}", dataset=_dataset_label(cfg), loss=loss_obj.name,
+                       loss_hparams=loss_obj.hparams(), config=dataclasses.asdict(cfg),
                        seed=cfg.seed) if (registry is not None and sd.is_main()) else nullcontext()
     result: dict[str, Any] = {"data": data_info, "recipe": dataclasses.asdict(recipe), "ckpt_dir": str(ckpt_dir),
                               "resumed_from_epoch": start_epoch}
@@ -230,33 +187,47 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
         print(f"{cfg.dataset}: skipped {data_info['skipped_train_images']} training and "
               f"{data_info['skipped_test_images']} test images whose size differs from the first image "
               f"({data.info.get('source', '')})", flush=True)
+    t_aug = [0.0, time.perf_counter()]  # augmentation seconds this epoch, epoch start
+
+    def step(idx: Tensor) -> Tensor:
+        x = data.train_x[idx].to(device, non_blocking=True)
+        y = data.train_y[idx].to(device)
+        t0 = time.perf_counter()
+        out = augment(x)  # views (V, N, C, S, S)
+        t_aug[0] += time.perf_counter() - t0
+        return engine.ddp(out.views, labels=y, iou=out.iou)
+
+    stats: dict[str, float] = {}
+
+    def epoch_end(epoch: int, st: dict[str, float]) -> None:
+        nonlocal stats
+        stats = {**st, "aug_fraction": t_aug[0] / max(1e-9, time.perf_counter() - t_aug[1])}
+        t_aug[0], t_aug[1] = 0.0, time.perf_counter()
+        if run is not None:
+            run.log_many({"aug_fraction": stats["aug_fraction"]}, split="train", step=epoch)
+        if sd.is_main() and cfg.ckpt_every and (epoch % cfg.ckpt_every == 0 or epoch == cfg.epochs):
+            engine.save(ckpt_dir / f"epoch{epoch:04d}.pt", experiment)
+        if on_epoch is not None:
+            on_epoch(epoch, stats)
+        last_epoch = epoch == cfg.epochs
+        if sd.is_main() and (last_epoch or (cfg.eval_every and epoch % cfg.eval_every == 0)):
+            m = evaluate(inner.query_encoder, eval_data, recipe, device, knn_k=cfg.knn_k, knn_t=cfg.knn_t,  # type: ignore[union-attr]
+                         linear=cfg.linear_probe and last_epoch, batch_size=cfg.eval_batch_size, seed=cfg.seed,
+                         geometry_batches=cfg.geometry_batches)
+            if run is not None:
+                run.log_many(m, split="test", step=epoch)
+            result["metrics"] = m
+        method.train()
+
     with ctx as run:
+        engine.run = run
         if run is not None:
             run.log_many({f"class_count_{i}": c for i, c in enumerate(data_info.get("class_counts", []))}, split="data")
             run.log_many({"train_images": data_info["train"], "start_epoch": start_epoch,
                           "skipped_train_images": data_info["skipped_train_images"],
                           "skipped_test_images": data_info["skipped_test_images"]}, split="data")
-        stats: dict[str, float] = {}
-        for epoch in range(start_epoch, cfg.epochs):
-            method.train()
-            stats, step = train_epoch(model, inner, opt, augment, data, cfg, device, epoch, step, total_steps, base_lr,
-                                      steps_per_epoch * cfg.warmup_epochs)
-            if run is not None:
-                run.log_many(stats, split="train", step=epoch + 1)
-            if sd.is_main() and cfg.ckpt_every and ((epoch + 1) % cfg.ckpt_every == 0 or epoch + 1 == cfg.epochs):
-                save_checkpoint(ckpt_dir / f"epoch{epoch + 1:04d}.pt",
-                                {"method": inner.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
-                                 "step": step, "rng": rng_state(), "config": experiment})
-            if on_epoch is not None:
-                on_epoch(epoch + 1, stats)
-            last_epoch = epoch + 1 == cfg.epochs
-            if sd.is_main() and (last_epoch or (cfg.eval_every and (epoch + 1) % cfg.eval_every == 0)):
-                m = evaluate(inner.query_encoder, eval_data, recipe, device, knn_k=cfg.knn_k, knn_t=cfg.knn_t,  # type: ignore[union-attr]
-                             linear=cfg.linear_probe and last_epoch, batch_size=cfg.eval_batch_size, seed=cfg.seed,
-                             geometry_batches=cfg.geometry_batches)
-                if run is not None:
-                    run.log_many(m, split="test", step=epoch + 1)
-                result["metrics"] = m
+        engine.fit(batches, step, epochs=cfg.epochs, on_step=inner.after_step, on_epoch=epoch_end,
+                   rate_name="images_per_s")
         result["train"] = stats
         result["wall_s"] = time.perf_counter() - t_start
         if "metrics" not in result and sd.is_main():  # resumed at the end: evaluate the final model
@@ -268,7 +239,7 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
         if run is not None:
             result["run_id"] = run.id
         if sd.is_main():
-            write_vision_card(ckpt_dir, cfg, loss_obj, int(data_info["train"]), step, run)
+            write_vision_card(ckpt_dir, cfg, loss_obj, int(data_info["train"]), engine.step, run)
     return result
 
 

@@ -58,8 +58,8 @@ def test_resume_continues_from_checkpoint(tmp_path: Path) -> None:
     res = pretrain(cfg)
     assert res["resumed_from_epoch"] == 1
     fresh = pretrain(dataclasses.replace(cfg, run_name="fresh"))
-    a = torch.load(Path(res["ckpt_dir"]) / "epoch0002.pt", weights_only=True)["method"]
-    b = torch.load(Path(fresh["ckpt_dir"]) / "epoch0002.pt", weights_only=True)["method"]
+    a = torch.load(Path(res["ckpt_dir"]) / "epoch0002.pt", weights_only=True)["model"]
+    b = torch.load(Path(fresh["ckpt_dir"]) / "epoch0002.pt", weights_only=True)["model"]
     for k in a:  # resumed == uninterrupted, bit for bit (weights, BN statistics, MoCo queue)
         assert torch.equal(a[k], b[k]), k
 
