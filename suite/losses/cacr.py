@@ -44,7 +44,7 @@ from torch import Tensor
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, _check_float, as_views, check_choice, check_finite, check_queue, register_loss
 from suite.losses.core import NEG_INF, gather_views, normalize, sq_dists_normalized
-from suite.losses.tiling import row_sum
+from suite.losses.tiling import softmin_cost
 
 ARRANGEMENTS = ("same_view", "cross_view")
 
@@ -102,29 +102,27 @@ class CACR(ContrastiveLoss):
         qn = normalize(queue) if queue is not None else None
         own = sd.rank() * n
 
-        def rows(s: int, e: int) -> Tensor:
-            """[sum of -sum_j pi^- c, sum of H(pi^-)] over the query rows [s, e) of the flattened (group, i)."""
-            out = []
-            for g in range(s // n, (e - 1) // n + 1):  # the tile's parts in each view (pair): a loop over tiles
-                i0, i1 = max(s, g * n) - g * n, min(e, (g + 1) * n) - g * n
-                q = anchors[g, i0:i1]
-                d_neg = sq_dists_normalized(q, cands[g])  # (rows, M)
-                k = torch.arange(i1 - i0, device=dev)
-                self_mask = torch.zeros_like(d_neg, dtype=torch.bool).index_put_((k, own + i0 + k), torch.tensor(True))
-                if qn is not None:
-                    d_neg = torch.cat([d_neg, sq_dists_normalized(q, qn)], dim=1)
-                    self_mask = torch.cat([self_mask, torch.zeros(i1 - i0, qn.shape[0], dtype=torch.bool, device=dev)], 1)
-                log_w = torch.log_softmax((-self.t_neg * d_neg).masked_fill(self_mask, NEG_INF), dim=-1)
-                w_neg = log_w.exp()
-                if self.detach_weights:
-                    w_neg = w_neg.detach()
-                rep = -(w_neg * d_neg.masked_fill(self_mask, 0.0)).sum()
-                out.append(torch.stack([rep, _entropy(log_w.detach()).sum()]))
-            return torch.stack(out).sum(0)
-
         cols = m + (0 if queue is None else queue.shape[0])
-        tot = row_sum(rows, groups * n, self._tile(groups * n, cols)) / (groups * n)
-        repulsion, cond_entropy = tot[0], tot[1].detach()
+        chunk = self._tile(groups * n, cols)
+        if chunk is not None:  # fused tiles per view (pair): the weighted costs' row statistics only
+            own_cols = own + torch.arange(n, device=dev)
+            parts = [softmin_cost(anchors[g], cands[g], qn, own_cols, self.t_neg, self.detach_weights, chunk)
+                     for g in range(groups)]  # a loop over V views (or pairs), not samples
+            repulsion = torch.cat([p[0] for p in parts]).mean()
+            cond_entropy = torch.cat([p[1] for p in parts]).mean()
+        else:
+            d_neg = sq_dists_normalized(anchors, cands)  # (G, N, M)
+            k = torch.arange(n, device=dev)
+            self_mask = torch.zeros(n, m, dtype=torch.bool, device=dev).index_put_((k, own + k), torch.tensor(True))
+            if qn is not None:
+                d_neg = torch.cat([d_neg, sq_dists_normalized(anchors, qn)], dim=2)
+                self_mask = torch.cat([self_mask, torch.zeros(n, qn.shape[0], dtype=torch.bool, device=dev)], 1)
+            log_w = torch.log_softmax((-self.t_neg * d_neg).masked_fill(self_mask, NEG_INF), dim=-1)
+            w_neg = log_w.exp()
+            if self.detach_weights:
+                w_neg = w_neg.detach()
+            repulsion = -(w_neg * d_neg.masked_fill(self_mask, 0.0)).sum(-1).mean()
+            cond_entropy = _entropy(log_w.detach()).mean()
 
         self._record(
             attraction=attraction,

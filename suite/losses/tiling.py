@@ -210,3 +210,70 @@ def pair_kernel_lse(e: Tensor, f: Callable[[Tensor], Tensor], df: Callable[[Tens
     the exact gradient (t-SimCLR's normaliser, the uniformity term); ``queue`` gets no gradient."""
     _fix_malloc_threshold()
     return _PairKernelLSE.apply(e, None if queue is None else queue.detach(), f, df, chunk)
+
+
+class _SoftminCost(torch.autograd.Function):
+    """Per row i of unit-vector costs d_ij = ||q_i - x_j||^2 (x = [cands; queue], column ``excl[i]`` left
+    out): R_i = -sum_j w_ij d_ij with w_i = softmax_j(-t d_ij) (CACR's repulsion), by row tiles. Saved: the
+    row log-sum-exp of -t d and D_i = sum_j w_ij d_ij. Backward (weights keep their gradient):
+    dR_i / dd_ik = w_ik (t (d_ik - D_i) - 1); with detached weights -w_ik; dd/dq = -2 x, dd/dx = -2 q."""
+
+    @staticmethod
+    def forward(ctx: Any, q: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, t: float,
+                detach: bool, chunk: int) -> tuple[Tensor, Tensor]:
+        lse = torch.empty(q.shape[0], dtype=q.dtype, device=q.device)
+        dbar = torch.empty_like(lse)
+        for s, e in _spans(q.shape[0], chunk):
+            d, logits, _ = _cost_tile(q, cands, queue, excl, t, s, e)
+            lse[s:e] = torch.logsumexp(logits, 1)
+            dbar[s:e] = (torch.exp(logits - lse[s:e, None]) * d).sum(1)
+        ctx.save_for_backward(q, cands, queue, excl, lse, dbar)
+        ctx.t, ctx.detach, ctx.chunk = t, detach, chunk
+        ent = ctx.t * dbar + lse  # H(w_i) = -sum w log w = t D_i + lse_i
+        ctx.mark_non_differentiable(ent)
+        return -dbar, ent
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor, _g_ent: Tensor | None) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        q, cands, queue, excl, lse, dbar = ctx.saved_tensors
+        dq = torch.zeros_like(q) if ctx.needs_input_grad[0] else None
+        dc = torch.zeros_like(cands) if ctx.needs_input_grad[1] else None
+        c = cands.shape[0]
+        for s, e in _spans(q.shape[0], ctx.chunk):
+            d, logits, live = _cost_tile(q, cands, queue, excl, ctx.t, s, e)
+            w = torch.exp(logits - lse[s:e, None])
+            coef = -w if ctx.detach else w * (ctx.t * (d - dbar[s:e, None]) - 1.0)
+            gd = coef * live * g[s:e, None]  # d loss / d d_ij (clamped costs have no gradient)
+            if dq is not None:
+                dq[s:e] = -2.0 * (gd[:, :c] @ cands)
+                if queue is not None:
+                    dq[s:e] -= 2.0 * (gd[:, c:] @ queue)
+            if dc is not None:
+                dc.addmm_(gd[:, :c].T, q[s:e], alpha=-2.0)
+        return dq, dc, None, None, None, None, None
+
+
+def _cost_tile(q: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, t: float, s: int, e: int
+               ) -> tuple[Tensor, Tensor, Tensor]:
+    """(costs with the excluded entry 0, logits -t d with it -inf, unclamped mask) of rows [s, e)."""
+    a = q[s:e]
+    raw = 2.0 - 2.0 * (a @ cands.T)
+    if queue is not None:
+        raw = torch.cat([raw, 2.0 - 2.0 * (a @ queue.T)], 1)
+    live = raw > 0
+    d = raw.clamp_min(0.0)
+    logits = -t * d
+    if excl is not None:
+        k = torch.arange(e - s, device=a.device)
+        logits[k, excl[s:e]] = float("-inf")
+        d[k, excl[s:e]] = 0.0
+    return d, logits, live
+
+
+def softmin_cost(q: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, t: float, detach: bool,
+                 chunk: int) -> tuple[Tensor, Tensor]:
+    """(A,) R_i = -sum_j softmax_j(-t d_ij) d_ij over unit-vector costs to [cands; queue] (column ``excl[i]``
+    of cands left out) and (A,) the weights' entropy (no gradient), in row tiles with a recomputing
+    backward (CACR's repulsion; weights keep their gradient unless ``detach``)."""
+    _fix_malloc_threshold()
+    return _SoftminCost.apply(q, cands, None if queue is None else queue.detach(), excl, float(t), bool(detach), chunk)
