@@ -89,7 +89,8 @@ def test_concurrent_writers_lose_nothing(tmp_path):
 
 
 SLEEPER = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, even if started from a background job
     from suite.registry import Registry
     reg = Registry(sys.argv[1])
     with reg.run(modality="m", task="t", dataset="d", loss="l", seed=0) as run:
