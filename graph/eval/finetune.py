@@ -30,7 +30,7 @@ from graph.eval.rocauc import RocAuc
 from graph.methods.pretrain_mol import load_encoder, shard_batches
 from graph.models.gin_mol import MolGIN, MolPredictor
 from suite import distributed as sd
-from suite.train import Throughput, progress, resolve_device, seed_everything, wrap_ddp
+from suite.train import Engine, seed_everything
 
 
 @dataclass
@@ -80,50 +80,61 @@ def _score(evaluator: RocAuc, y: Tensor, s: Tensor) -> float:
 
 def finetune_seed(graphs: MolGraphs, splits: tuple[Tensor, Tensor, Tensor], cfg: FinetuneMolConfig, seed: int,
                   init: dict[str, Any] | None, run: Any = None) -> dict[str, float]:
-    """Fine-tune one seed; ``init`` holds the pretrained encoder state (or None for random init)."""
-    device = resolve_device(cfg.device)
-    gen = seed_everything(seed)
+    """Fine-tune one seed on :class:`suite.train.Engine`; ``init`` holds the pretrained encoder state (or
+    None for random init). Batches keep every training molecule (supervised: no contrastive batch rule;
+    a last batch of one molecule is dropped, BatchNorm needs two); each epoch is scored on valid and
+    test. A ROC-AUC that is undefined (a split with one class in every task) is counted, not logged."""
+    seed_everything(seed)
     if init is not None:
         enc = MolGIN(init["spec"]["num_layers"], init["spec"]["emb_dim"], cfg.dropout, get_featurizer(init["spec"]["featurizer"]))
         enc.load_state_dict(init["state"])
     else:
         enc = MolGIN(cfg.num_layers, cfg.emb_dim, cfg.dropout, get_featurizer(cfg.featurizer))
-    model = MolPredictor(enc, len(graphs.tasks)).to(device)
-    ddp = wrap_ddp(model)
+    model = MolPredictor(enc, len(graphs.tasks))
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    engine = Engine(model, opt, device=cfg.device, desc=f"{cfg.dataset} s{seed}")
+    device = engine.device
     train, valid, test = splits
     y_val, y_test = graphs.y[valid], graphs.y[test]  # type: ignore[index]
     ev = RocAuc()
     best = {"epoch": 0, "valid": -math.inf, "test": float("nan")}
     last = {"valid": float("nan"), "test": float("nan")}
-    tp = Throughput()
-    steps = 0
-    for epoch in range(1, cfg.epochs + 1):
-        model.train()
-        perm = train[torch.randperm(train.numel(), generator=gen)]
-        chunks = shard_batches(perm, cfg.batch_size)
-        if cfg.max_steps is not None:
-            chunks = chunks[: max(cfg.max_steps - steps, 0)]
-        steps += len(chunks)
-        for idx in progress(chunks, desc=f"{cfg.dataset} s{seed} ep{epoch}", unit="batch"):
-            b = graphs.batch(idx).to(device)
-            loss = masked_bce(ddp(b), b.y)  # type: ignore[arg-type]
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            tp.update(int(idx.numel()))
+    undefined = [0]
+
+    def batches(epoch: int) -> list[Tensor]:
+        g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+        return shard_batches(train[torch.randperm(train.numel(), generator=g)], cfg.batch_size)
+
+    def step(idx: Tensor) -> Tensor:
+        b = graphs.batch(idx).to(device)
+        return masked_bce(engine.ddp(b), b.y)  # type: ignore[arg-type]
+
+    def score(epoch: int, *_: Any) -> None:
+        nonlocal best, last
         last = {"valid": _score(ev, y_val, predict(model, graphs, valid, cfg.eval_batch_size, device)),
                 "test": _score(ev, y_test, predict(model, graphs, test, cfg.eval_batch_size, device))}
-        if run is not None:
-            run.log_many({"rocauc": last["valid"]}, split="valid", step=epoch)
-            run.log_many({"rocauc": last["test"]}, split="test", step=epoch)
+        model.train()
+        for split_name, v in last.items():
+            if math.isnan(v):
+                undefined[0] += 1
+            elif run is not None:
+                run.log_many({"rocauc": v}, split=split_name, step=epoch)
         if not math.isnan(last["valid"]) and last["valid"] > best["valid"]:
             best = {"epoch": epoch, "valid": last["valid"], "test": last["test"]}
-        if cfg.max_steps is not None and steps >= cfg.max_steps:
-            break
+
+    engine.fit(batches, step, epochs=cfg.epochs, max_steps=cfg.max_steps, on_epoch=score, log_epochs=False,
+               rate_name="finetune_mol_per_s")
+    epoch = engine.epoch
+    if engine.batch_in_epoch:  # max_steps cut an epoch: it is evaluated as the last
+        epoch += 1
+        score(epoch)
+    if undefined[0]:
+        warnings.warn(f"{cfg.dataset} seed {seed}: ROC-AUC undefined (one class only) in {undefined[0]} "
+                      "split evaluations; not logged", stacklevel=2)
     return {"test_rocauc_last": last["test"], "valid_rocauc_last": last["valid"],
             "test_rocauc_bestval": best["test"], "valid_rocauc_best": best["valid"], "best_epoch": float(best["epoch"]),
-            "epochs_run": float(epoch), "steps": float(steps), "finetune_mol_per_s": tp.rate}
+            "epochs_run": float(epoch), "steps": float(engine.step), "finetune_mol_per_s": engine.throughput.rate,
+            "undefined_rocauc": float(undefined[0])}
 
 
 def finetune(cfg: FinetuneMolConfig, graphs: MolGraphs | None = None) -> list[dict[str, Any]]:
@@ -165,9 +176,11 @@ def finetune(cfg: FinetuneMolConfig, graphs: MolGraphs | None = None) -> list[di
                     loss_hparams={}, config=conf, seed=seed))
             res = finetune_seed(graphs, splits, cfg, seed, init, run)
             if run is not None:
-                run.log_many({"rocauc_last": res["test_rocauc_last"], "rocauc_bestval": res["test_rocauc_bestval"]},
+                run.log_many({k: v for k, v in (("rocauc_last", res["test_rocauc_last"]),
+                                                 ("rocauc_bestval", res["test_rocauc_bestval"])) if not math.isnan(v)},
                              split="test", step=cfg.epochs)
                 run.log_many({"best_epoch": res["best_epoch"], "finetune_mol_per_s": res["finetune_mol_per_s"],
+                              "undefined_rocauc": res["undefined_rocauc"],
                               "molecules": len(graphs), "skipped": graphs.skipped,
                               "non_numeric_labels": graphs.bad_labels}, split="info")
         results.append({"dataset": cfg.dataset, "seed": seed, "init": cfg.init, "loss": loss_name,

@@ -79,3 +79,24 @@ def test_empty_split_after_scaffolding():
     smiles = ["c1ccccc1", "c1ccccc1C", "c1ccccc1CC", "C1CCCCC1"]  # two scaffold sets: nothing left for test
     with pytest.raises(ValueError, match=r"left (valid|test) empty"):
         scaffold_split(smiles)
+
+
+def test_single_class_split_does_not_crash_finetuning(tmp_path, monkeypatch):
+    """a MoleculeNet split whose labels are all one class (ROC-AUC undefined) -> the run finishes, the undefined scores are counted and not logged"""
+    import math
+
+    from graph.eval.finetune import FinetuneMolConfig, finetune
+    from suite.registry import Registry
+
+    smiles = ["CCO", "CCN", "CCC", "c1ccccc1", "c1ccncc1", "CC(=O)O", "CC(=O)N", "C1CCCCC1", "C1CCNCC1", "c1ccc(O)cc1",
+              "c1ccc(N)cc1", "CCOC(=O)C", "CC(C)O", "CC(C)N", "OCCO", "NCCN"] * 2
+    rows = "".join(f"{i},m{i},1,{s}\n" for i, s in enumerate(smiles))  # every label 1
+    (tmp_path / "bbbp.csv").write_text("num,name,p_np,smiles\n" + rows)
+    reg_path = tmp_path / "r.sqlite"
+    monkeypatch.setenv("SUITE_REGISTRY", str(reg_path))
+    with pytest.warns(UserWarning, match="ROC-AUC undefined"):
+        res = finetune(FinetuneMolConfig(dataset="bbbp", data_root=str(tmp_path), init="none", seeds=[0], epochs=1,
+                                         split="random", batch_size=8, num_layers=2, emb_dim=16, device="cpu"))[0]
+    assert res["undefined_rocauc"] == 2 and math.isnan(res["test_rocauc_last"])
+    (run,) = Registry(str(reg_path)).runs(task="molnet-finetune")
+    assert run["status"] == "finished"
