@@ -106,7 +106,12 @@ def _text(reg: Registry) -> list[str]:
     runs = reg.runs(status="finished", modality="text")
     # the STS evaluation is its own run (task senteval-sts, config.model = the trained folder): it takes the
     # loss hyper-parameters of the training run that wrote that folder
-    trained = {str(_cfg(r).get("out")): r for r in runs if not str(r.get("task", "")).startswith("senteval")}
+    def out_of(r: dict[str, Any]) -> str:  # the output folder: a run option (older runs kept it in the config)
+        ro = r.get("run_options")
+        ro = json.loads(ro) if isinstance(ro, str) else (ro or {})
+        return str(ro.get("out") or _cfg(r).get("out"))
+
+    trained = {out_of(r): r for r in runs if not str(r.get("task", "")).startswith("senteval")}
     evals = []
     for r in runs:
         if str(r.get("task", "")) == "senteval-sts":

@@ -71,6 +71,12 @@ def experiment_config(cfg: Any) -> dict[str, Any]:
     return json.loads(json.dumps(d, sort_keys=True, default=str))
 
 
+def run_option_values(cfg: Any) -> dict[str, Any]:
+    """The run options of ``cfg`` as plain JSON data (recorded with a run, never part of its setting)."""
+    d = to_dict(cfg)
+    return json.loads(json.dumps({k: d[k] for k in run_options(cfg) if k in d}, sort_keys=True, default=str))
+
+
 def experiment_hash(cfg: Any, length: int = 8) -> str:
     """Short hash of :func:`experiment_config` (names default output folders)."""
     return config_hash(experiment_config(cfg))[:length]

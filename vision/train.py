@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from suite import distributed as sd
-from suite.config import experiment_config, hash_config, run_options
+from suite.config import experiment_config, hash_config, run_option_values, run_options
 from suite.registry import Registry
 from suite.train import Engine, epoch_batches, latest_checkpoint, resolve_device, resumable, seed_everything
 from vision.card import write_vision_card
@@ -177,7 +177,7 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
     start_epoch = engine.epoch
     ctx = registry.run(resume_id=resumable(registry, engine.resume_run_id), modality="vision",
                        task=f"pretrain-{cfg.framework}", dataset=_dataset_label(cfg), loss=loss_obj.name,
-                       loss_hparams=loss_obj.hparams(), config=dataclasses.asdict(cfg),
+                       loss_hparams=loss_obj.hparams(), config=experiment, run_options=run_option_values(cfg),
                        seed=cfg.seed) if (registry is not None and sd.is_main()) else nullcontext()
     result: dict[str, Any] = {"data": data_info, "recipe": dataclasses.asdict(recipe), "ckpt_dir": str(ckpt_dir),
                               "resumed_from_epoch": start_epoch}

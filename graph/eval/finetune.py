@@ -12,13 +12,12 @@ Example:
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 import warnings
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -30,11 +29,13 @@ from graph.eval.rocauc import RocAuc
 from graph.methods.pretrain_mol import load_encoder, shard_batches
 from graph.models.gin_mol import MolGIN, MolPredictor
 from suite import distributed as sd
+from suite.config import experiment_config, run_option_values
 from suite.train import Engine, seed_everything
 
 
 @dataclass
 class FinetuneMolConfig:
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("data_root", "device", "registry", "eval_batch_size")
     dataset: str = "bbbp"
     init: str = field(default="none", metadata={"help": "encoder checkpoint (file or pretraining dir) or 'none'"})
     seeds: list[int] = field(default_factory=lambda: list(range(10)))
@@ -170,10 +171,10 @@ def finetune(cfg: FinetuneMolConfig, graphs: MolGraphs | None = None) -> list[di
             if cfg.registry and sd.is_main():
                 from suite.registry import Registry
 
-                conf = {**dataclasses.asdict(cfg), "seeds": [seed], "init_spec": None if init is None else init["spec"]}
+                conf = {**experiment_config(cfg), "seeds": [seed], "init_spec": None if init is None else init["spec"]}
                 run = stack.enter_context(Registry().run(
                     modality="graph", task="molnet-finetune", dataset=cfg.dataset, loss=loss_name,
-                    loss_hparams={}, config=conf, seed=seed))
+                    loss_hparams={}, config=conf, run_options=run_option_values(cfg), seed=seed))
             res = finetune_seed(graphs, splits, cfg, seed, init, run)
             if run is not None:
                 run.log_many({k: v for k, v in (("rocauc_last", res["test_rocauc_last"]),

@@ -22,7 +22,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -42,6 +42,7 @@ from suite.train import Engine, epoch_batches, resolve_device, save_checkpoint, 
 
 @dataclass
 class TUConfig:
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("data_root", "download", "save_dir", "save_embeddings", "device")
     dataset: str = field(default="MUTAG", metadata={"help": "TU dataset name"})
     loss: str = field(default="graphcl", metadata={"help": "preset (graphcl, macl, infonce, cacr, cacr3, tsimclr) or core loss"})
     loss_hparams: dict[str, Any] = field(default_factory=dict, metadata={"help": "loss hyper-parameter overrides"})

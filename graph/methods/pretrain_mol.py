@@ -14,7 +14,6 @@ Example:
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from graph.data.molecules import MolGraphs, get_featurizer, load_smiles_file
 from graph.methods.mol_card import save_pretrained_mol
 from graph.models.gin_mol import MolGIN, projection_head
 from suite import distributed as sd
-from suite.config import experiment_config, experiment_hash, run_options
+from suite.config import experiment_config, experiment_hash, run_option_values, run_options
 from suite.paths import data_path
 from suite.presets import preset
 from suite.train import (Engine, epoch_batches, latest_checkpoint, load_checkpoint, open_run, resolve_device,
@@ -192,7 +191,7 @@ def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after
     with ExitStack() as stack:
         run = open_run(cfg.registry and engine.epoch < cfg.epochs, stack, resume_id=engine.resume_run_id, modality="graph", task="mol-pretrain",
                        dataset=Path(cfg.corpus).name, loss=label, loss_hparams=loss_fn.hparams(),
-                       config=dataclasses.asdict(cfg), seed=cfg.seed)
+                       config=experiment, run_options={**run_option_values(cfg), "out": str(out)}, seed=cfg.seed)
         engine.run = run
         n = len(graphs)
         engine.fit(lambda epoch: epoch_batches(n, cfg.batch_size, cfg.seed, epoch), step, epochs=last, on_epoch=on_epoch,

@@ -23,7 +23,7 @@ import torch
 from graph.data.tu import TUData, load_tu
 from graph.methods.graphcl import TUConfig, evaluate, load_encoder, save_encoder, train, tu_card
 from suite import distributed as sd
-from suite.config import hash_config
+from suite.config import experiment_config, hash_config, run_option_values
 from suite.registry import Registry
 
 TASK = "tu-graphcl"
@@ -83,7 +83,7 @@ def _one_seed(cfg: TUConfig, scfg: TUConfig, h: str, data: TUData, seed: int, re
     from graph.methods.presets import resolve
 
     loss, views, record = resolve(cfg.loss, cfg.loss_hparams, cfg.views)
-    config = {**dataclasses.asdict(scfg), "resolved": {**record, "hparams": loss.hparams()},
+    config = {**experiment_config(scfg), "resolved": {**record, "hparams": loss.hparams()},
               "protocol": {"svm": "SVC(rbf), C in 1e-3..1e3 by inner grid search", "outer_folds": cfg.svm_folds,
                            "inner_folds": cfg.svm_inner_folds, "fold_seed": seed, "reported_epoch": cfg.epochs,
                            "embeddings": "encoder (pre-projection) of un-augmented graphs, eval mode"}}
@@ -135,7 +135,8 @@ def _one_seed(cfg: TUConfig, scfg: TUConfig, h: str, data: TUData, seed: int, re
     # under `suite bench run` the run carries the runner's job hash (SUITE_CONFIG_HASH), so a re-run of the
     # job supersedes it and finished jobs are found; otherwise the setting's own hash
     with reg.run(modality="graph", task=TASK, dataset=cfg.dataset, loss=cfg.loss, loss_hparams=loss.hparams(),
-                 config=config, seed=seed, cfg_hash=os.environ.get("SUITE_CONFIG_HASH") or h) as run:
+                 config=config, run_options=run_option_values(scfg), seed=seed,
+                 cfg_hash=os.environ.get("SUITE_CONFIG_HASH") or h) as run:
         return body(run)
 
 

@@ -16,7 +16,6 @@ STS-B dev is evaluated every ``eval_every`` steps and the best model is kept (Si
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from contextlib import nullcontext
@@ -30,7 +29,7 @@ from torch import Tensor
 
 import suite.losses as L
 from suite import distributed as sd
-from suite.config import experiment_config, experiment_hash, run_options
+from suite.config import experiment_config, experiment_hash, run_option_values, run_options
 from suite.losses.base import ContrastiveLoss
 from suite.objectives import sup_simcse_loss  # noqa: F401 (re-exported: text.methods.sup_simcse_loss)
 from suite.paths import data_path
@@ -213,7 +212,8 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
             checkpoint()
 
     ctx = (reg.run(resume_id=resumable(reg, engine.resume_run_id), modality="text", task=f"simcse-{cfg.mode}", dataset=_dataset_name(cfg), loss=L.canonical_name(cfg.loss),
-                   loss_hparams=loss.hparams(), config=dataclasses.asdict(cfg), seed=cfg.seed) if reg else nullcontext())
+                   loss_hparams=loss.hparams(), config=experiment, run_options={**run_option_values(cfg), "out": str(out)},
+                   seed=cfg.seed) if reg else nullcontext())
     with ctx as run:
         engine.run = run
         engine.fit(lambda epoch: epoch_order(len(data), epoch, cfg.seed, cfg.batch_size),
