@@ -277,3 +277,46 @@ def softmin_cost(q: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | 
     backward (CACR's repulsion; weights keep their gradient unless ``detach``)."""
     _fix_malloc_threshold()
     return _SoftminCost.apply(q, cands, None if queue is None else queue.detach(), excl, float(t), bool(detach), chunk)
+
+
+class _WeightedCross(torch.autograd.Function):
+    """sum_i a_i . sum_c W_c[i] @ cands_c (+ W_q[i] @ queue) with weights W (no gradient) produced tile by tile
+    by ``wfn(start, stop)``: the (A, d) mixes are saved, the weights recomputed in the backward for the
+    candidates' gradient (X-CLR's target-weighted logits)."""
+
+    @staticmethod
+    def forward(ctx: Any, anchors: Tensor, queue: Tensor | None, wfn: Callable[[int, int], list[Tensor]], chunk: int,
+                *cands: Tensor) -> Tensor:
+        mix = torch.zeros_like(anchors)
+        for s, e in _spans(anchors.shape[0], chunk):
+            ws = wfn(s, e)
+            for w, c in zip(ws, cands):
+                mix[s:e] += w @ c
+            if queue is not None and len(ws) > len(cands):
+                mix[s:e] += ws[-1] @ queue
+        ctx.save_for_backward(anchors, mix)
+        ctx.wfn, ctx.chunk, ctx.n_c, ctx.cand_shapes = wfn, chunk, len(cands), [c.shape for c in cands]
+        return (anchors * mix).sum()
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        anchors, mix = ctx.saved_tensors
+        dcs: list[Tensor | None] = [None] * ctx.n_c
+        need = ctx.needs_input_grad[4:]
+        if any(need):
+            dcs = [torch.zeros(w_shape, dtype=anchors.dtype, device=anchors.device) if nd else None
+                   for w_shape, nd in zip(ctx.cand_shapes, need)]
+            for s, e in _spans(anchors.shape[0], ctx.chunk):
+                ga = anchors[s:e] * g
+                for i, w in enumerate(ctx.wfn(s, e)[: ctx.n_c]):
+                    if dcs[i] is not None:
+                        dcs[i].addmm_(w.T, ga)
+        return (g * mix if ctx.needs_input_grad[0] else None, None, None, None, *dcs)
+
+
+def weighted_cross(anchors: Tensor, cands: list[Tensor], queue: Tensor | None,
+                   wfn: Callable[[int, int], list[Tensor]], chunk: int) -> Tensor:
+    """Scalar sum_i a_i . (sum_c W_c[i] @ cands[c] + W_q[i] @ queue), the weights (no gradient) from
+    ``wfn(start, stop)`` per row tile (one (rows, len(cands[c])) tensor per candidate set, then the queue's)."""
+    _fix_malloc_threshold()
+    return _WeightedCross.apply(anchors, queue, wfn, chunk, *cands)

@@ -34,8 +34,8 @@ from torch import Tensor
 
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, _check_float, check_pair, check_positive, check_queue, register_loss
-from suite.losses.core import NEG_INF, normalize, pair_rows, pair_setup
-from suite.losses.tiling import row_sum
+from suite.losses.core import NEG_INF, normalize, pair_lse, pair_rows, pair_setup
+from suite.losses.tiling import weighted_cross
 
 
 @register_loss("xclr", "x_clr")
@@ -85,32 +85,50 @@ class XCLR(ContrastiveLoss):
         qn = ps.queue
         off = sd.rank() * n
 
-        def targets_mix(i0: int, i1: int, view: int) -> Tensor:
-            """Target-weighted candidate sums (rows, d) of anchors of samples [i0, i1) in ``view``."""
+        def targets(i0: int, i1: int) -> tuple[Tensor, Tensor, Tensor | None]:
+            """Target weights of samples [i0, i1): on the same view (own entry 0), the other view, the queue."""
             # targets from the (N, M) sample graph: the same weights for both views of a sample, the anchor's
-            # own entry excluded; sum_k s_ik logit_ik = z_i / tau . sum_k s_ik c_k by (rows, M) @ (M, d)
-            # products, never an elementwise pass over the logits (the self entry has weight 0)
+            # own entry excluded
             idx = torch.arange(i0, i1, device=z_a.device)
             t = graph_rows(idx) / self.target_temperature  # (rows, M)
             t_excl = t.scatter(1, (off + idx)[:, None], NEG_INF)
             parts = [t_excl, t] + ([qs[i0:i1]] if qs is not None else [])
             log_z = torch.logsumexp(torch.cat(parts, 1), 1, keepdim=True)  # (rows, 1) target normaliser
-            w_excl, w_other = (t_excl - log_z).exp(), (t - log_z).exp()
+            wq = (qs[i0:i1] - log_z).exp() if qs is not None else None
+            return (t_excl - log_z).exp(), (t - log_z).exp(), wq
+
+        def targets_mix(i0: int, i1: int, view: int) -> Tensor:
+            """Target-weighted candidate sums (rows, d) of anchors of samples [i0, i1) in ``view``:
+            sum_k s_ik logit_ik = z_i / tau . sum_k s_ik c_k by (rows, M) @ (M, d) products, never an
+            elementwise pass over the logits (the self entry has weight 0)."""
+            w_excl, w_other, wq = targets(i0, i1)
             same, other = (ga, gb) if view == 0 else (gb, ga)
             mix = w_excl @ same + w_other @ other
-            if qs is not None:
-                mix = mix + (qs[i0:i1] - log_z).exp() @ qn
-            return mix
+            return mix + wq @ qn if wq is not None else mix
 
-        def rows(s: int, e: int) -> Tensor:
-            # H(s_i, p_i) = logsumexp_k logit_ik - sum_k s_ik logit_ik  (sum_k s_ik = 1)
-            lse = torch.logsumexp(pair_rows(ps, s, e), 1)
+        def cross_rows(s: int, e: int) -> Tensor:  # sum over anchors [s, e) of sum_k s_ik logit_ik
             mixes = [targets_mix(max(s, v * n) - v * n, min(e, (v + 1) * n) - v * n, v)
                      for v in (0, 1) if max(s, v * n) < min(e, (v + 1) * n)]  # the tile's view-a and view-b parts
-            cross = (anchors_n[s:e] * torch.cat(mixes)).sum(1) / self.temperature
-            return (lse - cross).sum()
+            return (anchors_n[s:e] * torch.cat(mixes)).sum() / self.temperature
 
-        return row_sum(rows, ps.n_rows, self._tile(ps.n_rows, ps.n_cols)) / ps.n_rows
+        # H(s_i, p_i) = logsumexp_k logit_ik - sum_k s_ik logit_ik  (sum_k s_ik = 1)
+        chunk = self._tile(ps.n_rows, ps.n_cols)
+        if chunk is None:
+            return (torch.logsumexp(pair_rows(ps, 0, ps.n_rows), 1).sum() - cross_rows(0, ps.n_rows)) / ps.n_rows
+
+        def weights(s: int, e: int) -> list[Tensor]:  # target weights of anchors [s, e) on (ga, gb[, queue])
+            parts = []
+            for v in (0, 1):
+                i0, i1 = max(s, v * n) - v * n, min(e, (v + 1) * n) - v * n
+                if i0 < i1:
+                    w_excl, w_other, wq = targets(i0, i1)
+                    parts.append((w_excl, w_other, wq) if v == 0 else (w_other, w_excl, wq))
+            out = [torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])]
+            return out + ([torch.cat([p[2] for p in parts])] if qs is not None else [])
+
+        # tiled: the log-sum-exps by the fused path, the target-weighted term with its weights recomputed per tile
+        cross = weighted_cross(anchors_n, [ga, gb], qn, weights, chunk) / self.temperature
+        return (pair_lse(ps, chunk).sum() - cross) / ps.n_rows
 
 
 def _queue_graph(qs: Tensor, n: int, q: int) -> Tensor:
