@@ -2,7 +2,7 @@
 (max length 32, two dropout views, infonce) with and without gradient caching (``grad_cache_chunk``),
 one optimiser step per fresh process, at several batch sizes. Writes ``benchmarks/results/grad_cache.md``.
 
-Peak memory is the process's peak RSS growth during the step (``ru_maxrss`` after minus before, model and
+Peak memory is the process's peak RSS growth during the step (peak reset before it, ``suite.memory``; model and
 data already loaded); time is the step's wall time after one warm-up step at a small batch. Cells that
 would not fit are reported as failed with the error's last line. Targets (issue): at batch 1024, chunk 64
 uses at most a quarter of the full batch's memory at most 1.4x its time (two forward passes: 1.33x).
@@ -42,12 +42,13 @@ data = [" ".join(words[i] for i in torch.randint(0, len(words), (24,), generator
 eng = Engine(enc, torch.optim.AdamW(enc.parameters(), lr=3e-5), device="cpu")
 warm = _step(eng.ddp, enc, loss, data, torch.arange(min(8, batch)), SimCSEConfig(batch_size=8, grad_cache_chunk=0), 2, None, torch.device("cpu"))
 eng.backward(warm)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+from suite.memory import peak_rss, reset_peak_rss
+before = reset_peak_rss()
 t0 = time.perf_counter()
 out = _step(eng.ddp, enc, loss, data, torch.arange(batch), cfg, 2, None, torch.device("cpu"))
 eng.backward(out)
 dt = time.perf_counter() - t0
-print(json.dumps({"rss_growth_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024, "s": dt}))
+print(json.dumps({"rss_growth_mib": peak_rss() - before, "s": dt}))
 """
 
 

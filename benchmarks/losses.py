@@ -215,12 +215,13 @@ from benchmarks.losses import _inputs
 name, n, chunk = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 chunk = None if chunk == "none" else ("auto" if chunk == "auto" else int(chunk))
 fn, leaves = _inputs(name, n, torch.Generator().manual_seed(0), chunk)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+from suite.memory import peak_rss, reset_peak_rss
+before = reset_peak_rss()
 import time
 t0 = time.perf_counter()
 fn().backward()
 dt = time.perf_counter() - t0
-print(json.dumps({"rss_growth_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024, "s": dt}))
+print(json.dumps({"rss_growth_mib": peak_rss() - before, "s": dt}))
 """
 
 
@@ -306,9 +307,9 @@ def run_large(sizes: tuple[int, ...] = (4096, 16384, 65536), losses: list[str] |
                      [f"{e:.2f}", "yes" if measured[-1][1] <= 512 else "**no**"])
     lines += [f"## Peak RSS growth (MiB) of one forward+backward, tiled (target {limit}; exponent <= 1.1)", "",
               "Multi-view losses: N capped at 8,192 samples (V = 5).", "",
-              "RSS growth is the process's peak resident memory during the call minus before it (allocator "
-              "pools included), measured in a fresh process per cell; the exponent is fitted between the first "
-              "and last measured sizes (small sizes sit inside the allocator's pools, which flattens it).", "",
+              "RSS growth is the process's peak resident memory during the call minus its resident memory just "
+              "before (the peak reset there: `suite.memory.reset_peak_rss`), allocator pools included, in a fresh "
+              "process per cell; the exponent is fitted between the first and last measured sizes.", "",
               markdown_table(["loss", "views"] + [f"2N={s}" for s in mem_sizes] + ([f"2N={huge_size}"] if huge else [])
                              + ["exponent in N", "target met"], mrows), ""]
     # 3. time growth of the tiled path (per similarity entry)

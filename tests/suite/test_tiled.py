@@ -144,11 +144,11 @@ chunk = None if chunk == "none" else (chunk if chunk == "auto" else int(chunk))
 g = torch.Generator().manual_seed(0)
 za = torch.randn(n, d, generator=g).requires_grad_()
 zb = torch.randn(n, d, generator=g).requires_grad_()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+from suite.memory import peak_rss, reset_peak_rss
+before = reset_peak_rss()
 loss = L.build(name, chunk_size=chunk)(za, zb)
 loss.backward()
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"growth_mb": (after - before) / 1024, "loss": float(loss)}))
+print(json.dumps({"growth_mb": peak_rss() - before, "loss": float(loss)}))
 """
 
 
