@@ -51,6 +51,9 @@ class PretrainConfig:
     warmup_epochs: int = 0
     max_steps_per_epoch: int = field(default=0, metadata={"help": "cap on steps per epoch (0 = full epochs)"})
     bf16: bool = field(default=False, metadata={"help": "bfloat16 autocast for the encoder"})
+    grad_cache_chunk: int = field(default=0, metadata={"help": "gradient caching (SimCLR): encode the batch in chunks "
+                                                                "of K images; BatchNorm sees chunks, so K is part of "
+                                                                "the experiment (0 = off)"})
     device: str = "auto"
     seed: int = 0
     # evaluation and output

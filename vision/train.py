@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from suite import distributed as sd
 from suite.config import experiment_config, hash_config, run_option_values, run_options
 from suite.registry import Registry
-from suite.train import Engine, epoch_batches, latest_checkpoint, resolve_device, resumable, seed_everything
+from suite.train import CachedStep, Engine, epoch_batches, latest_checkpoint, resolve_device, resumable, seed_everything
 from vision.card import write_vision_card
 from vision.config import PretrainConfig
 from vision.data import ImageData, class_subset_indices, imbalanced_indices, load_dataset
@@ -71,6 +71,11 @@ def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, ImageData, dict[str, A
 def build_method(cfg: PretrainConfig, data: ImageData, recipe: Recipe) -> nn.Module:
     loss = build_loss(cfg.loss, cfg.loss_hparams, cfg.framework, cfg.dataset, cfg.views)
     check_views_for_loss(loss, cfg.views)
+    if cfg.grad_cache_chunk and cfg.framework != "simclr":
+        raise ValueError("grad_cache_chunk applies to SimCLR (in-batch negatives); MoCo's queue already decouples "
+                         "the negatives from the batch")
+    if cfg.grad_cache_chunk < 0:
+        raise ValueError(f"grad_cache_chunk must be >= 0, got {cfg.grad_cache_chunk}")
     if cfg.iou_weights and "weights" not in inspect.signature(loss.forward).parameters:
         raise ValueError(f"iou_weights needs a loss that takes pair weights (infonce, dcl, macl, hard_negative, "
                          f"tsimclr), not {loss.name!r}")
@@ -189,12 +194,16 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
               f"({data.info.get('source', '')})", flush=True)
     t_aug = [0.0, time.perf_counter()]  # augmentation seconds this epoch, epoch start
 
-    def step(idx: Tensor) -> Tensor:
+    def step(idx: Tensor) -> Tensor | CachedStep:
         x = data.train_x[idx].to(device, non_blocking=True)
         y = data.train_y[idx].to(device)
         t0 = time.perf_counter()
         out = augment(x)  # views (V, N, C, S, S)
         t_aug[0] += time.perf_counter() - t0
+        if cfg.grad_cache_chunk:  # SimCLR: the views encoded in chunks of images, the loss over the whole batch
+            return CachedStep(lambda c: engine.ddp(out.views[:, c], embed_only=True),
+                              list(torch.arange(x.shape[0], device=device).split(cfg.grad_cache_chunk)),
+                              lambda z: inner.loss_of(z, y, out.iou), dim=1)
         return engine.ddp(out.views, labels=y, iou=out.iou)
 
     stats: dict[str, float] = {}

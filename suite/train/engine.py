@@ -142,7 +142,8 @@ class CachedStep:
     (the torch / CUDA random state replayed, so dropout masks are the same as in the first pass)
     and back-propagates the chunk's cached embedding gradient. The parameter gradient is the
     full-batch one exactly, except for layers that mix samples (BatchNorm sees a chunk, not the
-    batch). Augmentations are made before ``encode`` (once), so both passes see the same views."""
+    batch; its running statistics are restored after the first pass, so only the second updates them).
+    Augmentations are made before ``encode`` (once), so both passes see the same views."""
 
     encode: Callable[[Any], Tensor]
     chunks: Sequence[Any]
@@ -246,8 +247,13 @@ class Engine(Generic[B]):
         return value
 
     def _cached_backward(self, cs: CachedStep, last: bool) -> float:
+        buffers = [b for b in self.model.buffers() if b.dtype.is_floating_point or b.dtype == torch.long]
+        saved = [b.detach().clone() for b in buffers]  # BatchNorm running statistics: updated by one pass only
         with self.autocast():
             embs, states = grad_cache_embeddings(cs)
+        with torch.no_grad():
+            for b, v in zip(buffers, saved):
+                b.copy_(v)
         after = _RngSnapshot()
         leaf = torch.cat(embs, dim=cs.dim).detach().requires_grad_(True)
         with self.autocast():

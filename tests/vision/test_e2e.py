@@ -110,3 +110,21 @@ def test_iou_weights_with_any_weighted_loss(tmp_path: Path) -> None:
     assert res["train"]["images_per_s"] > 0
     with pytest.raises(ValueError, match="pair weights"):
         pretrain(_cfg(tmp_path / "c", loss="cacr", iou_weights=True, epochs=1))
+
+
+def test_grad_cache_with_chunk_equal_to_batch_is_the_uncached_run(tmp_path: Path) -> None:
+    """Gradient caching on SimCLR: with the chunk equal to the batch (BatchNorm sees the same batch) the
+    trained weights and BatchNorm statistics equal the uncached run's; a smaller chunk trains (BatchNorm sees
+    chunks); MoCo refuses it."""
+    base = dict(epochs=1, max_steps_per_epoch=2, batch_size=16, train_per_class=4, linear_probe=False,
+                geometry_batches=0, ckpt_every=1)
+    plain = pretrain(_cfg(tmp_path / "a", run_name="p", **base))
+    cached = pretrain(_cfg(tmp_path / "b", run_name="p", grad_cache_chunk=16, **base))
+    a = torch.load(Path(plain["ckpt_dir"]) / "epoch0001.pt", weights_only=True)["model"]
+    b = torch.load(Path(cached["ckpt_dir"]) / "epoch0001.pt", weights_only=True)["model"]
+    for k in a:
+        assert torch.allclose(a[k].float(), b[k].float(), atol=1e-5, rtol=1e-4), k
+    small = pretrain(_cfg(tmp_path / "c", run_name="p", grad_cache_chunk=5, **base))
+    assert small["train"]["images_per_s"] > 0
+    with pytest.raises(ValueError, match="MoCo"):
+        pretrain(_cfg(tmp_path / "d", framework="moco", grad_cache_chunk=8, **base))
