@@ -193,15 +193,16 @@ def table(reg: Registry) -> str:
 
 def register(sub: Any) -> None:
     p = sub.add_parser("fidelity", help="render benchmarks/results/fidelity.md from the registry")
-    p.add_argument("--registry", default=None)
+    p.add_argument("--registry", default=None, help="registry path, SQLAlchemy URL or .jsonl snapshot "
+                                                     "(default $SUITE_REGISTRY)")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.set_defaults(func=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
-    from suite.paths import registry_url
+    from suite.registry import open_registry
 
-    text = table(Registry(args.registry or registry_url()))
+    text = table(open_registry(args.registry))
     args.out.write_text(text)
     print(text)
     return 0
