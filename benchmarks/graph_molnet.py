@@ -11,14 +11,13 @@ reads ``molnet-paper.yaml`` where one exists. ``suite bench graph-molnet`` runs 
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 from pathlib import Path
 from typing import Any
 
 from benchmarks.claims import RULE_TEXT, Claim, mean_std
-from benchmarks.tables import (RESULTS, JobRuns, add_bench_args, bench_main, cell, md, progress_line, select,
-                               suite_runs, values)
+from benchmarks.tables import (RESULTS, JobRuns, cell, md, progress_line, select,
+                               suite_runs, values, register_table, table_cli)
 from suite.registry import Registry
 
 SUITE = "molnet"
@@ -119,15 +118,11 @@ def table(registry: Registry, suite: str = SUITE) -> str:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("graph-molnet", help=f"MoleculeNet transfer: runs benchmarks/suites/{SUITE}.yaml, writes {OUT.name}")
-    add_bench_args(p, SUITE, OUT)
-    p.set_defaults(func=lambda a: bench_main(a, SUITE, table))
+    register_table(sub, "graph-molnet", "MoleculeNet transfer", SUITE, OUT, table)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.graph_molnet", description=__doc__.splitlines()[0])
-    add_bench_args(p, SUITE, OUT)
-    return bench_main(p.parse_args(argv), SUITE, table)
+    return table_cli("python -m benchmarks.graph_molnet", SUITE, OUT, table, argv)
 
 
 if __name__ == "__main__":

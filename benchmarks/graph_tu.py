@@ -8,12 +8,11 @@ fixed last epoch reported, epoch 10 recorded). ``suite bench graph-tu`` runs it 
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 from typing import Any
 
 from benchmarks.claims import RULE_TEXT, Claim, Verdict, combine
-from benchmarks.tables import RESULTS, add_bench_args, bench_main, cell, md, progress_line, select, suite_runs, values
+from benchmarks.tables import RESULTS, cell, md, progress_line, select, suite_runs, values, register_table, table_cli
 from suite.registry import Registry
 
 SUITE = "graph-tu"
@@ -99,15 +98,11 @@ def table(registry: Registry, suite: str = SUITE) -> str:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("graph-tu", help=f"GraphCL TU benchmark: runs benchmarks/suites/{SUITE}.yaml, writes {OUT.name}")
-    add_bench_args(p, SUITE, OUT)
-    p.set_defaults(func=lambda a: bench_main(a, SUITE, table))
+    register_table(sub, "graph-tu", "GraphCL TU benchmark", SUITE, OUT, table)
 
 
 def _main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.graph_tu")
-    add_bench_args(ap, SUITE, OUT)
-    return bench_main(ap.parse_args(argv), SUITE, table)
+    return table_cli("python -m benchmarks.graph_tu", SUITE, OUT, table, argv)
 
 
 if __name__ == "__main__":

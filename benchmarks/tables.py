@@ -176,3 +176,18 @@ def bench_main(args: argparse.Namespace, suite: str, table: Callable[..., str]) 
     print(text)
     print(f"wrote {args.out}")
     return rc
+
+
+def register_table(sub: Any, name: str, help_: str, suite: str, out: Path, table: Callable[..., str]) -> None:
+    """``suite bench <name>``: run ``suite`` through the runner, then write ``table`` to ``out``."""
+    p = sub.add_parser(name, help=f"{help_}: runs benchmarks/suites/{suite}.yaml, writes {out.name}")
+    add_bench_args(p, suite, out)
+    p.set_defaults(func=lambda a: bench_main(a, suite, table))
+
+
+def table_cli(prog: str, suite: str, out: Path, table: Callable[..., str], argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.<table>``: the same as ``suite bench <name>``."""
+    p = argparse.ArgumentParser(prog=prog)
+    add_bench_args(p, suite, out)
+    return bench_main(p.parse_args(argv), suite, table)
+

@@ -13,12 +13,11 @@ from the registry alone.
 """
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from benchmarks.claims import RULE_TEXT, Claim
-from benchmarks.tables import (RESULTS, JobRuns, add_bench_args, bench_main, cell, md, progress_line, suite_runs,
-                               values)
+from benchmarks.tables import (RESULTS, JobRuns, cell, md, progress_line, suite_runs,
+                               values, register_table, table_cli)
 from suite.registry import Registry
 
 SUITE = "text-sts"
@@ -137,16 +136,11 @@ def st_agreement(model: str = "default") -> dict[str, float]:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("text-sts", help=f"SimCSE with the core's losses: runs benchmarks/suites/{SUITE}.yaml, "
-                                        f"writes {OUT.name}")
-    add_bench_args(p, SUITE, OUT)
-    p.set_defaults(func=lambda a: bench_main(a, SUITE, table))
+    register_table(sub, "text-sts", "SimCSE with the core's losses", SUITE, OUT, table)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.text_sts")
-    add_bench_args(p, SUITE, OUT)
-    return bench_main(p.parse_args(argv), SUITE, table)
+    return table_cli("python -m benchmarks.text_sts", SUITE, OUT, table, argv)
 
 
 if __name__ == "__main__":

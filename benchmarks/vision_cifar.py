@@ -13,13 +13,12 @@ infonce at d = 128 and d = 8, supcon and xclr (labelled references), and the ran
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.claims import RULE_TEXT, Claim, combine, mean_std
-from benchmarks.tables import RESULTS, JobRuns, add_bench_args, bench_main, md, progress_line, suite_runs
+from benchmarks.tables import RESULTS, JobRuns, md, progress_line, suite_runs, register_table, table_cli
 from suite.registry import Registry
 
 SUITE = "vision-cifar"
@@ -227,16 +226,11 @@ def _claims(res: Cells, batch_sizes: tuple[int, ...]) -> list[str]:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("vision-cifar", help=f"CIFAR-10 SimCLR benchmark of every loss: runs benchmarks/suites/{SUITE}.yaml, "
-                                            f"writes {OUT.name}")
-    add_bench_args(p, SUITE, OUT)
-    p.set_defaults(func=lambda a: bench_main(a, SUITE, table))
+    register_table(sub, "vision-cifar", "CIFAR-10 SimCLR benchmark of every loss", SUITE, OUT, table)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.vision_cifar")
-    add_bench_args(p, SUITE, OUT)
-    return bench_main(p.parse_args(argv), SUITE, table)
+    return table_cli("python -m benchmarks.vision_cifar", SUITE, OUT, table, argv)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from suite.cli import main as suite_main
+from tests.reliability.images import image_folder
 
 LATIN1 = "a man is playing\nle caf\u00e9 est ferm\u00e9\n".encode("latin-1")
 BINARY = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))
@@ -90,16 +91,7 @@ def test_smiles_file_binary_and_malformed_csv(tmp_path: Path) -> None:
 
 
 def _image_folder(root: Path) -> Path:
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for split in ("train", "test"):
-        for c in ("a", "b"):
-            d = root / split / c
-            d.mkdir(parents=True)
-            for i in range(2):
-                Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(d / f"{i}.jpg", quality=90)
-    return root
+    return image_folder(root, size=16, per_class=2, ext="jpg")
 
 
 def test_truncated_jpeg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

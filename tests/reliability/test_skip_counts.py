@@ -9,21 +9,11 @@ import numpy as np
 import pytest
 
 from suite.registry import Registry
+from tests.reliability.images import image_folder
 
 
 def _image_folder(root: Path, odd: int = 1) -> Path:
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for split in ("train", "test"):
-        for c in ("a", "b"):
-            d = root / split / c
-            d.mkdir(parents=True)
-            for i in range(4):
-                Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(d / f"{i}.png")
-    for i in range(odd):  # images of another size in the training split
-        Image.fromarray(rng.integers(0, 255, (10, 12, 3), dtype=np.uint8)).save(root / "train" / "b" / f"odd{i}.png")
-    return root
+    return image_folder(root, size=8, per_class=4, odd=odd)
 
 
 def test_image_folder_other_size_warned_and_counted(tmp_path: Path) -> None:

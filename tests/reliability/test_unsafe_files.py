@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from suite.safeio import UnsafeFileError, load_arrays, load_tensors, save_arrays
+from tests.reliability.images import image_folder
 
 
 class _Payload:
@@ -188,16 +189,7 @@ def test_graph_text_embedding_cache_payload_rebuilt(tmp_path: Path, marker: Path
 
 
 def _image_folder(root: Path) -> Path:
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for split in ("train", "test"):
-        for c in ("a", "b"):
-            d = root / split / c
-            d.mkdir(parents=True)
-            for i in range(2):
-                Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(d / f"{i}.png")
-    return root
+    return image_folder(root, size=8, per_class=2)
 
 
 def test_image_cache_payload_rebuilt(tmp_path: Path, marker: Path) -> None:
