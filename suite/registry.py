@@ -301,13 +301,22 @@ class Registry:
 
         ``resume_id`` continues that run's row (a resumed training run: one row per run, its metrics
         not split) instead of inserting a new one; the keyword arguments are then ignored."""
-        if resume_id is not None:
-            self.reopen_run(resume_id)
-            run = Run(self, resume_id)
-        else:
-            run = Run(self, self.start_run(**kwargs))
-        restore = _sigterm_as_interrupt()
+        # SIGTERM is held back while the row is written and the handler installed: a SIGTERM that arrives
+        # just after the row says ``running`` is delivered inside the try below and marks it interrupted
+        # (before, it killed the process in that gap and left the row ``running`` until a reap).
+        release = _hold_sigterm()
         try:
+            if resume_id is not None:
+                self.reopen_run(resume_id)
+                run = Run(self, resume_id)
+            else:
+                run = Run(self, self.start_run(**kwargs))
+            restore = _sigterm_as_interrupt()
+        except BaseException:
+            release()
+            raise
+        try:
+            release()
             yield run
         except KeyboardInterrupt:
             self.finish(run.id, "interrupted", error="KeyboardInterrupt/SIGTERM")
@@ -562,6 +571,15 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def _hold_sigterm() -> Any:
+    """Block SIGTERM (main thread, where Python runs its handlers); returns the function that unblocks it, which
+    delivers a SIGTERM that arrived meanwhile."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        return lambda: None
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    return lambda: signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _sigterm_as_interrupt() -> Any:

@@ -6,6 +6,8 @@ import os
 import socket
 import sqlite3
 import subprocess
+import sys
+import textwrap
 
 import pytest
 import sqlalchemy as sa
@@ -43,6 +45,39 @@ def test_sigkilled_run_is_reaped_as_interrupted(tmp_path):
     assert [reg.get(i)["status"] for i in ids] == ["interrupted", "running", "running"]
     assert "process is gone" in reg.get(ids[0])["error"] and reg.get(ids[0])["ended_at"]
     assert reg.reap() == {"runs": 0, "jobs": 0}
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_sigterm_just_after_the_row_is_written_marks_it_interrupted(tmp_path, resume):
+    """SIGTERM arriving right after `Registry.run` wrote its 'running' row, before its handler was installed (the
+    gap a killed benchmark runner's job hit under load) -> the process is not killed in the gap: the run is marked
+    interrupted, as for a SIGTERM during the run"""
+    db = str(tmp_path / "r.sqlite")
+    code = textwrap.dedent(f"""
+        import os, signal, sys
+        from suite.registry import Registry
+        reg = Registry({db!r})
+        resume = {resume!r}
+        rid = reg.start_run(modality="m", task="t", dataset="d", loss="l") if resume else None
+        if resume:
+            reg.finish(rid, "interrupted")
+        write = reg.reopen_run if resume else reg.start_run
+        def write_then_term(*a, **kw):
+            out = write(*a, **kw)
+            os.kill(os.getpid(), signal.SIGTERM)  # the row says running, the handler is not installed yet
+            return out
+        setattr(reg, "reopen_run" if resume else "start_run", write_then_term)
+        try:
+            with reg.run(resume_id=rid, modality="m", task="t", dataset="d", loss="l"):
+                print("body ran")
+        except KeyboardInterrupt:
+            sys.exit(130)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    assert "body ran" not in proc.stdout
+    runs = Registry(db).runs()
+    assert [r["status"] for r in runs] == ["interrupted"] and runs[0]["error"] == "KeyboardInterrupt/SIGTERM"
 
 
 def test_results_list_reaps_and_reap_command_reports(tmp_path, capsys):
