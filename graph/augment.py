@@ -156,6 +156,62 @@ def _rebuild(batch: Batch, x: Tensor | None, node_batch: Tensor, edge_index: Ten
     return out
 
 
+def split_graphs(batch: Batch, size: int) -> list[Batch]:
+    """``batch`` cut into consecutive batches of ``size`` graphs (the last may be smaller), each a
+    self-contained ``Batch`` (local node ids, ``batch`` from 0, ``ptr``): the chunks of gradient caching.
+    Node attributes (``x``, ...), edge attributes (``edge_attr``, ...) and graph attributes (``y``, ...)
+    are sliced with their graphs; edges must be grouped by graph, as in every PyG batch and every
+    augmentation here. Tensor slicing per chunk: no loop over graphs."""
+    if size < 1:
+        raise ValueError(f"chunk size must be >= 1 graph, got {size}")
+    num_graphs = batch.num_graphs
+    node_batch, edge_index = batch.batch, batch.edge_index
+    n, e = int(node_batch.numel()), int(edge_index.shape[1])
+    ptr = torch.zeros(num_graphs + 1, dtype=torch.long, device=node_batch.device)
+    ptr[1:] = torch.cumsum(_counts(node_batch, num_graphs), 0)
+    edge_graph = _sel(node_batch, edge_index[0]) if e else node_batch.new_zeros(0)
+    if e and bool((edge_graph[1:] < edge_graph[:-1]).any()):
+        raise ValueError("split_graphs: the batch's edges are not grouped by graph")
+    e_ptr = torch.zeros_like(ptr)
+    e_ptr[1:] = torch.cumsum(_counts(edge_graph, num_graphs), 0)
+    kinds: dict[str, str] = {}
+    for key in batch.keys():
+        if key in ("batch", "ptr", "edge_index"):
+            continue
+        value = batch[key]
+        if not isinstance(value, Tensor) or value.dim() == 0:
+            raise ValueError(f"split_graphs: cannot split the batch attribute {key!r} (not a per-node, per-edge or "
+                             f"per-graph tensor)")
+        if key == "y" or (key not in ("x", "edge_attr") and value.shape[0] == num_graphs != n):
+            kinds[key] = "graph"
+        elif key == "edge_attr" or (key != "x" and batch.is_edge_attr(key) and value.shape[0] == e):
+            kinds[key] = "edge"
+        elif value.shape[0] == n:
+            kinds[key] = "node"
+        else:
+            raise ValueError(f"split_graphs: batch attribute {key!r} has {value.shape[0]} rows: not one per node "
+                             f"({n}), edge ({e}) or graph ({num_graphs})")
+    bounds = ptr.tolist(), e_ptr.tolist()
+    slices = dict(getattr(batch, "_slice_dict", None) or {})
+    incs = dict(getattr(batch, "_inc_dict", None) or {})
+    out = []
+    for a in range(0, num_graphs, size):
+        b = min(a + size, num_graphs)
+        (n0, n1), (e0, e1) = (bounds[0][a], bounds[0][b]), (bounds[1][a], bounds[1][b])
+        piece = Batch(edge_index=edge_index[:, e0:e1] - n0, batch=node_batch[n0:n1] - a, ptr=ptr[a:b + 1] - n0)
+        for key, kind in kinds.items():
+            lo, hi = {"node": (n0, n1), "edge": (e0, e1), "graph": (a, b)}[kind]
+            piece[key] = batch[key][lo:hi]
+        if "x" not in kinds:
+            piece.num_nodes = n1 - n0
+        piece._num_graphs = b - a
+        if slices:  # keep to_data_list() working
+            piece._slice_dict = {k: v[a:b + 1] - v[a] for k, v in slices.items()}
+            piece._inc_dict = {k: (ptr[a:b] - n0).cpu() if k == "edge_index" else v[a:b] for k, v in incs.items()}
+        out.append(piece)
+    return out
+
+
 def induced_subgraph(batch: Batch, keep: Tensor) -> Batch:
     """Keep the nodes where ``keep`` (n,) is True and the edges between them (ids relabelled).
 

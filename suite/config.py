@@ -49,7 +49,14 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: dict[st
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
+    """``dataclasses.asdict``, less the fields marked ``metadata={"omit_default": True}`` that hold their
+    default: an option added later (e.g. ``grad_cache_chunk``) leaves the configs, hashes and output folders
+    of the runs that do not use it as they were, so their checkpoints still resume and their settings match."""
+    d = dataclasses.asdict(cfg)
+    for f in dataclasses.fields(cfg):
+        if f.metadata.get("omit_default") and f.default is not dataclasses.MISSING and d.get(f.name) == f.default:
+            d.pop(f.name)
+    return d
 
 
 def hash_config(cfg: Any, exclude: tuple[str, ...] = ()) -> str:

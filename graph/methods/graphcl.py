@@ -22,22 +22,22 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Sequence
 
 import torch
 from torch import Tensor, nn
 from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 
-from graph.augment import build_augmentation
+from graph.augment import build_augmentation, split_graphs
 from graph.data.tu import TUData
 from graph.eval.svm import SVMEvaluator, embed_graphs
 from graph.methods.presets import resolve
 from graph.models.gin import GraphCLModel
 from suite import distributed as sd
-from suite.losses import ContrastiveLoss, apply_loss
+from suite.losses import apply_loss
 from suite.metrics import alignment, uniformity
-from suite.train import Engine, epoch_batches, resolve_device, save_checkpoint, seed_everything
+from suite.train import CachedStep, Engine, epoch_batches, resolve_device, save_checkpoint, seed_everything
 
 
 @dataclass
@@ -55,6 +55,10 @@ class TUConfig:
     hidden: int = 32
     layers: int = 3
     eval_epochs: list[int] = field(default_factory=lambda: [10, 20], metadata={"help": "epochs evaluated with the SVM (last epoch always)"})
+    grad_cache_chunk: int = field(default=0, metadata={"help": "gradient caching: encode the batch in chunks of K graphs "
+                                                                "(the loss still sees the whole batch); GIN's BatchNorm "
+                                                                "sees chunks, so K is part of the experiment (0 = off)",
+                                                                "omit_default": True})
     svm_folds: int = 10
     svm_inner_folds: int = 5
     svm_precomputed: bool = field(default=True, metadata={"help": "SVM on a shared precomputed RBF kernel (same result as "
@@ -69,6 +73,8 @@ class TUConfig:
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 2 or self.lr <= 0:
             raise ValueError(f"need epochs >= 1, batch_size >= 2, lr > 0; got {self.epochs}, {self.batch_size}, {self.lr}")
+        if self.grad_cache_chunk < 0:
+            raise ValueError(f"grad_cache_chunk must be >= 0 (0: off), got {self.grad_cache_chunk}")
         if not 0.0 <= self.aug_ratio < 1.0:
             raise ValueError(f"aug_ratio must be in [0, 1), got {self.aug_ratio}")
 
@@ -105,9 +111,9 @@ def make_views(batch: Batch, mode: str, aug: Callable[[Batch, torch.Generator | 
     return [batch if v == "orig" else aug(batch, generator) for v in mode.split("+")]
 
 
-def loss_step(mv: nn.Module, loss: ContrastiveLoss, views: list[Batch]) -> tuple[Tensor, Tensor]:
-    z = mv(views)  # (V, B, d)
-    return apply_loss(loss, z), z
+def chunk_views(views: Sequence[Batch], size: int) -> list[tuple[Batch, ...]]:
+    """Gradient caching's chunks: the same ``size`` graphs of every view, chunk by chunk."""
+    return list(zip(*(split_graphs(v, size) for v in views)))
 
 
 def evaluate(model: GraphCLModel, data: TUData, seed: int, folds: int = 10, inner_folds: int = 5,
@@ -153,12 +159,16 @@ def train(cfg: TUConfig, data: TUData, seed: int, log: Callable[[dict[str, float
     au = {"alignment": 0.0, "uniformity": 0.0}
     emb_labels: list[Tensor | None] = [None, None]
 
-    def step(idx: Tensor) -> Tensor:
-        views = make_views(collate(data, idx).to(device), view_mode, aug, gen)
-        value, z = loss_step(engine.ddp, loss, views)
+    def loss_of(z: Tensor) -> Tensor:  # z (V, B, d)
         au["alignment"] += alignment(z[0].detach(), z[1].detach())
         au["uniformity"] += uniformity(z[0].detach())
-        return value
+        return apply_loss(loss, z)
+
+    def step(idx: Tensor) -> Tensor | CachedStep:
+        views = make_views(collate(data, idx).to(device), view_mode, aug, gen)
+        if cfg.grad_cache_chunk:  # the views made once, encoded in chunks of graphs, the loss over the whole batch
+            return CachedStep(lambda c: engine.ddp(list(c)), chunk_views(views, cfg.grad_cache_chunk), loss_of, dim=1)
+        return loss_of(engine.ddp(views))
 
     def on_epoch(epoch: int, ep: dict[str, float]) -> None:
         nonlocal t_eval

@@ -25,13 +25,14 @@ from torch import Tensor, nn
 
 import suite.losses as L
 from graph.data.molecules import MolGraphs, get_featurizer, load_smiles_file
+from graph.methods.graphcl import chunk_views
 from graph.methods.mol_card import save_pretrained_mol
 from graph.models.gin_mol import MolGIN, projection_head
 from suite import distributed as sd
 from suite.config import experiment_config, experiment_hash, run_option_values, run_options
 from suite.paths import data_path
 from suite.presets import preset
-from suite.train import (Engine, epoch_batches, latest_checkpoint, load_checkpoint, open_run, resolve_device,
+from suite.train import (CachedStep, Engine, epoch_batches, latest_checkpoint, load_checkpoint, open_run, resolve_device,
                          save_checkpoint, seed_everything)
 
 # name -> (suite loss, hyper-parameters). GraphCL's transfer code (chem/pretrain_graphcl.py)
@@ -62,6 +63,10 @@ class PretrainMolConfig:
     num_layers: int = 5
     emb_dim: int = 300
     dropout: float = 0.0
+    grad_cache_chunk: int = field(default=0, metadata={"help": "gradient caching: encode the batch in chunks of K "
+                                                                "molecules (the loss still sees the whole batch); the "
+                                                                "GIN's BatchNorm sees chunks, so K is part of the "
+                                                                "experiment (0 = off)", "omit_default": True})
     seed: int = 0
     out: str = field(default="", metadata={"help": "output folder ('' = ckpt/mol/<loss>-<config hash>)"})
     resume: bool = True
@@ -140,8 +145,9 @@ def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after
     ``stop_after`` ends the process after that many epochs of *this call* (to test resumption). A
     checkpoint in the output folder is resumed only if it records the same experiment config (else
     :class:`suite.train.ConfigMismatchError` names the differing keys)."""
-    if cfg.epochs < 1 or cfg.batch_size < 2:
-        raise ValueError(f"need epochs >= 1 and batch_size >= 2, got {cfg.epochs}, {cfg.batch_size}")
+    if cfg.epochs < 1 or cfg.batch_size < 2 or cfg.grad_cache_chunk < 0:
+        raise ValueError(f"need epochs >= 1, batch_size >= 2 and grad_cache_chunk >= 0, got {cfg.epochs}, "
+                         f"{cfg.batch_size}, {cfg.grad_cache_chunk}")
     out = output_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(cfg.device)
@@ -172,10 +178,13 @@ def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after
         loss_fn.load_state_dict(extra["loss"])
         history = list(extra["history"])
 
-    def step(idx: Tensor) -> Tensor:
+    def step(idx: Tensor) -> Tensor | CachedStep:
         b = graphs.batch(idx).to_pyg()  # type: ignore[union-attr]
         v1 = aug1(b, aug_gen).to(device)  # augment on CPU (seeded generator), then move
         v2 = aug2(b, aug_gen).to(device)
+        if cfg.grad_cache_chunk:  # views made once, encoded in chunks of molecules, the loss over the whole batch
+            return CachedStep(lambda c: torch.stack([engine.ddp(c[0]), engine.ddp(c[1])]),
+                              chunk_views([v1, v2], cfg.grad_cache_chunk), lambda z: loss_fn(z[0], z[1]), dim=1)
         return loss_fn(engine.ddp(v1), engine.ddp(v2))  # (B, D) each
 
     def on_epoch(epoch: int, stats: dict[str, float]) -> None:
