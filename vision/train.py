@@ -214,7 +214,7 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
         t_aug[0], t_aug[1] = 0.0, time.perf_counter()
         if run is not None:
             run.log_many({"aug_fraction": stats["aug_fraction"]}, split="train", step=epoch)
-        if sd.is_main() and cfg.ckpt_every and (epoch % cfg.ckpt_every == 0 or epoch == cfg.epochs):
+        if cfg.ckpt_every and (epoch % cfg.ckpt_every == 0 or epoch == cfg.epochs):  # every rank: a collective
             engine.save(ckpt_dir / f"epoch{epoch:04d}.pt", experiment)
         if on_epoch is not None:
             on_epoch(epoch, stats)

@@ -189,8 +189,8 @@ def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after
 
     def on_epoch(epoch: int, stats: dict[str, float]) -> None:
         history.append({"epoch": epoch, **stats})
-        if sd.is_main():
-            engine.save(out / f"epoch{epoch}.pt", experiment, extra={"loss": loss_fn.state_dict(), "history": history})
+        engine.save(out / f"epoch{epoch}.pt", experiment, extra={"loss": loss_fn.state_dict(), "history": history})
+        if sd.is_main():  # (the checkpoint above is a collective: every rank's random state; the main rank writes)
             save_checkpoint(out / "encoder.pt", {"encoder": model.encoder.state_dict(), "spec": encoder_spec(cfg),
                                                  "loss": label, "epoch": epoch, "config": experiment})
             save_pretrained_mol(out / "pretrained", model.encoder, cfg, label, loss_fn, epoch, len(graphs), run=engine.run)

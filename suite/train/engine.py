@@ -16,7 +16,7 @@ gradient caching) and its evaluation; the :class:`Engine` owns everything else:
   to the registry run while the run goes (``run.log_many``), a tqdm bar with rate and ETA;
 * one checkpoint layout (:meth:`Engine.save` / :meth:`Engine.load`): model, optimiser, scheduler,
   scaler, step, sampler position (epoch, batch within the epoch), RNG states (python, numpy, torch,
-  CUDA and the front-end's named generators), the resolved experiment config and a front-end
+  CUDA and the front-end's named generators) of every rank, the resolved experiment config and a front-end
   ``extra`` dict, written atomically (temporary file, fsync, rename). Resuming continues
   bit-identically because the data order of an epoch is a pure function of (seed, epoch)
   (:func:`epoch_batches`) and every random state is restored.
@@ -343,14 +343,25 @@ class Engine(Generic[B]):
                 "config": config, "extra": extra or {},
                 "run_id": getattr(self.run, "id", None)}  # the registry row a resumed run continues
 
+    def _random_state(self) -> dict[str, Any]:
+        return {"rng": rng_state(), "generators": {k: g.get_state() for k, g in self.generators.items()}}
+
     def save(self, path: str | Path, config: dict[str, Any], extra: dict[str, Any] | None = None) -> Path | None:
-        """Write the checkpoint atomically (main rank only; others return None). Only at an
+        """Write the checkpoint atomically. Under torch.distributed this is a collective: call it on every
+        rank. Each rank's random states (its dropout and augmentation streams differ) are gathered into
+        ``rank_rng`` and the main rank writes the file (the others return None). Only at an
         optimiser-step boundary: a half-accumulated gradient is not part of the state."""
         if self._micro % self.accumulate:
             raise RuntimeError("a checkpoint is written between optimiser steps only (gradient accumulation in progress)")
+        ranks = [self._random_state()]
+        if sd.is_distributed():
+            import torch.distributed as dist
+
+            ranks = [None] * sd.world_size()  # type: ignore[list-item]
+            dist.all_gather_object(ranks, self._random_state())
         if not sd.is_main():
             return None
-        return save_checkpoint(path, self.state_dict(config, extra))
+        return save_checkpoint(path, {**self.state_dict(config, extra), "rank_rng": ranks})
 
     def load(self, path: str | Path, config: dict[str, Any], ignore: tuple[str, ...] = ()) -> dict[str, Any]:
         """Resume from ``path`` (refused with :class:`suite.train.ConfigMismatchError` naming the
@@ -366,12 +377,21 @@ class Engine(Generic[B]):
         if self.scaler.is_enabled() and state["scaler"] is not None:
             self.scaler.load_state_dict(state["scaler"])
         self.step, self.epoch, self.batch_in_epoch = int(state["step"]), int(state["epoch"]), int(state["batch_in_epoch"])
-        missing = set(self.generators) - set(state["generators"])
+        mine = {"rng": state["rng"], "generators": state["generators"]}  # checkpoints before rank_rng: the main rank's
+        if "rank_rng" in state:
+            if len(state["rank_rng"]) != sd.world_size():
+                raise ValueError(
+                    f"checkpoint {path} was written by {len(state['rank_rng'])} process(es) and is resumed by "
+                    f"{sd.world_size()}: each rank's batches and random streams depend on the number of processes; "
+                    f"resume with {len(state['rank_rng'])} (torchrun --nproc_per_node {len(state['rank_rng'])}) "
+                    f"or start a new output folder")
+            mine = state["rank_rng"][sd.rank()]
+        missing = set(self.generators) - set(mine["generators"])
         if missing:
             raise ValueError(f"checkpoint {path} lacks the random generator(s) {sorted(missing)}")
         for k, g in self.generators.items():
-            g.set_state(state["generators"][k])
-        set_rng_state(state["rng"])
+            g.set_state(mine["generators"][k])
+        set_rng_state(mine["rng"])
         self.resume_run_id = state.get("run_id")
         return dict(state["extra"])
 

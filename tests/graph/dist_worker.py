@@ -28,3 +28,25 @@ def worker(rank: int, world: int, port: int, root: str, out: str) -> None:
             "param_abs": float(flat.abs().sum()), "evals": sorted(res.evals)}))
     finally:
         sd.cleanup()
+
+
+def mol_worker(rank: int, world: int, port: int, corpus: str, out: str) -> None:
+    """Molecular pretraining on 2 gloo ranks, plain and with gradient caching (chunk = the per-rank batch), with
+    a checkpoint every epoch (a collective: every rank's random state)."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
+                      LOCAL_RANK=str(rank), SUITE_NO_PROGRESS="1")
+    torch.set_num_threads(1)
+    from graph.methods.pretrain_mol import PretrainMolConfig, pretrain
+    from suite import distributed as sd
+
+    assert sd.init_from_env("gloo")
+    try:
+        base = dict(corpus=corpus, epochs=2, loss="graphcl", registry=False, keep_checkpoints=0, device="cpu",
+                    num_layers=2, emb_dim=16, batch_size=4)
+        res = {}
+        for chunk in (0, 4):
+            s = pretrain(PretrainMolConfig(out=str(Path(out) / f"c{chunk}"), grad_cache_chunk=chunk, **base))
+            res[chunk] = [h["loss"] for h in s["history"]]
+        Path(out, f"mol_rank{rank}.json").write_text(json.dumps({"plain": res[0], "cached": res[4]}))
+    finally:
+        sd.cleanup()

@@ -251,3 +251,57 @@ def test_grad_cache_replays_dropout() -> None:
     for a, b in zip(first, second):
         assert torch.equal(a, b)
     assert not torch.equal(first[0][0], first[0][1])  # the two views differ (dropout is on)
+
+
+def _dist_resume_worker(rank: int, init: str, outdir: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    try:
+        torch.set_num_threads(1)
+        ck = Path(outdir) / "ck.pt"
+
+        def engine(seed: int) -> Engine:
+            eng = _engine(_model())
+            eng.generators["aug"].manual_seed(seed)  # each rank its own augmentation stream
+            torch.manual_seed(seed)  # and its own dropout stream
+            return eng
+
+        full = engine(11 + rank)
+        full.fit(_batches, _step(full), epochs=3)
+        a = engine(11 + rank)
+
+        def on_step() -> None:
+            if a.step == 3:
+                a.save(ck, {"seed": 3})  # a collective: called on every rank
+            if a.step == 4:
+                raise _Stop
+
+        try:
+            a.fit(_batches, _step(a), epochs=3, on_step=on_step)
+        except _Stop:
+            pass
+        b = engine(999)  # a fresh process: other random states
+        b.load(ck, {"seed": 3})
+        b.fit(_batches, _step(b), epochs=3)
+        same = all(torch.equal(p, q) for p, q in zip(full.model.parameters(), b.model.parameters()))
+        torch.save({"same": same, "steps": (full.step, b.step)}, Path(outdir) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_distributed_resume_restores_every_ranks_random_state(tmp_path: Path) -> None:
+    """2 gloo ranks with their own dropout and augmentation streams, interrupted after step 4 and resumed from the
+    step-3 checkpoint -> every rank's parameters equal the uninterrupted run's bit for bit (each rank gets its own
+    random state back, not the main rank's); resuming that checkpoint in one process is refused, naming both counts"""
+    import torch.multiprocessing as mp
+
+    mp.spawn(_dist_resume_worker, args=(f"file://{tmp_path / 'pg'}", str(tmp_path)), nprocs=2, join=True)
+    for r in range(2):
+        res = torch.load(tmp_path / f"rank{r}.pt", weights_only=True)
+        assert res["same"] and res["steps"] == (6, 6), (r, res)
+    state = load_checkpoint(tmp_path / "ck.pt")
+    assert len(state["rank_rng"]) == 2
+    assert not torch.equal(state["rank_rng"][0]["rng"]["torch"], state["rank_rng"][1]["rng"]["torch"])
+    with pytest.raises(ValueError, match=r"written by 2 process\(es\) and is resumed by 1"):
+        _engine(_model()).load(tmp_path / "ck.pt", {"seed": 3})

@@ -227,10 +227,10 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
             encoder.load_state_dict(best_state)
         if sd.is_main():
             save_encoder(encoder, out, card=simcse_card(cfg, loss, _dataset_name(cfg), len(data), step, run))
-            if cfg.keep_checkpoint:
-                checkpoint()
-            else:
-                ckpt_path.unlink(missing_ok=True)
+        if cfg.keep_checkpoint:
+            checkpoint()  # every rank: a collective (each rank's random state; the main rank writes)
+        elif sd.is_main():
+            ckpt_path.unlink(missing_ok=True)
         summary = {"best_stsb_dev": best, "steps": step, "sentences_per_s": tput.rate, "history": history, "out": str(out),
                    "wall_s": time.perf_counter() - t0, "run_id": getattr(run, "id", None), "n_train": len(data), "views": views}
         if run is not None:
