@@ -104,18 +104,18 @@ def _vision(reg: Registry) -> list[str]:
 
 def _text(reg: Registry) -> list[str]:
     runs = reg.runs(status="finished", modality="text")
-    # the STS evaluation is its own run (task senteval-sts, config.model = the trained folder): it takes the
+    # the STS evaluation is its own run (task senteval-sts, run option model = the trained folder): it takes the
     # loss hyper-parameters of the training run that wrote that folder
-    def out_of(r: dict[str, Any]) -> str:  # the output folder: a run option (older runs kept it in the config)
+    def option(r: dict[str, Any], key: str) -> str:  # a run option (runs recorded before the split: the config)
         ro = r.get("run_options")
         ro = json.loads(ro) if isinstance(ro, str) else (ro or {})
-        return str(ro.get("out") or _cfg(r).get("out"))
+        return str(ro.get(key) or _cfg(r).get(key))
 
-    trained = {out_of(r): r for r in runs if not str(r.get("task", "")).startswith("senteval")}
+    trained = {option(r, "out"): r for r in runs if not str(r.get("task", "")).startswith("senteval")}
     evals = []
     for r in runs:
         if str(r.get("task", "")) == "senteval-sts":
-            t = trained.get(str(_cfg(r).get("model")))
+            t = trained.get(option(r, "model"))
             if t is not None:
                 evals.append({**r, "loss": t["loss"], "loss_hparams": t["loss_hparams"], "seed": t["seed"]})
     spec = [

@@ -177,6 +177,7 @@ class Registry:
 
     def __init__(self, url: str | None = None) -> None:
         self.url = url or registry_url()
+        self.source = self.url  # where the runs come from (a .jsonl snapshot for open_registry's copies)
         try:
             self.engine = _make_engine(self.url)
             for attempt in range(5):
@@ -646,6 +647,7 @@ def open_registry(spec: str | None = None) -> Registry:
         atexit.register(shutil.rmtree, tmp, True)
         reg = Registry(str(tmp / "registry.sqlite"))
         reg.import_jsonl(src)
+        reg.source = str(src)  # what reports name (the temporary database is gone after the process)
         return reg
     return Registry(spec)
 

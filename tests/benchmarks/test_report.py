@@ -110,14 +110,16 @@ def test_report_renders_in_headless_chromium(tmp_path):
 
 def test_runs_in_different_settings_are_not_pooled(tmp_path):
     """Runs of one task that differ in a suite grid key (batch size here) get separate rows; a key fixed per data set
-    (the imbalance rule) or naming files does not split; claims compare within equal rows keys."""
+    (the imbalance rule) or a run option (recorded apart: the output folder) does not split; claims compare within
+    equal rows keys."""
     reg = Registry(str(tmp_path / "r.sqlite"))
     acc = {(64, "cacr"): 0.50, (64, "cmc"): 0.40, (256, "cacr"): 0.30, (256, "cmc"): 0.45}
     for (bs, loss), v in acc.items():
         for ds, imb in (("cifar10-none", "none"), ("cifar10-linear", "linear")):
             for seed in (0, 1, 2):
-                cfg = {"batch_size": bs, "views": 5, "imbalance": imb, "seed": seed, "out_dir": f"/tmp/{loss}{seed}"}
-                with reg.run(modality="vision", task="bench", dataset=ds, loss=loss, seed=seed, config=cfg) as run:
+                cfg = {"batch_size": bs, "views": 5, "imbalance": imb, "seed": seed}
+                with reg.run(modality="vision", task="bench", dataset=ds, loss=loss, seed=seed, config=cfg,
+                             run_options={"out_dir": f"/tmp/{loss}{seed}"}) as run:
                     run.log("knn_acc", v + 0.001 * seed, split="test")
     md = build(reg, tmp_path / "out")[0].read_text()
     assert "| cacr [batch_size=256] |" in md and "| cmc [batch_size=64] |" in md and "(n=3)" in md and "(n=6)" not in md
@@ -155,3 +157,35 @@ def test_report_shows_the_latest_setting_and_history_on_request(tmp_path):
     full = build(reg, tmp_path / "b", all_settings=True)[0].read_text()
     assert "macl [s1]" in full and "macl [s2]" in full and "71.00 ± 1.00 (n=3)" in full
     assert "- s1 (6 runs): aug_ratio=0.1" in full and "- s2 (6 runs): aug_ratio=0.2" in full
+
+
+def test_runs_recorded_before_the_config_split_are_migrated_then_pooled(tmp_path):
+    """runs recorded before the config split (run options inside the config, run_options empty): each TU seed's
+    device differs -> every run its own setting; `suite bench migrate` moves the keys TUConfig declares as run
+    options into run_options (the jsonl snapshot rewritten in place, a second pass changes nothing), after which
+    the seeds pool; runs of unknown tasks are left as they were"""
+    import json
+
+    from benchmarks.migrate import migrate_jsonl, migrate_registry
+    from suite.cli import main
+    from suite.registry import open_registry
+
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    for seed in (0, 1, 2):
+        with reg.run(modality="graph", task="tu-graphcl", dataset="MUTAG", loss="graphcl", seed=seed,
+                     config={"epochs": 20, "seeds": [seed], "device": f"cuda:{seed}", "save_dir": f"/x/{seed}"}) as run:
+            run.log("acc", 0.8 + 0.01 * seed, split="test")
+    with reg.run(modality="probe", task="other", dataset="d", loss="l", config={"device": "cpu"}):
+        pass
+    assert "(n=1)" in build(reg, tmp_path / "a", all_settings=True)[0].read_text()
+    snap = tmp_path / "snap.jsonl"
+    snap.write_text(reg.export_jsonl())
+    assert main(["bench", "migrate", "--registry", str(snap)]) == 0
+    assert migrate_jsonl(snap) == {"migrated": 0, "unchanged": 4}
+    runs = open_registry(str(snap)).runs(task="tu-graphcl")
+    assert all(json.loads(r["config"]) == {"epochs": 20, "seeds": [r["seed"]]} for r in runs)
+    assert [json.loads(r["run_options"])["device"] for r in runs] == ["cuda:0", "cuda:1", "cuda:2"]
+    assert json.loads(open_registry(str(snap)).runs(task="other")[0]["config"]) == {"device": "cpu"}
+    assert migrate_registry(reg) == {"migrated": 3, "unchanged": 1}
+    md = build(reg, tmp_path / "b")[0].read_text()
+    assert "81.00 ± 1.00 (n=3)" in md

@@ -49,9 +49,9 @@ def test_sigkilled_run_is_reaped_as_interrupted(tmp_path):
 
 @pytest.mark.parametrize("resume", [False, True])
 def test_sigterm_just_after_the_row_is_written_marks_it_interrupted(tmp_path, resume):
-    """SIGTERM arriving right after `Registry.run` wrote its 'running' row, before its handler was installed (the
-    gap a killed benchmark runner's job hit under load) -> the process is not killed in the gap: the run is marked
-    interrupted, as for a SIGTERM during the run"""
+    """SIGTERM just after `Registry.run` wrote its 'running' row, before its handler is set -> run marked interrupted
+    (before, the process died in that gap and left the row 'running': a killed benchmark runner's job hit it under
+    load), as for a SIGTERM during the run"""
     db = str(tmp_path / "r.sqlite")
     code = textwrap.dedent(f"""
         import os, signal, sys

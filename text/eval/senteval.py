@@ -6,14 +6,14 @@ STS metrics are Spearman x 100 (the papers' scale), transfer metrics accuracies 
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 
+from suite.config import experiment_config, run_option_values
 from suite.registry import Registry
 from text.eval.encode import EncodeFn
 from text.eval.sts import STS_TASKS, STSEvaluator
@@ -25,6 +25,9 @@ TRANSFER = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 
 @dataclass
 class EvalConfig:
+    # not the evaluation setting: the model evaluated and its label name the row (recorded as the run's loss),
+    # device and cache say how it runs
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("model", "label", "device", "cache")
     model: str = field(default="default", metadata={"help": "saved model folder, HF path, or 'default'"})
     tasks: Literal["sts", "transfer", "all"] = "sts"
     sts_tasks: list[str] = field(default_factory=lambda: list(STS_TASKS))
@@ -50,7 +53,7 @@ def evaluate_model(cfg: EvalConfig, registry: Registry | None = None, record: bo
     out: dict[str, float] = {}
     reg = (registry or Registry()) if record else None
     ctx = reg.run(modality="text", task=f"senteval-{cfg.tasks}", dataset="senteval", loss=cfg.label or "none", loss_hparams={},
-                  config=dataclasses.asdict(cfg), seed=cfg.seed) if reg else nullcontext()
+                  config=experiment_config(cfg), run_options=run_option_values(cfg), seed=cfg.seed) if reg else nullcontext()
     with ctx as run:
         if cfg.tasks in ("sts", "all"):
             t0, c0 = time.perf_counter(), time.process_time()

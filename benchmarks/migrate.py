@@ -1,0 +1,117 @@
+"""``suite bench migrate``: move the run options of runs recorded before the config split out of their config.
+
+Since the split every front-end records its experiment config as a run's ``config`` and its run options
+(device, output folder, resume, the model evaluated, ...) as ``run_options``, so tables and the report take a
+run's setting from its config as it is. Runs recorded earlier (``run_options`` empty) still hold both in the
+config; this command moves, for each such run, the keys its front-end's config class declares in
+``RUN_OPTIONS`` into ``run_options``, and leaves everything else (ids, hashes, metrics) as it was. Runs of
+tasks without a known config class are counted and left alone.
+
+    suite bench migrate --registry benchmarks/results/registry.jsonl   # a snapshot, rewritten in place
+    suite bench migrate --registry runs/registry.sqlite
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+# task prefix -> the front-end config class whose RUN_OPTIONS name that task's run options
+CONFIG_CLASSES: dict[str, str] = {
+    "pretrain-": "vision.config:PretrainConfig",
+    "tu-graphcl": "graph.methods.graphcl:TUConfig",
+    "simcse-": "text.methods.simcse:SimCSEConfig",
+    "senteval-": "text.eval.senteval:EvalConfig",
+    "mol-pretrain": "graph.methods.pretrain_mol:PretrainMolConfig",
+    "molnet-finetune": "graph.eval.finetune:FinetuneMolConfig",
+}
+
+
+def run_option_keys(task: str) -> tuple[str, ...] | None:
+    """The run-option keys of ``task``'s front-end, or None when the task has no known config class."""
+    for prefix, spec in CONFIG_CLASSES.items():
+        if task.startswith(prefix):
+            module, name = spec.split(":")
+            return tuple(getattr(getattr(importlib.import_module(module), name), "RUN_OPTIONS", ()))
+    return None
+
+
+def split_row(row: dict[str, Any]) -> bool:
+    """Move ``row``'s run options from its config to ``run_options`` (in place) when it was recorded before the
+    split; True if it changed."""
+    if row.get("run_options") not in (None, "", "null"):
+        return False
+    keys = run_option_keys(str(row.get("task", "")))
+    cfg = row.get("config")
+    cfg = json.loads(cfg) if isinstance(cfg, str) else cfg
+    if keys is None or not isinstance(cfg, dict):
+        return False
+    options = {k: cfg.pop(k) for k in keys if k in cfg}
+    row["config"] = json.dumps(cfg, sort_keys=True)
+    row["run_options"] = json.dumps(options, sort_keys=True)
+    return True
+
+
+def migrate_jsonl(path: str | Path) -> dict[str, int]:
+    """Rewrite the snapshot at ``path`` (atomically) with every legacy run split; returns the counts."""
+    p = Path(path)
+    lines = p.read_text(encoding="utf-8").splitlines()
+    out, counts = [], {"migrated": 0, "unchanged": 0}
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{p}:{i}: not a JSON line ({exc.msg})") from None
+        changed = split_row(row)
+        counts["migrated" if changed else "unchanged"] += 1
+        out.append(json.dumps(row, sort_keys=True, default=str, ensure_ascii=False) if changed else line)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text("".join(x + "\n" for x in out), encoding="utf-8")
+    os.replace(tmp, p)
+    return counts
+
+
+def migrate_registry(reg: Any) -> dict[str, int]:
+    """Split every legacy run of a database registry; returns the counts."""
+    import sqlalchemy as sa
+
+    from suite.registry import runs_t
+
+    counts = {"migrated": 0, "unchanged": 0}
+    with reg.engine.begin() as conn:
+        for r in conn.execute(sa.select(runs_t.c.id, runs_t.c.task, runs_t.c.config, runs_t.c.run_options)).mappings():
+            row = dict(r)
+            if split_row(row):
+                conn.execute(sa.update(runs_t).where(runs_t.c.id == row["id"]).values(
+                    config=row["config"], run_options=row["run_options"]))
+                counts["migrated"] += 1
+            else:
+                counts["unchanged"] += 1
+    return counts
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("migrate", help="move run options out of the config of runs recorded before the config split")
+    p.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY), or a "
+                                                    ".jsonl snapshot (rewritten in place)")
+    p.set_defaults(func=cmd_migrate)
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    spec = args.registry
+    if spec and str(spec).endswith(".jsonl"):
+        if not Path(spec).is_file():
+            raise ValueError(f"registry snapshot not found: {spec}")
+        counts, where = migrate_jsonl(spec), spec
+    else:
+        from suite.registry import Registry
+
+        reg = Registry(spec)
+        counts, where = migrate_registry(reg), reg.url
+    print(f"{where}: {counts['migrated']} run(s) migrated, {counts['unchanged']} unchanged")
+    return 0
