@@ -62,7 +62,7 @@ class XCLR(ContrastiveLoss):
         if (similarity is None) == (similarity_embeddings is None):
             raise ValueError("xclr needs exactly one of similarity (N, N) and similarity_embeddings (N, d_t)")
         if similarity is not None:
-            g = _local_graph(similarity, n, w).to(z_a.dtype)  # (N, W*N)
+            g = _local_graph(similarity, n, w).detach().to(z_a.dtype)  # (N, W*N); targets carry no gradient
             graph_rows = lambda i: g[i]  # noqa: E731
         else:  # G = E E^T with unit rows (diagonal 1), built per tile: never an (N, N) tensor
             _check_float(similarity_embeddings, "similarity_embeddings")
@@ -81,54 +81,47 @@ class XCLR(ContrastiveLoss):
         ps = pair_setup(za_n, zb_n, negatives="all", symmetric=True, queue=queue, scale=1.0 / self.temperature)
         m = ps.cand.shape[0] // 2
         ga, gb = ps.cand[:m], ps.cand[m:]  # (M, d) candidates of all ranks (gathered once)
-        anchors_n = torch.cat([za_n, zb_n])
-        qn = ps.queue
-        off = sd.rank() * n
+        own = sd.rank() * n + torch.arange(n, device=z_a.device)  # each sample's column in the (N, M) graph
+        self_w = torch.empty(n, dtype=z_a.dtype, device=z_a.device)  # s_i at the other view of the same sample
 
-        def targets(i0: int, i1: int) -> tuple[Tensor, Tensor, Tensor | None]:
-            """Target weights of samples [i0, i1): on the same view (own entry 0), the other view, the queue."""
-            # targets from the (N, M) sample graph: the same weights for both views of a sample, the anchor's
-            # own entry excluded
-            idx = torch.arange(i0, i1, device=z_a.device)
-            t = graph_rows(idx) / self.target_temperature  # (rows, M)
-            t_excl = t.scatter(1, (off + idx)[:, None], NEG_INF)
-            parts = [t_excl, t] + ([qs[i0:i1]] if qs is not None else [])
-            log_z = torch.logsumexp(torch.cat(parts, 1), 1, keepdim=True)  # (rows, 1) target normaliser
-            wq = (qs[i0:i1] - log_z).exp() if qs is not None else None
-            return (t_excl - log_z).exp(), (t - log_z).exp(), wq
+        def weights(i0: int, i1: int) -> list[Tensor]:
+            """Target weights of samples [i0, i1): W (rows, M) on the candidates of either view with the sample's
+            own column 0, then the queue's (rows, Q); fills ``self_w[i0:i1]``. The targets depend on the sample
+            only: both views of sample i put s_ik on sample k's two candidates (its own same-view entry excluded),
+            normalised by Z_i = 2 sum_{k != i} e^{t_ik} + e^{t_ii} + sum_q e^{t_iq} (a sum of positive terms,
+            over the row max: no cancellation)."""
+            r = torch.arange(i1 - i0, device=z_a.device)
+            t = graph_rows(torch.arange(i0, i1, device=z_a.device)) / self.target_temperature  # (rows, M)
+            mx = t.amax(1, keepdim=True)
+            if qs is not None:
+                mx = torch.maximum(mx, qs[i0:i1].amax(1, keepdim=True))
+            e = (t - mx).exp_()
+            e_self = e[r, own[i0:i1]].clone()
+            e[r, own[i0:i1]] = 0.0
+            z = 2.0 * e.sum(1) + e_self
+            eq = (qs[i0:i1] - mx).exp_() if qs is not None else None
+            if eq is not None:
+                z = z + eq.sum(1)
+            self_w[i0:i1] = e_self / z
+            inv = z.reciprocal()[:, None]
+            return [e.mul_(inv)] + ([eq.mul_(inv)] if eq is not None else [])
 
-        def targets_mix(i0: int, i1: int, view: int) -> Tensor:
-            """Target-weighted candidate sums (rows, d) of anchors of samples [i0, i1) in ``view``:
-            sum_k s_ik logit_ik = z_i / tau . sum_k s_ik c_k by (rows, M) @ (M, d) products, never an
-            elementwise pass over the logits (the self entry has weight 0)."""
-            w_excl, w_other, wq = targets(i0, i1)
-            same, other = (ga, gb) if view == 0 else (gb, ga)
-            mix = w_excl @ same + w_other @ other
-            return mix + wq @ qn if wq is not None else mix
-
-        def cross_rows(s: int, e: int) -> Tensor:  # sum over anchors [s, e) of sum_k s_ik logit_ik
-            mixes = [targets_mix(max(s, v * n) - v * n, min(e, (v + 1) * n) - v * n, v)
-                     for v in (0, 1) if max(s, v * n) < min(e, (v + 1) * n)]  # the tile's view-a and view-b parts
-            return (anchors_n[s:e] * torch.cat(mixes)).sum() / self.temperature
-
-        # H(s_i, p_i) = logsumexp_k logit_ik - sum_k s_ik logit_ik  (sum_k s_ik = 1)
+        # H(s_i, p_i) = logsumexp_k logit_ik - sum_k s_ik logit_ik (sum_k s_ik = 1), and since both views of sample i
+        # share its targets: sum over its two anchors of sum_k s_ik logit_ik
+        #   = (z_a,i + z_b,i) . (W_i @ (g_a + g_b) + Wq_i @ queue) / tau + w_ii (z_a,i . g_b,i + z_b,i . g_a,i) / tau
+        # (W_i excludes the own column, w_ii = s at the other view's own entry): one (N, M) @ (M, d) product, a
+        # quarter of the (2N, 2M) weighted sum.
+        both, cand_sum = za_n + zb_n, ga + gb
         chunk = self._tile(ps.n_rows, ps.n_cols)
         if chunk is None:
-            return (torch.logsumexp(pair_rows(ps, 0, ps.n_rows), 1).sum() - cross_rows(0, ps.n_rows)) / ps.n_rows
-
-        def weights(s: int, e: int) -> list[Tensor]:  # target weights of anchors [s, e) on (ga, gb[, queue])
-            parts = []
-            for v in (0, 1):
-                i0, i1 = max(s, v * n) - v * n, min(e, (v + 1) * n) - v * n
-                if i0 < i1:
-                    w_excl, w_other, wq = targets(i0, i1)
-                    parts.append((w_excl, w_other, wq) if v == 0 else (w_other, w_excl, wq))
-            out = [torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])]
-            return out + ([torch.cat([p[2] for p in parts])] if qs is not None else [])
-
-        # tiled: the log-sum-exps by the fused path, the target-weighted term with its weights recomputed per tile
-        cross = weighted_cross(anchors_n, [ga, gb], qn, weights, chunk) / self.temperature
-        return (pair_lse(ps, chunk).sum() - cross) / ps.n_rows
+            ws = weights(0, n)
+            mix = ws[0] @ cand_sum + (ws[1] @ ps.queue if qs is not None else 0.0)
+            lse, cross = torch.logsumexp(pair_rows(ps, 0, ps.n_rows), 1), (both * mix).sum()
+        else:  # tiled: the fused log-sum-exps; the weighted term with its weights recomputed per tile of samples
+            lse, cross = pair_lse(ps, chunk), weighted_cross(both, [cand_sum], ps.queue, weights, chunk)
+        # (a copy: the backward's tile pass refills self_w)
+        cross = cross + (self_w.clone() * ((za_n * gb[own]).sum(1) + (zb_n * ga[own]).sum(1))).sum()
+        return (lse.sum() - cross / self.temperature) / ps.n_rows
 
 
 def _queue_graph(qs: Tensor, n: int, q: int) -> Tensor:
