@@ -40,5 +40,5 @@ class DCL(ContrastiveLoss):
 
         chunk = self._tile(ps.n_rows, ps.n_cols)
         lse = (torch.logsumexp(pair_rows(ps, 0, ps.n_rows, exclude_positive=True), dim=1) if chunk is None
-               else pair_lse(ps, chunk, exclude_positive=True))
+               else pair_lse(ps, chunk, exclude_positive=True, uniform=weights is None))
         return weighted_rows(lse - pos, weights, 0) / ps.n_rows

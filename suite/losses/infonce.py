@@ -47,5 +47,5 @@ class InfoNCE(ContrastiveLoss):
         else:  # tiled: l_i = logsumexp_k s_ik / tau - s_ip / tau, the row statistics by the fused path
             pos = (z_a * z_b).sum(-1)
             pos = (torch.cat([pos, pos]) if self.symmetric else pos) / self.temperature
-            per = pair_lse(ps, chunk) - pos
+            per = pair_lse(ps, chunk, uniform=weights is None) - pos
         return weighted_rows(per, weights, 0) / ps.n_rows

@@ -59,5 +59,5 @@ class SupCon(ContrastiveLoss):
 
         # mean over P(i) of log p_ip = (sum_p logit_ip) / |P(i)| - logsumexp_a logit_ia
         chunk = self._tile(ps.n_rows, ps.n_cols)
-        lse = torch.logsumexp(pair_rows(ps, 0, ps.n_rows), 1) if chunk is None else pair_lse(ps, chunk)
+        lse = torch.logsumexp(pair_rows(ps, 0, ps.n_rows), 1) if chunk is None else pair_lse(ps, chunk, uniform=True)
         return (lse - pos_mean).mean()

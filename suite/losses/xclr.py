@@ -118,7 +118,7 @@ class XCLR(ContrastiveLoss):
             mix = ws[0] @ cand_sum + (ws[1] @ ps.queue if qs is not None else 0.0)
             lse, cross = torch.logsumexp(pair_rows(ps, 0, ps.n_rows), 1), (both * mix).sum()
         else:  # tiled: the fused log-sum-exps; the weighted term with its weights recomputed per tile of samples
-            lse, cross = pair_lse(ps, chunk), weighted_cross(both, [cand_sum], ps.queue, weights, chunk)
+            lse, cross = pair_lse(ps, chunk, uniform=True), weighted_cross(both, [cand_sum], ps.queue, weights, chunk)
         # (a copy: the backward's tile pass refills self_w)
         cross = cross + (self_w.clone() * ((za_n * gb[own]).sum(1) + (zb_n * ga[own]).sum(1))).sum()
         return (lse.sum() - cross / self.temperature) / ps.n_rows
