@@ -48,7 +48,7 @@ class CMC(ContrastiveLoss):
             for a in range(v):
                 for b in range(v):
                     if a != b:
-                        lse = row_lse(views[a] / t, gviews[b], qn, None, chunk, eager=True)
+                        lse = row_lse(views[a] / t, gviews[b], qn, None, chunk, uniform=True)
                         total = total + (lse - pos.view(v, n, v)[a, :, b]).sum()
             return total / n
 

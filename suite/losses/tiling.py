@@ -80,58 +80,59 @@ def _spans(n_rows: int, chunk: int) -> list[tuple[int, int]]:
 
 class _RowLSE(torch.autograd.Function):
     """logsumexp over the columns of [anchors @ cands.T (excluded entries -inf) | anchors @ queue.T], by row
-    tiles; the backward recomputes each tile and needs only the saved (A,) row statistics: softmax of a
-    tile = exp(S - lse), so d anchors = P @ [cands; queue] and d cands = P^T @ anchors per tile.
+    tiles; only the (A,) row statistics and (A, d) / (C, d) sums are kept, never a tile.
 
-    ``eager`` (the caller averages the rows uniformly, as InfoNCE does without weights): the forward, which
-    has the tile's softmax at hand, also forms P @ [cands; queue] and P^T @ anchors (3 products per tile in
-    all, against 4 with the recomputing backward and 3 for the dense path), and the backward only scales them
-    by the incoming gradient; d anchors is exact for any incoming gradient (row i scales by g_i), d cands
-    only for a uniform one, so a non-uniform gradient recomputes the tiles for d cands."""
+    The forward has each tile's softmax P at hand (one exp pass over the row max gives both the row sums,
+    hence the lse, and P), so it also forms d anchors = P @ [cands; queue] (row i of the gradient only
+    scales by the incoming g_i, so this is exact for any incoming gradient) and, with ``uniform`` (the caller
+    sums or averages the rows with equal weights, as InfoNCE does without weights), d cands = P_c^T @ anchors
+    and d queue = P_q^T @ anchors. The backward scales them; d cands (d queue) under a non-uniform gradient
+    recomputes only the candidate (queue) columns of each tile: exp(S - lse) * g. Products per tile: 3 with
+    ``uniform`` (the dense path: 3), else 4 (2 when only the anchors need a gradient, e.g. a detached queue's
+    columns: the MoCo shape)."""
 
     @staticmethod
     def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None,
-                chunk: int, eager: bool = False) -> Tensor:
+                chunk: int, uniform: bool = False) -> Tensor:
         lse = torch.empty(anchors.shape[0], dtype=anchors.dtype, device=anchors.device)
         need_a, need_c, need_q = ctx.needs_input_grad[:3]
-        eager = eager and (need_a or need_c or need_q)
-        da = torch.zeros_like(anchors) if eager and need_a else None
-        dc = torch.zeros_like(cands) if eager and need_c else None
-        dq = torch.zeros_like(queue) if (eager and need_q and queue is not None) else None
+        need_q = need_q and queue is not None
+        da = torch.zeros_like(anchors) if need_a else None
+        dc = torch.zeros_like(cands) if uniform and need_c else None
+        dq = torch.zeros_like(queue) if uniform and need_q else None
         c = cands.shape[0]
         for s, e in _spans(anchors.shape[0], chunk):
             sim = _tile_logits(anchors, cands, queue, excl, s, e)
-            if not eager:
+            if not (need_a or need_c or need_q):
                 lse[s:e] = torch.logsumexp(sim, dim=1)
                 continue
             mx = sim.amax(1, keepdim=True)
-            p = sim.sub_(mx).exp_()  # one exp pass: the row sums give the lse, the rows scaled give the softmax
+            p = sim.sub_(mx).exp_()
             tot = p.sum(1, keepdim=True)
             lse[s:e] = (mx + tot.log()).squeeze(1)
             p.div_(tot)
             _accumulate(p, anchors[s:e], cands, queue, da, dc, dq, s, e, c)
         ctx.save_for_backward(anchors, cands, queue, excl, lse, da, dc, dq)
-        ctx.chunk, ctx.eager = chunk, eager
+        ctx.chunk = chunk
         return lse
 
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         anchors, cands, queue, excl, lse, da, dc, dq = ctx.saved_tensors
         need_a, need_c, need_q = ctx.needs_input_grad[:3]
-        if ctx.eager:
-            if da is not None:
-                da = da * g[:, None]
-            if bool((g == g[0]).all()):  # uniform: the eager sums are the gradient, scaled
-                return da, None if dc is None else dc * g[0], None if dq is None else dq * g[0], None, None, None
-            need_a = False  # d anchors is done; recompute the tiles for the others
-        else:
-            da = torch.zeros_like(anchors) if need_a else None
+        need_q = need_q and queue is not None
+        da = da * g[:, None] if need_a else None
+        done = (not need_c or dc is not None) and (not need_q or dq is not None)
+        if done and bool((g == g[0]).all()):  # uniform: the forward's sums are the gradient, scaled
+            return da, None if dc is None else dc * g[0], None if dq is None else dq * g[0], None, None, None
         dc = torch.zeros_like(cands) if need_c else None
-        dq = torch.zeros_like(queue) if (need_q and queue is not None) else None
-        c = cands.shape[0]
-        for s, e in _spans(anchors.shape[0], ctx.chunk):
-            p = torch.exp(_tile_logits(anchors, cands, queue, excl, s, e) - lse[s:e, None]) * g[s:e, None]
-            _accumulate(p, anchors[s:e], cands, queue, da if need_a else None, dc, dq, s, e, c)
+        dq = torch.zeros_like(queue) if need_q else None
+        for s, e in _spans(anchors.shape[0], ctx.chunk):  # only the columns a gradient is wanted for
+            a, w = anchors[s:e], lse[s:e, None]
+            if dc is not None:
+                dc.addmm_((torch.exp(_tile_logits(anchors, cands, None, excl, s, e) - w) * g[s:e, None]).T, a)
+            if dq is not None:
+                dq.addmm_((torch.exp(a @ queue.T - w) * g[s:e, None]).T, a)
         return da, dc, dq, None, None, None
 
 
@@ -164,44 +165,56 @@ def _tile_logits(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Ten
 
 
 def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: Tensor | None = None,
-            chunk: int = 1024, eager: bool = False) -> Tensor:
+            chunk: int = 1024, uniform: bool = False) -> Tensor:
     """(A,) logsumexp_j of the rows of [anchors @ cands.T (entries ``excl`` (k, A) set to -inf) |
-    anchors @ queue.T], in row tiles of ``chunk``, with the exact gradient from a recomputing backward
-    (memory O((A + C) d + chunk x C)); the fused path of the InfoNCE family. ``eager``: the caller sums or
-    averages the rows with equal weights, so the gradient is formed in the forward (see :class:`_RowLSE`;
-    exact either way, only faster when the hint holds)."""
+    anchors @ queue.T], in row tiles of ``chunk``, with the exact gradient (memory O((A + C) d + chunk x C));
+    the fused path of the InfoNCE family. ``uniform``: the caller sums or averages the rows with equal
+    weights, so the candidates' gradient is formed in the forward too (see :class:`_RowLSE`; exact either
+    way, only faster when the hint holds)."""
     _fix_malloc_threshold()
-    return _RowLSE.apply(anchors, cands, queue, excl, chunk, bool(eager))
+    return _RowLSE.apply(anchors, cands, queue, excl, chunk, bool(uniform))
 
 
 class _PairKernelLSE(torch.autograd.Function):
-    """log( sum_{j != k} exp f(||e_j - e_k||^2) + 2 sum_{j, m} exp f(||e_j - q_m||^2) ) by row tiles, with a
-    recomputing backward from the saved scalar: the per-pair weight is p_jk f'(u_jk), and u_jk's gradient
-    is 2 (e_j - e_k) for e_j and 2 (e_k - e_j) for e_k. ``f`` / ``df``: the log-kernel and its derivative."""
+    """log( sum_{j != k} exp f(||e_j - e_k||^2) + 2 sum_{j, m} exp f(||e_j - q_m||^2) ) by row tiles. The
+    per-pair weight of the gradient is p_jk f'(u_jk), and u_jk's gradient 2 (e_j - e_k) for e_j and
+    2 (e_k - e_j) for e_k. The output is one scalar, so the forward forms the whole gradient while it has
+    each tile at hand (3 products per tile, as the dense path; a recomputing backward would take 4): the
+    weights exp(logit - M) are taken against the running maximum M of the logits seen so far, the sum is
+    rescaled by exp(M_old - M_new) when M grows, and d log Z = sum * exp(M - log Z) at the end.
+    ``f`` / ``df``: the log-kernel and its derivative."""
 
     @staticmethod
     def forward(ctx: Any, e: Tensor, queue: Tensor | None, f: Callable[[Tensor], Tensor],
                 df: Callable[[Tensor], Tensor], chunk: int) -> Tensor:
-        parts = [torch.logsumexp(_kernel_tile(e, queue, f, s, t)[0].flatten(), 0) for s, t in _spans(e.shape[0], chunk)]
-        log_z = torch.logsumexp(torch.stack(parts), 0)
-        ctx.save_for_backward(e, queue, log_z)
-        ctx.f, ctx.df, ctx.chunk = f, df, chunk
+        m = e.shape[0]
+        want = ctx.needs_input_grad[0]
+        de = torch.zeros_like(e) if want else None
+        big = torch.tensor(float("-inf"), dtype=e.dtype, device=e.device)  # running max of the logits
+        total = torch.zeros((), dtype=e.dtype, device=e.device)  # sum of exp(logit - big)
+        for s, t in _spans(m, chunk):
+            logits, u = _kernel_tile(e, queue, f, s, t)
+            new = torch.maximum(big, logits.amax())
+            scale = torch.exp(big - new)  # 0 on the first tile
+            w = logits.sub_(new).exp_()
+            total = total * scale + w.sum()
+            big = new
+            if de is not None:
+                de.mul_(scale)
+                c = w.mul_(df(u)).mul_(u > 0)  # d/d u of sum exp f(u), clamped entries have none
+                cm = c[:, :m]
+                de[s:t] += 2.0 * c.sum(1, keepdim=True) * e[s:t] - 2.0 * (cm @ e)
+                de += 2.0 * cm.sum(0)[:, None] * e - 2.0 * (cm.T @ e[s:t])
+                if queue is not None:
+                    de[s:t] -= 2.0 * (c[:, m:] @ queue)
+        log_z = big + total.log()
+        ctx.save_for_backward(None if de is None else de.mul_(torch.exp(big - log_z)))
         return log_z
 
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
-        e, queue, log_z = ctx.saved_tensors
-        de = torch.zeros_like(e)
-        m = e.shape[0]
-        for s, t in _spans(m, ctx.chunk):
-            logits, u = _kernel_tile(e, queue, ctx.f, s, t)
-            c = torch.exp(logits - log_z) * g * ctx.df(u) * (u > 0)  # d log Z / d u, clamped entries have none
-            cm = c[:, :m]
-            de[s:t] += 2.0 * c.sum(1, keepdim=True) * e[s:t] - 2.0 * (cm @ e)
-            de += 2.0 * cm.sum(0)[:, None] * e - 2.0 * (cm.T @ e[s:t])
-            if queue is not None:
-                de[s:t] -= 2.0 * (c[:, m:] @ queue)
-        return de, None, None, None, None
+        (de,) = ctx.saved_tensors
+        return (None if de is None else de * g), None, None, None, None
 
 
 def _kernel_tile(e: Tensor, queue: Tensor | None, f: Callable[[Tensor], Tensor], s: int, t: int

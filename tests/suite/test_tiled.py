@@ -173,10 +173,11 @@ def test_memory_bounded_at_2n_8192():
 
 
 @pytest.mark.parametrize("with_queue,with_excl", [(False, False), (True, True)])
-def test_row_lse_eager_gradient_is_exact_for_any_incoming_gradient(with_queue, with_excl, monkeypatch):
-    """row_lse(eager=True) forms the gradient in the forward (for callers that average rows uniformly): a uniform
-    incoming gradient uses it scaled (the recomputing pass never runs), a non-uniform one recomputes the tiles for
-    the candidates; both equal the dense float64 gradient, and the eager forward value is the dense logsumexp"""
+def test_row_lse_gradient_formed_in_the_forward_is_exact_for_any_incoming_gradient(with_queue, with_excl, monkeypatch):
+    """row_lse(uniform=True) forms the whole gradient in the forward (for callers that average rows uniformly): a
+    uniform incoming gradient uses it scaled (no tile is recomputed), a non-uniform one recomputes the candidate
+    columns; without the hint only the anchors' part is formed in the forward; all equal the dense float64
+    gradient, and the value is the dense logsumexp"""
     g = torch.Generator().manual_seed(3)
     a, c = torch.randn(11, 4, dtype=F64, generator=g), torch.randn(9, 4, dtype=F64, generator=g)
     q = torch.randn(5, 4, dtype=F64, generator=g) if with_queue else None
@@ -191,16 +192,17 @@ def test_row_lse_eager_gradient_is_exact_for_any_incoming_gradient(with_queue, w
     calls = []
     real = tiling._tile_logits
     monkeypatch.setattr(tiling, "_tile_logits", lambda *x: calls.append(1) or real(*x))
-    for w in (torch.full((11,), 0.25, dtype=F64), torch.rand(11, dtype=F64, generator=g)):
+    for hint, w in [(h, w) for h in (True, False)
+                    for w in (torch.full((11,), 0.25, dtype=F64), torch.rand(11, dtype=F64, generator=g))]:
         leaves = [t.clone().requires_grad_() for t in (a, c) + ((q,) if q is not None else ())]
         ref = torch.autograd.grad((dense(*leaves, *([None] if q is None else [])) * w).sum(), leaves)
         leaves2 = [t.clone().requires_grad_() for t in leaves]
         calls.clear()
-        val = tiling.row_lse(leaves2[0], leaves2[1], leaves2[2] if q is not None else None, excl, chunk=4, eager=True)
+        val = tiling.row_lse(leaves2[0], leaves2[1], leaves2[2] if q is not None else None, excl, chunk=4, uniform=hint)
         n_forward = len(calls)
         got = torch.autograd.grad((val * w).sum(), leaves2)
         assert torch.allclose(val, dense(a, c, q), rtol=1e-12)
         for x, y in zip(got, ref):
             assert torch.allclose(x, y, rtol=1e-10, atol=1e-12), (x - y).abs().max()
         uniform = bool((w == w[0]).all())
-        assert (len(calls) == n_forward) == uniform  # tiles recomputed only for a non-uniform gradient
+        assert (len(calls) == n_forward) == (hint and uniform)  # tiles recomputed unless the hint held
