@@ -206,3 +206,23 @@ def test_row_lse_gradient_formed_in_the_forward_is_exact_for_any_incoming_gradie
             assert torch.allclose(x, y, rtol=1e-10, atol=1e-12), (x - y).abs().max()
         uniform = bool((w == w[0]).all())
         assert (len(calls) == n_forward) == (hint and uniform)  # tiles recomputed unless the hint held
+
+
+@pytest.mark.parametrize("case", CASES[::3] + [c for c in CASES if c[1] in ("tsimclr", "cacr")], ids=lambda c: c[0])
+def test_losses_stay_float32_under_bf16_autocast(case):
+    """a forward inside torch.autocast(bfloat16) (as the engine runs it; the backward after it) -> every loss, dense
+    and tiled, gives the float32 value and gradients (autocast is off during the loss; before, InfoNCE's
+    similarities were bf16: 7e-4 off dense, 2e-2 tiled)"""
+    _, name, hp, kind = case
+    x = _inputs(torch.float32)
+    for chunk in (None, 3):
+        loss = L.build(name, chunk_size=chunk, **hp)
+        ref_v, ref_g = _value_and_grads(loss, kind, x)
+        names, fn = _call(kind, x)
+        leaves = [x[k].clone().requires_grad_() for k in names]
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # the forward under autocast, the backward after it
+            v = fn(loss, *leaves)
+        g = torch.autograd.grad(v, leaves)
+        assert v.dtype == torch.float32 and torch.allclose(v, ref_v, rtol=1e-6, atol=1e-7), (chunk, float(v), float(ref_v))
+        for a, b in zip(g, ref_g):
+            assert torch.allclose(a, b, rtol=1e-5, atol=1e-7), (chunk, (a - b).abs().max())
