@@ -19,6 +19,11 @@ class PretrainConfig:
     eval_train_per_class: int = field(default=0, metadata={"help": "kNN/probe training images per class of the balanced "
                                                                      "training split (0 = all)"})
     eval_test_per_class: int = field(default=0, metadata={"help": "test images per class for evaluation (0 = all)"})
+    val_per_class: int = field(default=0, metadata={
+        "help": "hold out this many training images per class (one fixed split, the same for every seed) as a "
+                "validation set: removed from pretraining and from the kNN/probe bank, evaluated instead of the test "
+                "split and logged as split 'val' (model selection, e.g. a temperature search; 0 = off)",
+        "omit_default": True})
     # augmentation
     recipe: str = field(default="auto", metadata={"help": "cifar | stl10 | imagenet | digits | auto (by dataset)"})
     image_size: int = field(default=0, metadata={"help": "crop size (0 = recipe default)"})

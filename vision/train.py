@@ -39,12 +39,21 @@ def recipe_for(cfg: PretrainConfig, data: ImageData) -> Recipe:
     return get_recipe(name, cfg.image_size)
 
 
+VAL_SPLIT_SEED = 20_241_122  # one validation split for every run and seed
+
+
 def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, ImageData, dict[str, Any]]:
     """Load the data set; returns the pretraining data (imbalance rule / balanced subset applied),
     the evaluation data (the balanced standard training split as kNN bank / probe training set,
     optionally subsampled per class, and the test split) and log info."""
     data = load_dataset(cfg.dataset, cfg.data_root or None)
     skipped = data.info.get("skipped") or {}  # image folders: images of another size, not stacked
+    if cfg.val_per_class > 0:  # validation: held-out training images take the test split's place, never the test set
+        val = class_subset_indices(data.train_y, cfg.val_per_class, seed=VAL_SPLIT_SEED)
+        keep = torch.ones(data.train_y.shape[0], dtype=torch.bool)
+        keep[val] = False
+        data = ImageData(data.name, data.train_x[keep], data.train_y[keep], data.train_x[val], data.train_y[val],
+                         data.classes, {**data.info, "validation": int(val.numel())})
     eval_data = data
     if cfg.eval_train_per_class > 0:
         eval_data = eval_data.subset_train(class_subset_indices(data.train_y, cfg.eval_train_per_class, seed=cfg.seed))
@@ -157,6 +166,7 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed + sd.rank())
     data, eval_data, data_info = prepare_data(cfg)
+    eval_split = "val" if cfg.val_per_class > 0 else "test"  # what the evaluation metrics are logged as
     recipe = recipe_for(cfg, data)
     method = build_method(cfg, data, recipe).to(device)
     inner = method
@@ -224,7 +234,7 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
                          linear=cfg.linear_probe and last_epoch, batch_size=cfg.eval_batch_size, seed=cfg.seed,
                          geometry_batches=cfg.geometry_batches)
             if run is not None:
-                run.log_many(m, split="test", step=epoch)
+                run.log_many(m, split=eval_split, step=epoch)
             result["metrics"] = m
         method.train()
 
@@ -244,7 +254,7 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
                                          knn_t=cfg.knn_t, linear=cfg.linear_probe, batch_size=cfg.eval_batch_size,
                                          seed=cfg.seed, geometry_batches=cfg.geometry_batches)
             if run is not None:
-                run.log_many(result["metrics"], split="test", step=cfg.epochs)
+                run.log_many(result["metrics"], split=eval_split, step=cfg.epochs)
         if run is not None:
             result["run_id"] = run.id
         if sd.is_main():

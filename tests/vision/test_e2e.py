@@ -128,3 +128,25 @@ def test_grad_cache_with_chunk_equal_to_batch_is_the_uncached_run(tmp_path: Path
     assert small["train"]["images_per_s"] > 0
     with pytest.raises(ValueError, match="MoCo"):
         pretrain(_cfg(tmp_path / "d", framework="moco", grad_cache_chunk=8, **base))
+
+
+def test_validation_split_is_held_out_and_logged_as_val(tmp_path: Path) -> None:
+    """val_per_class -> that many training images per class (one fixed split, the same for every seed) leave the
+    pretraining set and the kNN bank and are evaluated instead of the test split; the run logs them as split 'val'
+    (never 'test'); the default leaves the config as before"""
+    from suite.config import experiment_config
+    from suite.registry import Registry
+    from vision.train import prepare_data
+
+    full, _, _ = prepare_data(_cfg(tmp_path))
+    data, ev, info = prepare_data(_cfg(tmp_path, val_per_class=5))
+    assert info["test"] == 5 * ev.num_classes and ev.test_x.shape[0] == 5 * ev.num_classes
+    assert not any(bool((x == ev.test_x).flatten(1).all(1).any()) for x in data.train_x[:, None])  # disjoint
+    again, ev2, _ = prepare_data(_cfg(tmp_path, val_per_class=5, seed=3))
+    assert torch.equal(ev.test_x, ev2.test_x)  # the same split for another seed
+    assert "val_per_class" not in experiment_config(_cfg(tmp_path))
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    pretrain(_cfg(tmp_path, val_per_class=5, epochs=1, registry=True, geometry_batches=0), registry=reg)
+    run = reg.runs()[0]
+    splits = {m["split"] for m in reg.metrics(run["id"]) if m["name"] == "knn_acc"}
+    assert splits == {"val"}
