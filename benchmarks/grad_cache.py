@@ -1,11 +1,14 @@
-"""``suite bench grad-cache``: peak memory and step time of unsupervised SimCSE on the packaged MiniLM
-(max length 32, two dropout views, infonce) with and without gradient caching (``grad_cache_chunk``),
-one optimiser step per fresh process, at several batch sizes. Writes ``benchmarks/results/grad_cache.md``.
+"""``suite bench grad-cache``: peak memory and step time with and without gradient caching
+(``grad_cache_chunk``), one optimiser step per fresh process, at several batch sizes, for unsupervised SimCSE
+on the packaged MiniLM (max length 32, two dropout views, infonce) and SimCLR with the CIFAR ResNet-18 (32 x 32
+images, two augmented views, infonce). Writes ``benchmarks/results/grad_cache.md``.
 
 Peak memory is the process's peak RSS growth during the step (peak reset before it, ``suite.memory``; model and
-data already loaded); time is the step's wall time after one warm-up step at a small batch. Cells that
-would not fit are reported as failed with the error's last line. Targets (issue): at batch 1024, chunk 64
-uses at most a quarter of the full batch's memory at most 1.4x its time (two forward passes: 1.33x).
+data already loaded); time is the step's wall time after one warm-up step at a small batch. Every cell runs
+under an address-space limit (``--limit-gib``, default 18 GiB on this 24 GB machine, so a cell that does not
+fit fails with an allocation error instead of taking the machine down); such cells are reported as not
+fitting. Targets (issue): at batch 1024, chunk 64 uses at most a quarter of the full batch's memory at most
+1.4x its time (two forward passes: 1.33x); batch 4096 trains with caching where the full batch does not fit.
 """
 from __future__ import annotations
 
@@ -26,80 +29,114 @@ ROOT = Path(__file__).resolve().parent.parent
 
 _SCRIPT = r"""
 import json, resource, sys, time, torch
-torch.set_num_threads(int(sys.argv[3]))
-import suite.losses as L
+torch.set_num_threads(int(sys.argv[4]))
 from suite.train import Engine
-from text.methods.simcse import SimCSEConfig, _step, loss_for
-from text.models.encoder import build_encoder
-batch, chunk = int(sys.argv[1]), int(sys.argv[2])
-cfg = SimCSEConfig(batch_size=batch, grad_cache_chunk=chunk, pooling="mean", dropout=0.1)
-enc = build_encoder("default", "mean", True, False, 0.1)
-loss = loss_for("infonce")
-words = ("the a cat dog sat on mat ran fast slow red blue green house tree car road city river hill man woman "
-         "child book read wrote sang song long short day night").split()
-g = torch.Generator().manual_seed(0)
-data = [" ".join(words[i] for i in torch.randint(0, len(words), (24,), generator=g).tolist()) for _ in range(batch)]
-eng = Engine(enc, torch.optim.AdamW(enc.parameters(), lr=3e-5), device="cpu")
-warm = _step(eng.ddp, enc, loss, data, torch.arange(min(8, batch)), SimCSEConfig(batch_size=8, grad_cache_chunk=0), 2, None, torch.device("cpu"))
-eng.backward(warm)
+model, batch, chunk = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+if model == "simcse":
+    from text.methods.simcse import SimCSEConfig, _step, loss_for
+    from text.models.encoder import build_encoder
+    cfg = SimCSEConfig(batch_size=batch, grad_cache_chunk=chunk, pooling="mean", dropout=0.1)
+    enc = build_encoder("default", "mean", True, False, 0.1)
+    loss = loss_for("infonce")
+    words = ("the a cat dog sat on mat ran fast slow red blue green house tree car road city river hill man woman "
+             "child book read wrote sang song long short day night").split()
+    g = torch.Generator().manual_seed(0)
+    data = [" ".join(words[i] for i in torch.randint(0, len(words), (24,), generator=g).tolist()) for _ in range(batch)]
+    eng = Engine(enc, torch.optim.AdamW(enc.parameters(), lr=3e-5), device="cpu")
+    small = SimCSEConfig(batch_size=8, grad_cache_chunk=0)
+    step = lambda idx, c: _step(eng.ddp, enc, loss, data, idx, c, 2, None, torch.device("cpu"))
+    args = (torch.arange(min(8, batch)), small), (torch.arange(batch), cfg)
+else:
+    from vision.config import PretrainConfig
+    from vision.data import ImageData
+    from vision.transforms import ViewAugment, get_recipe
+    from vision.train import build_method, step_output
+    cfg = PretrainConfig(dataset="cifar10", encoder="resnet18", batch_size=batch, grad_cache_chunk=chunk, loss="infonce")
+    recipe = get_recipe("cifar", 0)
+    x = torch.randint(0, 256, (batch, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    y = torch.arange(batch) % 10
+    method = build_method(cfg, ImageData("cifar10", x[:2], y[:2], x[:2], y[:2], [str(i) for i in range(10)]), recipe)
+    augment = ViewAugment(recipe, 2)
+    eng = Engine(method, torch.optim.Adam(method.parameters(), lr=1e-3), device="cpu")
+    step = lambda idx, c: step_output(eng.ddp, method, augment(x[idx]), y[idx], c)
+    args = (torch.arange(min(8, batch)), 0), (torch.arange(batch), chunk)
+eng.backward(step(*args[0]))  # warm-up
 from suite.memory import peak_rss, reset_peak_rss
 before = reset_peak_rss()
 t0 = time.perf_counter()
-out = _step(eng.ddp, enc, loss, data, torch.arange(batch), cfg, 2, None, torch.device("cpu"))
-eng.backward(out)
+eng.backward(step(*args[1]))
 dt = time.perf_counter() - t0
 print(json.dumps({"rss_growth_mib": peak_rss() - before, "s": dt}))
 """
 
 
-def measure(batch: int, chunk: int, threads: int) -> dict[str, Any]:
+def measure(model: str, batch: int, chunk: int, threads: int, limit_gib: float) -> dict[str, Any]:
+    """One step of ``model`` ("simcse" | "resnet18") in a fresh process under an address-space limit."""
+    import resource
+
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", _SCRIPT, str(batch), str(chunk), str(threads)], capture_output=True,
-                         text=True, env=env, cwd=ROOT)
+    cap = int(limit_gib * 2**30)
+    out = subprocess.run([sys.executable, "-c", _SCRIPT, model, str(batch), str(chunk), str(threads)],
+                         capture_output=True, text=True, env=env, cwd=ROOT,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap)))
     if out.returncode != 0:
-        return {"error": (out.stderr.strip().splitlines() or ["killed"])[-1]}
+        last = (out.stderr.strip().splitlines() or ["killed"])[-1]
+        fits = not any(k in last.lower() for k in ("alloc", "memory", "killed"))
+        return {"error": last, "oom": not fits}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run(batches: tuple[int, ...], chunk: int, threads: int, out: Path = RESULTS) -> str:
-    rows = []
-    res: dict[tuple[int, int], dict[str, Any]] = {}
-    for b in batches:
-        for c in (0, chunk):
-            res[(b, c)] = r = measure(b, c, threads)
-            print(f"  batch {b:5d} chunk {c or 'none':>4} {r}", flush=True)
-        full, cached = res[(b, 0)], res[(b, chunk)]
+MODELS = {"simcse": "Unsupervised SimCSE, packaged all-MiniLM-L6-v2, max length 32 (24-word sentences), two dropout "
+                    "views, infonce, AdamW",
+          "resnet18": "SimCLR, CIFAR ResNet-18 on 32 x 32 images (random pixels), two augmented views (the cifar "
+                      "recipe), infonce, Adam; BatchNorm sees chunks under caching"}
 
-        def cell(r: dict[str, Any], key: str, fmt: str) -> str:
-            return ("failed: " + r["error"][:60]) if "error" in r else format(r[key], fmt)
 
-        mem_ratio = time_ratio = "-"
-        if "error" not in full and "error" not in cached and full["rss_growth_mib"] > 0:
-            mem_ratio = f"{cached['rss_growth_mib'] / full['rss_growth_mib']:.2f}"
-            time_ratio = f"{cached['s'] / full['s']:.2f}"
-        rows.append([b, cell(full, "rss_growth_mib", ".0f"), cell(cached, "rss_growth_mib", ".0f"), mem_ratio,
-                     cell(full, "s", ".1f"), cell(cached, "s", ".1f"), time_ratio])
-    text = "\n".join([
-        "# Gradient caching (generated by `suite bench grad-cache`)", "",
-        f"Unsupervised SimCSE, packaged all-MiniLM-L6-v2, max length 32 (24-word sentences), two dropout views, "
-        f"infonce; one AdamW step per fresh process on the CPU, torch threads {threads}; chunk = {chunk} sentences "
-        f"(both views of a sentence in its chunk). Peak RSS growth of the step (MiB) and its wall time (s). "
-        f"Targets at batch 1024: memory ratio <= 0.25, time ratio <= 1.4.", "",
-        markdown_table(["batch", "full MiB", f"chunk {chunk} MiB", "memory ratio", "full s", f"chunk {chunk} s",
-                        "time ratio"], rows), ""])
+def run(models: tuple[str, ...], batches: tuple[int, ...], chunk: int, threads: int, limit_gib: float,
+        out: Path = RESULTS) -> str:
+    def cell(r: dict[str, Any], key: str, fmt: str) -> str:
+        if "error" in r:
+            return f"does not fit in {limit_gib:g} GiB" if r.get("oom") else "failed: " + r["error"][:60]
+        return format(r[key], fmt)
+
+    lines = ["# Gradient caching (generated by `suite bench grad-cache`)", "",
+             f"One optimiser step per fresh process on the CPU, torch threads {threads}, chunk = {chunk} samples "
+             f"(all views of a sample in its chunk), every process under a {limit_gib:g} GiB address-space limit "
+             f"(the machine has 24 GB). Peak RSS growth of the step (MiB) and its wall time (s). Targets at batch "
+             f"1024: memory ratio <= 0.25, time ratio <= 1.4; at 4096 caching trains where the full batch does not "
+             f"fit.", ""]
+    for model in models:
+        rows = []
+        for b in batches:
+            res = {c: measure(model, b, c, threads, limit_gib) for c in (0, chunk)}
+            for c, r in res.items():
+                print(f"  {model} batch {b:5d} chunk {c or 'none':>4} {r}", flush=True)
+            full, cached = res[0], res[chunk]
+            mem_ratio = time_ratio = "-"
+            if "error" not in full and "error" not in cached and full["rss_growth_mib"] > 0:
+                mem_ratio = f"{cached['rss_growth_mib'] / full['rss_growth_mib']:.2f}"
+                time_ratio = f"{cached['s'] / full['s']:.2f}"
+            rows.append([b, cell(full, "rss_growth_mib", ".0f"), cell(cached, "rss_growth_mib", ".0f"), mem_ratio,
+                         cell(full, "s", ".1f"), cell(cached, "s", ".1f"), time_ratio])
+        lines += [f"## {model}", "", MODELS[model] + ".", "",
+                  markdown_table(["batch", "full MiB", f"chunk {chunk} MiB", "memory ratio", "full s", f"chunk {chunk} s",
+                                  "time ratio"], rows), ""]
+    text = "\n".join(lines)
     out.write_text(text)
     return text
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("grad-cache", help="SimCSE step memory and time with and without gradient caching")
-    p.add_argument("--batches", type=int, nargs="+", default=[256, 1024])
+    p = sub.add_parser("grad-cache", help="step memory and time with and without gradient caching (SimCSE, ResNet-18)")
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    p.add_argument("--batches", type=int, nargs="+", default=[256, 1024, 4096])
     p.add_argument("--chunk", type=int, default=64)
     p.add_argument("--threads", type=int, default=max(1, torch.get_num_threads()))
+    p.add_argument("--limit-gib", type=float, default=18.0, help="address-space limit of every measured process")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.set_defaults(func=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
-    print(run(tuple(args.batches), args.chunk, args.threads, args.out))
+    print(run(tuple(args.models), tuple(args.batches), args.chunk, args.threads, args.limit_gib, args.out))
     return 0

@@ -101,6 +101,17 @@ def build_method(cfg: PretrainConfig, data: ImageData, recipe: Recipe) -> nn.Mod
     raise ValueError(f"framework must be 'simclr' or 'moco', got {cfg.framework!r}")
 
 
+def step_output(ddp: nn.Module, inner: nn.Module, out: Any, labels: Tensor, chunk: int) -> Tensor | CachedStep:
+    """One training step's loss from its augmented views ``out`` (``ViewAugment``'s output): the method's loss,
+    or with ``chunk`` (SimCLR's gradient caching) the :class:`CachedStep` that encodes the views in chunks of
+    ``chunk`` images and takes the loss over the whole batch."""
+    if chunk:
+        return CachedStep(lambda c: ddp(out.views[:, c], embed_only=True),
+                          list(torch.arange(out.views.shape[1], device=out.views.device).split(chunk)),
+                          lambda z: inner.loss_of(z, labels, out.iou), dim=1)
+    return ddp(out.views, labels=labels, iou=out.iou)
+
+
 def build_optimizer(cfg: PretrainConfig, params: list[nn.Parameter]) -> tuple[torch.optim.Optimizer, float]:
     if cfg.optimizer == "sgd":
         lr = cfg.lr or 0.06 * cfg.batch_size * sd.world_size() / 256
@@ -210,11 +221,7 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
         t0 = time.perf_counter()
         out = augment(x)  # views (V, N, C, S, S)
         t_aug[0] += time.perf_counter() - t0
-        if cfg.grad_cache_chunk:  # SimCLR: the views encoded in chunks of images, the loss over the whole batch
-            return CachedStep(lambda c: engine.ddp(out.views[:, c], embed_only=True),
-                              list(torch.arange(x.shape[0], device=device).split(cfg.grad_cache_chunk)),
-                              lambda z: inner.loss_of(z, y, out.iou), dim=1)
-        return engine.ddp(out.views, labels=y, iou=out.iou)
+        return step_output(engine.ddp, inner, out, y, cfg.grad_cache_chunk)
 
     stats: dict[str, float] = {}
 
