@@ -24,3 +24,35 @@ def test_fidelity_table_from_constructed_registry(tmp_path):
     assert "| confirmed |" in line
     line = next(x for x in text.splitlines() if x.startswith("| CACR K=1 beats SimCLR"))
     assert "inconclusive (n < 3)" in line  # one InfoNCE seed, no CACR K=1 run
+
+
+def test_cmc_temperature_is_chosen_on_validation_runs_only(tmp_path):
+    """CMC K=4 validation runs at tau 0.1 / 0.2 (val kNN 40 / 45) -> tau 0.2 is chosen and the CMC row and claim use
+    the test runs at tau 0.2 only; validation runs never enter a test row; t-SimCLR scans render from validation
+    (images) and STS-B dev (sentences) runs"""
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    for tau, knn in ((0.1, 0.40), (0.2, 0.45)):
+        with reg.run(modality="vision", task="pretrain", dataset="cifar10", loss="cmc", loss_hparams={"temperature": tau},
+                     config={"views": 5, "batch_size": 64, "val_per_class": 100}, seed=0) as r:
+            r.log_many({"knn_acc": knn}, split="val")
+    for s in range(3):
+        _vision(reg, "cacr", s, 0.50, 0.4, views=5, batch_size=64)
+        for tau, lin in ((0.1, 0.60), (0.2, 0.48)):
+            with reg.run(modality="vision", task="pretrain", dataset="cifar10", loss="cmc",
+                         loss_hparams={"temperature": tau}, config={"views": 5, "batch_size": 64}, seed=s) as r:
+                r.log_many({"linear_acc": lin + 0.001 * s, "knn_acc": 0.4}, split="test")
+    with reg.run(modality="vision", task="pretrain", dataset="cifar10", loss="tsimclr",
+                 loss_hparams={"temperature": 2, "t_df": 5}, config={"val_per_class": 100}, seed=0) as r:
+        r.log_many({"knn_acc": 0.31}, split="val")
+    with reg.run(modality="text", task="simcse-unsup", dataset="wiki", loss="tsimclr",
+                 loss_hparams={"temperature": 1, "t_df": 10}, config={"limit": 1024}, seed=0) as r:
+        r.log_many({"best_stsb_dev": 0.7712}, split="dev")
+    text = table(reg)
+    assert "| 0.1 | 40.0 (n=1) |" in text and "| 0.2 | 45.0 (n=1) |" in text
+    assert "| CMC K=4 (V=5), tau 0.2 (chosen on validation), batch 64 | 48.1 ± 0.1 (n=3)" in text
+    line = next(x for x in text.splitlines() if x.startswith("| CACR K=4 beats CMC K=4"))
+    assert "tau 0.2" in line and "| confirmed |" in line  # 50 vs 48.1; the tau 0.1 test rows (60) are not used
+    images = text[text.index("t_df on images"):]
+    assert "| tau = 2 | – | – | 31.0 (n=1) | – |" in images
+    sentences = text[text.index("t_df on sentences"):]
+    assert "| tau = 1 | – | – | – | 77.1 (n=1) |" in sentences
