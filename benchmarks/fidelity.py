@@ -116,7 +116,7 @@ def _vision(reg: Registry) -> list[str]:
             "The K = 4 rows use the paper's batch rule: the K = 1 mini-batch divided by 4 (256 -> 64), so every row "
             "encodes the same number of images per step (App. C.1); CACR's t- is the paper's value for CIFAR-10 "
             "(2 for K = 1, 0.9 for K = 4); CMC uses the temperature with the best kNN accuracy on a validation split "
-            "(100 training images per class held out, 1 seed per temperature; the paper chose every baseline's best "
+            "(100 training images per class held out, mean over the seeds shown; the paper chose every baseline's best "
             "temperature), its rows below are on the test set.", "",
             markdown_table(["CMC K=4 temperature", "validation kNN acc %"], search or [["(no search recorded)", ""]]),
             "",
