@@ -190,25 +190,35 @@ class _PairKernelLSE(torch.autograd.Function):
         m = e.shape[0]
         want = ctx.needs_input_grad[0]
         de = torch.zeros_like(e) if want else None
-        big = torch.tensor(float("-inf"), dtype=e.dtype, device=e.device)  # running max of the logits
+        col = torch.zeros(m, dtype=e.dtype, device=e.device)  # sum over rows of the weights, per column
+        big = float("-inf")  # running max of the logits
         total = torch.zeros((), dtype=e.dtype, device=e.device)  # sum of exp(logit - big)
         for s, t in _spans(m, chunk):
             logits, u = _kernel_tile(e, queue, f, s, t)
-            new = torch.maximum(big, logits.amax())
-            scale = torch.exp(big - new)  # 0 on the first tile
-            w = logits.sub_(new).exp_()
-            total = total * scale + w.sum()
-            big = new
+            new = max(big, float(logits.amax()))
+            if new > big:  # rescale what was summed against the old maximum (0 on the first tile)
+                scale = math.exp(big - new)
+                total.mul_(scale)
+                col.mul_(scale)
+                if de is not None:
+                    de.mul_(scale)
+                big = new
+            w = logits.sub_(big).exp_()
+            total += w.sum()
             if de is not None:
-                de.mul_(scale)
                 c = w.mul_(df(u)).mul_(u > 0)  # d/d u of sum exp f(u), clamped entries have none
                 cm = c[:, :m]
-                de[s:t] += 2.0 * c.sum(1, keepdim=True) * e[s:t] - 2.0 * (cm @ e)
-                de += 2.0 * cm.sum(0)[:, None] * e - 2.0 * (cm.T @ e[s:t])
+                de[s:t] += 2.0 * c.sum(1, keepdim=True) * e[s:t]
+                de[s:t].addmm_(cm, e, alpha=-2.0)
+                col += cm.sum(0)
+                de.addmm_(cm.T, e[s:t], alpha=-2.0)  # in place: no (M, d) temporary per tile
                 if queue is not None:
-                    de[s:t] -= 2.0 * (c[:, m:] @ queue)
+                    de[s:t].addmm_(c[:, m:], queue, alpha=-2.0)
         log_z = big + total.log()
-        ctx.save_for_backward(None if de is None else de.mul_(torch.exp(big - log_z)))
+        if de is not None:
+            de.add_(2.0 * col[:, None] * e)  # the columns' share, once: sum_j w_jk 2 e_k
+            de.mul_(torch.exp(big - log_z))
+        ctx.save_for_backward(de)
         return log_z
 
     @staticmethod
