@@ -390,6 +390,8 @@ def plots(reg: Registry, table: dict) -> list[tuple[str, str]]:
     # 6. loss forward+backward time
     times: dict[str, dict[str, float]] = defaultdict(dict)
     for r in reg.runs(status="finished", task="loss-bench"):
+        if json.loads(r["config"] or "{}").get("path", "dense") != "dense":  # the tiled timings: losses.md has them
+            continue
         v = reg.final_metrics(r["id"]).get(("fwd_bwd_ms", "bench"))
         if v is not None:
             times[r["dataset"]][r["loss"]] = v
@@ -403,7 +405,7 @@ def plots(reg: Registry, table: dict) -> list[tuple[str, str]]:
         ax.set_xticks([j + 0.4 - w / 2 for j in range(len(losses))], losses, rotation=30)
         ax.set_yscale("log")
         ax.set_ylabel("forward+backward ms")
-        ax.set_title("Loss forward+backward time (CPU)")
+        ax.set_title("Loss forward+backward time, dense path (CPU)")
         ax.legend(fontsize=7)
         figs.append(("Loss forward+backward time", _png(fig)))
     return figs
