@@ -541,7 +541,24 @@ class Registry:
                 ms = [x for _, m in new for x in m]
                 if ms:
                     conn.execute(metrics_t.insert(), ms)
+                self._finish_imported_jobs(conn, {r.get("config_hash") for r, _ in new} - {None})
         return {"added": len(new), "skipped": len(rows) - len(new)}
+
+    def _finish_imported_jobs(self, conn: Any, hashes: set[str]) -> None:
+        """A snapshot carries runs, not the runner's jobs table: record a finished job for every imported hash
+        whose runs all finished (and that has no job row), so a sweep resumed on an imported snapshot skips
+        those jobs instead of running them again and superseding the imported runs."""
+        if not hashes:
+            return
+        known = {r.hash for r in conn.execute(sa.select(jobs_t.c.hash).where(jobs_t.c.hash.in_(hashes)))}
+        status: dict[str, set[str]] = {}
+        for r in conn.execute(sa.select(runs_t.c.config_hash, runs_t.c.status).where(runs_t.c.config_hash.in_(hashes))):
+            status.setdefault(r.config_hash, set()).add(r.status)
+        done = sorted(h for h, st in status.items() if st == {"finished"} and h not in known)
+        if done:
+            now = _now()
+            conn.execute(jobs_t.insert(), [dict(hash=h, status="finished", command="(imported from a snapshot)",
+                                                host="", pid=None, started_at=now, ended_at=now) for h in done])
 
 
 class Run:

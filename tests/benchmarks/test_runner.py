@@ -65,7 +65,7 @@ def test_interrupted_sweep_resumes_without_duplicates(tmp_path):
     assert f"skipped {len(done_first)}" in p2.stdout
     for j in jobs:
         ids = [x["id"] for x in reg.runs(status="finished") if x["config_hash"] == j.hash]
-        assert len(ids) == 2  # bench losses records the floor and infonce: one finished set, no duplicates
+        assert len(ids) == 3  # bench losses records the floor and infonce dense and tiled: one set, no duplicates
         if j.hash in done_first:
             assert ids == first[j.hash]  # not re-run
     # a third pass finds every job finished and starts nothing

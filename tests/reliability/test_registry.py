@@ -199,3 +199,24 @@ def test_old_jobs_table_gets_the_child_pid_column(tmp_path):
     assert reg.claim_job("old", "c")
     reg.set_job_child("old", os.getpid())
     assert reg.job("old")["child_pid"] == os.getpid()
+
+
+def test_sweep_resumed_on_an_imported_snapshot_skips_its_finished_jobs(tmp_path):
+    """a registry built by importing a .jsonl snapshot (runs only, no jobs table) -> the runner's claim skips a job
+    whose imported runs all finished (not re-run, its runs not superseded); a job with an interrupted run is
+    claimable again; importing twice adds nothing"""
+    a = Registry(str(tmp_path / "a.sqlite"))
+    for h, statuses in (("done", ["finished", "finished"]), ("half", ["finished", "interrupted"])):
+        assert a.claim_job(h, "cmd")
+        for st in statuses:
+            rid = a.start_run(modality="m", task="t", dataset="d", loss="l", cfg_hash=h)
+            a.finish(rid, st)
+        a.finish_job(h, "finished" if h == "done" else "interrupted")
+    snap = tmp_path / "snap.jsonl"
+    snap.write_text(a.export_jsonl())
+    b = Registry(str(tmp_path / "b.sqlite"))
+    assert b.import_jsonl(snap) == {"added": 4, "skipped": 0}
+    assert b.job_status("done") == "finished" and not b.claim_job("done", "cmd")
+    assert [r["status"] for r in b.runs(config_hash="done")] == ["finished", "finished"]
+    assert b.claim_job("half", "cmd")
+    assert b.import_jsonl(snap) == {"added": 0, "skipped": 4}
