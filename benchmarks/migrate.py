@@ -1,11 +1,14 @@
-"""``suite bench migrate``: move the run options of runs recorded before the config split out of their config.
+"""``suite bench migrate``: bring recorded configs to the current recording rules (run options apart, options at
+their default left out).
 
 Since the split every front-end records its experiment config as a run's ``config`` and its run options
 (device, output folder, resume, the model evaluated, ...) as ``run_options``, so tables and the report take a
 run's setting from its config as it is. Runs recorded earlier (``run_options`` empty) still hold both in the
 config; this command moves, for each such run, the keys its front-end's config class declares in
-``RUN_OPTIONS`` into ``run_options``, and leaves everything else (ids, hashes, metrics) as it was. Runs of
-tasks without a known config class are counted and left alone.
+``RUN_OPTIONS`` into ``run_options``. Options added later with ``omit_default`` (e.g. ``grad_cache_chunk``)
+are left out of configs while at their default; runs recorded with the default written out lose it, so they
+share the setting of runs recorded before the option existed. Everything else (ids, hashes, metrics) stays as
+it was; runs of tasks without a known config class are counted and left alone.
 
     suite bench migrate --registry benchmarks/results/registry.jsonl   # a snapshot, rewritten in place
     suite bench migrate --registry runs/registry.sqlite
@@ -13,6 +16,7 @@ tasks without a known config class are counted and left alone.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import os
@@ -30,29 +34,37 @@ CONFIG_CLASSES: dict[str, str] = {
 }
 
 
-def run_option_keys(task: str) -> tuple[str, ...] | None:
-    """The run-option keys of ``task``'s front-end, or None when the task has no known config class."""
+def config_class(task: str) -> type | None:
+    """The front-end config class of ``task``, or None when the task has none known."""
     for prefix, spec in CONFIG_CLASSES.items():
         if task.startswith(prefix):
             module, name = spec.split(":")
-            return tuple(getattr(getattr(importlib.import_module(module), name), "RUN_OPTIONS", ()))
+            return getattr(importlib.import_module(module), name)
     return None
 
 
 def split_row(row: dict[str, Any]) -> bool:
-    """Move ``row``'s run options from its config to ``run_options`` (in place) when it was recorded before the
-    split; True if it changed."""
-    if row.get("run_options") not in (None, "", "null"):
-        return False
-    keys = run_option_keys(str(row.get("task", "")))
+    """Bring ``row``'s recorded config (in place) to the current recording rules; True if it changed: the run
+    options of a run recorded before the split move to ``run_options``, and options marked ``omit_default``
+    that hold their default are dropped (runs recorded before and after such an option was added then share
+    their setting)."""
+    cls = config_class(str(row.get("task", "")))
     cfg = row.get("config")
     cfg = json.loads(cfg) if isinstance(cfg, str) else cfg
-    if keys is None or not isinstance(cfg, dict):
+    if cls is None or not isinstance(cfg, dict):
         return False
-    options = {k: cfg.pop(k) for k in keys if k in cfg}
-    row["config"] = json.dumps(cfg, sort_keys=True)
-    row["run_options"] = json.dumps(options, sort_keys=True)
-    return True
+    changed = False
+    if row.get("run_options") in (None, "", "null"):
+        options = {k: cfg.pop(k) for k in getattr(cls, "RUN_OPTIONS", ()) if k in cfg}
+        row["run_options"] = json.dumps(options, sort_keys=True)
+        changed = True
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("omit_default") and f.name in cfg and cfg[f.name] == f.default:
+            del cfg[f.name]
+            changed = True
+    if changed:
+        row["config"] = json.dumps(cfg, sort_keys=True)
+    return changed
 
 
 def migrate_jsonl(path: str | Path) -> dict[str, int]:

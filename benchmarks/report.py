@@ -53,6 +53,7 @@ class Cell:
     setting: int = 1  # index into the task's settings (1 = the one with most runs)
     rowkey: str = ""  # values of the suites' grid keys that vary in this task ("batch_size=64, views=5")
     name: str = ""  # the row label in the table
+    hpkey: str = ""  # the loss hyper-parameters that vary between this loss's runs ("temperature=0.05")
 
     @property
     def mean(self) -> float:
@@ -174,28 +175,39 @@ def collect(reg: Registry, all_settings: bool = False) -> dict[tuple[str, str, s
                 break
             label = f"{LABELS.get(hit[0], hit[0])} [{hit[0]}, {hit[1]}]"
             hits[(mod, r["task"], label)].append((r["dataset"], r["loss"], _setting(r["config"]), _pct(fm[hit]),
-                                                  r["started_at"]))
+                                                  r["started_at"], _setting(r["loss_hparams"])))
             break
     keys = row_keys()
     return {key: _table(rows, keys, all_settings) for key, rows in hits.items()}
 
 
-def _table(rows: list[tuple[str, str, dict[str, str], float, str]], keys: frozenset[str] = frozenset(),
-           all_settings: bool = True) -> Table:
+def _table(rows: list[tuple[Any, ...]], keys: frozenset[str] = frozenset(), all_settings: bool = True) -> Table:
     """Group one task's runs into cells by (data set, loss, row keys, setting). A key is a row key when the suites
     vary it on purpose (``keys``), else part of the setting, in both cases only when its value differs between
     runs of one data set (a key fixed per data set, e.g. the imbalance rule that names the column, is already
-    told apart by the column). Without ``all_settings`` only the setting of the task's latest run is kept."""
-    names = sorted({k for _, _, st, _, _ in rows for k in st})
+    told apart by the column). A loss hyper-parameter (rows may carry them as a sixth element) whose value
+    differs between runs of one loss and data set is a row key of that loss's rows: runs with other
+    hyper-parameters are never pooled as seeds. Without ``all_settings`` only the setting of the task's latest
+    run is kept."""
+    rows = [tuple(r) + ({},) * (6 - len(r)) for r in rows]
+    names = sorted({k for _, _, st, *_ in rows for k in st})
     per_ds: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for ds, _, st, _, _ in rows:
+    per_loss: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    hp_names = sorted({k for *_, hp in rows for k in hp})
+    for ds, loss, st, _, _, hp in rows:
         for k in names:
             per_ds[ds][k].add(st.get(k, "unset"))
+        for k in hp_names:
+            per_loss[(ds, loss)][k].add(hp.get(k, "unset"))
     varying = [k for k in names if any(len(v[k]) > 1 for v in per_ds.values())]
+    hp_varying: dict[str, set[str]] = defaultdict(set)  # per loss: hyper-parameters that differ in one data set
+    for (_, loss), vals in per_loss.items():
+        hp_varying[loss] |= {k for k in hp_names if len(vals[k]) > 1}
     row_part = [k for k in varying if k in keys]
     set_part = [k for k in varying if k not in keys]
-    sig = [tuple((k, st.get(k, "unset")) for k in set_part) for _, _, st, _, _ in rows]
-    rk = [", ".join(f"{k}={st.get(k, 'unset')}" for k in row_part) for _, _, st, _, _ in rows]
+    sig = [tuple((k, st.get(k, "unset")) for k in set_part) for _, _, st, *_ in rows]
+    rk = [", ".join(f"{k}={st.get(k, 'unset')}" for k in row_part) for _, _, st, *_ in rows]
+    hk = [", ".join(f"{k}={hp.get(k, 'unset')}" for k in sorted(hp_varying[loss])) for _, loss, _, _, _, hp in rows]
     counts = Counter(sig)
     hidden, latest = 0, ""
     if not all_settings and len(counts) > 1:
@@ -203,14 +215,15 @@ def _table(rows: list[tuple[str, str, dict[str, str], float, str]], keys: frozen
         keep = [i for i in range(len(rows)) if sig[i] == sig[newest]]
         hidden = len(rows) - len(keep)
         latest = ", ".join(f"{k}={v}" for k, v in sig[newest])
-        rows, sig, rk = [rows[i] for i in keep], [sig[i] for i in keep], [rk[i] for i in keep]
+        rows, sig, rk, hk = [rows[i] for i in keep], [sig[i] for i in keep], [rk[i] for i in keep], [hk[i] for i in keep]
         counts = Counter(sig)
     order = sorted(counts, key=lambda sg: (-counts[sg], sg))
     index = {sg: i for i, sg in enumerate(order, 1)}
     by_ds: dict[str, dict[str, Cell]] = defaultdict(dict)
-    for (ds, loss, _, v, _), sg, key in zip(rows, sig, rk):
-        name = loss + (f" [{key}]" if key else "") + (f" [s{index[sg]}]" if len(order) > 1 else "")
-        by_ds[ds].setdefault(name, Cell([], loss, index[sg], key, name)).values.append(v)
+    for (ds, loss, _, v, *_), sg, key, hpk in zip(rows, sig, rk, hk):
+        both = ", ".join(x for x in (key, hpk) if x)
+        name = loss + (f" [{both}]" if both else "") + (f" [s{index[sg]}]" if len(order) > 1 else "")
+        by_ds[ds].setdefault(name, Cell([], loss, index[sg], key, name, hpk)).values.append(v)
     legend = [(counts[sg], ", ".join(f"{k}={v}" for k, v in sg)) for sg in order] if len(order) > 1 else []
     return Table(dict(by_ds), legend, latest, hidden)
 
@@ -269,11 +282,12 @@ def claims(table: dict[tuple[str, str, str], Table]) -> list[tuple[str, str, str
             if not f"{mod}/{task}".startswith(prefix):
                 continue
             for d, cells in sorted(t.by_ds.items()):
-                for x in cells.values():
-                    y = next((c for c in cells.values() if c.loss == b and c.setting == x.setting
-                              and c.rowkey == x.rowkey), None)
-                    if x.loss == a and y is not None:
-                        where = f"{task}" + (f" {x.rowkey}" if x.rowkey else "") + (f" s{x.setting}" if t.settings else "")
+                for x in cells.values():  # each a-row against each b-row of the same grid keys and setting
+                    for y in (c for c in cells.values() if c.loss == b and c.setting == x.setting
+                              and c.rowkey == x.rowkey and x.loss == a):
+                        where = (f"{task}" + (f" {x.rowkey}" if x.rowkey else "")
+                                 + (f" {a} {x.hpkey} vs {b} {y.hpkey}".replace("  ", " ") if x.hpkey or y.hpkey else "")
+                                 + (f" s{x.setting}" if t.settings else ""))
                         found.setdefault(where, []).append((d, x, y))
         return dict(sorted(found.items(), key=lambda kv: -len(kv[1])))
 

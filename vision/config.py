@@ -58,7 +58,7 @@ class PretrainConfig:
     bf16: bool = field(default=False, metadata={"help": "bfloat16 autocast for the encoder"})
     grad_cache_chunk: int = field(default=0, metadata={"help": "gradient caching (SimCLR): encode the batch in chunks "
                                                                 "of K images; BatchNorm sees chunks, so K is part of "
-                                                                "the experiment (0 = off)"})
+                                                                "the experiment (0 = off)", "omit_default": True})
     device: str = "auto"
     seed: int = 0
     # evaluation and output

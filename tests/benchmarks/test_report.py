@@ -162,8 +162,8 @@ def test_report_shows_the_latest_setting_and_history_on_request(tmp_path):
 def test_runs_recorded_before_the_config_split_are_migrated_then_pooled(tmp_path):
     """runs recorded before the config split (run options inside the config, run_options empty): each TU seed's
     device differs -> every run its own setting; `suite bench migrate` moves the keys TUConfig declares as run
-    options into run_options (the jsonl snapshot rewritten in place, a second pass changes nothing), after which
-    the seeds pool; runs of unknown tasks are left as they were"""
+    options into run_options and drops options at their omit_default default (the jsonl snapshot rewritten in
+    place, a second pass changes nothing), after which the seeds pool; runs of unknown tasks are left alone"""
     import json
 
     from benchmarks.migrate import migrate_jsonl, migrate_registry
@@ -173,7 +173,8 @@ def test_runs_recorded_before_the_config_split_are_migrated_then_pooled(tmp_path
     reg = Registry(str(tmp_path / "r.sqlite"))
     for seed in (0, 1, 2):
         with reg.run(modality="graph", task="tu-graphcl", dataset="MUTAG", loss="graphcl", seed=seed,
-                     config={"epochs": 20, "seeds": [seed], "device": f"cuda:{seed}", "save_dir": f"/x/{seed}"}) as run:
+                     config={"epochs": 20, "seeds": [seed], "device": f"cuda:{seed}", "save_dir": f"/x/{seed}",
+                             **({"grad_cache_chunk": 0} if seed else {})}) as run:
             run.log("acc", 0.8 + 0.01 * seed, split="test")
     with reg.run(modality="probe", task="other", dataset="d", loss="l", config={"device": "cpu"}):
         pass
@@ -189,3 +190,28 @@ def test_runs_recorded_before_the_config_split_are_migrated_then_pooled(tmp_path
     assert migrate_registry(reg) == {"migrated": 3, "unchanged": 1}
     md = build(reg, tmp_path / "b")[0].read_text()
     assert "81.00 ± 1.00 (n=3)" in md
+
+
+def test_runs_with_other_loss_hyper_parameters_are_rows_not_seeds(tmp_path):
+    """three CACR runs per estimator (negatives same_view / cross_view) and three CMC runs per temperature ->
+    four rows of n=3 (never one cacr row of n=6), each labelled by the hyper-parameter that differs; the claim
+    compares every CACR row with every CMC row, one verdict each; a loss whose hyper-parameters never differ
+    keeps its plain name"""
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    cells = {("cacr", (("negatives", "same_view"),)): 0.50, ("cacr", (("negatives", "cross_view"),)): 0.49,
+             ("cmc", (("temperature", 0.1),)): 0.40, ("cmc", (("temperature", 0.05),)): 0.55,
+             ("infonce", (("temperature", 0.5),)): 0.30}
+    for (loss, hp), v in cells.items():
+        for seed in (0, 1, 2):
+            with reg.run(modality="vision", task="pretrain-simclr", dataset="cifar10", loss=loss, seed=seed,
+                         loss_hparams=dict(hp), config={"views": 5, "seed": seed}) as run:
+                run.log("knn_acc", v + 0.001 * seed, split="test")
+    md = build(reg, tmp_path / "out")[0].read_text()
+    assert '| cacr [negatives="same_view"] | 50.10 ± 0.10 (n=3) |' in md
+    assert '| cacr [negatives="cross_view"] | 49.10 ± 0.10 (n=3) |' in md
+    assert "| cmc [temperature=0.05] | **55.10 ± 0.10 (n=3)** |" in md and "| infonce | 30.10 ± 0.10 (n=3) |" in md
+    assert "(n=6)" not in md
+    rows = [line for line in md.splitlines() if line.startswith("| CACR beats CMC")]
+    assert len(rows) == 4
+    assert any('same_view" vs cmc temperature=0.1] | confirmed' in r for r in rows)
+    assert any('same_view" vs cmc temperature=0.05] | contradicted' in r for r in rows)
