@@ -548,12 +548,14 @@ class Registry:
         """A snapshot carries runs, not the runner's jobs table: record a finished job for every imported hash
         whose runs all finished (and that has no job row), so a sweep resumed on an imported snapshot skips
         those jobs instead of running them again and superseding the imported runs."""
-        if not hashes:
-            return
-        known = {r.hash for r in conn.execute(sa.select(jobs_t.c.hash).where(jobs_t.c.hash.in_(hashes)))}
+        known: set[str] = set()
         status: dict[str, set[str]] = {}
-        for r in conn.execute(sa.select(runs_t.c.config_hash, runs_t.c.status).where(runs_t.c.config_hash.in_(hashes))):
-            status.setdefault(r.config_hash, set()).add(r.status)
+        ordered = sorted(hashes)
+        for i in range(0, len(ordered), 500):  # bounded IN lists (SQLite's variable limit)
+            part = ordered[i:i + 500]
+            known |= {r.hash for r in conn.execute(sa.select(jobs_t.c.hash).where(jobs_t.c.hash.in_(part)))}
+            for r in conn.execute(sa.select(runs_t.c.config_hash, runs_t.c.status).where(runs_t.c.config_hash.in_(part))):
+                status.setdefault(r.config_hash, set()).add(r.status)
         done = sorted(h for h, st in status.items() if st == {"finished"} and h not in known)
         if done:
             now = _now()
