@@ -58,14 +58,15 @@ def _inputs(name: str, n: int, gen: torch.Generator, chunk_size: int | str | Non
 OPERATION_COUNTS = {
     "hard_negative": "two log-sum-exps per row (of beta s / t and (1 + beta) s / t) whose gradients enter "
                      "non-uniformly (through log N_g and the debiasing term), so each takes 4 products (logits, "
-                     "anchors' gradient, and the candidates' recomputed): 8 against 3, about 2.7x",
-    "macl": "the reweighting V_i makes the per-row gradient non-uniform: 4 products against 3 (1.33x) plus the "
-            "softplus and reweighting per row",
-    "tsimclr": "3 products like InfoNCE, but each pair costs a squared distance, a log1p and an exp for the kernel "
-               "and a division for its derivative, against one exp: about 1.4-1.6x at d = 128, more on a busy "
-               "machine where the elementwise passes are memory-bound",
-    "xclr": "InfoNCE's log-sum-exp plus the target term: the targets' exp over an (N, M) block, twice (forward and "
-            "the candidates' gradient), and two (N, M) x d products: about 1.2-1.3x when the machine is quiet",
+                     "anchors' gradient, and the candidates' recomputed) and 2 exp passes: 8 products against 3",
+    "macl": "the reweighting V_i makes the per-row gradient non-uniform, so the candidates' gradient recomputes the "
+            "tile: 4 products and 2 exp passes against 3 and 1, plus the softplus and reweighting per row",
+    "tsimclr": "the same 3 products as InfoNCE, but about 12 elementwise passes over each tile (squared distance "
+               "and clamp, the log1p kernel, its exp, its derivative, the masks, row and column sums) against "
+               "InfoNCE's 4 (max, exp, sum, scale); at d = 128 these memory-bound passes, not the products, set "
+               "the time",
+    "xclr": "InfoNCE's log-sum-exp plus the target term: the targets' exp pass over an (N, M) block, done twice "
+            "(forward, and again for the candidates' gradient), and two (N, M) x d products",
     "infonce": "at 2N = 256 the bare product takes well under a millisecond and fixed per-call costs (normalising, "
                "indexing the positives) dominate",
 }
