@@ -9,6 +9,7 @@ with ``cache_unreadable`` (a warning naming the file) and rebuilt.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import re
 import warnings
@@ -112,10 +113,15 @@ def save_arrays(path: str | Path, arrays: dict[str, torch.Tensor | np.ndarray], 
             raise TypeError(f"array {k!r} has dtype object; only plain numeric arrays are stored")
         out[k] = a
     out[_META] = np.frombuffer(json.dumps(meta or {}).encode(), dtype=np.uint8)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:  # a file object: numpy does not append ".npz" to the name
-        np.savez(f, **out)
-    tmp.replace(path)
+    # a temporary name of this process's own: two processes (e.g. two ranks featurising the same corpus) may write
+    # the same cache at once; each renames its own complete file, the last rename wins, nothing is half-written
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:  # a file object: numpy does not append ".npz" to the name
+            np.savez(f, **out)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 

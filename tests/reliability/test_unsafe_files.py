@@ -250,3 +250,27 @@ def test_checkpoint_rng_state_is_plain_data(tmp_path: Path) -> None:
     assert (np.random.rand(3).tolist(), random.random()) == draws[:2]
     assert torch.equal(torch.rand(2), draws[2])
     assert load_checkpoint(p)["config"] == {"loss": "macl"}
+
+
+def _write_cache_many(path: str, value: int) -> None:
+    for _ in range(30):
+        save_arrays(path, {"x": np.full(20_000, value)}, {"writer": value})
+
+
+def test_two_processes_writing_one_cache_at_once_both_succeed(tmp_path):
+    """two processes (two ranks featurising one corpus) write the same cache file at once, 30 times each -> neither
+    fails (each writes its own temporary file; before, one's rename removed the other's shared temporary name),
+    the file reads back whole, and no temporary file is left"""
+    import multiprocessing as mp
+
+    path = str(tmp_path / "c.npz")
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_write_cache_many, args=(path, v)) for v in (1, 2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    arrays, meta = load_arrays(path)
+    assert int(arrays["x"][0]) == meta["writer"] and bool((arrays["x"] == meta["writer"]).all())
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["c.npz"]
