@@ -34,7 +34,7 @@ from torch import Tensor
 
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, _check_float, check_pair, check_positive, check_queue, register_loss
-from suite.losses.core import NEG_INF, normalize, pair_lse, pair_rows, pair_setup
+from suite.losses.core import normalize, pair_lse, pair_rows, pair_setup
 from suite.losses.tiling import weighted_cross
 
 
@@ -72,10 +72,9 @@ class XCLR(ContrastiveLoss):
             e_all = sd.gather_nograd(e_loc)
             graph_rows = lambda i: e_loc[i] @ e_all.T  # noqa: E731
         queue = check_queue(queue, z_a.shape[1], z_a.dtype)
-        qs = None
-        if queue is not None:
-            qs = (torch.full((n, queue.shape[0]), NEG_INF, dtype=z_a.dtype, device=z_a.device) if queue_similarity is None
-                  else _queue_graph(queue_similarity, n, queue.shape[0]).to(z_a.dtype)) / self.target_temperature
+        qs = None  # target logits of the queue entries; None: all pure negatives (zero mass, no (N, Q) tensor)
+        if queue is not None and queue_similarity is not None:
+            qs = _queue_graph(queue_similarity, n, queue.shape[0]).to(z_a.dtype) / self.target_temperature
         # logits (2N, 2M[+Q]) = cos / tau, -inf at each anchor's own entry
         za_n, zb_n = normalize(z_a), normalize(z_b)
         ps = pair_setup(za_n, zb_n, negatives="all", symmetric=True, queue=queue, scale=1.0 / self.temperature)
