@@ -7,7 +7,8 @@ run's setting from its config as it is. Runs recorded earlier (``run_options`` e
 config; this command moves, for each such run, the keys its front-end's config class declares in
 ``RUN_OPTIONS`` into ``run_options``. Options added later with ``omit_default`` (e.g. ``grad_cache_chunk``)
 are left out of configs while at their default; runs recorded with the default written out lose it, so they
-share the setting of runs recorded before the option existed. Everything else (ids, hashes, metrics) stays as
+share the setting of runs recorded before the option existed. Configs that took a list of seeds (TU, MoleculeNet
+fine-tuning) now take one ``seed``; a run's one-element ``seeds: [s]`` becomes ``seed: s``. Everything else (ids, hashes, metrics) stays as
 it was; runs of tasks without a known config class are counted and left alone.
 
     suite bench migrate --registry benchmarks/results/registry.jsonl   # a snapshot, rewritten in place
@@ -45,9 +46,9 @@ def config_class(task: str) -> type | None:
 
 def split_row(row: dict[str, Any]) -> bool:
     """Bring ``row``'s recorded config (in place) to the current recording rules; True if it changed: the run
-    options of a run recorded before the split move to ``run_options``, and options marked ``omit_default``
+    options of a run recorded before the split move to ``run_options``, options marked ``omit_default``
     that hold their default are dropped (runs recorded before and after such an option was added then share
-    their setting)."""
+    their setting), and a one-element ``seeds`` list becomes the ``seed`` its config class now takes."""
     cls = config_class(str(row.get("task", "")))
     cfg = row.get("config")
     cfg = json.loads(cfg) if isinstance(cfg, str) else cfg
@@ -57,6 +58,11 @@ def split_row(row: dict[str, Any]) -> bool:
     if row.get("run_options") in (None, "", "null"):
         options = {k: cfg.pop(k) for k in getattr(cls, "RUN_OPTIONS", ()) if k in cfg}
         row["run_options"] = json.dumps(options, sort_keys=True)
+        changed = True
+    names = {f.name for f in dataclasses.fields(cls)}
+    seeds = cfg.get("seeds")
+    if "seed" in names and "seeds" not in names and isinstance(seeds, list) and len(seeds) == 1 and "seed" not in cfg:
+        cfg["seed"] = cfg.pop("seeds")[0]
         changed = True
     for f in dataclasses.fields(cls):
         if f.metadata.get("omit_default") and f.name in cfg and cfg[f.name] == f.default:

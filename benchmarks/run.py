@@ -7,7 +7,7 @@ times its ``seeds``, every job one command line ``suite <frontend> <command> --k
     jobs:
       - frontend: graph            # suite sub-command
         command: tu
-        seed_flag: --seeds         # how the command takes its seed
+        seed_flag: --seed          # how the command takes its seed
         seeds: [0, 1]
         stage: 0                   # groups of a later stage start when earlier stages have ended
         grid: {dataset: [MUTAG, PROTEINS], loss: [graphcl, macl]}
@@ -66,7 +66,7 @@ class Job:
     command: str
     args: tuple[tuple[str, Any], ...]
     seed: int | None
-    seed_flag: str = "--seeds"
+    seed_flag: str = "--seed"
     timeout: float | None = None
     stage: int = 0
 
@@ -137,7 +137,7 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
             args = {**fixed, **dict(zip(keys, combo))}
             for seed in seeds:
                 jobs.append(Job(g["frontend"], g["command"], tuple(sorted(args.items(), key=lambda kv: kv[0])), seed,
-                                g.get("seed_flag", "--seeds"), g.get("timeout"), int(g.get("stage", 0))))
+                                g.get("seed_flag", "--seed"), g.get("timeout"), int(g.get("stage", 0))))
     hashes = [j.hash for j in jobs]
     if len(set(hashes)) != len(hashes):
         raise ValueError(f"suite {p} declares the same job twice")

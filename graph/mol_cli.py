@@ -1,7 +1,7 @@
 """``suite graph pretrain-mol`` and ``suite graph finetune-mol`` (registered by ``graph/cli.py``).
 
     suite graph pretrain-mol --profile cpu --corpus zinc --loss macl --out ckpt/macl
-    suite graph finetune-mol --dataset bbbp --init ckpt/macl --seeds 0 1 2
+    suite graph finetune-mol --dataset bbbp --init ckpt/macl --seed 0
     suite graph finetune-mol --dataset bbbp --init none          # no-pretraining baseline
 
 Every config field is a flag; ``--profile`` (cpu | paper) picks ``graph/configs/mol_*_<profile>.yaml``
@@ -10,7 +10,6 @@ and ``--config`` a YAML file of your own. Under ``torchrun`` both commands run d
 from __future__ import annotations
 
 import argparse
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +43,6 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fmt(xs: list[float]) -> str:
-    xs = [100 * x for x in xs]
-    sd_ = statistics.stdev(xs) if len(xs) > 1 else 0.0
-    return f"{statistics.mean(xs):.2f} ± {sd_:.2f}"
-
-
 def _cmd_finetune(args: argparse.Namespace) -> int:
     from graph.eval.finetune import FinetuneMolConfig, finetune
     from suite import distributed as sd
@@ -62,14 +55,12 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     finally:
         sd.cleanup()
     if main:
-        for r in res:
-            print(f"{r['dataset']} seed {r['seed']}: test ROC-AUC last {100 * r['test_rocauc_last']:.2f}, "
-                  f"best-valid (epoch {int(r['best_epoch'])}) {100 * r['test_rocauc_bestval']:.2f}")
-        if res[0]["skipped"] or res[0]["non_numeric_labels"]:
-            print(f"{cfg.dataset}: {res[0]['molecules']} molecules used, {res[0]['skipped']} skipped (SMILES not "
-                  f"featurised), {res[0]['non_numeric_labels']} non-numeric label(s) treated as missing")
-        print(f"{cfg.dataset} ({res[0]['loss']}): last-epoch {_fmt([r['test_rocauc_last'] for r in res])}, "
-              f"best-valid {_fmt([r['test_rocauc_bestval'] for r in res])} over {len(res)} seed(s)")
+        r = res
+        print(f"{r['dataset']} ({r['loss']}) seed {r['seed']}: test ROC-AUC last {100 * r['test_rocauc_last']:.2f}, "
+              f"best-valid (epoch {int(r['best_epoch'])}) {100 * r['test_rocauc_bestval']:.2f}")
+        if r["skipped"] or r["non_numeric_labels"]:
+            print(f"{cfg.dataset}: {r['molecules']} molecules used, {r['skipped']} skipped (SMILES not "
+                  f"featurised), {r['non_numeric_labels']} non-numeric label(s) treated as missing")
     return 0
 
 

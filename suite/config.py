@@ -44,7 +44,9 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: dict[st
     known = _fields(cls)
     unknown = sorted(set(values) - set(known))
     if unknown:
-        raise ValueError(f"unknown config key(s) {unknown} for {cls.__name__}; valid: {sorted(known)}")
+        hint = ("; a run takes one `seed` (a benchmark suite's `seeds:` list loops over seeds)"
+                if "seeds" in unknown and "seed" in known else "")
+        raise ValueError(f"unknown config key(s) {unknown} for {cls.__name__}; valid: {sorted(known)}{hint}")
     return cls(**values)
 
 

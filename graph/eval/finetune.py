@@ -7,8 +7,8 @@ run reports test ROC-AUC at the last epoch (``test_rocauc_last``) and at the bes
 (``test_rocauc_bestval``), both recorded in the registry.
 
 Example:
-    >>> cfg = FinetuneMolConfig(dataset="bbbp", init="ckpt/encoder.pt", seeds=[0, 1, 2])
-    >>> results = finetune(cfg)        # one dict per seed
+    >>> cfg = FinetuneMolConfig(dataset="bbbp", init="ckpt/encoder.pt", seed=0)
+    >>> result = finetune(cfg)         # one seed, one registry run; a benchmark suite loops over seeds
 """
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ class FinetuneMolConfig:
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("data_root", "device", "registry", "eval_batch_size")
     dataset: str = "bbbp"
     init: str = field(default="none", metadata={"help": "encoder checkpoint (file or pretraining dir) or 'none'"})
-    seeds: list[int] = field(default_factory=lambda: list(range(10)))
+    seed: int = field(default=0, metadata={"help": "seed of the head, dropout and batch order (and of the split when "
+                                                   "it is random); one seed per run"})
     featurizer: str = "hu"
     split: str = "scaffold"
     epochs: int = 100
@@ -138,10 +139,8 @@ def finetune_seed(graphs: MolGraphs, splits: tuple[Tensor, Tensor, Tensor], cfg:
             "undefined_rocauc": float(undefined[0])}
 
 
-def finetune(cfg: FinetuneMolConfig, graphs: MolGraphs | None = None) -> list[dict[str, Any]]:
-    """Fine-tune on ``cfg.dataset`` for every seed in ``cfg.seeds``; one registry run per seed."""
-    if not cfg.seeds:
-        raise ValueError("no seeds given")
+def finetune(cfg: FinetuneMolConfig, graphs: MolGraphs | None = None) -> dict[str, Any]:
+    """Fine-tune on ``cfg.dataset`` with ``cfg.seed``; one registry run."""
     if cfg.epochs < 1 or cfg.batch_size < 2:
         raise ValueError(f"need epochs >= 1 and batch_size >= 2, got {cfg.epochs}, {cfg.batch_size}")
     if cfg.max_steps is not None and cfg.max_steps < 1:
@@ -161,30 +160,26 @@ def finetune(cfg: FinetuneMolConfig, graphs: MolGraphs | None = None) -> list[di
     load_s = time.perf_counter() - t0
     if graphs.y is None or not graphs.tasks:
         raise ValueError(f"{cfg.dataset}: no labels to fine-tune on")
-    splits = make_split(graphs.smiles, cfg.split, seed=0)
-    results = []
-    for seed in cfg.seeds:
-        if cfg.split == "random_scaffold" or cfg.split == "random":
-            splits = make_split(graphs.smiles, cfg.split, seed=seed)
-        with ExitStack() as stack:
-            run = None
-            if cfg.registry and sd.is_main():
-                from suite.registry import Registry
+    # the scaffold split is deterministic; random splits follow the run's seed
+    splits = make_split(graphs.smiles, cfg.split, seed=cfg.seed if cfg.split in ("random", "random_scaffold") else 0)
+    with ExitStack() as stack:
+        run = None
+        if cfg.registry and sd.is_main():
+            from suite.registry import Registry
 
-                conf = {**experiment_config(cfg), "seeds": [seed], "init_spec": None if init is None else init["spec"]}
-                run = stack.enter_context(Registry().run(
-                    modality="graph", task="molnet-finetune", dataset=cfg.dataset, loss=loss_name,
-                    loss_hparams={}, config=conf, run_options=run_option_values(cfg), seed=seed))
-            res = finetune_seed(graphs, splits, cfg, seed, init, run)
-            if run is not None:
-                run.log_many({k: v for k, v in (("rocauc_last", res["test_rocauc_last"]),
-                                                 ("rocauc_bestval", res["test_rocauc_bestval"])) if not math.isnan(v)},
-                             split="test", step=cfg.epochs)
-                run.log_many({"best_epoch": res["best_epoch"], "finetune_mol_per_s": res["finetune_mol_per_s"],
-                              "undefined_rocauc": res["undefined_rocauc"],
-                              "molecules": len(graphs), "skipped": graphs.skipped,
-                              "non_numeric_labels": graphs.bad_labels}, split="info")
-        results.append({"dataset": cfg.dataset, "seed": seed, "init": cfg.init, "loss": loss_name,
-                        "molecules": len(graphs), "skipped": graphs.skipped, "non_numeric_labels": graphs.bad_labels,
-                        "load_s": load_s, **res})
-    return results
+            conf = {**experiment_config(cfg), "init_spec": None if init is None else init["spec"]}
+            run = stack.enter_context(Registry().run(
+                modality="graph", task="molnet-finetune", dataset=cfg.dataset, loss=loss_name,
+                loss_hparams={}, config=conf, run_options=run_option_values(cfg), seed=cfg.seed))
+        res = finetune_seed(graphs, splits, cfg, cfg.seed, init, run)
+        if run is not None:
+            run.log_many({k: v for k, v in (("rocauc_last", res["test_rocauc_last"]),
+                                             ("rocauc_bestval", res["test_rocauc_bestval"])) if not math.isnan(v)},
+                         split="test", step=cfg.epochs)
+            run.log_many({"best_epoch": res["best_epoch"], "finetune_mol_per_s": res["finetune_mol_per_s"],
+                          "undefined_rocauc": res["undefined_rocauc"],
+                          "molecules": len(graphs), "skipped": graphs.skipped,
+                          "non_numeric_labels": graphs.bad_labels}, split="info")
+    return {"dataset": cfg.dataset, "seed": cfg.seed, "init": cfg.init, "loss": loss_name,
+            "molecules": len(graphs), "skipped": graphs.skipped, "non_numeric_labels": graphs.bad_labels,
+            "load_s": load_s, **res}

@@ -63,7 +63,8 @@ class TUConfig:
     svm_inner_folds: int = 5
     svm_precomputed: bool = field(default=True, metadata={"help": "SVM on a shared precomputed RBF kernel (same result as "
                                                                "GridSearchCV(SVC), ~2x faster); false: the GridSearchCV reference"})
-    seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "seeds (pretraining and fold split)"})
+    seed: int = field(default=0, metadata={"help": "seed of the pretraining and of the SVM fold split (one seed per run: "
+                                                   "a benchmark suite's seeds list loops over seeds)"})
     data_root: str | None = field(default=None, metadata={"help": "folder holding <NAME>/raw (default $SUITE_DATA/TU)"})
     download: bool = field(default=False, metadata={"help": "let PyG download a dataset absent from the data root"})
     save_dir: str | None = field(default=None, metadata={"help": "save encoder (+config) per seed here"})

@@ -1,7 +1,7 @@
-"""``suite graph tu`` (pretrain + evaluate over seeds) and ``suite graph tu-eval`` (reload a saved
+"""``suite graph tu`` (pretrain + evaluate, one seed) and ``suite graph tu-eval`` (reload a saved
 encoder and evaluate it).
 
-    suite graph tu --dataset MUTAG --loss macl --seeds 0 1 2 3 4 [--epochs 20 --aug random4 ...]
+    suite graph tu --dataset MUTAG --loss macl --seed 0 [--epochs 20 --aug random4 ...]
     suite graph tu --config graph/configs/tu.yaml --loss-hparams tau0=0.1
     torchrun --nproc_per_node 2 -m suite graph tu --dataset PROTEINS
     suite graph tu-eval runs/MUTAG_macl_seed0.pt
@@ -22,7 +22,7 @@ def add_tu_parser(gsub: Any) -> argparse.ArgumentParser:
 
     p = gsub.add_parser("tu", help="GraphCL pretraining on a TU dataset + SVM evaluation (results to the registry)")
     p.add_argument("--config", default=str(DEFAULT_CONFIG), help="YAML config (CLI flags override it)")
-    p.add_argument("--rerun", action="store_true", help="rerun seeds already finished in the registry")
+    p.add_argument("--rerun", action="store_true", help="rerun a config already finished in the registry")
     add_config_args(p, TUConfig)
     p.set_defaults(func=cmd_tu)
     e = gsub.add_parser("tu-eval", help="reload a saved encoder and evaluate it (SVM protocol)")
@@ -45,12 +45,9 @@ def cmd_tu(args: argparse.Namespace) -> int:
         s = run_tu(cfg, rerun=args.rerun, verbose=main)
     finally:
         sd.cleanup()
-    if main and s["acc_mean"] is not None:
-        per = ", ".join(f"seed {k}: {100 * v['acc']:.2f}" for k, v in s["per_seed"].items() if v.get("acc") is not None)
-        print(f"{cfg.dataset} {cfg.loss}: SVM accuracy (epoch {cfg.epochs}) {100 * s['acc_mean']:.2f} ± "
-              f"{100 * s['acc_std']:.2f} over {len(cfg.seeds)} seed(s) [{per}]")
-        if "acc_ep10_mean" in s:
-            print(f"  epoch-10 accuracy: {100 * s['acc_ep10_mean']:.2f}")
+    if main and s.get("acc") is not None:
+        print(f"{cfg.dataset} {cfg.loss} seed {cfg.seed}: SVM accuracy (epoch {cfg.epochs}) {100 * s['acc']:.2f}"
+              + (f"; epoch-10 accuracy {100 * s['acc_ep10']:.2f}" if s.get("acc_ep10") is not None else ""))
     return 0
 
 

@@ -1,16 +1,16 @@
-"""Run GraphCL pretraining over seeds, write every run to the registry, summarise mean ± std.
+"""Run GraphCL pretraining for one seed, write the run to the registry.
 
-Each seed is one registry run (modality "graph", task "tu-graphcl", loss = the preset name) with
-the resolved config (seeds = [seed]), the loss hyper-parameters, per-epoch training stats
+A run is one seed (modality "graph", task "tu-graphcl", loss = the preset name) with the resolved
+config (``seed`` in it), the loss hyper-parameters, per-epoch training stats
 (split "train": loss, the loss's diagnostics such as MACL's tau, alignment, uniformity, graphs/s)
 and the SVM results (split "test": ``acc`` at every evaluated epoch, the last epoch being the
 reported one; ``acc_ep10`` etc. by name; the protocol as metrics ``svm_folds``/``svm_seed``).
-A seed whose exact config already finished in the registry is reused unless ``rerun=True``. Under the
-benchmark runner a run is recorded with the runner's job hash (``$SUITE_CONFIG_HASH``) instead of its own.
+A config that already finished in the registry is reused unless ``rerun=True``. Under the benchmark runner a
+run is recorded with the runner's job hash (``$SUITE_CONFIG_HASH``) instead of its own. Loops over seeds
+belong to the runner (a suite's ``seeds:`` list), not to the config.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import statistics
@@ -23,44 +23,30 @@ import torch
 from graph.data.tu import TUData, load_tu
 from graph.methods.graphcl import TUConfig, evaluate, load_encoder, save_encoder, train, tu_card
 from suite import distributed as sd
-from suite.config import experiment_config, hash_config, run_option_values
-from suite.registry import Registry
+from suite.config import experiment_config, run_option_values
+from suite.registry import Registry, config_hash
 
 TASK = "tu-graphcl"
 
 
-def _seed_config(cfg: TUConfig, seed: int) -> TUConfig:
-    return dataclasses.replace(cfg, seeds=[seed], save_dir=None, save_embeddings=False, device="cpu")
-
-
 def run_tu(cfg: TUConfig, registry: Registry | None = None, data: TUData | None = None, rerun: bool = False,
            verbose: bool = True) -> dict[str, Any]:
-    """Train and evaluate every seed of ``cfg``; returns per-seed and mean/std accuracies and timings."""
-    data = data if data is not None else _load_once(cfg)
-    # every rank reads the registry (all must agree on which seeds to skip); only the main rank writes
+    """Train and evaluate ``cfg`` (one seed); returns its accuracies and timings (``reused``: the id of the
+    finished run taken from the registry instead)."""
+    h = config_hash(experiment_config(cfg))
+    # every rank reads the registry (all must agree on whether to skip); only the main rank writes
     lookup = registry if registry is not None else Registry()
-    reg = lookup if sd.is_main() else None
-    per_seed: dict[int, dict[str, Any]] = {}
-    for seed in cfg.seeds:
-        scfg = _seed_config(cfg, seed)
-        h = hash_config(scfg, exclude=("data_root",))
-        prev = lookup.find_finished(h) if not rerun else None
-        if prev is not None:
-            fm = lookup.final_metrics(prev["id"])
-            per_seed[seed] = {"acc": fm.get(("acc", "test")), "acc_ep10": fm.get(("acc_ep10", "test")),
-                              "train_time": fm.get(("train_time_s", "train")), "reused": prev["id"]}
-            if verbose:
-                print(f"[{cfg.dataset} {cfg.loss} seed {seed}] reused finished run {prev['id'][:10]}: acc {per_seed[seed]['acc']}")
-            continue
-        per_seed[seed] = _one_seed(cfg, scfg, h, data, seed, reg, verbose)
-    accs = [r["acc"] for r in per_seed.values() if r.get("acc") is not None]
-    out: dict[str, Any] = {"dataset": cfg.dataset, "loss": cfg.loss, "per_seed": per_seed,
-                           "acc_mean": statistics.fmean(accs) if accs else None,
-                           "acc_std": statistics.stdev(accs) if len(accs) > 1 else 0.0}
-    e10 = [r["acc_ep10"] for r in per_seed.values() if r.get("acc_ep10") is not None]
-    if e10:
-        out["acc_ep10_mean"] = statistics.fmean(e10)
-    return out
+    prev = lookup.find_finished(os.environ.get("SUITE_CONFIG_HASH") or h) if not rerun else None
+    if prev is not None:
+        fm = lookup.final_metrics(prev["id"])
+        r = {"acc": fm.get(("acc", "test")), "acc_ep10": fm.get(("acc_ep10", "test")),
+             "train_time": fm.get(("train_time_s", "train")), "reused": prev["id"]}
+        if verbose:
+            print(f"[{cfg.dataset} {cfg.loss} seed {cfg.seed}] reused finished run {prev['id'][:10]}: acc {r['acc']}")
+    else:
+        data = data if data is not None else _load_once(cfg)
+        r = _run(cfg, h, data, lookup if sd.is_main() else None, verbose)
+    return {"dataset": cfg.dataset, "loss": cfg.loss, "seed": cfg.seed, **r}
 
 
 def _load_once(cfg: TUConfig) -> TUData:
@@ -78,12 +64,13 @@ def _load_once(cfg: TUConfig) -> TUData:
     return load_tu(cfg.dataset, cfg.data_root, download=cfg.download)
 
 
-def _one_seed(cfg: TUConfig, scfg: TUConfig, h: str, data: TUData, seed: int, reg: Registry | None,
-              verbose: bool) -> dict[str, Any]:
+def _run(cfg: TUConfig, h: str, data: TUData, reg: Registry | None, verbose: bool) -> dict[str, Any]:
     from graph.methods.presets import resolve
 
+    seed = cfg.seed
+
     loss, views, record = resolve(cfg.loss, cfg.loss_hparams, cfg.views)
-    config = {**experiment_config(scfg), "resolved": {**record, "hparams": loss.hparams()},
+    config = {**experiment_config(cfg), "resolved": {**record, "hparams": loss.hparams()},
               "protocol": {"svm": "SVC(rbf), C in 1e-3..1e3 by inner grid search", "outer_folds": cfg.svm_folds,
                            "inner_folds": cfg.svm_inner_folds, "fold_seed": seed, "reported_epoch": cfg.epochs,
                            "embeddings": "encoder (pre-projection) of un-augmented graphs, eval mode"}}
@@ -118,7 +105,7 @@ def _one_seed(cfg: TUConfig, scfg: TUConfig, h: str, data: TUData, seed: int, re
         if cfg.save_dir:
             d = Path(cfg.save_dir)
             path = d / f"{cfg.dataset}_{cfg.loss}_seed{seed}.pt"
-            save_encoder(path, res.model, scfg, meta={"acc": r["acc"], "run_id": run.id if run is not None else None},
+            save_encoder(path, res.model, cfg, meta={"acc": r["acc"], "run_id": run.id if run is not None else None},
                          card=tu_card(cfg, type(loss).name, loss.hparams(), len(data), seed, path, run))
             if cfg.save_embeddings and res.embeddings is not None:
                 torch.save({"embeddings": res.embeddings, "labels": res.labels},
@@ -135,7 +122,7 @@ def _one_seed(cfg: TUConfig, scfg: TUConfig, h: str, data: TUData, seed: int, re
     # under `suite bench run` the run carries the runner's job hash (SUITE_CONFIG_HASH), so a re-run of the
     # job supersedes it and finished jobs are found; otherwise the setting's own hash
     with reg.run(modality="graph", task=TASK, dataset=cfg.dataset, loss=cfg.loss, loss_hparams=loss.hparams(),
-                 config=config, run_options=run_option_values(scfg), seed=seed,
+                 config=config, run_options=run_option_values(cfg), seed=seed,
                  cfg_hash=os.environ.get("SUITE_CONFIG_HASH") or h) as run:
         return body(run)
 
@@ -144,7 +131,7 @@ def evaluate_checkpoint(path: str | Path, data_root: str | None = None, seed: in
     """Reload a saved encoder and evaluate it with the SVM protocol on its dataset."""
     model, cfg, meta = load_encoder(path)
     data = load_tu(cfg.dataset, data_root or cfg.data_root, download=cfg.download)
-    res, _, _ = evaluate(model, data, seed if seed is not None else cfg.seeds[0], cfg.svm_folds, cfg.svm_inner_folds,
+    res, _, _ = evaluate(model, data, seed if seed is not None else cfg.seed, cfg.svm_folds, cfg.svm_inner_folds,
                          precomputed=cfg.svm_precomputed)
     return {"dataset": cfg.dataset, "loss": cfg.loss, "acc": res["acc"], "acc_fold_std": res["acc_std"],
             "saved_acc": meta.get("acc"), "protocol": res["protocol"]}

@@ -162,8 +162,8 @@ def test_report_shows_the_latest_setting_and_history_on_request(tmp_path):
 def test_runs_recorded_before_the_config_split_are_migrated_then_pooled(tmp_path):
     """runs recorded before the config split (run options inside the config, run_options empty): each TU seed's
     device differs -> every run its own setting; `suite bench migrate` moves the keys TUConfig declares as run
-    options into run_options and drops options at their omit_default default (the jsonl snapshot rewritten in
-    place, a second pass changes nothing), after which the seeds pool; runs of unknown tasks are left alone"""
+    options into run_options, drops options at their omit_default default and turns the one-element seeds list
+    into the config's seed (the jsonl snapshot rewritten in place, a second pass changes nothing), after which the seeds pool; runs of unknown tasks are left alone"""
     import json
 
     from benchmarks.migrate import migrate_jsonl, migrate_registry
@@ -184,7 +184,7 @@ def test_runs_recorded_before_the_config_split_are_migrated_then_pooled(tmp_path
     assert main(["bench", "migrate", "--registry", str(snap)]) == 0
     assert migrate_jsonl(snap) == {"migrated": 0, "unchanged": 4}
     runs = open_registry(str(snap)).runs(task="tu-graphcl")
-    assert all(json.loads(r["config"]) == {"epochs": 20, "seeds": [r["seed"]]} for r in runs)
+    assert all(json.loads(r["config"]) == {"epochs": 20, "seed": r["seed"]} for r in runs)
     assert [json.loads(r["run_options"])["device"] for r in runs] == ["cuda:0", "cuda:1", "cuda:2"]
     assert json.loads(open_registry(str(snap)).runs(task="other")[0]["config"]) == {"device": "cpu"}
     assert migrate_registry(reg) == {"migrated": 3, "unchanged": 1}

@@ -36,7 +36,7 @@ def test_grid_expansion_and_argv(tmp_path):
     name, jobs = load_suite(path)
     assert name == "g" and len(jobs) == 12 and len({j.hash for j in jobs}) == 12
     argv = jobs[0].argv()
-    assert argv[:2] == ["graph", "tu"] and "--bf16" in argv and "--no-save" in argv and argv[-2:] == ["--seeds", "0"]
+    assert argv[:2] == ["graph", "tu"] and "--bf16" in argv and "--no-save" in argv and argv[-2:] == ["--seed", "0"]
     runner = Runner("x.sqlite", launcher="torchrun", nproc_per_node=2)
     cmd = runner.command(jobs[0])
     assert "torch.distributed.run" in cmd and "--nproc-per-node=2" in cmd and cmd[cmd.index("-m", 2) + 1] == "suite"

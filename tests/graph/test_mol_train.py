@@ -83,17 +83,18 @@ def test_end_to_end_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
                            "--batch-size", "16", "--out", str(tmp_path / "ckpt"), *tiny])
     assert a.func(a) == 0
     assert "pretrained graphcl" in capsys.readouterr().out  # the preset's name, not its underlying dcl
-    f = parser.parse_args(["finetune-mol", "--dataset", "bbbp", "--data-root", str(tmp_path), "--init",
-                           str(tmp_path / "ckpt"), "--seeds", "0", "1", "--epochs", "2", "--split", "random",
-                           "--batch-size", "16", *tiny])
-    assert f.func(f) == 0
-    out = capsys.readouterr().out
-    assert "bbbp seed 1" in out and "best-valid" in out
+    for seed in ("0", "1"):
+        f = parser.parse_args(["finetune-mol", "--dataset", "bbbp", "--data-root", str(tmp_path), "--init",
+                               str(tmp_path / "ckpt"), "--seed", seed, "--epochs", "2", "--split", "random",
+                               "--batch-size", "16", *tiny])
+        assert f.func(f) == 0
+        out = capsys.readouterr().out
+        assert f"bbbp (graphcl) seed {seed}" in out and "best-valid" in out
     from graph.eval.finetune import FinetuneMolConfig, finetune
 
-    res = finetune(FinetuneMolConfig(dataset="bbbp", data_root=str(tmp_path), init="none", seeds=[0], epochs=2,
+    res = finetune(FinetuneMolConfig(dataset="bbbp", data_root=str(tmp_path), init="none", seed=0, epochs=2,
                                      split="random", batch_size=16, num_layers=2, emb_dim=16, device="cpu"))
-    r = res[0]
+    r = res
     assert r["loss"] == "none" and 1 <= r["best_epoch"] <= 2
     assert all(0.0 <= r[k] <= 1.0 for k in ("test_rocauc_last", "test_rocauc_bestval")) or math.isnan(r["test_rocauc_last"])
     from suite.registry import Registry
@@ -111,13 +112,13 @@ def test_finetune_max_steps_caps_training(tmp_path: Path) -> None:
 
     rows = "".join(f"{i},m{i},{int('O' in s or 'N' in s)},{s}\n" for i, s in enumerate(CORPUS * 2))
     (tmp_path / "bbbp.csv").write_text("num,name,p_np,smiles\n" + rows)
-    base = dict(dataset="bbbp", data_root=str(tmp_path), init="none", seeds=[0], epochs=4, split="random",
+    base = dict(dataset="bbbp", data_root=str(tmp_path), init="none", seed=0, epochs=4, split="random",
                 batch_size=8, num_layers=2, emb_dim=16, device="cpu", registry=False)
     per_epoch = len(CORPUS * 2) * 8 // 10 // 8  # 64 training molecules -> 8 steps per epoch
-    capped = finetune(FinetuneMolConfig(max_steps=per_epoch + 3, **base))[0]
+    capped = finetune(FinetuneMolConfig(max_steps=per_epoch + 3, **base))
     assert capped["steps"] == per_epoch + 3 and capped["epochs_run"] == 2
     assert 1 <= capped["best_epoch"] <= 2
-    full = finetune(FinetuneMolConfig(**base))[0]
+    full = finetune(FinetuneMolConfig(**base))
     assert full["steps"] == 4 * per_epoch and full["epochs_run"] == 4
     with pytest.raises(ValueError, match="max_steps"):
         finetune(FinetuneMolConfig(max_steps=0, **base))

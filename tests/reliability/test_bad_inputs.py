@@ -71,7 +71,7 @@ def test_finetune_cli_latin1_csv(tmp_path: Path, capsys: pytest.CaptureFixture[s
     """`suite graph finetune-mol` on a latin-1 MoleculeNet CSV -> exit 2, one line naming the file"""
     (tmp_path / "bbbp.csv").write_bytes("num,name,p_np,smiles\n1,caf\u00e9,1,CCO\n".encode("latin-1"))
     rc = suite_main(["graph", "finetune-mol", "--dataset", "bbbp", "--data-root", str(tmp_path), "--init", "none",
-                     "--seeds", "0", "--epochs", "1", "--no-registry"])
+                     "--seed", "0", "--epochs", "1", "--no-registry"])
     assert rc == 2
     _one_line_error(capsys, "bbbp.csv", "not utf-8")
 
@@ -157,3 +157,11 @@ def test_truncated_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     _one_line_error(capsys, str(tmp_path), "is a folder")
     assert suite_main(["vision", "eval", "--ckpt", str(tmp_path / "none.pt"), "--no-registry"]) == 2
     _one_line_error(capsys, "none.pt", "not found")
+
+
+def test_config_with_a_list_of_seeds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """a TU config file from before one-seed-per-run (`seeds: [0, 1]`) -> exit 2, one line naming the key and the rule"""
+    cfg = tmp_path / "tu.yaml"
+    cfg.write_text("dataset: MUTAG\nseeds: [0, 1]\n")
+    assert suite_main(["graph", "tu", "--config", str(cfg)]) == 2
+    _one_line_error(capsys, "'seeds'", "one `seed`")

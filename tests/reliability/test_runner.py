@@ -221,7 +221,7 @@ def test_tu_job_under_the_runner_records_the_runners_hash(tmp_path, monkeypatch)
     _, jobs = load_suite(suite)
     reg = Registry(str(tmp_path / "r.sqlite"))
     monkeypatch.setenv("SUITE_CONFIG_HASH", jobs[0].hash)
-    cfg = TUConfig(dataset="SYNTH", loss="graphcl", seeds=[0], epochs=1, eval_epochs=[1])
+    cfg = TUConfig(dataset="SYNTH", loss="graphcl", seed=0, epochs=1, eval_epochs=[1])
     run_tu(cfg, registry=reg, data=load_tu("SYNTH", root), verbose=False)
     (run,) = reg.runs(task="tu-graphcl")
     assert run["config_hash"] == jobs[0].hash and run["status"] == "finished"

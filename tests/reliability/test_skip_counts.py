@@ -71,7 +71,7 @@ def test_finetune_records_non_numeric_labels(tmp_path: Path, capsys: pytest.Capt
     parser = argparse.ArgumentParser()
     register_mol(parser.add_subparsers())
     a = parser.parse_args(["finetune-mol", "--dataset", "bbbp", "--data-root", str(tmp_path), "--init", "none",
-                           "--seeds", "0", "--epochs", "1", "--split", "random", "--batch-size", "4", "--num-layers",
+                           "--seed", "0", "--epochs", "1", "--split", "random", "--batch-size", "4", "--num-layers",
                            "2", "--emb-dim", "8", "--device", "cpu"])
     with pytest.warns(UserWarning, match="non-numeric"):
         assert a.func(a) == 0

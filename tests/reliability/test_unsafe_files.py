@@ -108,7 +108,7 @@ def test_finetune_init_refuses_payload(tmp_path: Path, marker: Path) -> None:
 
     p = _plant_torch(tmp_path / "evil.pt", marker, key="encoder")
     with pytest.raises(ValueError, match=r"evil\.pt is refused"):
-        finetune(FinetuneMolConfig(init=str(p), seeds=[0], registry=False))
+        finetune(FinetuneMolConfig(init=str(p), registry=False))
     _plant_torch(tmp_path / "pre" / "encoder.pt", marker, key="encoder")
     with pytest.raises(ValueError, match=r"encoder\.pt is refused"):
         load_encoder(tmp_path / "pre")
