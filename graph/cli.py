@@ -1,6 +1,6 @@
 """``suite graph ...``: the graph front-end's commands.
 
-- ``suite graph tu --dataset MUTAG --loss macl --seeds 0 1 2 3 4``: GraphCL pretraining on a TU
+- ``suite graph tu --dataset MUTAG --loss macl --seed 0``: GraphCL pretraining on a TU
   dataset with any loss of the core, SVM evaluation, results in the registry.
 - ``suite graph pretrain-mol`` / ``finetune-mol``: added by :mod:`graph.mol_cli` when present.
 """
