@@ -50,6 +50,39 @@ def variant(jr: JobRuns) -> str:
     return "none" if init.lower() in ("none", "") else Path(init).name
 
 
+def runs_of(ft: list[JobRuns], ds: str, v: str) -> list[JobRuns]:
+    return [jr for jr in select(ft, dataset=ds) if variant(jr) == v]
+
+
+def transfer_claims(ft: list[JobRuns], variants: list[str] | None = None) -> list[str]:
+    """One line per pretrained variant: does it beat no pretraining on the last-epoch ROC-AUC averaged over the
+    sets both ran, judged (benchmarks/claims.py) on the per-seed averages (seeds that ran every such set)."""
+    variants = variants or list(dict.fromkeys(variant(jr) for jr in ft))
+    datasets = [d for d in DATASETS if select(ft, dataset=d)]
+
+    def seed_avgs(v: str, sets: list[str]) -> list[float]:
+        per: dict[int | None, list[float]] = {}
+        for ds in sets:
+            for jr in runs_of(ft, ds, v):
+                x = jr.metric("rocauc_last", "test")
+                if x is not None:
+                    per.setdefault(jr.seed, []).append(100 * x)
+        return [statistics.fmean(xs) for xs in per.values() if len(xs) == len(sets)]
+
+    def ran(v: str, ds: str) -> bool:
+        return bool(values(runs_of(ft, ds, v), "rocauc_last", "test"))
+
+    claims = []
+    for v in variants:
+        sets = [d for d in datasets if ran(v, d) and ran("none", d)]
+        if v != "none" and sets:
+            a, b = seed_avgs(v, sets), seed_avgs("none", sets)
+            res = Claim("graph/molnet-finetune", v, "none", "rocauc_last avg").judge(a, b)
+            claims.append(f"- {v} pretraining beats none (rows {v} vs none, average over {', '.join(sets)}): "
+                          f"{mean_std(a, 1)} vs {mean_std(b, 1)} -> **{res.verdict}** ({res.evidence(1)})")
+    return claims
+
+
 def table(registry: Registry, suite: str = SUITE) -> str:
     jrs = suite_runs(registry, suite)
     ft = select(jrs, command="finetune-mol")
@@ -57,7 +90,7 @@ def table(registry: Registry, suite: str = SUITE) -> str:
     datasets = [d for d in DATASETS if select(ft, dataset=d)]
 
     def of(ds: str, v: str) -> list[JobRuns]:
-        return [jr for jr in select(ft, dataset=ds) if variant(jr) == v]
+        return runs_of(ft, ds, v)
 
     rows, means = [], {v: {} for v in variants}  # type: dict[str, dict[str, float]]
     for ds in datasets:
@@ -77,25 +110,7 @@ def table(registry: Registry, suite: str = SUITE) -> str:
         avg += [f"{statistics.fmean(means[v][d] for d in common):.1f}" if common and v in ran else "-", "",
                 f"{statistics.fmean(pub):.1f}" if common and None not in pub else "-"]  # type: ignore[arg-type]
     rows.append(avg)
-
-    def seed_avgs(v: str, sets: list[str]) -> list[float]:
-        """Per seed, the last-epoch ROC-AUC averaged over ``sets`` (seeds that ran them all)."""
-        per: dict[int | None, list[float]] = {}
-        for ds in sets:
-            for jr in of(ds, v):
-                x = jr.metric("rocauc_last", "test")
-                if x is not None:
-                    per.setdefault(jr.seed, []).append(100 * x)
-        return [statistics.fmean(xs) for xs in per.values() if len(xs) == len(sets)]
-
-    claims = []
-    for v in variants:
-        sets = [d for d in datasets if d in means[v] and d in means.get("none", {})]
-        if v != "none" and sets:
-            a, b = seed_avgs(v, sets), seed_avgs("none", sets)
-            res = Claim("graph/molnet-finetune", v, "none", "rocauc_last avg").judge(a, b)
-            claims.append(f"- {v} pretraining beats none (rows {v} vs none, average over {', '.join(sets)}): "
-                          f"{mean_std(a, 1)} vs {mean_std(b, 1)} -> **{res.verdict}** ({res.evidence(1)})")
+    claims = transfer_claims(ft, variants)
     pre = []
     for jr in select(jrs, command="pretrain-mol"):
         pre.append([jr.arg("loss"), cell(values([jr], "loss", "train"), 4, False),

@@ -56,3 +56,28 @@ def test_cmc_temperature_is_chosen_on_validation_runs_only(tmp_path):
     assert "| tau = 2 | – | – | 31.0 (n=1) | – |" in images
     sentences = text[text.index("t_df on sentences"):]
     assert "| tau = 1 | – | – | – | 77.1 (n=1) |" in sentences
+
+
+def test_molecules_section_from_the_molnet_suite_runs(tmp_path, monkeypatch):
+    """fine-tuning runs of the molnet suite from no pretraining (ROC-AUC 0.60) and from CACR pretraining (0.70), 3
+    seeds on bbbp -> a molecules section with both cells and a confirmed transfer claim; the fine-tuning runs (graph
+    modality, loss cacr) never enter the TU section"""
+    from benchmarks.run import load_suite
+
+    monkeypatch.setenv("SUITE_CACHE", str(tmp_path / "cache"))
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    _, jobs = load_suite("molnet")
+    for j in jobs:
+        args = dict(j.args)
+        if j.command != "finetune-mol" or args["dataset"] != "bbbp" or args["init"] not in ("none", "runs/bench/molnet/cacr"):
+            continue
+        v = 0.60 if args["init"] == "none" else 0.70
+        with reg.run(modality="graph", task="molnet-finetune", dataset="bbbp", loss="none" if v < 0.65 else "cacr",
+                     seed=j.seed, cfg_hash=j.hash) as r:
+            r.log("rocauc_last", v + j.seed / 100, split="test", step=10)
+    text = table(reg)
+    mol = text[text.index("## Molecules"):]
+    assert "| bbbp | 61.0 ± 1.0 (n=3) | 71.0 ± 1.0 (n=3) |" in mol and "| tox21 | – | – |" in mol
+    assert "cacr pretraining beats none (rows cacr vs none, average over bbbp)" in mol and "**confirmed**" in mol
+    graphs = text[text.index("## Graphs"):text.index("## Molecules")]
+    assert "bbbp" not in graphs
