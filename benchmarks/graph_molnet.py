@@ -42,6 +42,14 @@ NOTES = """## Notes
   epochs; both are reported and the claim uses the last epoch.
 - MACL / CACR settings: suite/presets.py (graph_transfer); no CACR transfer numbers are published.
 - Molecules RDKit rejects are skipped and counted in each run's record (`skipped`, split `info`).
+- HIV and MUV get under one epoch of fine-tuning at 600 steps (0.58 and 0.26) and their test scaffolds are not
+  in training, so their ROC-AUC can fall below 50 with any encoder; the previous version of this file checked
+  the split and labels against a Morgan-fingerprint random forest (78 on HIV), so the data are not the cause.
+- What changed since the previous version (2026-11-22, written from a registry that was not kept): CACR
+  pretrains with the paper's mini-batch estimator (each graph's negatives are the other graphs of its own
+  view; before, the released code's cross-view arrangement), MACL is computed in its stable form (equal
+  where the old form was finite), and every fine-tuning seed is a job of its own. No pretraining, GraphCL and
+  MACL run in the same setting as before, re-run so that the whole table comes from the registry.
 """
 
 
