@@ -196,8 +196,9 @@ def _molecules(reg: Registry) -> list[str]:
             for ds in DATASETS]
     return ["## Molecules (MoleculeNet transfer, cpu profile: 20k MOSES molecules x 5 pretraining epochs, 10 "
             "fine-tuning epochs capped at 600 steps; test ROC-AUC %, last epoch, scaffold split)", "",
-            "CACR pretrains with the paper's estimator (the graph transfer preset). GraphCL and MACL, the "
-            "best-validation epoch and the published numbers: `graph_molnet.md`.", "",
+            "CACR pretrains with the paper's mini-batch estimator at the loss's defaults (t+ = 1, t- = 2: CACR publishes "
+            "no graph setting). GraphCL and MACL, the best-validation epoch and the published numbers: "
+            "`graph_molnet.md`.", "",
             markdown_table(["data set", "no pretraining", "CACR pretraining"], rows), "",
             *transfer_claims(ft, ["none", "cacr"]), ""]
 

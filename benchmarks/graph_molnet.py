@@ -40,7 +40,8 @@ NOTES = """## Notes
   ZINC-2M, and there are 3 seeds instead of 10. `--profile paper` (a GPU) runs the published protocol.
 - Last vs best-validation epoch: with a few short epochs the last-epoch ROC-AUC moves a lot between
   epochs; both are reported and the claim uses the last epoch.
-- MACL / CACR settings: suite/presets.py (graph_transfer); no CACR transfer numbers are published.
+- Loss settings: GraphCL and MACL from suite/presets.py (graph_transfer); CACR at its defaults (t+ = 1, t- = 2, the
+  paper's mini-batch estimator), as CACR publishes no graph setting and no transfer numbers.
 - Molecules RDKit rejects are skipped and counted in each run's record (`skipped`, split `info`).
 - HIV and MUV get under one epoch of fine-tuning at 600 steps (0.58 and 0.26) and their test scaffolds are not
   in training, so their ROC-AUC can fall below 50 with any encoder; the previous version of this file checked
