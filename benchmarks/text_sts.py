@@ -40,6 +40,11 @@ NOTES = """## Notes
   train+trial triplets (SNLI train is not available locally).
 - Evaluation: SentEval's protocol re-implemented (text/eval/sts.py), Spearman x 100 of cosine; STS12-16 in
   the "all" aggregation (SimCSE's headline), the other aggregations below.
+- What changed since the previous version (2026-11-22, written from a registry that was not kept): the
+  InfoNCE-family presets use SimCSE's one-directional arrangement (anchors the first views, candidates the
+  second; before, the symmetric 2N form), MACL uses its App. B.4 dropout 0.2 and its stable form, CACR the
+  paper's mini-batch estimator and t-SimCLR the log-space normaliser. The 2N form against SimCSE's
+  arrangement is measured in `fidelity.md`.
 """
 
 
