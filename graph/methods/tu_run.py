@@ -33,10 +33,11 @@ def run_tu(cfg: TUConfig, registry: Registry | None = None, data: TUData | None 
            verbose: bool = True) -> dict[str, Any]:
     """Train and evaluate ``cfg`` (one seed); returns its accuracies and timings (``reused``: the id of the
     finished run taken from the registry instead)."""
-    h = config_hash(experiment_config(cfg))
+    # the hash the run is recorded under: the runner's job hash (SUITE_CONFIG_HASH), else the setting's own
+    h = os.environ.get("SUITE_CONFIG_HASH") or config_hash(experiment_config(cfg))
     # every rank reads the registry (all must agree on whether to skip); only the main rank writes
     lookup = registry if registry is not None else Registry()
-    prev = lookup.find_finished(os.environ.get("SUITE_CONFIG_HASH") or h) if not rerun else None
+    prev = lookup.find_finished(h) if not rerun else None
     if prev is not None:
         fm = lookup.final_metrics(prev["id"])
         r = {"acc": fm.get(("acc", "test")), "acc_ep10": fm.get(("acc_ep10", "test")),
@@ -119,11 +120,9 @@ def _run(cfg: TUConfig, h: str, data: TUData, reg: Registry | None, verbose: boo
 
     if reg is None:
         return body(None)
-    # under `suite bench run` the run carries the runner's job hash (SUITE_CONFIG_HASH), so a re-run of the
-    # job supersedes it and finished jobs are found; otherwise the setting's own hash
     with reg.run(modality="graph", task=TASK, dataset=cfg.dataset, loss=cfg.loss, loss_hparams=loss.hparams(),
                  config=config, run_options=run_option_values(cfg), seed=seed,
-                 cfg_hash=os.environ.get("SUITE_CONFIG_HASH") or h) as run:
+                 cfg_hash=h) as run:
         return body(run)
 
 
