@@ -416,6 +416,8 @@ def register(sub: Any) -> None:
     p.add_argument("--rdzv-endpoint", default=None, help="host:port for multi-node torchrun")
     p.add_argument("--dry-run", action="store_true", help="print the commands that would run and the time they would "
                                                            "take, from durations recorded in the registry")
+    p.add_argument("--only", default=None, metavar="REGEX",
+                   help="run only the jobs whose command line matches this regular expression (a part of a grid)")
     p.add_argument("--budget", type=float, default=0.0,
                    help="with --dry-run: exit 1 if the estimated wall time exceeds this many seconds (or a job's "
                         "duration is unknown)")
@@ -426,6 +428,14 @@ def _main(args: argparse.Namespace) -> int:
     from suite.paths import registry_url
 
     name, jobs = load_suite(args.suite)
+    if args.only:
+        try:
+            pattern = re.compile(args.only)
+        except re.error as exc:
+            raise ValueError(f"--only {args.only!r} is not a regular expression ({exc})") from None
+        jobs = [j for j in jobs if pattern.search(j.label())]
+        if not jobs:
+            raise ValueError(f"--only {args.only!r} matches no job of suite {name}")
     url = args.registry or registry_url()
     runner = Runner(url, jobs=args.jobs, launcher=args.launcher, nproc_per_node=args.nproc_per_node,
                     nnodes=args.nnodes, rdzv_endpoint=args.rdzv_endpoint, log_dir=Path("results/bench-logs") / name,

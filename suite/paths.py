@@ -60,3 +60,20 @@ def file_lock(path: Path) -> Iterator[None]:
 def registry_url() -> str:
     """``$SUITE_REGISTRY`` (a path or an SQLAlchemy URL), default ``./results/registry.sqlite``."""
     return os.environ.get("SUITE_REGISTRY", str(Path("results") / "registry.sqlite"))
+
+
+def models_dir() -> Path:
+    """Where built models that are not committed live (e.g. the MLM start model): ``$SUITE_MODELS``, else
+    ``~/.cache/suite/models``; a later session on the same machine finds them there."""
+    return Path(os.environ.get("SUITE_MODELS", "~/.cache/suite/models")).expanduser()
+
+
+def resolve_model_path(spec: str | Path) -> Path:
+    """``models:NAME`` -> ``models_dir() / NAME``; any other path with ``~`` expanded."""
+    s = str(spec)
+    if s.startswith("models:"):
+        name = s[len("models:"):]
+        if not name or "/" in name or name in (".", ".."):
+            raise ValueError(f"model name {s!r}: expected models:NAME with a plain folder name")
+        return models_dir() / name
+    return Path(s).expanduser()

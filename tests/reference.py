@@ -223,3 +223,16 @@ def cacr(views, t_pos=1.0, t_neg=2.0, detach_weights=False, queue=None, negative
             w = w.detach() if detach_weights else w
             rep.append(-(w * costs).sum())
     return torch.stack(att).mean() + torch.stack(rep).mean()
+
+
+def simclr_l2(za, zb, temperature=1.0, negatives="all", symmetric=True, queue=None, weights=None):
+    """t-SimCLR paper Sec. 3.1.4: InfoNCE with s(a, b) = -||a - b||_2, features not normalised, raw queue."""
+    def s(a, b):
+        return -torch.sqrt(((a - b) ** 2).sum()) / temperature
+
+    losses = []
+    for a, p, negs in _anchor_sets(za, zb, negatives, symmetric, None):
+        negs = negs + ([queue[k] for k in range(queue.shape[0])] if queue is not None else [])
+        logits = torch.stack([s(a, p)] + [s(a, k) for k in negs])
+        losses.append(torch.logsumexp(logits, 0) - logits[0])
+    return _wmean(losses, weights, za.shape[0])

@@ -3,6 +3,7 @@
     suite text train --loss macl --backbone default --data wiki.txt --out runs/macl
     suite text train --config text/configs/unsup_minilm.yaml --loss cacr --seed 1
     suite text eval --model runs/macl --tasks all
+    suite text mlm --out models:bert-mini-english    # the MLM start model (text/mlm.py)
 Under torchrun, ``train`` runs DDP (in-batch negatives gathered across ranks by the losses).
 """
 from __future__ import annotations
@@ -40,6 +41,18 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mlm(args: argparse.Namespace) -> int:
+    from text.mlm import MLMConfig, pretrain_mlm
+
+    summary = pretrain_mlm(config_from_args(MLMConfig, args, args.config))
+    if not summary.get("skipped"):
+        val = summary.get("val") or {}
+        print(f"MLM: {summary['steps']} steps ({summary['epochs']:.2f} epochs) in {summary['wall_s']:.0f} s; held-out "
+              f"loss {val.get('mlm_loss', float('nan')):.3f}, masked-token accuracy {val.get('mlm_acc', float('nan')):.3f}; "
+              f"saved to {summary['out']}")
+    return 0
+
+
 def register(sub: Any) -> None:
     from text.eval.senteval import EvalConfig
     from text.methods.simcse import SimCSEConfig
@@ -51,6 +64,13 @@ def register(sub: Any) -> None:
     tr.add_argument("--final-eval", choices=("none", "sts", "transfer", "all"), default="none")
     add_config_args(tr, SimCSEConfig)
     tr.set_defaults(func=_train)
+    mlm = tsub.add_parser("mlm", help="pretrain a small BERT from scratch with masked-language modelling (a start "
+                                      "model that is not contrastive)")
+    mlm.add_argument("--config", default=None)
+    from text.mlm import MLMConfig
+
+    add_config_args(mlm, MLMConfig)
+    mlm.set_defaults(func=_mlm)
     ev = tsub.add_parser("eval", help="SentEval-protocol evaluation of a saved model")
     ev.add_argument("--config", default=None)
     ev.add_argument("--json", default=None, help="also write the metrics to this JSON file")

@@ -5,6 +5,7 @@
     suite vision pretrain --config vision/configs/digits_smoke.yaml --loss macl
     torchrun --nproc_per_node 4 -m suite vision pretrain ...      # DDP, negatives gathered over ranks
     suite vision eval --ckpt runs/vision/<run>/epoch0200.pt
+    suite vision gmm --experiment mixture2d --loss simclr_l2   # t-SimCLR paper, Figure 1
 """
 from __future__ import annotations
 
@@ -63,6 +64,14 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gmm(args: argparse.Namespace) -> int:
+    from vision.gmm import GMMConfig, run_gmm
+
+    m = run_gmm(config_from_args(GMMConfig, args, args.config))
+    print(json.dumps(m, indent=1))
+    return 0
+
+
 def register(sub: Any) -> None:
     from vision.config import PretrainConfig
 
@@ -82,4 +91,10 @@ def register(sub: Any) -> None:
     pe.add_argument("--no-linear", dest="no_linear", action="store_true")
     pe.add_argument("--no-registry", dest="no_registry", action="store_true")
     pe.set_defaults(func=_eval)
+    from vision.gmm import GMMConfig
+
+    pg = vs.add_parser("gmm", help="the t-SimCLR paper's Gaussian-mixture experiments (Sec. 3, Figure 1)")
+    pg.add_argument("--config", default=None)
+    add_config_args(pg, GMMConfig)
+    pg.set_defaults(func=_gmm)
     p.set_defaults(func=lambda a: (p.print_help(), 1)[1])

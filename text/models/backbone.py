@@ -23,8 +23,19 @@ def default_backbone_path() -> Path:
 
 
 def resolve_backbone(name_or_path: str) -> str:
-    """``default`` -> the packaged model's directory; anything else is returned unchanged."""
-    return str(default_backbone_path()) if name_or_path in (DEFAULT_BACKBONE, "all-MiniLM-L6-v2") else name_or_path
+    """``default`` -> the packaged model's directory; ``models:NAME`` -> a built model (e.g. ``suite text mlm``)
+    under :func:`suite.paths.models_dir`; a path with ``~`` expanded; anything else (a hub name) unchanged."""
+    if name_or_path in (DEFAULT_BACKBONE, "all-MiniLM-L6-v2"):
+        return str(default_backbone_path())
+    if name_or_path.startswith(("models:", "~")):
+        from suite.paths import resolve_model_path
+
+        path = resolve_model_path(name_or_path)
+        if not (path / "config.json").exists():
+            raise ValueError(f"backbone {name_or_path!r}: no model in {path} (build it first, e.g. `suite text mlm "
+                             f"--out {name_or_path}` or `suite bench run text-sts`, whose first stage builds it)")
+        return str(path)
+    return name_or_path
 
 
 def st_pooling_mode(path: str | Path) -> str | None:

@@ -1,0 +1,101 @@
+"""SimCLR with the negative Euclidean distance as similarity (t-SimCLR paper, Hu et al. 2023, Sec. 3.1.4 and
+Figure 1 c, e): InfoNCE on features that are NOT normalised, with s(a, b) = -||a - b||_2,
+
+    l_i = -s(z_i, z_p(i)) / tau + log sum_{k in {p(i)} u N(i)} exp(s(z_i, z_k) / tau).
+
+Anchors, positives and negatives as in :mod:`suite.losses.infonce` (``negatives="all"``: the 2N-embedding
+SimCLR formulation; ``"cross"``; ``"none"``: the queue only; ``symmetric``); a ``queue`` (Q, d) adds raw
+(un-normalised) extra negatives without gradient; ``weights`` (N,) weight the pairs as in InfoNCE. The
+distance is sqrt(max(||a - b||^2, 1e-24)), so coincident points (a positive pair at distance 0) give a zero
+gradient instead of NaN. The paper gives no temperature for this experiment; tau scales the features only.
+
+float32: distances come from one matrix product (||a||^2 - 2 a.b + ||b||^2), which cancels badly for points
+far from the origin, so the features are first centred on the batch mean (all ranks'; distances are
+translation invariant) and each anchor's positive column takes the distance computed from the difference.
+
+Tiled path (``chunk_size``): row tiles of the (A, C) matrix are recomputed in the backward
+(activation checkpointing), so memory is O(tile x C); values and gradients equal the dense path.
+
+Shapes: z_a, z_b (N, d); queue (Q, d), weights (N,) optional -> ().
+Example: >>> SimCLRL2(temperature=1.0)(torch.randn(8, 2), torch.randn(8, 2))
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
+
+from suite import distributed as sd
+from suite.losses.base import (ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, check_weights,
+                               register_loss, weighted_rows)
+from suite.losses.core import NEG_INF, NEGATIVES, PairSetup, pair_setup
+
+_EPS2 = 1e-24  # squared-distance floor: sqrt has no gradient at 0
+
+
+def neg_distances(a: Tensor, b: Tensor) -> Tensor:
+    """-||a_i - b_j||_2 (r, C) through one matrix product."""
+    sq = torch.addmm((a * a).sum(1, keepdim=True), a, b.T, alpha=-2.0) + (b * b).sum(1)[None, :]
+    return -sq.clamp_min(_EPS2).sqrt()
+
+
+@register_loss("simclr_l2", "l2_simclr")
+class SimCLRL2(ContrastiveLoss):
+    hypersphere = False
+
+    def __init__(self, temperature: float = 1.0, negatives: str = "all", symmetric: bool = True) -> None:
+        super().__init__()
+        self.temperature = check_positive(temperature, "temperature")
+        self.negatives = check_choice(negatives, "negatives", NEGATIVES)
+        self.symmetric = bool(symmetric)
+
+    def _rows(self, ps: PairSetup, queue: Tensor | None, pos: Tensor, start: int, stop: int) -> Tensor:
+        """Rows [start, stop) of s / tau: the candidates (own column -inf), then the queue."""
+        a = ps.anchors[start:stop]
+        if ps.negatives == "none":
+            sim = pos[start:stop, None]
+        elif len(ps.cands) == 1:
+            sim = neg_distances(a, ps.cands[0]) / self.temperature
+        else:  # "cross", symmetric: rows [0, N) against z_b, rows [N, 2N) against z_a
+            n = ps.n_local
+            parts = []
+            if start < n:
+                parts.append(neg_distances(a[: max(0, min(stop, n) - start)], ps.cands[0]))
+            if stop > n:
+                parts.append(neg_distances(a[max(0, n - start):], ps.cands[1]))
+            sim = (torch.cat(parts) if len(parts) > 1 else parts[0]) / self.temperature
+        rows = torch.arange(stop - start, device=a.device)
+        if ps.negatives != "none":  # the positive from the difference (exact), not from the product
+            sim = sim.index_put((rows, ps.pos[start:stop]), pos[start:stop])
+        if ps.self_col is not None:
+            sim = sim.index_put((rows, ps.self_col[start:stop]), torch.tensor(NEG_INF, dtype=sim.dtype, device=sim.device))
+        if queue is not None:
+            sim = torch.cat([sim, neg_distances(a, queue) / self.temperature], dim=1)
+        return sim
+
+    def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
+        z_a, z_b = check_pair(z_a, z_b)
+        queue = check_queue(queue, z_a.shape[1], z_a.dtype)
+        weights = check_weights(weights, z_a.shape[0])
+        if self.negatives == "none" and queue is None:
+            raise ValueError('negatives="none" needs a queue of negatives (queue=(Q, d))')
+        mu = torch.cat([z_a, z_b]).mean(0).detach()  # (d,) the centre: float32 products cancel less
+        if sd.is_distributed():
+            import torch.distributed as dist
+
+            dist.all_reduce(mu)
+            mu = mu / sd.world_size()
+        z_a, z_b = z_a - mu, z_b - mu
+        q = queue.detach() - mu if queue is not None else None
+        ps = pair_setup(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=q, scale=1.0)  # ps.queue unused
+        p = -((z_a - z_b) ** 2).sum(-1).clamp_min(_EPS2).sqrt() / self.temperature  # (N,) s(z_i, z_p(i)) / tau
+        pos = torch.cat([p, p]) if self.symmetric else p  # (A,)
+        n_cols = (1 if self.negatives == "none" else ps.cands[0].shape[0]) + (0 if q is None else q.shape[0])
+        chunk = self._tile(ps.n_rows, n_cols)
+        if chunk is None:
+            lse = torch.logsumexp(self._rows(ps, q, pos, 0, ps.n_rows), dim=1)
+        else:  # row tiles recomputed in the backward: no (A, C) tensor is kept
+            lse = torch.cat([checkpoint(lambda s, e: torch.logsumexp(self._rows(ps, q, pos, s, e), dim=1), s,
+                                        min(s + chunk, ps.n_rows), use_reentrant=False)
+                             for s in range(0, ps.n_rows, chunk)])
+        return weighted_rows(lse - pos, weights, 0) / ps.n_rows
