@@ -79,3 +79,29 @@ def peak_rss() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+_MALLOC_FIXED = False
+
+
+def pin_malloc_threshold() -> None:
+    """Pin glibc's mmap threshold (once per process) so that freed blocks go back to the OS (the tiled losses,
+    and training on batches whose shapes vary, e.g. MLM's length-bucketed batches).
+
+    glibc raises its mmap threshold dynamically (up to 32 MiB) after large blocks are freed; tiles then
+    come from the heap, where interleaved small allocations fragment it, and the process's resident
+    memory grows with the number of tiles although live tensor memory stays at one tile (measured: 2N =
+    16,384 tiled infonce, 80 MiB live tensors, 696 MiB RSS growth; with the threshold pinned at
+    128 KiB, 172 MiB). No-op where glibc's ``mallopt`` is not available.
+    """
+    global _MALLOC_FIXED
+    if _MALLOC_FIXED:
+        return
+    _MALLOC_FIXED = True
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass

@@ -18,6 +18,7 @@ def _private_registry(tmp_path_factory: pytest.TempPathFactory) -> None:
     base = tmp_path_factory.mktemp("suite")
     os.environ["SUITE_REGISTRY"] = str(base / "registry.sqlite")
     os.environ["SUITE_CACHE"] = str(base / "cache")
+    os.environ["SUITE_MODELS"] = str(base / "models")
 
 
 def data_or_skip(*parts: str) -> Path:

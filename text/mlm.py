@@ -43,6 +43,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from suite.config import experiment_config, experiment_hash, run_option_values, run_options
+from suite.memory import pin_malloc_threshold
 from suite.paths import cache_dir, data_path, resolve_model_path
 from suite.registry import Registry, config_hash
 from suite.safeio import load_arrays, save_arrays
@@ -229,7 +230,7 @@ def bucketed_batches(index: Tensor, lengths: Tensor, batch_size: int, seed: int,
     into blocks of ``block`` batches, each block sorted by length and cut into batches, the batches
     then shuffled; deterministic in (seed, epoch)."""
     out: list[Tensor] = []
-    for chunk in epoch_batches(len(index), batch_size * block, seed, epoch):
+    for chunk in epoch_batches(len(index), min(batch_size * block, len(index)), seed, epoch):
         ids = index[chunk]
         ids = ids[lengths[ids].argsort(stable=True)]
         out += [b for b in ids.split(batch_size) if len(b) >= 2]
@@ -314,6 +315,7 @@ def pretrain_mlm(cfg: MLMConfig, registry: Registry | None = None) -> dict[str, 
 
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
+    pin_malloc_threshold()  # batches of varying length fragment the heap otherwise (RSS grew 3.5 -> 4.3 GB in 700 steps)
     corpus = read_corpus(cfg.corpus)
     train_idx, val_idx = split_heldout(len(corpus.sentences), cfg.heldout)
     if (out / "vocab.txt").exists():

@@ -26,6 +26,8 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
+from suite.memory import pin_malloc_threshold
+
 AUTO_DENSE_ELEMENTS = 1 << 24  # 2N = 4096 two-view: dense (64 MiB per float32 matrix)
 AUTO_TILE_ELEMENTS = 1 << 22  # 16 MiB per float32 tile
 
@@ -47,31 +49,6 @@ def resolve(chunk_size: int | str | None, n_rows: int, n_cols: int) -> int | Non
             return None
         return max(1, AUTO_TILE_ELEMENTS // max(1, n_cols))
     return None if chunk_size >= n_rows else int(chunk_size)
-
-
-_MALLOC_FIXED = False
-
-
-def _fix_malloc_threshold() -> None:
-    """Pin glibc's mmap threshold (once per process) so that freed tiles go back to the OS.
-
-    glibc raises its mmap threshold dynamically (up to 32 MiB) after large blocks are freed; tiles then
-    come from the heap, where interleaved small allocations fragment it, and the process's resident
-    memory grows with the number of tiles although live tensor memory stays at one tile (measured: 2N =
-    16,384 tiled infonce, 80 MiB live tensors, 696 MiB RSS growth; with the threshold pinned at
-    128 KiB, 172 MiB). No-op where glibc's ``mallopt`` is not available.
-    """
-    global _MALLOC_FIXED
-    if _MALLOC_FIXED:
-        return
-    _MALLOC_FIXED = True
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):
-        pass
 
 
 def _spans(n_rows: int, chunk: int) -> list[tuple[int, int]]:
@@ -171,7 +148,7 @@ def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: T
     the fused path of the InfoNCE family. ``uniform``: the caller sums or averages the rows with equal
     weights, so the candidates' gradient is formed in the forward too (see :class:`_RowLSE`; exact either
     way, only faster when the hint holds)."""
-    _fix_malloc_threshold()
+    pin_malloc_threshold()
     return _RowLSE.apply(anchors, cands, queue, excl, chunk, bool(uniform))
 
 
@@ -249,7 +226,7 @@ def pair_kernel_lse(e: Tensor, f: Callable[[Tensor], Tensor], df: Callable[[Tens
                     queue: Tensor | None = None, chunk: int = 1024) -> Tensor:
     """Scalar log( sum_{j != k} exp f(||e_j - e_k||^2) + 2 sum_{j,m} exp f(||e_j - q_m||^2) ) in row tiles with
     the exact gradient (t-SimCLR's normaliser, the uniformity term); ``queue`` gets no gradient."""
-    _fix_malloc_threshold()
+    pin_malloc_threshold()
     return _PairKernelLSE.apply(e, None if queue is None else queue.detach(), f, df, chunk)
 
 
@@ -316,7 +293,7 @@ def softmin_cost(q: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | 
     """(A,) R_i = -sum_j softmax_j(-t d_ij) d_ij over unit-vector costs to [cands; queue] (column ``excl[i]``
     of cands left out) and (A,) the weights' entropy (no gradient), in row tiles with a recomputing
     backward (CACR's repulsion; weights keep their gradient unless ``detach``)."""
-    _fix_malloc_threshold()
+    pin_malloc_threshold()
     return _SoftminCost.apply(q, cands, None if queue is None else queue.detach(), excl, float(t), bool(detach), chunk)
 
 
@@ -359,5 +336,5 @@ def weighted_cross(anchors: Tensor, cands: list[Tensor], queue: Tensor | None,
                    wfn: Callable[[int, int], list[Tensor]], chunk: int) -> Tensor:
     """Scalar sum_i a_i . (sum_c W_c[i] @ cands[c] + W_q[i] @ queue), the weights (no gradient) from
     ``wfn(start, stop)`` per row tile (one (rows, len(cands[c])) tensor per candidate set, then the queue's)."""
-    _fix_malloc_threshold()
+    pin_malloc_threshold()
     return _WeightedCross.apply(anchors, queue, wfn, chunk, *cands)
