@@ -49,6 +49,13 @@ SKIP_TASKS = ("loss-bench", "mol-pretrain", "tu-graphcl-speed")
 SECTIONS = ("benchmarks.gmm",)
 
 
+# every table rendered from the registry: (module, its output file attribute); `suite bench report --check` rebuilds
+# them all from the committed snapshot and compares them with the committed files
+TABLES = (("benchmarks.graph_tu", "OUT"), ("benchmarks.graph_molnet", "OUT"), ("benchmarks.text_sts", "OUT"),
+          ("benchmarks.vision_cifar", "OUT"), ("benchmarks.gmm", "OUT"), ("benchmarks.fidelity", "RESULTS"))
+SNAPSHOT = RESULTS / "registry.jsonl"
+
+
 def _sections() -> list[Any]:
     import importlib
 
@@ -512,6 +519,32 @@ def _md_tables_to_html(md: str) -> str:
     return "\n".join(out)
 
 
+def check(reg: Registry, out_dir: Path = RESULTS) -> list[str]:
+    """Rebuild every registry table and the report's Markdown from ``reg`` and compare them with the files in
+    ``out_dir``; returns the names of the files that differ (or are missing)."""
+    import difflib
+    import importlib
+    import tempfile
+
+    rendered: dict[str, str] = {}
+    for name, attr in TABLES:
+        mod = importlib.import_module(name)
+        rendered[Path(getattr(mod, attr)).name] = mod.table(reg)
+    with tempfile.TemporaryDirectory() as tmp:
+        md_path, _, _ = build(reg, Path(tmp))
+        rendered["README.md"] = md_path.read_text()
+    bad = []
+    for fname, text in rendered.items():
+        path = out_dir / fname
+        have = path.read_text() if path.exists() else ""
+        if have != text:
+            bad.append(fname)
+            diff = list(difflib.unified_diff(have.splitlines(), text.splitlines(), f"{path} (committed)",
+                                             f"{fname} (rebuilt)", lineterm="", n=1))
+            print("\n".join(diff[:40]) + ("\n..." if len(diff) > 40 else ""))
+    return bad
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("report", help="build benchmarks/results/README.md and report.html from the registry")
     p.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY), or a "
@@ -519,10 +552,20 @@ def register(sub: Any) -> None:
     p.add_argument("--out-dir", type=Path, default=RESULTS)
     p.add_argument("--all-settings", action="store_true",
                    help="every setting of each task (history), not only the setting of its latest run")
+    p.add_argument("--check", action="store_true",
+                   help=f"rebuild every table and README.md from the registry (default: the committed snapshot "
+                        f"{SNAPSHOT.name}) and exit 1 if any differs from the file in --out-dir; writes nothing")
     p.set_defaults(func=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.check:
+        import os
+
+        bad = check(open_registry(args.registry or os.path.relpath(SNAPSHOT)), args.out_dir)
+        print("every table rebuilds from the registry as committed" if not bad else
+              f"{len(bad)} file(s) differ from a rebuild: {', '.join(bad)}")
+        return 1 if bad else 0
     md, page, summary = build(open_registry(args.registry), args.out_dir, args.all_settings)
     print(summary)
     print(f"wrote {md}\nwrote {page}  (open it in a browser)")
