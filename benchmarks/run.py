@@ -236,12 +236,13 @@ class Runner:
     def run_one(self, job: Job, reg: Registry) -> str:
         if self._stop.is_set():
             return "cancelled"
+        if reg.job_status(job.hash) == "finished":
+            if not self.dry_run:
+                self._end(job, None)
+            return "skipped"
         if self.dry_run:
             print("would run:", " ".join(self.command(job)))
             return "dry-run"
-        if reg.job_status(job.hash) == "finished":
-            self._end(job, None)
-            return "skipped"
         if not reg.claim_job(job.hash, job.label()):
             self._end(job, None)
             held = reg.job(job.hash) or {}

@@ -63,7 +63,8 @@ def test_report_tables_claims_and_page(tmp_path):
                      r"n = 3/3 -> confirmed", md)
     assert re.search(r"CACR beats CMC on images .*\| confirmed \|", md)  # 93 vs 91, seed std 1
     assert re.search(r"MACL ≥ NT-Xent on images .*\| confirmed \|", md)  # 92 vs 90
-    assert re.search(r"MACL ≥ SimCSE-InfoNCE .*\| inconclusive \(n < 3\) \|", md)  # 2 seeds each
+    # the text claim is the text-sts suite's own (benchmarks/text_sts.py): runs outside its jobs never count
+    assert "MACL ≥ SimCSE-InfoNCE" not in md
 
     page = html_path.read_text()
     p = _Imgs()

@@ -88,21 +88,23 @@ def test_text_sts_table_from_registry(reg, tmp_path):
     """training + evaluation runs of one job (same hash) -> STS cells and steps; the 2-seed, 0.05-point case of
     issue 16 is inconclusive"""
     sts = {"sts12": 60.0, "sts13": 70.0, "sts14": 65.0, "sts15": 75.0, "sts16": 72.0, "stsb": 80.0, "sickr": 70.0}
-    (bb,) = _job("text-sts", command="eval")
+    (bb,) = _job("text-sts", command="eval", model="default")
     _record(reg, bb, "text", "senteval-sts", {**{(k, "test"): v for k, v in sts.items()}, ("avg", "test"): 70.3,
                                               ("sts_wall_s", "test"): 50.0, ("sts_cpu_s", "test"): 90.0})
     for seed in (0, 1):
         for loss, avg in (("infonce", 87.01), ("macl", 87.06)):
-            (job,) = _job("text-sts", command="train", mode="unsup", loss=loss, seed=seed)
+            (job,) = _job("text-sts", command="train", mode="unsup", loss=loss, seed=seed, backbone="default")
             _record(reg, job, "text", "simcse-unsup", {("best_stsb_dev", "dev"): 0.8}, step=16)
             _record(reg, job, "text", "senteval-sts", {("avg", "test"): avg + (0.02 if seed else -0.02),
                                                        **{(k, "test"): v for k, v in sts.items()}})
     text = text_sts.table(reg)
     macl = next(l for l in text.splitlines() if l.startswith("| unsupervised SimCSE, macl"))
     assert "| 0,1 | 16 |" in macl and "87.06 ± 0.03" in macl
-    assert "backbone as shipped" in text and "70.30" in text
+    assert "start model as it is, no training |" in text and "70.30" in text
     assert "76.66" in text  # published row beside ours
-    assert re.search(r"SimCSE-InfoNCE on the STS average at equal settings \(MACL Table B.4\)\*: \*\*inconclusive \(n < 3\)\*\*", text)
+    assert re.search(r"SimCSE-InfoNCE on the STS average at equal settings \(MACL Table B.4\) \[start model: "
+                     r"all-MiniLM-L6-v2 \(already contrastive\)\]\*: \*\*inconclusive \(n < 3\)\*\*", text)
+    assert "MLM pretraining: not run" in text  # the MLM start model's rows say so until its jobs ran
     assert "not run" in next(l for l in text.splitlines() if l.startswith("| unsupervised SimCSE, dcl"))
     assert "under 2 min*: met" in text
     _no_cache(tmp_path)
@@ -128,7 +130,7 @@ def test_vision_cifar_table_from_registry(reg, tmp_path):
     _no_cache(tmp_path)
 
 
-@pytest.mark.parametrize("bench,jobs", [("graph-tu", 150), ("graph-molnet", 99), ("text-sts", 17), ("vision-cifar", 237)])
+@pytest.mark.parametrize("bench,jobs", [("graph-tu", 150), ("graph-molnet", 99), ("text-sts", 23), ("vision-cifar", 237)])
 def test_short_hand_dry_run_lists_the_suite_jobs(bench, jobs, tmp_path, capsys):
     """suite bench <table> --dry-run -> the runner lists every job of the table's suite file and runs nothing"""
     from suite.cli import main
