@@ -97,6 +97,56 @@ def table(registry: Registry, suite: str = SUITE) -> str:
     return "\n".join(text)
 
 
+def verdicts(registry: Registry, suite: str = SUITE) -> list[tuple[str, str, str]]:
+    """The TU claim judged on this suite's runs (claims rule per data set, combined: 4 of 6)."""
+    jrs = suite_runs(registry, suite)
+    results, ev = [], []
+    for ds in DATASETS:
+        m, g = (values(select(jrs, dataset=ds, loss=l), "acc", "test", scale=100) for l in ("macl", "graphcl"))
+        if m and g:
+            res = CLAIM.judge(m, g)
+            results.append(res)
+            ev.append(f"{ds}: macl {cell(m)} vs graphcl {cell(g)}, {res.evidence()} -> {res.verdict}")
+    verdict = combine(results, need=4, total=len(PUBLISHED))
+    done = sum(r.verdict is Verdict.CONFIRMED for r in results)
+    return [(CLAIM.text, str(verdict), f"confirmed on {done} of {len(results)} measured (needs 4 of 6): " + "; ".join(ev))]
+
+
+def figures(registry: Registry, suite: str = SUITE) -> list[tuple[str, Any]]:
+    """Accuracy per data set and loss (bars: mean, whiskers: sample std, dots: seeds) with the published GraphCL and
+    MACL means as markers."""
+    import matplotlib.pyplot as plt
+
+    jrs = suite_runs(registry, suite)
+    datasets = [d for d in DATASETS if select(jrs, dataset=d) and any(jr.runs for jr in select(jrs, dataset=d))]
+    if not datasets:
+        return []
+    losses = list(dict.fromkeys(jr.arg("loss") for jr in jrs))
+    fig, axes = plt.subplots(1, len(datasets), figsize=(2.3 * len(datasets), 3.4), squeeze=False)
+    for ax, ds in zip(axes[0], datasets):
+        for i, loss in enumerate(losses):
+            v = values(select(jrs, dataset=ds, loss=loss), "acc", "test", scale=100)
+            if not v:
+                continue
+            ax.bar(i, statistics.fmean(v), yerr=statistics.stdev(v) if len(v) > 1 else 0, color=f"C{i}", alpha=0.7,
+                   capsize=2)
+            ax.plot([i] * len(v), v, "k.", ms=3)
+        (pg, _), (pm, _) = PUBLISHED[ds]
+        for x, p, mk in ((losses.index("graphcl") if "graphcl" in losses else 0, pg, "*"),
+                         (losses.index("macl") if "macl" in losses else 1, pm, "D")):
+            ax.plot(x, p, mk, color="red", ms=8, label="published" if mk == "*" else None)
+        lo = min(min(values(select(jrs, dataset=ds), "acc", "test", scale=100) or [pg]), pg, pm)
+        ax.set_ylim(lo - 3, None)
+        ax.set_xticks(range(len(losses)), losses, rotation=60, fontsize=7)
+        ax.set_title(ds, fontsize=9)
+    axes[0][0].set_ylabel("SVM accuracy (%)")
+    axes[0][0].legend(fontsize=7, loc="lower left")
+    fig.suptitle("GraphCL TU protocol: our seeds (dots), mean ± std (bars), published GraphCL (*) and MACL (◆)",
+                 fontsize=9)
+    fig.tight_layout()
+    return [("TU data sets: accuracy per loss against the published values", fig)]
+
+
 def register(sub: Any) -> None:
     register_table(sub, "graph-tu", "GraphCL TU benchmark", SUITE, OUT, table)
 
