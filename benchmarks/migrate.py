@@ -20,7 +20,6 @@ import argparse
 import dataclasses
 import importlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -74,36 +73,45 @@ def split_row(row: dict[str, Any]) -> bool:
 
 
 def migrate_jsonl(path: str | Path) -> dict[str, int]:
-    """Rewrite the snapshot at ``path`` (atomically) with every legacy run split; returns the counts."""
+    """Rewrite the snapshot at ``path`` (atomically) with every legacy run split; returns the counts. Every row is
+    checked before anything is written (:func:`suite.registry.check_snapshot`: column types, JSON config, known
+    status, ids unique in the file); a bad line is a ValueError listing every bad line, and the file stays as it was."""
+    from suite.registry import check_snapshot
+    from suite.safeio import write_atomic
+
     p = Path(path)
-    lines = p.read_text(encoding="utf-8").splitlines()
     out, counts = [], {"migrated": 0, "unchanged": 0}
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{p}:{i}: not a JSON line ({exc.msg})") from None
+    for _, line, row in check_snapshot(p, nothing="the file is unchanged"):
         changed = split_row(row)
         counts["migrated" if changed else "unchanged"] += 1
         out.append(json.dumps(row, sort_keys=True, default=str, ensure_ascii=False) if changed else line)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text("".join(x + "\n" for x in out), encoding="utf-8")
-    os.replace(tmp, p)
+    write_atomic(p, "".join(x + "\n" for x in out), what="registry snapshot")
     return counts
 
 
 def migrate_registry(reg: Any) -> dict[str, int]:
-    """Split every legacy run of a database registry; returns the counts."""
+    """Split every legacy run of a database registry; returns the counts. Runs whose config is not a JSON object
+    are reported (all of them, by run id) before any run is changed."""
     import sqlalchemy as sa
 
     from suite.registry import runs_t
 
     counts = {"migrated": 0, "unchanged": 0}
     with reg.engine.begin() as conn:
-        for r in conn.execute(sa.select(runs_t.c.id, runs_t.c.task, runs_t.c.config, runs_t.c.run_options)).mappings():
-            row = dict(r)
+        rows = [dict(r) for r in conn.execute(sa.select(runs_t.c.id, runs_t.c.task, runs_t.c.config,
+                                                        runs_t.c.run_options)).mappings()]
+        bad = []
+        for row in rows:
+            try:
+                ok = isinstance(json.loads(row["config"]), dict)
+            except (TypeError, json.JSONDecodeError):
+                ok = False
+            if not ok:
+                bad.append(f"run {row['id']}: config is not a JSON object ({str(row['config'])[:40]!r})")
+        if bad:
+            raise ValueError(f"registry {reg.url}: {len(bad)} run(s) cannot be migrated (nothing changed): "
+                             + "; ".join(bad[:20]) + (f"; ... and {len(bad) - 20} more" if len(bad) > 20 else ""))
+        for row in rows:
             if split_row(row):
                 conn.execute(sa.update(runs_t).where(runs_t.c.id == row["id"]).values(
                     config=row["config"], run_options=row["run_options"]))

@@ -16,7 +16,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
 
-from suite.registry import Registry, markdown_table, open_registry
+from suite.registry import STATUSES, Registry, markdown_table, open_registry
+
+
+class _Parser(argparse.ArgumentParser):
+    """``argparse`` with one-line errors (the message and where the usage is, not the whole usage block); every
+    sub-command's parser is one too (``add_subparsers`` makes parsers of the parent's class)."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def _cmd_losses(args: argparse.Namespace) -> int:
@@ -46,7 +54,7 @@ def _cmd_results(args: argparse.Namespace) -> int:
             print("suite results import: give the .jsonl file (from `suite results export --format jsonl`)", file=sys.stderr)
             return 2
         reg = Registry(args.registry)
-        n = reg.import_jsonl(args.run_id)
+        n = reg.import_jsonl(args.run_id)  # every row checked first; a bad line: nothing imported
         print(f"imported {n['added']} runs into {reg.url}; {n['skipped']} already there (same id) skipped")
         return 0
     reg = open_registry(args.registry)
@@ -80,10 +88,14 @@ def _cmd_results(args: argparse.Namespace) -> int:
     elif args.action == "export":
         text = reg.export(args.format, **_filters(args))
         if args.out:
-            try:
-                Path(args.out).write_text(text)
+            from suite.safeio import write_atomic
+
+            if not Path(args.out).parent.is_dir():
+                raise ValueError(f"cannot write the export to {args.out}: folder {Path(args.out).parent} not found")
+            try:  # a full disk leaves an earlier export as it was, never half a file
+                write_atomic(args.out, text, what="the export")
             except OSError as exc:
-                raise ValueError(f"cannot write the export to {args.out}: {exc.strerror or exc}") from None
+                raise ValueError(exc.strerror or str(exc)) from None
             print(f"wrote {args.out}")
         else:
             print(text)
@@ -92,7 +104,7 @@ def _cmd_results(args: argparse.Namespace) -> int:
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The full parser; with ``only`` set, load just that plugin (front-ends import heavy libraries)."""
-    p = argparse.ArgumentParser(prog="suite", description="Contrastive representation learning suite")
+    p = _Parser(prog="suite", description="Contrastive representation learning suite")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     pl = sub.add_parser("losses", help="list the registered losses with their hyper-parameters")
@@ -105,8 +117,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     pr.add_argument("run_id", nargs="?", help="run id or prefix (for show); the .jsonl file (for import)")
     pr.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY); "
                                                      "a .jsonl snapshot for list/show/compare/export")
-    for k in ("modality", "task", "dataset", "loss", "status"):
+    for k in ("modality", "task", "dataset", "loss"):
         pr.add_argument(f"--{k}", default=None)
+    pr.add_argument("--status", default=None, choices=STATUSES)
     pr.add_argument("--metric", default="acc", help="metric to compare (default acc)")
     pr.add_argument("--split", default=None, help="metric split to compare (e.g. test)")
     pr.add_argument("--format", choices=["csv", "md", "json", "jsonl"], default="md")
@@ -155,6 +168,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     plugins = {ep.name for ep in metadata.entry_points(group="suite.cli")}
     first = next((a for a in argv if not a.startswith("-")), None)
+    if first is not None and first not in plugins and first not in ("losses", "results"):
+        print(f"suite: error: unknown command {first!r}; commands: {', '.join(sorted(plugins | {'losses', 'results'}))} "
+              "(see `suite --help`)", file=sys.stderr)
+        return 2
     parser = build_parser(only=first if first in plugins else None if first is None else "")
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -163,5 +180,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ValueError as exc:  # bad input: a clear message, no traceback
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a missing, unreadable or unwritable path, a full disk: named, no traceback
+        where = f": {exc.filename}" if exc.filename and str(exc.filename) not in str(exc.strerror) else ""
+        print(f"error: {_one_line(str(exc.strerror or exc))}{where}", file=sys.stderr)
+        return 2
+
+
+def _one_line(text: str) -> str:
+    """A message on one line (a library's multi-line text joined with ' | ')."""
+    return " | ".join(line.strip() for line in text.strip().splitlines() if line.strip())

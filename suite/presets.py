@@ -75,6 +75,8 @@ def preset(setting: str, loss: str, **context: Any) -> tuple[str, dict[str, Any]
     ``setting``; a loss without a preset there gets ``(its name, {})`` (its own defaults)."""
     if setting not in SETTINGS:
         raise ValueError(f"setting must be one of {SETTINGS}, got {setting!r}")
+    if not isinstance(loss, str):
+        raise ValueError(f"loss name must be a string, got {loss!r}")
     key = loss.strip().lower().replace("-", "_")
     table = _PRESETS[setting]
     if key in table:

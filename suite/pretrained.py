@@ -2,55 +2,114 @@
 (what rebuilds the module) [+ ``README.md``, the model card of :mod:`suite.model_card`].
 
 Front-ends give their modules ``save_pretrained(path)`` / ``from_pretrained(path)`` on top of
-:func:`save_pretrained` and :func:`load_pretrained`; nothing here is modality specific.
+:func:`save_pretrained`, :func:`load_pretrained` and :func:`load_state`; nothing here is modality specific.
+Every way a folder can be wrong (missing, another model type, a config without a required field or with a field of
+the wrong type, weights that are not safetensors, weights that do not match the config) is a ``ValueError`` naming
+the path and what is wrong. Writing is atomic per file: a full disk leaves the previous model loadable.
 
 Example:
     >>> save_pretrained(enc, "runs/gin", "graphcl_gin", {"in_dim": 7, "hidden": 32, "layers": 3})
-    >>> config, state = load_pretrained("runs/gin", "graphcl_gin")
+    >>> config, state = load_pretrained("runs/gin", "graphcl_gin", {"in_dim": POSITIVE_INT})
+    >>> load_state(GINEncoder(**...), state, "runs/gin")
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from torch import Tensor, nn
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 
+Field = tuple[str, Callable[[Any], bool]]  # (what the value must be, its check)
+POSITIVE_INT: Field = ("an integer >= 1", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+FRACTION: Field = ("a number in [0, 1)", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1)
+MAPPING: Field = ("a JSON object", lambda v: isinstance(v, dict))
+
 
 def save_pretrained(module: nn.Module, path: str | Path, model_type: str, config: dict[str, Any]) -> Path:
-    """Write ``module.state_dict()`` as safetensors and ``{"model_type", **config, "code_version"}`` as JSON."""
+    """Write ``module.state_dict()`` as safetensors and ``{"model_type", **config, "code_version"}`` as JSON, each
+    through a temporary file renamed when complete (a failed write raises ``OSError``; the files before stay)."""
     from safetensors.torch import save_file
 
     from suite.registry import code_version
+    from suite.safeio import write_atomic
 
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
-    save_file(state, str(out / WEIGHTS), metadata={"model_type": model_type})
+    tmp = out / f".{WEIGHTS}.{os.getpid()}.tmp"
+    try:
+        save_file(state, str(tmp), metadata={"model_type": model_type})
+        os.replace(tmp, out / WEIGHTS)
+    except Exception as exc:  # a full disk: safetensors raises its own error type
+        tmp.unlink(missing_ok=True)
+        raise OSError(getattr(exc, "errno", None) or errno.EIO,
+                      f"could not write {out / WEIGHTS}: {exc}; the previous model (if any) is kept") from None
     meta = {"model_type": model_type, **config, "code_version": code_version()}
-    (out / CONFIG).write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    write_atomic(out / CONFIG, json.dumps(meta, indent=1, sort_keys=True) + "\n", what="model config")
     return out
 
 
-def load_pretrained(path: str | Path, model_type: str) -> tuple[dict[str, Any], dict[str, Tensor]]:
+def load_pretrained(path: str | Path, model_type: str,
+                    required: dict[str, Field] | None = None) -> tuple[dict[str, Any], dict[str, Tensor]]:
     """``(config, state_dict)`` of a folder written by :func:`save_pretrained` for ``model_type``.
 
-    A missing folder or file, unreadable JSON or another model type raise ``ValueError`` naming the path."""
+    ``required`` names the config fields the module needs and what each must be (e.g. ``{"in_dim": POSITIVE_INT}``).
+    A missing folder or file, unreadable JSON, another model type, a missing or ill-typed field, or weights that are
+    not a readable safetensors file raise ``ValueError`` naming the path."""
     from safetensors.torch import load_file
 
+    from suite.safeio import _reason
+
     p = Path(path)
+    if not p.exists():
+        raise ValueError(f"pretrained {model_type} folder {p} not found")
+    if not p.is_dir():
+        raise ValueError(f"{p} is a file, not a folder: a pretrained {model_type} folder holds {CONFIG} and {WEIGHTS}")
     cfg_path, w_path = p / CONFIG, p / WEIGHTS
     for f in (cfg_path, w_path):
         if not f.is_file():
             raise ValueError(f"{p} is not a pretrained {model_type} folder: {f.name} missing")
     try:
-        config = json.loads(cfg_path.read_text())
-    except json.JSONDecodeError as exc:
+        config = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{cfg_path}: not valid JSON ({exc})") from exc
     if not isinstance(config, dict) or config.get("model_type") != model_type:
         got = config.get("model_type") if isinstance(config, dict) else type(config).__name__
         raise ValueError(f"{cfg_path}: model_type is {got!r}, expected {model_type!r}")
-    return config, load_file(str(w_path))
+    for name, (what, ok) in (required or {}).items():
+        if name not in config:
+            raise ValueError(f"{cfg_path}: required field {name!r} missing (a {model_type} config needs "
+                             f"{sorted(required or {})})")
+        if not ok(config[name]):
+            raise ValueError(f"{cfg_path}: {name} must be {what}, got {config[name]!r}")
+    try:
+        state = load_file(str(w_path))
+    except Exception as exc:  # not safetensors (a pickle, random bytes), truncated
+        raise ValueError(f"{w_path} is not a safetensors file or is unreadable ({type(exc).__name__}: "
+                         f"{_reason(exc)})") from exc
+    return config, state
+
+
+def load_state(module: nn.Module, state: dict[str, Tensor], path: str | Path) -> nn.Module:
+    """``module.load_state_dict(state)`` after checking that the weights of the folder ``path`` are the module's:
+    the same tensor names and, tensor by tensor, the shapes the config builds. A mismatch is a ``ValueError`` naming
+    the folder, the first tensor that differs and both shapes (not torch's list of every tensor)."""
+    own = module.state_dict()
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    if missing:
+        raise ValueError(f"{path}: {WEIGHTS} lacks {len(missing)} tensor(s) of the model: missing {missing[:3]}")
+    if unexpected:
+        raise ValueError(f"{path}: {WEIGHTS} holds {len(unexpected)} tensor(s) the model does not have: unexpected "
+                         f"{unexpected[:3]}")
+    for k, v in own.items():
+        if tuple(state[k].shape) != tuple(v.shape):
+            raise ValueError(f"{path}: tensor {k!r} has shape {tuple(state[k].shape)} in the weights but "
+                             f"{tuple(v.shape)} in the model {CONFIG} describes; the config does not match the weights")
+    module.load_state_dict(state)
+    return module

@@ -102,6 +102,105 @@ class RegistryError(ValueError):
     """The registry cannot be opened, read or written (corrupt, read-only, unreachable): the message names it."""
 
 
+_JSON_COLUMNS = ("loss_hparams", "config", "packages", "run_options")
+
+
+def check_run_row(rec: Any) -> list[str]:
+    """What is wrong with one run of a snapshot (:meth:`Registry.export_jsonl`'s row), as short phrases; empty when
+    it can be imported: every column of ``runs`` has its type (strings, integers, numbers; null only where the
+    column allows it), the JSON columns hold JSON (``config`` and ``loss_hparams`` an object), the status is known,
+    the times are ISO dates, and every metric is ``[name, value, split, step, logged_at]`` with a numeric value."""
+    if not isinstance(rec, dict):
+        return [f"a JSON object per line, got a JSON {type(rec).__name__}"]
+    bad: list[str] = []
+    for col in runs_t.columns:
+        v = rec.get(col.name)
+        if v is None:
+            if not col.nullable or col.name == "id":
+                bad.append(f"{col.name} is missing" if col.name not in rec else f"{col.name} is null")
+            continue
+        if isinstance(col.type, sa.Integer):
+            if isinstance(v, bool) or not isinstance(v, int):
+                bad.append(f"{col.name} must be an integer or null, got {v!r}")
+        elif isinstance(col.type, sa.Float):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                bad.append(f"{col.name} must be a finite number or null, got {v!r}")
+        elif not isinstance(v, str) or (col.name == "id" and not v.strip()):
+            bad.append(f"{col.name} must be a {'non-empty ' if col.name == 'id' else ''}string, got {v!r}")
+        elif col.name in _JSON_COLUMNS and not (col.name == "run_options" and v in ("", "null")):
+            try:
+                parsed = json.loads(v)
+            except json.JSONDecodeError as exc:
+                bad.append(f"{col.name} is not JSON ({exc.msg}: {v[:40]!r})")
+                continue
+            if col.name in ("config", "loss_hparams") and not isinstance(parsed, dict):
+                bad.append(f"{col.name} must be a JSON object, got {type(parsed).__name__}")
+        elif col.name in ("started_at", "ended_at"):
+            try:
+                datetime.fromisoformat(v)
+            except ValueError:
+                bad.append(f"{col.name} is not an ISO date and time, got {v!r}")
+    if isinstance(rec.get("status"), str) and rec["status"] not in STATUSES:
+        bad.append(f"status {rec['status']!r} is not one of {STATUSES}")
+    metrics = rec.get("metrics", [])
+    if not isinstance(metrics, list):
+        bad.append(f"metrics must be a list, got {type(metrics).__name__}")
+        metrics = []
+    for k, m in enumerate(metrics, 1):
+        if not (isinstance(m, list) and len(m) == 5):
+            bad.append(f"metric {k} must be [name, value, split, step, logged_at], got {m!r}")
+            continue
+        name, value, split, step, at = m
+        if not isinstance(name, str) or not name:
+            bad.append(f"metric {k}: name must be a non-empty string, got {name!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            bad.append(f"metric {k} ({name!r}): value must be a number, got {value!r}")
+        if split is not None and not isinstance(split, str):
+            bad.append(f"metric {k} ({name!r}): split must be a string or null, got {split!r}")
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+            bad.append(f"metric {k} ({name!r}): step must be an integer or null, got {step!r}")
+        if at is not None and not isinstance(at, str):
+            bad.append(f"metric {k} ({name!r}): logged_at must be a string or null, got {at!r}")
+    return bad
+
+
+def check_snapshot(path: str | Path, nothing: str = "nothing imported") -> list[tuple[int, str, dict[str, Any]]]:
+    """Every run of the JSONL snapshot at ``path`` as ``(line number, line, row)``, each checked by
+    :func:`check_run_row` and ids unique within the file. Any bad line: one ``ValueError`` listing every bad line of
+    the file with its number (``nothing`` says what that means for the caller: nothing was written)."""
+    from suite.safeio import read_text
+
+    p = Path(path)
+    text = read_text(p, what="registry snapshot")  # a binary or non-UTF-8 file: named with the line and byte
+    rows: list[tuple[int, str, dict[str, Any]]] = []
+    errors: list[str] = []
+    first: dict[str, int] = {}
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            errors.append(f"{p}, line {i}: not JSON ({exc.msg}, column {exc.colno})")
+            continue
+        bad = check_run_row(rec)
+        rid = rec.get("id") if isinstance(rec, dict) else None
+        if isinstance(rid, str) and rid:
+            if rid in first:
+                bad.append(f"id {rid!r} is also on line {first[rid]}")
+            else:
+                first[rid] = i
+        if bad:
+            errors.append(f"{p}, line {i}: " + "; ".join(bad) + (f" (run {rid})" if isinstance(rid, str) else ""))
+        else:
+            rows.append((i, line, rec))
+    if errors:
+        shown = errors[:20] + ([f"... and {len(errors) - 20} more"] if len(errors) > 20 else [])
+        head = f"{len(errors)} bad lines ({nothing}): " if len(errors) > 1 else f"({nothing}) "
+        raise ValueError(head + " | ".join(shown))
+    return rows
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
@@ -506,37 +605,22 @@ class Registry:
 
     def import_jsonl(self, path: str | Path) -> dict[str, int]:
         """Add the runs of a JSONL snapshot (:meth:`export_jsonl`) with their metrics; a run whose id is already
-        here is skipped, so importing twice changes nothing. A malformed line is a ValueError naming the file and
-        line, and nothing of the file is imported. Returns ``{"added": n, "skipped": m}``."""
-        from suite.safeio import read_text
-
-        p = Path(path)
-        text = read_text(p)
+        here is skipped, so importing twice changes nothing (two processes importing at once add each run once).
+        Every row is checked first (:func:`check_snapshot`): any bad line is a ValueError listing every bad line with
+        the file name and line number, and nothing of the file is imported. Returns ``{"added": n, "skipped": m}``."""
         cols = {c.name for c in runs_t.columns}
-        required = {c.name for c in runs_t.columns if not c.nullable and c.name != "id"} | {"id"}
-        rows: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
-        for i, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                if not isinstance(rec, dict):
-                    raise ValueError(f"a JSON object per line, got {type(rec).__name__}")
-                missing = required - set(rec)
-                if missing:
-                    raise ValueError(f"missing {sorted(missing)}")
-                if rec["status"] not in STATUSES:
-                    raise ValueError(f"status {rec['status']!r} is not one of {STATUSES}")
-                metrics = [dict(run_id=rec["id"], name=str(n), value=float(v), split=sp, step=None if st is None else int(st),
-                                logged_at=at) for n, v, sp, st, at in rec.get("metrics", [])]
-            except (ValueError, TypeError) as exc:
-                raise ValueError(f"{p}, line {i}: not a registry run ({exc})") from None
+        rows = []
+        for _, _, rec in check_snapshot(path):
+            metrics = [dict(run_id=rec["id"], name=n, value=float(v), split=sp, step=st, logged_at=at)
+                       for n, v, sp, st, at in rec.get("metrics", [])]
             rows.append(({k: v for k, v in rec.items() if k in cols}, metrics))
-        with self._read() as conn:
-            have = {r.id for r in conn.execute(sa.select(runs_t.c.id))}
-        new = [(r, m) for r, m in rows if r["id"] not in have]
-        if new:
-            with self._tx() as conn:
+        with self._tx() as conn:  # the ids present are read inside the write lock: two importers never both add a run
+            ids = [r["id"] for r, _ in rows]
+            have: set[str] = set()
+            for i in range(0, len(ids), 500):  # bounded IN lists (SQLite's variable limit)
+                have |= {r.id for r in conn.execute(sa.select(runs_t.c.id).where(runs_t.c.id.in_(ids[i:i + 500])))}
+            new = [(r, m) for r, m in rows if r["id"] not in have]
+            if new:
                 conn.execute(runs_t.insert(), [r for r, _ in new])
                 ms = [x for _, m in new for x in m]
                 if ms:

@@ -50,7 +50,9 @@ def load_tensors(path: str | Path, map_location: str | torch.device = "cpu", wha
     if not path.is_file():
         raise ValueError(f"{what} {path} {'is a folder, not a file' if path.is_dir() else 'not found'}")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # torch's note on a non-default pickle protocol: the error below says it all
+            warnings.filterwarnings("ignore", message=".*pickle protocol", category=UserWarning)
+            return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
         if _UNSAFE.search(_reason(exc)):
             raise UnsafeFileError(f"{what} {path} is refused: it holds more than tensors and plain data "
@@ -96,6 +98,29 @@ def read_text(path: str | Path, encoding: str = "utf-8", what: str = "text file"
         except (OSError, EOFError) as exc:
             raise ValueError(f"{path} is a corrupt gzip file: {exc}") from exc
     return decode_text(data, path, encoding, what)
+
+
+def write_atomic(path: str | Path, data: str | bytes, what: str = "file") -> Path:
+    """Write ``data`` to ``path`` through a temporary file of this process (fsync, then rename): a full disk or a
+    kill mid-write leaves the previous file as it was and no temporary behind. A failed write raises ``OSError``
+    naming ``what`` and the path."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    blob = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        with open(tmp, "wb") as f:
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, f"could not write {what} {path}: {exc.strerror or exc}; the previous file (if any) "
+                                 "is kept") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
 
 
 _META = "__meta__"

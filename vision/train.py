@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from suite import distributed as sd
-from suite.config import experiment_config, hash_config, run_option_values, run_options
+from suite.config import experiment_config, experiment_hash, hash_config, run_option_values, run_options
 from suite.registry import Registry
 from suite.train import CachedStep, Engine, epoch_batches, latest_checkpoint, resolve_device, resumable, seed_everything
 from vision.card import write_vision_card
@@ -77,6 +77,30 @@ def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, ImageData, dict[str, A
     return data, eval_data, info
 
 
+_COUNTS = ("train_per_class", "eval_train_per_class", "eval_test_per_class", "val_per_class", "image_size",
+           "proj_hidden", "warmup_epochs", "max_steps_per_epoch", "grad_cache_chunk", "eval_every", "ckpt_every",
+           "geometry_batches", "epochs")  # epochs 0: the untrained encoder evaluated (a random-init baseline)
+
+
+def check_config(cfg: PretrainConfig) -> None:
+    """Refuse settings no run can use before the data is loaded (``ValueError`` naming the field and value)."""
+    for name in _COUNTS:
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
+    for name in ("batch_size", "views", "proj_dim", "queue_size", "bn_splits", "knn_k", "eval_batch_size"):
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    for name in ("lr", "weight_decay", "momentum", "width"):
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+    if cfg.grad_cache_chunk and cfg.framework != "simclr":
+        raise ValueError("grad_cache_chunk applies to SimCLR (in-batch negatives); MoCo's queue already decouples "
+                         "the negatives from the batch")
+
+
 def build_method(cfg: PretrainConfig, data: ImageData, recipe: Recipe) -> nn.Module:
     loss = build_loss(cfg.loss, cfg.loss_hparams, cfg.framework, cfg.dataset, cfg.views)
     check_views_for_loss(loss, cfg.views)
@@ -131,10 +155,32 @@ def lr_at(step: int, total: int, warmup: int, base: float) -> float:
 
 
 def run_name(cfg: PretrainConfig) -> str:
+    """``cfg.run_name``, or ``<dataset>-<framework>-<loss>-v<views>-<encoder>-s<seed>-<experiment hash>``: the hash of
+    the experiment config (:func:`suite.config.experiment_hash`, the config's declared ``RUN_OPTIONS`` left out), so a
+    restart with another ``--device`` or ``--ckpt-every`` finds the interrupted run's folder."""
     if cfg.run_name:
         return cfg.run_name
-    return f"{cfg.dataset.replace(':', '_').replace('/', '_')}-{cfg.framework}-{cfg.loss}-v{cfg.views}-{cfg.encoder}-" \
-           f"s{cfg.seed}-{hash_config(cfg, exclude=('resume', 'registry', 'eval_every', 'out_dir'))[:8]}"
+    return f"{_name_stem(cfg)}-{experiment_hash(cfg)}"
+
+
+def _name_stem(cfg: PretrainConfig) -> str:
+    return f"{cfg.dataset.replace(':', '_').replace('/', '_')}-{cfg.framework}-{cfg.loss}-v{cfg.views}-{cfg.encoder}-s{cfg.seed}"
+
+
+def _legacy_run_name(cfg: PretrainConfig) -> str:
+    """The default folder name before the experiment hash (a hand-written list of fields left out: device and
+    ckpt_every were hashed); a run started then is still found and resumed."""
+    return f"{_name_stem(cfg)}-{hash_config(cfg, exclude=('resume', 'registry', 'eval_every', 'out_dir'))[:8]}"
+
+
+def run_dir(cfg: PretrainConfig) -> Path:
+    """``out_dir / run_name(cfg)``; a folder of the same run under its older default name when only that exists."""
+    new = Path(cfg.out_dir) / run_name(cfg)
+    if not cfg.run_name and cfg.resume and not new.exists():
+        old = Path(cfg.out_dir) / _legacy_run_name(cfg)
+        if old.is_dir():
+            return old
+    return new
 
 
 def evaluate(model: Encoder, data: ImageData, recipe: Recipe, device: torch.device, *, knn_k: int = 200,
@@ -173,6 +219,7 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
     step), the per-step learning-rate schedule (as a scheduler), MoCo's update after each optimiser step
     and its evaluation; device, precision, the step, the non-finite check, checkpoints and resume are
     the engine's."""
+    check_config(cfg)
     sd.init_from_env()
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed + sd.rank())
@@ -196,7 +243,7 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
     loss_obj = inner.loss  # type: ignore[union-attr]
     engine = Engine(method, opt, device=device, scheduler=sched, precision="bf16" if cfg.bf16 else "fp32",
                     loss=loss_obj, desc="pretrain", unit="step")
-    ckpt_dir = Path(cfg.out_dir) / run_name(cfg)
+    ckpt_dir = run_dir(cfg)
     experiment = experiment_config(cfg)
     if cfg.resume and (last := latest_checkpoint(ckpt_dir, "epoch*.pt")) is not None:
         engine.load(last, experiment, ignore=run_options(cfg))

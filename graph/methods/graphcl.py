@@ -238,7 +238,9 @@ def load_encoder(path: str | Path) -> tuple[GraphCLModel, TUConfig, dict[str, An
     missing = {"model", "in_dim", "hidden", "layers", "config"} - set(state)
     if missing:
         raise ValueError(f"{path} is not a graph encoder checkpoint (missing {sorted(missing)})")
+    from suite.pretrained import load_state
+
     model = GraphCLModel(state["in_dim"], state["hidden"], state["layers"])
-    model.load_state_dict(state["model"])
+    load_state(model, state["model"], path)  # names and shapes checked, a mismatch named with the file
     model.eval()
     return model, TUConfig(**state["config"]), state.get("meta", {})

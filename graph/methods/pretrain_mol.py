@@ -32,6 +32,7 @@ from suite import distributed as sd
 from suite.config import experiment_config, experiment_hash, run_option_values, run_options
 from suite.paths import data_path
 from suite.presets import preset
+from suite.pretrained import load_state
 from suite.train import (CachedStep, Engine, epoch_batches, latest_checkpoint, load_checkpoint, open_run, resolve_device,
                          save_checkpoint, seed_everything)
 
@@ -229,7 +230,10 @@ def load_encoder(path: str | Path, dropout: float = 0.0) -> tuple[MolGIN, dict[s
         sd_ = {k[len("encoder."):]: v for k, v in state["model"].items() if k.startswith("encoder.")}
     else:
         raise ValueError(f"{p} is not a molecular encoder checkpoint (no 'encoder' or 'model' entry)")
+    lacking = {"num_layers", "emb_dim", "featurizer"} - set(spec)
+    if lacking:
+        raise ValueError(f"{p}: the encoder spec lacks {sorted(lacking)}")
     enc = MolGIN(spec["num_layers"], spec["emb_dim"], dropout, get_featurizer(spec["featurizer"]))
-    enc.load_state_dict(sd_)
+    load_state(enc, sd_, p)  # tensor names and shapes checked, a mismatch named with the file
     return enc, {**spec, "loss": state.get("loss", state.get("config", {}).get("loss", "?")), "path": str(p)}
 

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GINConv, global_add_pool
 
-from suite.pretrained import load_pretrained, save_pretrained
+from suite.pretrained import POSITIVE_INT, load_pretrained, load_state, save_pretrained
 
 MODEL_TYPE = "graphcl_gin"
 
@@ -64,10 +64,13 @@ class GINEncoder(nn.Module):
 
     @classmethod
     def from_pretrained(cls, path: str | Path) -> "GINEncoder":
-        """The encoder saved by :meth:`save_pretrained` (eval mode; ``.train()`` to fine-tune)."""
-        cfg, state = load_pretrained(path, MODEL_TYPE)
-        enc = cls(int(cfg["in_dim"]), int(cfg["hidden"]), int(cfg["layers"]))
-        enc.load_state_dict(state)
+        """The encoder saved by :meth:`save_pretrained` (eval mode; ``.train()`` to fine-tune). A folder that is not
+        one (no config, another model type, a config without ``in_dim``, weights that are not safetensors or do not
+        match the config) is a ``ValueError`` naming the path and what is wrong."""
+        cfg, state = load_pretrained(path, MODEL_TYPE, {"in_dim": POSITIVE_INT, "hidden": POSITIVE_INT,
+                                                        "layers": POSITIVE_INT})
+        enc = cls(cfg["in_dim"], cfg["hidden"], cfg["layers"])
+        load_state(enc, state, path)  # names and shapes checked: a config that does not match the weights is named
         return enc.eval()
 
 

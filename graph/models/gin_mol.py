@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from torch_geometric.utils import scatter
 
 from graph.data.molecules import HU, Featurizer, MolBatch
-from suite.pretrained import load_pretrained, save_pretrained
+from suite.pretrained import FRACTION, MAPPING, POSITIVE_INT, load_pretrained, load_state, save_pretrained
 
 MODEL_TYPE = "hu_mol_gin"
 
@@ -99,10 +99,17 @@ class MolGIN(nn.Module):
     def from_pretrained(cls, path: str | Path, dropout: float | None = None) -> "MolGIN":
         """The encoder saved by :meth:`save_pretrained` (eval mode); ``dropout`` overrides the saved one
         for fine-tuning (Hu et al. fine-tune with 0.5)."""
-        cfg, state = load_pretrained(path, MODEL_TYPE)
-        enc = cls(int(cfg["num_layers"]), int(cfg["dim"]), float(cfg["dropout"] if dropout is None else dropout),
-                  Featurizer(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg["featurizer"].items()}))
-        enc.load_state_dict(state)
+        cfg, state = load_pretrained(path, MODEL_TYPE, {"num_layers": POSITIVE_INT, "dim": POSITIVE_INT,
+                                                        "dropout": FRACTION, "featurizer": MAPPING})
+        try:
+            feat = Featurizer(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg["featurizer"].items()})
+        except TypeError as exc:
+            raise ValueError(f"{Path(path) / 'config.json'}: featurizer is not a featurizer vocabulary ({exc})") from None
+        try:
+            enc = cls(cfg["num_layers"], cfg["dim"], float(cfg["dropout"] if dropout is None else dropout), feat)
+        except ValueError as exc:
+            raise ValueError(f"{Path(path) / 'config.json'}: {exc}") from None
+        load_state(enc, state, path)  # names and shapes checked: a config that does not match the weights is named
         return enc.eval()
 
 

@@ -189,6 +189,11 @@ class SuiteLoss(nn.Module):
         if c < 2:
             raise ValueError(f"{type(self).__name__} needs >= 2 text columns, got {c}; for unsupervised SimCSE "
                              "put the same sentence in two (or V) columns")
+        rows = [int(e.shape[0]) for e in embeddings]
+        if len(set(rows)) > 1:  # a ragged batch: name the columns, not torch.stack's entries
+            odd = next(i for i, r in enumerate(rows) if r != rows[0])
+            raise ValueError(f"{type(self).__name__}: every text column must hold the batch's {rows[0]} rows; column "
+                             f"{odd} has {rows[odd]} rows, column 0 has {rows[0]} (rows per column: {rows})")
         core, req = self.core, type(self.core).requires
         extra: dict[str, Tensor] = {}
         if "labels" in req:

@@ -17,7 +17,19 @@ from torch import Tensor, nn
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
-class ContrastiveLoss(nn.Module):
+class _LossMeta(type):
+    """Checks the settings of every loss when it is constructed (``bool`` arguments must be booleans: the string
+    ``"false"`` is refused, not read as True) and marks the object built, after which :meth:`ContrastiveLoss.__setattr__`
+    validates every setting assigned to it."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        _check_bool_settings(cls, args, kwargs)
+        obj = super().__call__(*args, **kwargs)
+        obj.__dict__["_built"] = True
+        return obj
+
+
+class ContrastiveLoss(nn.Module, metaclass=_LossMeta):
     """Base of every loss in the core.
 
     Class attributes describe the calling convention so that training loops can dispatch:
@@ -29,6 +41,10 @@ class ContrastiveLoss(nn.Module):
     - ``requires``: keyword inputs that must be given (``"labels"``, ``"similarity"``).
 
     After each call ``diagnostics()`` returns the loss's own scalars (e.g. MACL's temperature).
+
+    Settings are checked when they are set, at construction and after it: ``loss.chunk_size = -1`` or
+    ``loss.temperature = 0`` on a built loss raises the ``ValueError`` the constructor would (the old value is
+    kept), and a named variant's fixed settings (``uaur``'s ``t_pos``) cannot be changed.
 
     A loss runs in float32 (or float64) even inside ``torch.autocast``: bfloat16 / float16 embeddings are
     upcast and autocast is off during the call, so the similarities and their log-sum-exps are never
@@ -53,6 +69,30 @@ class ContrastiveLoss(nn.Module):
         self._stats: dict[str, Tensor] = {}
         self.chunk_size: int | str | None = "auto"  # see suite.losses.tiling; set by build(..., chunk_size=)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get("_built") and not name.startswith("_"):
+            if name == "chunk_size":
+                from suite.losses.tiling import check_chunk_size
+
+                value = check_chunk_size(value)
+            elif name in _setting_names(type(self)):
+                value = self._checked_setting(name, value)
+        super().__setattr__(name, value)
+
+    def _checked_setting(self, name: str, value: Any) -> Any:
+        """``value`` for the setting ``name`` as the constructor would take it (with every other setting as it is
+        now); the constructor's ``ValueError`` otherwise, naming the loss and the setting."""
+        label = getattr(self, "variant", None) or type(self).name or type(self).__name__
+        fixed = getattr(_REGISTRY.get(label), "fixed", {})
+        if name in fixed:
+            raise ValueError(f"loss {label!r} fixes {name} = {fixed[name]!r}; build the base loss "
+                             f"({type(self).name!r}) to change it")
+        try:
+            fresh = type(self)(**{**self.hparams(), name: value})
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{label}.{name} = {value!r} refused: {exc}") from None
+        return getattr(fresh, name)
+
     def _tile(self, n_rows: int, n_cols: int) -> int | None:
         """Rows per tile for this call's (n_rows x n_cols) similarities, None for the dense path."""
         from suite.losses.tiling import resolve
@@ -73,6 +113,31 @@ class ContrastiveLoss(nn.Module):
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v!r}" for k, v in self.hparams().items())
+
+
+_SETTINGS: dict[type, tuple[str, ...]] = {}
+
+
+def _setting_names(cls: type) -> tuple[str, ...]:
+    """The constructor arguments of a loss class (its settings), cached per class."""
+    if cls not in _SETTINGS:
+        _SETTINGS[cls] = tuple(k for k in inspect.signature(cls.__init__).parameters if k != "self")
+    return _SETTINGS[cls]
+
+
+def _check_bool_settings(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Arguments annotated ``bool`` take True / False (or 0 / 1, numpy booleans), never a string such as
+    ``"false"`` that ``bool()`` would read as True."""
+    sig = inspect.signature(cls.__init__)
+    try:
+        bound = sig.bind(None, *args, **kwargs).arguments
+    except TypeError:
+        return  # the call itself raises the TypeError naming the argument
+    for k, v in bound.items():
+        ann = sig.parameters[k].annotation
+        if ann in (bool, "bool") and not (isinstance(v, bool) or type(v).__name__ == "bool_" or
+                                          (isinstance(v, int) and v in (0, 1))):
+            raise ValueError(f"{k} must be a boolean (true / false), got {v!r}")
 
 
 L = TypeVar("L", bound=Callable[..., ContrastiveLoss])
@@ -112,6 +177,8 @@ def register_loss(name: str, *aliases: str, **fixed: Any) -> Callable[[L], L]:
 
 
 def canonical_name(name: str) -> str:
+    if not isinstance(name, str):
+        raise ValueError(f"loss name must be a string, got {name!r}")
     key = name.strip().lower().replace("-", "_")
     key = _ALIASES.get(key, key)
     if key not in _REGISTRY:

@@ -34,9 +34,9 @@ class HardNegative(ContrastiveLoss):
         super().__init__()
         self.temperature = check_positive(temperature, "temperature")
         self.beta = check_finite(beta, "beta", 0.0)
-        if not 0.0 <= tau_plus < 1.0:
+        self.tau_plus = check_finite(tau_plus, "tau_plus", 0.0)
+        if not self.tau_plus < 1.0:
             raise ValueError(f"tau_plus must be in [0, 1), got {tau_plus}")
-        self.tau_plus = float(tau_plus)
         self.negatives = check_choice(negatives, "negatives", NEGATIVES)
         self.symmetric = bool(symmetric)
 

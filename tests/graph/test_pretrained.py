@@ -45,8 +45,11 @@ def test_mol_gin_roundtrip_and_dropout_override(tmp_path):
 
 def test_from_pretrained_errors(tmp_path):
     """A missing folder, a folder of the other model type, broken JSON -> ValueError naming the path."""
-    with pytest.raises(ValueError, match="config.json missing"):
+    with pytest.raises(ValueError, match="folder .*nothing not found"):
         GINEncoder.from_pretrained(tmp_path / "nothing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="config.json missing"):
+        GINEncoder.from_pretrained(tmp_path / "empty")
     MolGIN(num_layers=2, dim=8).save_pretrained(tmp_path / "mol")
     with pytest.raises(ValueError, match="model_type is 'hu_mol_gin', expected 'graphcl_gin'"):
         GINEncoder.from_pretrained(tmp_path / "mol")

@@ -114,3 +114,53 @@ def test_vision_run_name_collision_refused(tmp_path: Path) -> None:
     pretrain(cfg)
     with pytest.raises(ConfigMismatchError, match=r"seed: 0 -> 1"):
         pretrain(dataclasses.replace(cfg, seed=1))
+
+
+def _vision_cfg(tmp_path: Path, **kw: object):
+    from vision.config import PretrainConfig
+
+    base = dict(dataset="digits", encoder="convnet", width=4, epochs=2, batch_size=32, max_steps_per_epoch=1,
+                optimizer="adam", out_dir=str(tmp_path), registry=False, linear_probe=False, geometry_batches=0,
+                train_per_class=5, eval_train_per_class=5, eval_test_per_class=5, seed=0, eval_every=0)
+    base.update(kw)
+    return PretrainConfig(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("change", [{"device": "cpu"}, {"ckpt_every": 2}])
+def test_vision_resume_across_a_changed_run_option(tmp_path: Path, change: dict) -> None:
+    """`suite vision pretrain` interrupted after epoch 1, restarted with another --device or --ckpt-every -> resumes
+    the interrupted run (same folder, from epoch 1), not a fresh one"""
+    from vision.train import pretrain, run_name
+
+    cfg = _vision_cfg(tmp_path, device="auto", ckpt_every=1)
+    assert run_name(dataclasses.replace(cfg, **change)) == run_name(cfg)
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_first(epoch: int, stats: dict) -> None:
+        if epoch == 1:
+            raise Stop
+
+    with pytest.raises(Stop):
+        pretrain(cfg, on_epoch=stop_after_first)
+    res = pretrain(dataclasses.replace(cfg, **change))
+    assert res["resumed_from_epoch"] == 1 and Path(res["ckpt_dir"]).name == run_name(cfg)
+    assert [p.name for p in Path(tmp_path).iterdir()] == [run_name(cfg)]
+
+
+def test_vision_default_run_name_ignores_every_run_option(tmp_path: Path) -> None:
+    """the default vision run folder for configs differing only in run options (RUN_OPTIONS: device, eval_every,
+    ckpt_every, registry, ...) -> one folder; an experiment field (seed, lr) -> another"""
+    from vision.config import PretrainConfig
+    from vision.train import run_name
+
+    cfg = _vision_cfg(tmp_path)
+    for k in PretrainConfig.RUN_OPTIONS:
+        if k in ("run_name", "out_dir"):
+            continue
+        v = getattr(cfg, k)
+        other = {"device": "cuda", "eval_every": 7, "ckpt_every": 3}.get(k, (not v) if isinstance(v, bool) else v)
+        assert run_name(dataclasses.replace(cfg, **{k: other})) == run_name(cfg), k
+    assert run_name(dataclasses.replace(cfg, seed=1)) != run_name(cfg)
+    assert run_name(dataclasses.replace(cfg, lr=0.5)) != run_name(cfg)

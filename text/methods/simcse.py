@@ -4,7 +4,9 @@ Unsupervised: every sentence is encoded ``V`` times in ONE forward pass (dropout
 V = 2, or 3 for multi-view losses such as cacr) and the views go to ``suite.losses.apply_loss``.
 Supervised: (anchor, entailment, contradiction) triplets in one forward pass; ``infonce`` is
 SimCSE's objective exactly (in-batch + hard negatives, with the hard-negative weight as a logit
-offset on each anchor's own hard negative, gradients through all three); other losses get the
+offset on each anchor's own hard negative, gradients through all three) in the loss's arrangement
+(``negatives``, ``symmetric``: SimCSE's one-directional one by default, the text preset; another one given
+in ``loss_hparams`` is used and recorded, as the sentence-transformers adapter does); other losses get the
 hard negatives as extra negatives via ``queue=`` (the core detaches queue entries, so no gradient
 flows through the hard negatives for them).
 
@@ -156,14 +158,35 @@ def _state(encoder: SentenceEncoder) -> dict[str, Tensor]:
     return {k: v.detach().cpu().clone() for k, v in encoder.state_dict().items()}
 
 
+def check_config(cfg: SimCSEConfig) -> None:
+    """Refuse settings no run can use before any model or data is loaded (``ValueError`` naming the field)."""
+    if cfg.mode not in ("unsup", "sup"):
+        raise ValueError(f"mode must be 'unsup' or 'sup', got {cfg.mode!r}")
+    for name in ("grad_cache_chunk", "max_steps", "eval_every", "checkpoint_every", "limit", "n_views"):
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
+    for name in ("batch_size", "eval_batch_size", "max_length"):
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    if cfg.max_steps == 0 and (isinstance(cfg.epochs, bool) or not isinstance(cfg.epochs, int) or cfg.epochs < 1):
+        raise ValueError(f"epochs must be an integer >= 1 (or give max_steps), got {cfg.epochs!r}")
+    if not (isinstance(cfg.lr, (int, float)) and math.isfinite(cfg.lr) and cfg.lr >= 0):
+        raise ValueError(f"lr must be a finite number >= 0, got {cfg.lr!r}")
+    if not (cfg.dropout == -1 or 0 <= cfg.dropout < 1):
+        raise ValueError(f"dropout must be in [0, 1) (or -1 for the loss preset), got {cfg.dropout!r}")
+
+
 def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[str, Any]:
     """Train, keep the best STS-B-dev model, save it to :func:`output_dir` (sentence-transformers +
     transformers format). A checkpoint in that folder is resumed only if it records the same
     experiment config (else :class:`suite.train.ConfigMismatchError` names the differing keys). Returns a summary (best dev Spearman, steps, throughput, output path)."""
+    check_config(cfg)
+    loss = loss_for(cfg.loss, cfg.loss_hparams)
     sd.init_from_env()
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed + sd.rank())
-    loss = loss_for(cfg.loss, cfg.loss_hparams)
     if cfg.mode == "sup" and L.canonical_name(cfg.loss) != "infonce" and cfg.hard_negative_weight:
         raise ValueError("hard_negative_weight is only defined for the supervised infonce (SimCSE) objective")
     views = n_views_for(loss, cfg.n_views) if cfg.mode == "unsup" else 2
@@ -278,8 +301,9 @@ def _step(model: torch.nn.Module, encoder: SentenceEncoder, loss: ContrastiveLos
                 t = graph_emb[idx].to(device)  # (B, d_t)
                 extra["similarity"] = (t @ t.T).fill_diagonal_(1.0)  # (B, B) teacher graph
             return L.apply_loss(loss, z, **extra)
-        if L.canonical_name(cfg.loss) == "infonce":
-            return sup_simcse_loss(z[0], z[1], z[2], getattr(loss, "temperature", 0.05), cfg.hard_negative_weight)
+        if L.canonical_name(cfg.loss) == "infonce":  # SimCSE's objective in the loss's own arrangement
+            return sup_simcse_loss(z[0], z[1], z[2], loss.temperature, cfg.hard_negative_weight,  # type: ignore[arg-type]
+                                   loss.negatives, loss.symmetric)  # type: ignore[arg-type]
         return L.apply_loss(loss, z[:2], queue=z[2])
 
     if cfg.grad_cache_chunk:

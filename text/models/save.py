@@ -49,10 +49,22 @@ def save_encoder(encoder: SentenceEncoder, out: str | Path, max_seq_length: int 
     return out
 
 
+def _read_meta(path: Path) -> dict[str, Any]:
+    """The suite's ``simcse.json`` of a saved encoder; not JSON or a key missing: ``ValueError`` naming the file."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc}); re-save the model or remove the file") from None
+    lacking = sorted({"pooling", "mlp_head", "head_at_test"} - set(meta if isinstance(meta, dict) else {}))
+    if lacking:
+        raise ValueError(f"{path}: saved-encoder metadata lacks {lacking} (expected pooling, mlp_head, head_at_test)")
+    return meta
+
+
 def load_encoder(path: str | Path, pooling: str = "auto") -> SentenceEncoder:
     """A folder written by :func:`save_encoder` (head restored), or any backbone (``default``, a path)."""
     p = Path(path)
-    meta = json.loads((p / META).read_text()) if (p / META).exists() else None
+    meta = _read_meta(p / META) if (p / META).exists() else None
     if meta is None:
         return build_encoder(str(path), pooling=pooling, mlp_head=False)
     enc = build_encoder(str(p), pooling=meta["pooling"] if pooling == "auto" else pooling, mlp_head=meta["mlp_head"],
