@@ -24,7 +24,11 @@ process (recorded as ``child_pid``) lives, and a job held elsewhere is reported 
 its jobs: each starts in its own session (process group); SIGTERM, SIGHUP or Ctrl-C to the runner stop
 every group (SIGKILL after ``grace`` seconds), and a job started with the local launcher gets SIGTERM from
 the kernel when the runner dies, even by SIGKILL (``$SUITE_RUNNER_PID``, see ``suite.cli.follow_runner``).
-A suite's ``name`` names its log folder, so it may hold only letters, digits, ``.``, ``_`` and ``-``. Jobs run in parallel up to
+Every value of a suite file is checked when it is loaded (an empty grid list or seeds, a seed, stage or timeout of the
+wrong type, a mapping as an arg, a ``{placeholder}`` that names no arg: one line naming the file, the group and the key),
+and before any job starts every job's front-end and command must be a ``suite`` command. A stage after one with a failed
+job is not started (its jobs are reported ``blocked``). A suite's ``name`` names its log folder, so it may hold only
+letters, digits, ``.``, ``_`` and ``-``. Jobs run in parallel up to
 ``--jobs``, each with a thread budget of ``max(1, cores // jobs)`` (``--threads`` overrides; set as
 ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` in the child's environment, which torch's thread pool follows), so
 jobs x threads <= cores; ``--launcher torchrun`` starts each job with ``torch.distributed.run`` and forwards
@@ -119,25 +123,7 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
     name = suite_name(spec["name"], p) if "name" in spec else _SAFE_CHARS.sub("_", p.stem)
     jobs: list[Job] = []
     for i, g in enumerate(spec["jobs"]):
-        if not isinstance(g, dict):
-            raise ValueError(f"suite {p}, job group {i}: must be a mapping (frontend, command, ...), got {g!r}")
-        unknown = set(g) - {"frontend", "command", "grid", "args", "seeds", "seed_flag", "timeout", "stage"}
-        if unknown or "frontend" not in g or "command" not in g:
-            raise ValueError(f"suite {p}, job group {i}: needs frontend and command; unknown keys {sorted(unknown)}")
-        grid = g.get("grid") or {}
-        if not isinstance(grid, dict) or not isinstance(g.get("args") or {}, dict):
-            raise ValueError(f"suite {p}, job group {i}: 'grid' and 'args' must be mappings")
-        keys = sorted(grid)
-        values = [v if isinstance(v, list) else [v] for v in (grid[k] for k in keys)]
-        fixed = g.get("args") or {}
-        seeds = g.get("seeds", [None])
-        if not isinstance(seeds, list):
-            seeds = [seeds]
-        for combo in itertools.product(*values):
-            args = {**fixed, **dict(zip(keys, combo))}
-            for seed in seeds:
-                jobs.append(Job(g["frontend"], g["command"], tuple(sorted(args.items(), key=lambda kv: kv[0])), seed,
-                                g.get("seed_flag", "--seed"), g.get("timeout"), int(g.get("stage", 0))))
+        jobs += _group_jobs(g, f"suite {p}, job group {i}")
     hashes = [j.hash for j in jobs]
     if len(set(hashes)) != len(hashes):
         raise ValueError(f"suite {p} declares the same job twice")
@@ -145,6 +131,109 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
 
 
 _SAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _group_jobs(g: Any, where: str) -> list[Job]:
+    """The jobs of one job group, every value checked first (``where``: the file and group, for the message): a
+    word for frontend and command, mappings of scalars (or lists of them) for grid and args with no empty list,
+    integer seeds, a ``--flag``, a positive timeout, a stage >= 0, and ``{placeholders}`` that name an arg."""
+    if not isinstance(g, dict):
+        raise ValueError(f"{where}: must be a mapping (frontend, command, ...), got {g!r}")
+    unknown = set(g) - {"frontend", "command", "grid", "args", "seeds", "seed_flag", "timeout", "stage"}
+    if unknown or "frontend" not in g or "command" not in g:
+        raise ValueError(f"{where}: needs frontend and command; unknown keys {sorted(map(str, unknown))}")
+    for key in ("frontend", "command"):
+        if not isinstance(g[key], str) or not _WORD.match(g[key]):
+            raise ValueError(f"{where}: {key} must be a command name (letters, digits, '-', '_'), got {g[key]!r}")
+    grid, fixed = g.get("grid") or {}, g.get("args") or {}
+    if not isinstance(grid, dict) or not isinstance(fixed, dict):
+        raise ValueError(f"{where}: 'grid' and 'args' must be mappings")
+    for part, table in (("grid", grid), ("args", fixed)):
+        for k, v in table.items():
+            if not isinstance(k, str) or not k:
+                raise ValueError(f"{where}: {part} key {k!r} must be a flag name")
+            items = v if isinstance(v, list) else [v]
+            if part == "grid" and isinstance(v, list) and not v:
+                raise ValueError(f"{where}: grid value {k!r} is an empty list (it would make no jobs)")
+            for x in items:
+                inner = x if isinstance(x, list) and part == "grid" else [x]
+                if not all(isinstance(y, _SCALARS) for y in inner):
+                    raise ValueError(f"{where}: {part} {k!r} holds a mapping or nested value {x!r}; give a string, "
+                                     "number, true/false or a list of them")
+    seeds = g.get("seeds", [None])
+    seeds = seeds if isinstance(seeds, list) else [seeds]
+    if not seeds:
+        raise ValueError(f"{where}: seeds is an empty list (it would make no jobs); leave it out for no seed flag")
+    bad = [s for s in seeds if s is not None and not _is_int(s)]
+    if bad:
+        raise ValueError(f"{where}: seeds must be integers, got {bad[0]!r}")
+    flag = g.get("seed_flag", "--seed")
+    if not isinstance(flag, str) or not flag.startswith("--") or len(flag) < 3:
+        raise ValueError(f"{where}: seed_flag must be a flag such as '--seed', got {flag!r}")
+    timeout = g.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise ValueError(f"{where}: timeout must be a number of seconds > 0, got {timeout!r}")
+    stage = g.get("stage", 0)
+    if not _is_int(stage) or stage < 0:
+        raise ValueError(f"{where}: stage must be an integer >= 0, got {stage!r}")
+    keys = sorted(grid)
+    values = [v if isinstance(v, list) else [v] for v in (grid[k] for k in keys)]
+    jobs = []
+    for combo in itertools.product(*values):
+        args = {**fixed, **dict(zip(keys, combo))}
+        for seed in seeds:
+            job = Job(g["frontend"], g["command"], tuple(sorted(args.items(), key=lambda kv: kv[0])), seed, flag,
+                      timeout, stage)
+            try:
+                job.argv()
+            except (KeyError, IndexError, ValueError) as exc:
+                k, v = next(((k, v) for k, v in args.items() if isinstance(v, str) and "{" in v), ("?", "?"))
+                raise ValueError(f"{where}: arg {k!r} = {v!r} uses a placeholder that is not an arg "
+                                 f"({type(exc).__name__}: {exc}); known: {{job}}, {{seed}}, "
+                                 f"{', '.join('{' + a + '}' for a in sorted(args))}") from None
+            jobs.append(job)
+    return jobs
+
+
+def check_commands(jobs: list[Job], path: str | Path) -> None:
+    """Every job's front-end is a ``suite`` command and its command one of that front-end's sub-commands, else a
+    ``ValueError`` naming the suite file and the known names (before any job starts: a typo used to start every job
+    and fail each). Front-ends' parsers are loaded only for the jobs given (the runner passes the unfinished ones)."""
+    from importlib import metadata
+
+    known = {ep.name for ep in metadata.entry_points(group="suite.cli")} | {"losses", "results"}
+    for fe in sorted({j.frontend for j in jobs}):
+        if fe not in known:
+            raise ValueError(f"suite {path}: frontend {fe!r} is not a suite command (known: {', '.join(sorted(known))})")
+    for fe in sorted({j.frontend for j in jobs}):
+        commands = _commands_of(fe)
+        for cmd in sorted({j.command for j in jobs if j.frontend == fe}):
+            if commands is not None and cmd not in commands:
+                raise ValueError(f"suite {path}: command {cmd!r} of frontend {fe!r} is unknown (known: "
+                                 f"{', '.join(sorted(commands))})")
+
+
+def _commands_of(frontend: str) -> set[str] | None:
+    """The sub-commands of ``suite <frontend>`` (None when it has none or cannot be loaded: the job says why)."""
+    if frontend == "bench":  # one module per benchmark command (loading them all would import every front-end)
+        import pkgutil
+
+        import benchmarks
+
+        return {m.name.replace("_", "-") for m in pkgutil.iter_modules(benchmarks.__path__) if not m.name.startswith("_")}
+    from suite.cli import build_parser
+
+    root = build_parser(only=frontend)
+    sub = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction))
+    parser = sub.choices.get(frontend)
+    nested = [a for a in getattr(parser, "_actions", []) if isinstance(a, argparse._SubParsersAction)]
+    return set(nested[0].choices) if nested else None
 
 
 def suite_name(name: Any, path: Path | str = "") -> str:
@@ -376,7 +465,8 @@ class Runner:
             _signal_group(p, signal.SIGKILL)
 
     def run(self, jobs: list[Job]) -> dict[str, int]:
-        """Run the jobs stage by stage (a stage starts when the previous one has ended)."""
+        """Run the jobs stage by stage (a stage starts when the previous one has ended; after a stage with a failed
+        job the later stages are not started but counted ``blocked``: they use what the earlier stages make)."""
         reg = Registry(self.registry_url)
         counts: dict[str, int] = {}
         if self.dry_run:
@@ -391,13 +481,23 @@ class Runner:
             if not self.dry_run:
                 for k, v in reg.job_durations().items():
                     self._durations.setdefault(k, []).extend(v)
+        failed_stage: int | None = None
         for stage in sorted({j.stage for j in jobs}):
+            if failed_stage is not None:  # a later stage uses what earlier stages make: not started on a failure
+                for j in (j for j in jobs if j.stage == stage):
+                    self._end(j, None)
+                    counts["blocked"] = counts.get("blocked", 0) + 1
+                    print(f"[blocked] {j.label()}  (stage {stage} waits for stage {failed_stage}, which has failed "
+                          f"job(s); fix them and run again)", flush=True)
+                continue
             with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
                 futures = [pool.submit(self.run_one, j, reg) for j in jobs if j.stage == stage]
                 try:
                     for f in futures:
                         s = f.result().split(" ")[0]
                         counts[s] = counts.get(s, 0) + 1
+                        if s in ("failed", "cancelled", "interrupted") and failed_stage is None:
+                            failed_stage = stage
                 except KeyboardInterrupt:
                     self.stop()
                     raise
@@ -443,6 +543,7 @@ def _main(args: argparse.Namespace) -> int:
                     dry_run=args.dry_run, threads=args.threads)
     if args.jobs < 1 or args.threads < 0:
         raise ValueError(f"--jobs must be >= 1 and --threads >= 0, got --jobs {args.jobs} --threads {args.threads}")
+    check_commands(_unfinished(jobs, url), args.suite)
 
     rc = execute(runner, name, jobs)
     if args.budget and runner.estimated is not None:
@@ -452,6 +553,15 @@ def _main(args: argparse.Namespace) -> int:
               f"{_duration(wall)}" + (f", {unknown} jobs without a recorded duration" if unknown else "") + ")")
         return rc or (0 if ok else 1)
     return rc
+
+
+def _unfinished(jobs: list[Job], url: str) -> list[Job]:
+    """The jobs the registry has not recorded finished (all of them when the registry file does not exist yet; it is
+    not created here)."""
+    if "://" not in url and not Path(url).expanduser().exists():
+        return jobs
+    reg = Registry(url)
+    return [j for j in jobs if reg.job_status(j.hash) != "finished"]
 
 
 def execute(runner: Runner, name: str, jobs: list[Job]) -> int:
@@ -479,7 +589,7 @@ def execute(runner: Runner, name: str, jobs: list[Job]) -> int:
         print(f"{len(runner.failures)} job(s) failed; their logs:")
         for label, log in runner.failures:
             print(f"  {label}\n    log: {log}")
-    return 0 if all(k in ("finished", "skipped", "dry-run", "busy") for k in counts) else 1
+    return 0 if all(k in ("finished", "skipped", "dry-run", "busy") for k in counts) else 1  # blocked, failed: 1
 
 
 def _duration(secs: float) -> str:

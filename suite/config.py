@@ -30,24 +30,87 @@ def _fields(cls: type) -> dict[str, dataclasses.Field]:  # type: ignore[type-arg
 
 
 def load_config(cls: type[C], path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> C:
-    """Build ``cls`` from a YAML file (optional) and overrides; unknown keys raise ``ValueError``."""
+    """Build ``cls`` from a YAML file (optional) and overrides; unknown keys and values of the wrong type (checked
+    against the field's annotation: bool, int, float, str, Literal, list, dict, Optional) raise ``ValueError``
+    naming the file or override, the key and the value."""
     values: dict[str, Any] = {}
+    source: dict[str, str] = {}
     if path is not None:
         p = Path(path)
         if not p.exists():
             raise ValueError(f"config file not found: {p}")
-        loaded = yaml.safe_load(p.read_text()) or {}
+        try:
+            loaded = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" at line {mark.line + 1}" if mark is not None else ""
+            raise ValueError(f"config file {p}: not valid YAML{at} ({getattr(exc, 'problem', None) or exc})") from None
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"config file {p} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         if not isinstance(loaded, dict):
             raise ValueError(f"config file {p} must hold a mapping, got {type(loaded).__name__}")
         values.update(loaded)
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        source.update({k: f"config file {p}" for k in loaded})
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    values.update(given)
+    source.update({k: f"{cls.__name__} override" for k in given})
     known = _fields(cls)
-    unknown = sorted(set(values) - set(known))
+    unknown = sorted(set(values) - set(known), key=str)
     if unknown:
         hint = ("; a run takes one `seed` (a benchmark suite's `seeds:` list loops over seeds)"
                 if "seeds" in unknown and "seed" in known else "")
         raise ValueError(f"unknown config key(s) {unknown} for {cls.__name__}; valid: {sorted(known)}{hint}")
+    hints = typing.get_type_hints(cls)
+    values = {k: _typed(k, v, hints[k], source[k]) for k, v in values.items()}
     return cls(**values)
+
+
+def _typed(name: str, value: Any, tp: Any, where: str) -> Any:
+    """``value`` for the field ``name`` of type ``tp`` (ints accepted for floats and made floats), or a ValueError
+    naming where it came from, the field, the type and the value: a config YAML's ``epochs: ten`` or ``mode:
+    supervised`` is refused when the file is read, not deep inside a run."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _typed(name, value, inner[0], where) if len(inner) == 1 else value
+    if value is None:
+        raise ValueError(f"{where}: {name} must be {_describe(tp)}, got null")
+    ok = True
+    if tp is bool:
+        ok = isinstance(value, bool)
+    elif tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif tp is str:
+        ok = isinstance(value, str)
+    elif origin is typing.Literal:
+        ok = value in args
+    elif origin in (list, tuple):
+        ok = isinstance(value, (list, tuple))
+        if ok and args and args[0] in (int, float, str):
+            value = [_typed(f"{name}[{i}]", x, args[0], where) for i, x in enumerate(value)]
+            value = tuple(value) if origin is tuple else value
+    elif origin is dict or tp is dict:
+        ok = isinstance(value, dict)
+    if not ok:
+        raise ValueError(f"{where}: {name} must be {_describe(tp)}, got {value!r}")
+    return value
+
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (list, tuple):
+        return "a list"
+    if origin is dict or tp is dict:
+        return "a mapping (key: value)"
+    return {bool: "a bool (true / false)", int: "an int", float: "a float (a number)", str: "a string"}.get(
+        tp, str(tp))
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:

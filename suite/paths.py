@@ -28,6 +28,15 @@ def data_root() -> Path:
     return Path("~/.cache/suite").expanduser()
 
 
+def missing_root_note() -> str:
+    """``"SUITE_DATA=<path> does not exist"`` when ``$SUITE_DATA`` names a folder that is not there (a typo), else
+    ``""``: loaders add it to their "not found" errors, which then say why every data set is missing."""
+    env = os.environ.get("SUITE_DATA")
+    if env and not Path(env).expanduser().exists():
+        return f"SUITE_DATA={env} does not exist"
+    return ""
+
+
 def data_path(*parts: str) -> Path:
     """``data_root() / parts``; the caller checks existence and raises a clear error."""
     return data_root().joinpath(*parts)

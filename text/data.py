@@ -21,7 +21,7 @@ import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suite.paths import data_path
+from suite.paths import data_path, missing_root_note
 from suite.safeio import read_text
 
 STS_YEARS: dict[str, tuple[str, ...]] = {
@@ -48,7 +48,7 @@ class DataFileMissing(FileNotFoundError, ValueError):
 
 def _require(path: Path) -> Path:
     if not path.exists():
-        raise DataFileMissing(f"data file not found: {path} (is SUITE_DATA set to the data root?)")
+        raise DataFileMissing(f"data file not found: {path} ({missing_root_note() or 'is SUITE_DATA set to the data root?'})")
     return path
 
 
@@ -283,15 +283,23 @@ def nli_triplets(root: Path | None = None) -> list[Triplet]:
 
 def read_triplets_csv(path: str | Path) -> list[Triplet]:
     """A CSV with header ``sent0,sent1,hard_neg`` (SimCSE's nli_for_simcse.csv) or any 3 columns."""
-    rows = list(csv.reader(io.StringIO(_read(Path(path)), newline="")))
+    reader = csv.reader(io.StringIO(_read(Path(path)), newline=""))
+    rows = [(reader.line_num, r) for r in reader if r]  # (line in the file, cells); blank lines skipped
     if not rows:
-        raise ValueError(f"no rows in {path}")
-    head = [c.strip().lower() for c in rows[0]]
+        raise ValueError(f"no rows in {path} (expected a header sent0,sent1,hard_neg and one triplet per line)")
+    head = [c.strip().lower() for c in rows[0][1]]
     body = rows[1:] if head[:1] in (["sent0"], ["anchor"], ["premise"]) else rows
-    bad = [i for i, r in enumerate(body) if len(r) < 3]
-    if bad:
-        raise ValueError(f"{path}: {len(bad)} row(s) with fewer than 3 columns, first at row {bad[0] + 1}")
-    return [(_norm(r[0]), _norm(r[1]), _norm(r[2])) for r in body]
+    if not body:
+        raise ValueError(f"no triplets in {path}: it holds only its header")
+    short = [(i, len(r)) for i, r in body if len(r) < 3]
+    if short:
+        raise ValueError(f"{path}, line {short[0][0]}: {short[0][1]} column{'s' if short[0][1] != 1 else ''}, a triplet "
+                         f"needs 3 (anchor, positive, hard negative); {len(short)} such row(s)")
+    out = [(i, (_norm(r[0]), _norm(r[1]), _norm(r[2]))) for i, r in body]
+    empty = [i for i, t in out if not all(t)]
+    if empty:
+        raise ValueError(f"{path}, line {empty[0]}: a triplet with an empty sentence; {len(empty)} such row(s)")
+    return [t for _, t in out]
 
 
 def text_hash(texts: list[str]) -> str:

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from suite.paths import cache_dir, data_path
+from suite.paths import cache_dir, data_path, missing_root_note
 from suite.safeio import cache_unreadable, load_arrays, save_arrays
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp")
@@ -99,9 +99,23 @@ def _unpickle(path: Path) -> dict[str, Any]:
     return {(k.decode() if isinstance(k, bytes) else k): v for k, v in d.items()}
 
 
-def _cifar_arrays(d: dict[str, Any], label_key: str) -> tuple[Tensor, Tensor]:
-    x = np.asarray(d["data"], dtype=np.uint8).reshape(-1, 3, 32, 32)  # rows are R(1024) G(1024) B(1024)
-    y = np.asarray(d[label_key], dtype=np.int64)
+def _cifar_arrays(d: dict[str, Any], label_key: str, path: Path | str = "CIFAR batch") -> tuple[Tensor, Tensor]:
+    """(N, 3, 32, 32) uint8 images and (N,) labels of one batch; a batch without ``data`` or labels, with data cut
+    mid-image or with a label count that differs from the image count is a ``ValueError`` naming the file."""
+    for key in ("data", label_key):
+        if key not in d:
+            raise ValueError(f"CIFAR batch {path} has no {key!r} entry (keys: {sorted(map(str, d))})")
+    try:
+        flat = np.asarray(d["data"], dtype=np.uint8)
+        y = np.asarray(d[label_key], dtype=np.int64).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"CIFAR batch {path}: data or {label_key} is not numeric ({exc})") from None
+    if flat.size % 3072:
+        raise ValueError(f"CIFAR batch {path}: {flat.size} values is not a whole number of 3072-value images "
+                         "(the file is cut short or is not a CIFAR batch)")
+    x = flat.reshape(-1, 3, 32, 32)  # rows are R(1024) G(1024) B(1024)
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"CIFAR batch {path}: {x.shape[0]} images but {y.shape[0]} labels")
     return torch.from_numpy(x.copy()), torch.from_numpy(y)
 
 
@@ -114,14 +128,14 @@ def load_cifar_pickle(root: str | Path, variant: Literal["cifar10", "cifar100"] 
     if (root / sub).is_dir():
         root = root / sub
     if variant == "cifar10":
-        parts = [_cifar_arrays(_unpickle(root / f"data_batch_{i}"), "labels") for i in range(1, 6)]
+        parts = [_cifar_arrays(_unpickle(root / f"data_batch_{i}"), "labels", root / f"data_batch_{i}") for i in range(1, 6)]
         train_x, train_y = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
-        test_x, test_y = _cifar_arrays(_unpickle(root / "test_batch"), "labels")
+        test_x, test_y = _cifar_arrays(_unpickle(root / "test_batch"), "labels", root / "test_batch")
         meta = root / "batches.meta"
         names = [n.decode() if isinstance(n, bytes) else n for n in _unpickle(meta)["label_names"]] if meta.exists() else CIFAR10_CLASSES
     elif variant == "cifar100":
-        train_x, train_y = _cifar_arrays(_unpickle(root / "train"), "fine_labels")
-        test_x, test_y = _cifar_arrays(_unpickle(root / "test"), "fine_labels")
+        train_x, train_y = _cifar_arrays(_unpickle(root / "train"), "fine_labels", root / "train")
+        test_x, test_y = _cifar_arrays(_unpickle(root / "test"), "fine_labels", root / "test")
         meta = root / "meta"
         names = ([n.decode() if isinstance(n, bytes) else n for n in _unpickle(meta)["fine_label_names"]]
                  if meta.exists() else [str(i) for i in range(100)])
@@ -132,9 +146,16 @@ def load_cifar_pickle(root: str | Path, variant: Literal["cifar10", "cifar100"] 
 
 # ----------------------------------------------------------------------------- STL-10 binary
 
+_STL_IMAGE = 3 * 96 * 96  # bytes per STL-10 image
+
+
 def _stl_images(path: Path) -> Tensor:
     if not path.exists():
         raise ValueError(f"STL-10 file not found: {path}")
+    size = path.stat().st_size
+    if size % _STL_IMAGE:
+        raise ValueError(f"STL-10 file {path} has {size} bytes, not a whole number of {_STL_IMAGE}-byte images "
+                         f"({size // _STL_IMAGE} images and {size % _STL_IMAGE} bytes): a download cut short?")
     raw = np.fromfile(path, dtype=np.uint8).reshape(-1, 3, 96, 96)  # column-major: (N, C, W, H)
     return torch.from_numpy(raw.transpose(0, 1, 3, 2).copy())
 
@@ -152,8 +173,12 @@ def load_stl10_binary(root: str | Path) -> ImageData:
         ys.append(torch.from_numpy(np.fromfile(p, dtype=np.uint8).astype(np.int64) - 1))
     names_file = root / "class_names.txt"
     names = names_file.read_text().split() if names_file.exists() else [str(i) for i in range(10)]
-    return ImageData("stl10", _stl_images(root / "train_X.bin"), ys[0], _stl_images(root / "test_X.bin"), ys[1], names,
-                     {"source": str(root), "layout": "binary"})
+    xs = [_stl_images(root / f"{split}_X.bin") for split in ("train", "test")]
+    for split, x, y in zip(("train", "test"), xs, ys):
+        if x.shape[0] != y.shape[0]:
+            raise ValueError(f"STL-10 {root / f'{split}_X.bin'} holds {x.shape[0]} images but "
+                             f"{root / f'{split}_y.bin'} {y.shape[0]} labels")
+    return ImageData("stl10", xs[0], ys[0], xs[1], ys[1], names, {"source": str(root), "layout": "binary"})
 
 
 # ----------------------------------------------------------------------------- image folders
@@ -290,7 +315,8 @@ def load_dataset(name: str, root: str | Path | None = None) -> ImageData:
         folder = base if (base / "train").is_dir() else base / "cifar10-jpg"
         if folder.is_dir():
             return load_image_folder(folder, name="cifar10")
-        raise ValueError(f"CIFAR-10 not found under {base} (looked for cifar-10-batches-py/ and cifar10-jpg/)")
+        note = f"; {missing_root_note()}" if not root and missing_root_note() else ""
+        raise ValueError(f"CIFAR-10 not found under {base} (looked for cifar-10-batches-py/ and cifar10-jpg/){note}")
     if key == "cifar100":
         return load_cifar_pickle(Path(root) if root else data_path(), "cifar100")
     if key == "stl10":

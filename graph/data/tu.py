@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from suite.paths import cache_dir, data_path, file_lock
+from suite.paths import cache_dir, data_path, file_lock, missing_root_note
 
 REQUIRED = ("A", "graph_indicator", "graph_labels")
 NODE_LEVEL = ("node_labels", "node_attributes")
@@ -265,8 +265,10 @@ def load_tu(name: str, root: str | Path | None = None, *, download: bool = False
         cache_root = cache_dir("TU", "downloaded")
         source = "download"
     else:
+        note = missing_root_note() if root is None else ""
         raise ValueError(f"TU dataset {name!r} not found under {base} (expected {folder}/raw/{name}_A.txt, ...); "
-                         "set SUITE_DATA or pass download=True to let PyG download it into the cache")
+                         + (f"{note}: point it at the data root" if note else
+                            "set SUITE_DATA or pass download=True to let PyG download it into the cache"))
     try:
         # PyG builds the processed cache on first use; DDP ranks and parallel workers take turns, so
         # none reads a half-written file (the first builds, the others load it)

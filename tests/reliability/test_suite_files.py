@@ -1,0 +1,128 @@
+"""Benchmark suite files (`suite bench run <file>`) and config YAML files with values a runner would only trip over
+later: every one is refused when the file is loaded, with one line naming the file, the job group and the key;
+nothing is run or written. A later stage whose earlier stage failed is not started."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.run import Runner, load_suite
+from suite.cli import main
+
+
+def _suite(tmp_path: Path, group: dict, name: str = "s") -> Path:
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump({"name": name, "jobs": [{"frontend": "graph", "command": "tu", **group}]}))
+    return p
+
+
+BAD_GROUPS = {
+    "empty grid list": ({"grid": {"dataset": []}}, r"grid.*dataset.*empty"),
+    "empty seeds": ({"seeds": []}, r"seeds.*empty"),
+    "seed not an int": ({"seeds": [0, "one"]}, r"seeds.*'one'"),
+    "stage a word": ({"stage": "late"}, r"stage.*'late'"),
+    "stage a list": ({"stage": [1]}, r"stage.*\[1\]"),
+    "negative stage": ({"stage": -1}, r"stage.*-1"),
+    "timeout a word": ({"timeout": "10m"}, r"timeout.*'10m'"),
+    "arg a mapping": ({"args": {"epochs": {"a": 1}}}, r"args.*epochs.*mapping"),
+    "unknown placeholder": ({"args": {"out": "runs/{nope}"}}, r"out.*\{nope\}"),
+    "seed flag not a flag": ({"seed_flag": "seed"}, r"seed_flag.*'seed'"),
+    "frontend not a word": ({"frontend": ["graph"]}, r"frontend.*\['graph'\]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_GROUPS))
+def test_suite_group_with_a_bad_value(tmp_path, capsys, monkeypatch, case):
+    """a suite job group with an empty grid list or seeds, a seed/stage/timeout of the wrong type, a mapping as an
+    arg, an unknown {placeholder} -> exit 2, one line naming the file, group and key; no job started, no log folder
+    (they gave zero jobs silently, a traceback mid-run, or a failed job)"""
+    group, match = BAD_GROUPS[case]
+    path = _suite(tmp_path, group)
+    with pytest.raises(ValueError, match=match) as exc:
+        load_suite(path)
+    assert str(path) in str(exc.value) and "job group 0" in str(exc.value)
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "run", str(path), "--registry", str(tmp_path / "r.sqlite")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err
+    assert not (tmp_path / "results").exists() and not (tmp_path / "r.sqlite").exists()
+
+
+def test_suite_with_an_unknown_frontend_or_command(tmp_path, capsys, monkeypatch):
+    """`suite bench run` on a suite naming front-end 'grpah' or command 'tuu' -> exit 2 before any job starts, naming
+    the file, the group and the known choices (each job used to start and fail)"""
+    monkeypatch.chdir(tmp_path)
+    for group, match in (({"frontend": "grpah"}, r"frontend 'grpah'.*graph"), ({"command": "tuu"}, r"command 'tuu'.*tu")):
+        path = _suite(tmp_path, group)
+        assert main(["bench", "run", str(path), "--registry", str(tmp_path / "r.sqlite")]) == 2
+        err = capsys.readouterr().err.strip()
+        import re
+        assert re.search(match, err) and str(path) in err and err.count("\n") == 0, err
+        assert not (tmp_path / "results").exists()
+
+
+class _ExitRunner(Runner):
+    """Jobs whose command is ``python -c 'exit(<code>)'``: the ``code`` arg of the job."""
+
+    def command(self, job):
+        return [sys.executable, "-c", f"raise SystemExit({dict(job.args)['code']})"]
+
+
+def test_later_stage_after_a_failed_stage(tmp_path, capsys):
+    """a suite whose stage-1 jobs use what stage 0 makes, and a stage-0 job fails -> the stage-1 jobs are not started
+    but reported 'blocked' naming the failed stage; the runner exits 1; a fixed re-run runs them"""
+    p = tmp_path / "staged.yaml"
+    p.write_text(yaml.safe_dump({"name": "staged", "jobs": [
+        {"frontend": "probe", "command": "make", "stage": 0, "grid": {"code": [0, 1]}},
+        {"frontend": "probe", "command": "use", "stage": 1, "grid": {"code": [0]}, "args": {"x": 1}}]}))
+    _, jobs = load_suite(p)
+    db = str(tmp_path / "r.sqlite")
+    runner = _ExitRunner(db, log_dir=tmp_path / "logs")
+    counts = runner.run(jobs)
+    assert counts == {"finished": 1, "failed": 1, "blocked": 1}, counts
+    out = capsys.readouterr().out
+    assert "[blocked]" in out and "stage 0" in out
+    from suite.registry import Registry
+
+    later = [j for j in jobs if j.stage == 1][0]
+    assert Registry(db).job_status(later.hash) is None  # never claimed: a later run starts it
+    fixed = [j for j in jobs if dict(j.args)["code"] == 0]
+    assert _ExitRunner(db, log_dir=tmp_path / "logs").run(fixed) == {"skipped": 1, "finished": 1}
+
+
+# ----------------------------------------------------------------------------- config YAML files (suite.config)
+
+@pytest.mark.parametrize("text,match", [
+    ("epochs: ten\n", r"epochs.*int.*'ten'"),
+    ("lr: fast\n", r"lr.*float.*'fast'"),
+    ("loss_hparams: [1, 2]\n", r"loss_hparams.*mapping"),
+    ("mode: supervised\n", r"mode.*'unsup'.*'supervised'"),
+    ("bf16: maybe\n", r"bf16.*bool.*'maybe'"),
+    ("batch_size: true\n", r"batch_size.*int.*True"),
+])
+def test_config_yaml_value_of_the_wrong_type(tmp_path, text, match):
+    """a config YAML (`--config x.yaml`) with epochs: ten, lr: fast, a list for loss_hparams, mode: supervised ->
+    ValueError naming the file, the key and the value (they reached the run and failed there, or not at all)"""
+    from suite.config import load_config
+    from text.methods.simcse import SimCSEConfig
+
+    f = tmp_path / "c.yaml"
+    f.write_text(text)
+    with pytest.raises(ValueError, match=match) as exc:
+        load_config(SimCSEConfig, f)
+    assert str(f) in str(exc.value)
+
+
+def test_config_yaml_numbers_stay_numbers(tmp_path):
+    """a config YAML with lr: 1 (an int for a float), epochs: 2, dropout: 0 -> loaded as 1.0, 2, 0.0 (valid YAML is
+    not refused by the type checks)"""
+    from suite.config import load_config
+    from text.methods.simcse import SimCSEConfig
+
+    f = tmp_path / "c.yaml"
+    f.write_text("lr: 1\nepochs: 2\ndropout: 0\nloss_hparams: {temperature: 0.1}\nmode: sup\n")
+    cfg = load_config(SimCSEConfig, f)
+    assert (cfg.lr, cfg.epochs, cfg.dropout, cfg.mode) == (1.0, 2, 0.0, "sup") and isinstance(cfg.lr, float)
