@@ -423,6 +423,13 @@ def register(sub: Any) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
+    bad = [n for n in args.sizes if n < 4 or n % 2]
+    if bad:  # 2N embeddings of N >= 2 pairs
+        raise ValueError(f"--sizes are 2N values (two views of N >= 2 samples): even numbers >= 4, got {bad}")
+    if args.repeats < 0:
+        raise ValueError(f"--repeats must be >= 0, got {args.repeats}")
+    if args.out is not None and not Path(args.out).parent.is_dir():
+        raise ValueError(f"--out {args.out}: folder {Path(args.out).parent} not found")
     if args.large:
         sizes = tuple(args.sizes) if args.sizes != [256, 1024, 4096] else (4096, 16384)
         print(run_large(sizes, args.losses, args.repeats or 5, huge=tuple(args.huge)))

@@ -95,6 +95,8 @@ def register(sub: Any) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
+    if not args.out.parent.is_dir():  # refused before the probes run (minutes), not after
+        raise ValueError(f"--out {args.out}: folder {args.out.parent} not found")
     text = render(probe_docs(), run_probes())
     args.out.write_text(text)
     print(text)

@@ -150,9 +150,9 @@ def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after
         raise ValueError(f"need epochs >= 1, batch_size >= 2 and grad_cache_chunk >= 0, got {cfg.epochs}, "
                          f"{cfg.batch_size}, {cfg.grad_cache_chunk}")
     out = output_dir(cfg)
-    out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
+    loss_name, loss_fn = build_loss(cfg.loss, cfg.loss_hparams)  # a bad loss is refused before the corpus is read
     feat_rate = float("nan")
     if graphs is None:
         t0 = time.perf_counter()
@@ -162,8 +162,8 @@ def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after
         raise ValueError(f"pretraining needs at least 2 molecules, got {len(graphs)}")
     encoder = MolGIN(cfg.num_layers, cfg.emb_dim, cfg.dropout, get_featurizer(cfg.featurizer))
     model = ContrastiveMolModel(encoder).to(device)
-    loss_name, loss_fn = build_loss(cfg.loss, cfg.loss_hparams)
     loss_fn = loss_fn.to(device)
+    out.mkdir(parents=True, exist_ok=True)  # only once the corpus and the loss are known good: a refused run leaves none
     # runs and encoders carry the name the user asked for: GraphCL pretraining is ``graphcl``, not its
     # underlying ``dcl`` (the resolved loss and hyper-parameters are in ``loss_hparams``)
     label = cfg.loss.lower() if cfg.loss.lower() in LOSS_PRESETS else loss_name

@@ -237,12 +237,7 @@ print(n["added"], n["skipped"])
 def test_two_processes_import_one_snapshot_at_once(tmp_path):
     """two processes import the same 40-run snapshot into one registry at the same time -> both exit 0, every run
     present once (one process adds it, the other skips it), no UNIQUE-constraint error"""
-    reg = Registry(str(tmp_path / "src.sqlite"))
-    for seed in range(40):
-        with reg.run(modality="m", task="t", dataset="d", loss="l", config={"s": seed}, seed=seed) as run:
-            run.log("acc", 0.5, split="test")
-    snap = tmp_path / "snap.jsonl"
-    snap.write_text(reg.export_jsonl())
+    snap = _big_snapshot(tmp_path / "snap.jsonl", 40)
     db = str(tmp_path / "dst.sqlite")
     Registry(db)  # created first: the race is on the rows, not on creating the tables
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}

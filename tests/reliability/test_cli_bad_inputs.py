@@ -1,0 +1,155 @@
+"""Every command of the `suite` CLI with bad input: exit status 2, one line on stderr saying what is wrong, no Python
+traceback, nothing written.
+
+The front-end commands run in ONE subprocess (``DRIVER``: a fresh interpreter that calls ``suite.cli.main`` once per
+case, as ``python -m suite`` does, and reports the exit status and stderr of each; an exception escaping ``main`` is
+recorded with its traceback, as the interpreter would print it): starting one interpreter per case would cost the
+torch / PyG / transformers imports each time. A few cheap commands also run as real ``python -m suite`` processes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+DRIVER = r"""
+import contextlib, io, json, signal, sys, time, traceback
+from suite.cli import main
+
+def too_long(signum, frame):
+    raise TimeoutError("still running after 60 s: bad input must be refused before any real work")
+
+signal.signal(signal.SIGALRM, too_long)
+out = []
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    t0 = time.perf_counter()
+    signal.alarm(60)
+    sys.argv = ["suite", *argv]  # the bench plugin reads sys.argv to import only the benchmark named
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            rc = main(argv)
+        except SystemExit as exc:
+            rc = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            rc = 1
+    signal.alarm(0)
+    out.append({"argv": argv, "rc": rc, "err": err.getvalue(), "s": round(time.perf_counter() - t0, 2)})
+    print(json.dumps(out[-1]), file=sys.__stderr__, flush=True)
+print(json.dumps(out))
+"""
+
+
+def _files(d: Path) -> dict[str, str]:
+    """Bad input files the cases point at."""
+    (d / "data").mkdir()
+    (d / "empty.txt").write_text("")
+    (d / "latin1.txt").write_bytes(b"a sentence\ncaf\xe9 au lait\n")
+    (d / "bad.yaml").write_text("epochs: ten\n")
+    (d / "list.yaml").write_text("- 1\n- 2\n")
+    (d / "suite.yaml").write_text("name: s\njobs:\n  - {frontend: graph, command: tu, grid: {dataset: []}}\n")
+    (d / "bad.jsonl").write_text('{"id": 1}\n[1, 2]\n')
+    (d / "notadb.sqlite").write_bytes(b"this is not a database" * 10)
+    (d / "evil.pt").write_bytes(b"\x80\x04not really a checkpoint")
+    (d / "one.csv").write_text("sent0\na man\n")
+    (d / "ok.txt").write_text("a man plays\na dog runs\na cat sleeps\n")
+    (d / "mols.csv").write_text("SMILES\nCCO\nCCN\nc1ccccc1\n")
+    return {k: str(d / k) for k in ("empty.txt", "latin1.txt", "bad.yaml", "list.yaml", "suite.yaml", "bad.jsonl",
+                                   "notadb.sqlite", "evil.pt", "one.csv", "ok.txt", "mols.csv")}
+
+
+def _cases(f: dict[str, str], d: Path) -> list[list[str]]:
+    nodir = str(d / "no-such-dir" / "x")
+    text_ok = ["--data", f["ok.txt"], "--backbone", str(d / "no-such-model"), "--out", str(d / "no-such-dir" / "out")]
+    return [
+        # root and built-in commands
+        ["nosuch"], ["losses", "--bogus"],
+        ["results", "list", "--registry", f["notadb.sqlite"]], ["results", "list", "--registry", str(d / "none.jsonl")],
+        ["results", "list", "--status", "done"],
+        ["results", "show"], ["results", "show", "zzz"], ["results", "import"], ["results", "import", f["bad.jsonl"]],
+        ["results", "import", str(d / "none.jsonl")], ["results", "export", "--out", nodir + ".csv"],
+        ["results", "compare", "--registry", f["bad.jsonl"]], ["results", "reap", "--registry", f["notadb.sqlite"]],
+        # vision
+        ["vision", "pretrain", "--epochs", "x"], ["vision", "pretrain", "--config", f["bad.yaml"]],
+        ["vision", "pretrain", "--config", f["list.yaml"]], ["vision", "pretrain", "--config", str(d / "none.yaml")],
+        ["vision", "pretrain", "--dataset", "digits", "--loss", "nosuch", "--no-registry"],
+        ["vision", "pretrain", "--dataset", "digits", "--loss-hparams", "temperature=0", "--no-registry"],
+        ["vision", "pretrain", "--dataset", "digits", "--epochs", "-1", "--no-registry"],
+        ["vision", "pretrain", "--dataset", "digits", "--batch-size", "0", "--no-registry"],
+        ["vision", "pretrain", "--dataset", "nosuch", "--no-registry"],
+        ["vision", "eval", "--ckpt", f["evil.pt"]], ["vision", "eval"],
+        # graph
+        ["graph", "tu", "--dataset", "NOPE"], ["graph", "tu", "--dataset", "MUTAG", "--loss", "nosuch"],
+        ["graph", "tu", "--config", f["bad.yaml"]], ["graph", "tu-eval", f["evil.pt"]],
+        ["graph", "pretrain-mol", "--corpus", str(d / "none.csv")], ["graph", "pretrain-mol", "--profile", "gpu"],
+        ["graph", "pretrain-mol", "--loss", "nosuch"], ["graph", "pretrain-mol", "--corpus", f["mols.csv"], "--loss", "nosuch"],
+        ["graph", "pretrain-mol", "--corpus", f["mols.csv"], "--epochs", "0"],
+        ["graph", "finetune-mol", "--dataset", "nosuch"], ["graph", "finetune-mol", "--init", str(d / "none")],
+        # text (a valid sentences file and a backbone that is not there: each case's own check must come first)
+        ["text", "train", "--grad-cache-chunk", "-1", *text_ok], ["text", "train", "--data", f["latin1.txt"]],
+        ["text", "train", "--data", f["empty.txt"]], ["text", "train", "--mode", "sup", "--data", f["one.csv"]],
+        ["text", "train", "--mode", "sup", "--loss", "xclr", "--data", f["one.csv"]],
+        ["text", "train", "--loss-hparams", "negatives=sideways", *text_ok], ["text", "train", "--loss", 5 * "x", *text_ok],
+        ["text", "train", "--config", f["bad.yaml"]], ["text", "train", "--epochs", "-1", *text_ok],
+        ["text", "train", "--batch-size", "0", *text_ok], ["text", "train", *text_ok],
+        ["text", "eval", "--model", str(d / "none")], ["text", "eval", "--tasks", "nosuch"],
+        # bench
+        ["bench", "run", str(d / "none.yaml")], ["bench", "run", f["suite.yaml"]], ["bench", "run", "quick", "--jobs", "0"],
+        ["bench", "migrate", "--registry", str(d / "none.jsonl")], ["bench", "migrate", "--registry", f["bad.jsonl"]],
+        ["bench", "fidelity", "--registry", str(d / "none.jsonl")],
+        ["bench", "graph-tu", "--table-only", "--registry", str(d / "none.jsonl")],
+        ["bench", "losses", "--sizes", "1", "--no-registry", "--out", str(d / "l.md")],
+        ["bench", "losses", "--losses", "nosuch", "--no-registry", "--out", str(d / "l.md")],
+        ["bench", "reliability", "--out", nodir + ".md"],
+    ]
+
+
+def _check(case: dict) -> str | None:
+    """What is wrong with one case's outcome (None when it is right)."""
+    err = case["err"].strip()
+    if "Traceback" in err:
+        return f"traceback: {err.splitlines()[-1] if err else ''}"
+    if case["rc"] != 2:
+        return f"exit status {case['rc']} (stderr: {err[-200:]!r})"
+    if not err or err.count("\n") != 0:
+        return f"stderr is {err.count(chr(10)) + 1 if err else 0} lines: {err[:300]!r}"
+    return None
+
+
+@pytest.mark.skipif(bool(os.environ.get("SUITE_CLI_SWEEP")), reason="inside the sweep's own `bench reliability` case")
+def test_every_command_with_bad_input_exits_2_with_one_line(tmp_path):
+    """each `suite` command (results, vision, graph, text, bench) with 2-6 bad inputs (missing or malformed files,
+    wrong types, unknown names, negative sizes) -> exit 2, one line on stderr, no traceback, nothing written"""
+    work = tmp_path / "w"
+    work.mkdir()
+    f = _files(work)
+    cases = _cases(f, work)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "SUITE_REGISTRY": str(work / "r.sqlite"),
+           "SUITE_DATA": str(work / "data"), "SUITE_CACHE": str(tmp_path / "cache"), "SUITE_NO_PROGRESS": "1",
+           "SUITE_CLI_SWEEP": "1"}  # a probe run started by a case (bench reliability) does not start the sweep again
+    before = sorted(p.name for p in work.iterdir())
+    proc = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(cases)], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    bad = {" ".join(c["argv"]).replace(str(work), "<tmp>"): why for c in results if (why := _check(c))}
+    assert not bad, json.dumps(bad, indent=1)
+    after = sorted(p.name for p in work.iterdir() if p.name not in ("r.sqlite", "r.sqlite-wal", "r.sqlite-shm"))
+    assert after == before, "written: " + ", ".join(sorted(set(after) - set(before)))
+
+
+@pytest.mark.parametrize("argv", [["results", "show", "zzz"], ["results", "import", "missing.jsonl"],
+                                  ["bench", "migrate", "--registry", "missing.jsonl"], ["nosuch"]])
+def test_bad_input_through_a_real_process(tmp_path, argv):
+    """`python -m suite results show zzz` (and import / migrate of a missing file, an unknown command) as a real
+    process -> exit 2, one line on stderr, no traceback"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SUITE_REGISTRY": str(tmp_path / "r.sqlite")}
+    proc = subprocess.run([sys.executable, "-m", "suite", *argv], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert _check({"rc": proc.returncode, "err": proc.stderr}) is None, proc.stderr
