@@ -22,8 +22,8 @@ PROBES = ROOT / "tests" / "reliability"
 RESULTS = Path(__file__).resolve().parent / "results" / "reliability.md"
 
 PROMISES = [
-    "Atomic: checkpoints (temporary file, fsync, rename) and registry writes (SQLite WAL, BEGIN IMMEDIATE); "
-    "a kill mid-write leaves the previous state.",
+    "Atomic: checkpoints, exports, migrated snapshots, pretrained models and caches (temporary file, fsync, rename) "
+    "and registry writes (SQLite WAL, BEGIN IMMEDIATE); a kill or a full disk mid-write leaves the previous state.",
     "Resumes: a run resumes only a checkpoint of the same experiment config; another config is refused "
     "naming the differing keys; a resumed run continues its own registry row.",
     "Counted: every skipped input (images of another size, unparsable SMILES, non-numeric labels) is "
@@ -33,6 +33,12 @@ PROMISES = [
     "escape the log folder.",
     "Owned: the benchmark runner's jobs die with it; runs whose process is gone are marked interrupted "
     "(`suite results reap`).",
+    "Checked before written: a snapshot imported or migrated, a suite file and a config file are checked row by row "
+    "and value by value first; every bad line is reported at once (file and line), and nothing is written.",
+    "Validated when set: a loss setting assigned on a built loss is checked as at `build`; a pretrained folder's config "
+    "and weights are checked against each other before loading.",
+    "One line: every `suite` command given bad input exits 2 with one line on stderr and no traceback "
+    "(`test_cli_bad_inputs` runs them all).",
 ]
 
 

@@ -107,3 +107,20 @@ def test_data_root_that_does_not_exist(tmp_path, monkeypatch):
     monkeypatch.setenv("SUITE_DATA", str(missing))
     with pytest.raises(ValueError, match=rf"SUITE_DATA={missing} does not exist"):
         load_tu("MUTAG")
+
+
+def test_disk_full_while_a_cache_is_written(tmp_path):
+    """the disk fills while an array cache (image / molecule / embedding caches: save_arrays) is rewritten -> OSError;
+    the previous cache still loads with the same arrays, no temporary file left"""
+    import torch
+
+    from suite.safeio import load_arrays, save_arrays
+    from tests.reliability.limits import file_size_limit
+
+    path = tmp_path / "cache.npz"
+    save_arrays(path, {"x": torch.arange(10)}, {"v": 1})
+    with file_size_limit(4096), pytest.raises(OSError):
+        save_arrays(path, {"x": torch.zeros(100_000)}, {"v": 2})
+    arrays, meta = load_arrays(path)
+    assert meta == {"v": 1} and torch.equal(arrays["x"], torch.arange(10))
+    assert [p.name for p in tmp_path.iterdir()] == ["cache.npz"]

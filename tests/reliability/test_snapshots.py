@@ -249,3 +249,28 @@ def test_two_processes_import_one_snapshot_at_once(tmp_path):
     assert sum(added) == 40 and sorted(int(o[0].split()[1]) for o in outs) == sorted(40 - a for a in added)
     dst = Registry(db)
     assert len(dst.runs()) == 40 and len(dst.metrics()) == 40
+
+
+WRITER = """
+import sys
+from suite.registry import Registry
+reg = Registry(sys.argv[1])
+for i in range(10):
+    with reg.run(modality="m", task="t", dataset=sys.argv[2], loss="l", config={"i": i, "w": sys.argv[2]}, seed=i) as r:
+        r.log_many({"a": 1.0, "b": 2.0}, split="test", step=1)
+"""
+
+
+def test_two_processes_record_runs_in_one_registry_at_once(tmp_path):
+    """two processes each record 10 runs with their metrics into one SQLite registry at the same time -> both exit 0,
+    20 finished runs, every metric present (no 'database is locked', nothing lost)"""
+    db = str(tmp_path / "r.sqlite")
+    Registry(db)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, db, name], stderr=subprocess.PIPE, text=True, env=env)
+             for name in ("a", "b")]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errs
+    reg = Registry(db)
+    runs = reg.runs()
+    assert len(runs) == 20 and {r["status"] for r in runs} == {"finished"} and len(reg.metrics()) == 40
