@@ -1,5 +1,5 @@
 """``suite bench reliability``: run the bad-day probes (``tests/reliability``) and render
-``benchmarks/results/reliability.md`` from their outcomes: one row per probe, its docstring's first line
+``benchmarks/results/reliability.md`` from their outcomes: one row per probe, its docstring's first paragraph
 (``<what is tried> -> <what must happen>``) and whether it held, the count tried / handled, and what the
 suite promises. Nothing in the table is typed in: it comes from the test run.
 """
@@ -43,14 +43,14 @@ PROMISES = [
 
 
 def probe_docs(folder: Path = PROBES) -> dict[tuple[str, str], str]:
-    """(module, test name) -> first docstring line, read from the sources (no import)."""
+    """(module, test name) -> the docstring's first paragraph on one line, read from the sources (no import)."""
     out: dict[tuple[str, str], str] = {}
     for f in sorted(folder.glob("test_*.py")):
         tree = ast.parse(f.read_text())
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
-                doc = ast.get_docstring(node) or ""
-                out[(f.stem, node.name)] = doc.strip().splitlines()[0] if doc.strip() else "(no docstring)"
+                doc = (ast.get_docstring(node) or "").strip()
+                out[(f.stem, node.name)] = " ".join(doc.split("\n\n")[0].split()) if doc else "(no docstring)"
     return out
 
 

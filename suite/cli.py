@@ -92,10 +92,13 @@ def _cmd_results(args: argparse.Namespace) -> int:
 
             if not Path(args.out).parent.is_dir():
                 raise ValueError(f"cannot write the export to {args.out}: folder {Path(args.out).parent} not found")
+            if Path(args.out).is_dir():
+                raise ValueError(f"cannot write the export to {args.out}: it is a folder")
             try:  # a full disk leaves an earlier export as it was, never half a file
                 write_atomic(args.out, text, what="the export")
             except OSError as exc:
-                raise ValueError(exc.strerror or str(exc)) from None
+                reason = os.strerror(exc.errno) if exc.errno else str(exc)
+                raise ValueError(f"cannot write the export to {args.out}: {reason} (an earlier file there is kept)") from None
             print(f"wrote {args.out}")
         else:
             print(text)
