@@ -101,7 +101,7 @@ def figures(registry: Registry, suite: str = SUITE) -> list[tuple[str, Any]]:
     1-D order, as (title, figure)."""
     import matplotlib.pyplot as plt
 
-    from vision.gmm import points
+    from suite.eval.points import read_points as points
 
     jrs = [jr for jr in suite_runs(registry, suite) if jr.arg("points") and jr.runs]
     mix = [(LOSSES.get(jr.arg("loss"), jr.arg("loss")), jr.runs[-1]) for jr in select(jrs, experiment="mixture2d")]

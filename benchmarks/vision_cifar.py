@@ -225,6 +225,28 @@ def _claims(res: Cells, batch_sizes: tuple[int, ...]) -> list[str]:
     return out
 
 
+def figures(registry: Registry, suite: str = SUITE) -> list[tuple[str, Any]]:
+    """The 2-D projections of CIFAR-10 test images (d_z = 2, seed 0): SimCLR (on the circle its loss sees) beside
+    t-SimCLR (t-SimCLR paper, App. C.7), as (title, figure)."""
+    import matplotlib.pyplot as plt
+
+    from suite.eval.points import read_points
+
+    runs = [(jr.arg("loss"), jr.runs[-1]) for jr in suite_runs(registry, suite)
+            if jr.arg("points") and int(jr.arg("proj_dim", 128)) == 2 and jr.runs]
+    if not runs:
+        return []
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 4.2), squeeze=False)
+    for ax, (loss, run) in zip(axes[0], runs):
+        xy, lab = read_points(registry, run.row["id"], "test-2d")
+        sc = ax.scatter(xy[:, 0], xy[:, 1], c=lab, cmap="tab10", vmin=0, vmax=9, s=4)
+        knn = run.metric("knn_acc", "test")
+        ax.set_title(f"{loss}, d_z = 2 (seed 0): kNN {100 * (knn or float('nan')):.1f} %", fontsize=9)
+        ax.set_aspect("equal", adjustable="datalim")
+    fig.colorbar(sc, ax=axes[0].tolist(), ticks=range(10), label="CIFAR-10 class")
+    return [("CIFAR-10 test images in 2-D projection space: SimCLR vs t-SimCLR (cpu profile)", fig)]
+
+
 def register(sub: Any) -> None:
     register_table(sub, "vision-cifar", "CIFAR-10 SimCLR benchmark of every loss", SUITE, OUT, table)
 

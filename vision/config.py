@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 class PretrainConfig:
     # where and how it runs, not what: left out of the experiment config a resume must match
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("device", "out_dir", "run_name", "resume", "registry", "eval_every",
-                                              "ckpt_every")
+                                              "ckpt_every", "points")
     # data
     dataset: str = field(default="cifar10", metadata={"help": "digits | cifar10 | cifar100 | stl10 | folder:<path>"})
     data_root: str = field(default="", metadata={"help": "folder holding the data set (default: $SUITE_DATA)"})
@@ -68,6 +68,9 @@ class PretrainConfig:
     linear_probe: bool = True
     eval_batch_size: int = 512
     geometry_batches: int = field(default=20, metadata={"help": "test batches (256 images) for alignment/uniformity/H(X-|X)"})
+    points: int = field(default=0, metadata={
+        "help": "with proj_dim 2: log the 2-D projections of this many test images (balanced over classes) to the "
+                "registry for the report's pictures (split test-2d; 0 = off)", "omit_default": True})
     out_dir: str = field(default="runs/vision", metadata={"help": "checkpoints go to <out_dir>/<run name>/"})
     run_name: str = field(default="", metadata={"help": "checkpoint folder name (default: derived from the config)"})
     resume: bool = True

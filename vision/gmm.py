@@ -35,13 +35,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 import suite.losses as L
 from suite.config import experiment_config, run_option_values
+from suite.eval.points import log_points
 from suite.presets import preset
 from suite.registry import Registry
 from suite.train import Engine, resolve_device, seed_everything
@@ -184,16 +184,5 @@ def run_gmm(cfg: GMMConfig, registry: Registry | None = None) -> dict[str, float
         run.log_many(metrics, split="test", step=cfg.steps)
         run.set_primary("ood_acc" if cfg.experiment == "mixture2d" else "ordered", "test")
         for split, key in (("id", "test"), ("ood", "ood_test")):
-            for i in range(cfg.points):
-                run.log_many({"point_x": float(f[key][i, 0]), "point_y": float(f[key][i, 1]),
-                              "point_label": float(y[key][i])}, split=split, step=i)
+            log_points(run, f[key][:cfg.points], y[key][:cfg.points], split)
     return metrics
-
-
-def points(registry: Registry, run_id: str, split: str) -> tuple[np.ndarray, np.ndarray]:
-    """The feature points a run logged (``points`` > 0): ((n, 2) array, (n,) labels)."""
-    rows = {name: {r["step"]: r["value"] for r in registry.metrics(run_id, name) if r["split"] == split}
-            for name in ("point_x", "point_y", "point_label")}
-    steps = sorted(rows["point_x"])
-    xy = np.array([[rows["point_x"][s], rows["point_y"][s]] for s in steps]).reshape(-1, 2)
-    return xy, np.array([int(rows["point_label"][s]) for s in steps])

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from suite import distributed as sd
+from suite.eval.points import log_points
 from suite.config import experiment_config, experiment_hash, hash_config, run_option_values, run_options
 from suite.registry import Registry
 from suite.train import CachedStep, Engine, epoch_batches, latest_checkpoint, resolve_device, resumable, seed_everything
@@ -79,7 +80,7 @@ def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, ImageData, dict[str, A
 
 _COUNTS = ("train_per_class", "eval_train_per_class", "eval_test_per_class", "val_per_class", "image_size",
            "proj_hidden", "warmup_epochs", "max_steps_per_epoch", "grad_cache_chunk", "eval_every", "ckpt_every",
-           "geometry_batches", "epochs")  # epochs 0: the untrained encoder evaluated (a random-init baseline)
+           "geometry_batches", "epochs", "points")  # epochs 0: the untrained encoder evaluated (a random-init baseline)
 
 
 def check_config(cfg: PretrainConfig) -> None:
@@ -96,6 +97,8 @@ def check_config(cfg: PretrainConfig) -> None:
         v = getattr(cfg, name)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+    if cfg.points and cfg.proj_dim != 2:
+        raise ValueError(f"points={cfg.points} logs 2-D projections: it needs proj_dim 2, got {cfg.proj_dim}")
     if cfg.grad_cache_chunk and cfg.framework != "simclr":
         raise ValueError("grad_cache_chunk applies to SimCLR (in-batch negatives); MoCo's queue already decouples "
                          "the negatives from the batch")
@@ -311,9 +314,26 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
                 run.log_many(result["metrics"], split=eval_split, step=cfg.epochs)
         if run is not None:
             result["run_id"] = run.id
+            if cfg.points:
+                log_points(run, *projections_2d(inner.query_encoder, eval_data, recipe, device, cfg.points,  # type: ignore[union-attr]
+                                                loss_obj.hypersphere), "test-2d")
         if sd.is_main():
             write_vision_card(ckpt_dir, cfg, loss_obj, int(data_info["train"]), engine.step, run)
     return result
+
+
+@torch.no_grad()
+def projections_2d(model: Encoder, data: ImageData, recipe: Recipe, device: torch.device, n: int,
+                   normalise: bool) -> tuple[Tensor, Tensor]:
+    """(projections (n', 2), labels) of ``n // classes`` test images per class (a fixed subset), L2-normalised
+    for the hypersphere losses (what their loss sees)."""
+    idx = class_subset_indices(data.test_y, max(1, n // data.num_classes), seed=0)
+    was = model.training
+    model.eval()
+    z = torch.cat([model(EvalTransform(recipe).to(device)(data.test_x[b].to(device))).float().cpu()
+                   for b in idx.split(512)])
+    model.train(was)
+    return (torch.nn.functional.normalize(z, dim=-1) if normalise else z), data.test_y[idx]
 
 
 def _dataset_label(cfg: PretrainConfig) -> str:

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from vision.gmm import MEANS, GMMConfig, cyclic_order, is_ordered, mixture, points, run_gmm
+from suite.eval.points import read_points as points
+from vision.gmm import MEANS, GMMConfig, cyclic_order, is_ordered, mixture, run_gmm
 
 
 def test_positives_come_from_the_same_component():
