@@ -112,12 +112,14 @@ def check_run_row(rec: Any) -> list[str]:
     the times are ISO dates, and every metric is ``[name, value, split, step, logged_at]`` with a numeric value."""
     if not isinstance(rec, dict):
         return [f"a JSON object per line, got a JSON {type(rec).__name__}"]
-    bad: list[str] = []
+    required = [c.name for c in runs_t.columns if not c.nullable or c.name == "id"]
+    missing = sorted(k for k in required if k not in rec)
+    bad: list[str] = [f"not a registry run (missing {missing})"] if missing else []
     for col in runs_t.columns:
         v = rec.get(col.name)
         if v is None:
-            if not col.nullable or col.name == "id":
-                bad.append(f"{col.name} is missing" if col.name not in rec else f"{col.name} is null")
+            if col.name in required and col.name in rec:
+                bad.append(f"{col.name} is null")
             continue
         if isinstance(col.type, sa.Integer):
             if isinstance(v, bool) or not isinstance(v, int):

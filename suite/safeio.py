@@ -14,10 +14,11 @@ import pickle
 import re
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import torch
+if TYPE_CHECKING:  # imported where used: reading a text file (`suite results import`) does not load torch
+    import numpy as np
+    import torch
 
 _REASON = re.compile(r"WeightsUnpickler error:\s*(.*?)(?:\s+Please use|\n\n|$)", re.S)
 
@@ -46,6 +47,8 @@ def load_tensors(path: str | Path, map_location: str | torch.device = "cpu", wha
     """``torch.load(path, weights_only=True)``. Raises ``UnsafeFileError`` for a file that holds
     anything but tensors and plain data (nothing in it is executed) and ``ValueError`` for a
     missing, truncated or corrupt one; both name ``what`` and the path on one line."""
+    import torch
+
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{what} {path} {'is a folder, not a file' if path.is_dir() else 'not found'}")
@@ -129,6 +132,9 @@ _META = "__meta__"
 def save_arrays(path: str | Path, arrays: dict[str, torch.Tensor | np.ndarray], meta: dict[str, Any] | None = None) -> Path:
     """Write tensors / arrays and a JSON-able ``meta`` dict to ``path`` (an uncompressed ``.npz``),
     atomically (temp file + rename)."""
+    import numpy as np
+    import torch
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     out: dict[str, np.ndarray] = {}
@@ -153,6 +159,9 @@ def save_arrays(path: str | Path, arrays: dict[str, torch.Tensor | np.ndarray], 
 def load_arrays(path: str | Path, what: str = "cache") -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Read a :func:`save_arrays` file: ``({name: tensor}, meta)``. ``allow_pickle=False``, so a
     planted pickle is refused; any failure is a one-line ``ValueError`` naming the file."""
+    import numpy as np
+    import torch
+
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as z:
