@@ -135,8 +135,8 @@ def _check_bool_settings(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any
         return  # the call itself raises the TypeError naming the argument
     for k, v in bound.items():
         ann = sig.parameters[k].annotation
-        if ann in (bool, "bool") and not (isinstance(v, bool) or type(v).__name__ == "bool_" or
-                                          (isinstance(v, int) and v in (0, 1))):
+        numpy_bool = getattr(getattr(v, "dtype", None), "kind", None) == "b" and getattr(v, "ndim", 1) == 0
+        if ann in (bool, "bool") and not (isinstance(v, bool) or numpy_bool or (isinstance(v, int) and v in (0, 1))):
             raise ValueError(f"{k} must be a boolean (true / false), got {v!r}")
 
 
