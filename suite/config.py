@@ -66,7 +66,7 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: dict[st
 
 
 def _typed(name: str, value: Any, tp: Any, where: str) -> Any:
-    """``value`` for the field ``name`` of type ``tp`` (ints accepted for floats and made floats), or a ValueError
+    """``value`` for the field ``name`` of type ``tp`` (ints accepted for floats), or a ValueError
     naming where it came from, the field, the type and the value: a config YAML's ``epochs: ten`` or ``mode:
     supervised`` is refused when the file is read, not deep inside a run."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -82,9 +82,8 @@ def _typed(name: str, value: Any, tp: Any, where: str) -> Any:
         ok = isinstance(value, bool)
     elif tp is int:
         ok = isinstance(value, int) and not isinstance(value, bool)
-    elif tp is float:
+    elif tp is float:  # an int is a float's value as written (kept as is: recorded configs and hashes unchanged)
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        value = float(value) if ok else value
     elif tp is str:
         ok = isinstance(value, str)
     elif origin is typing.Literal:

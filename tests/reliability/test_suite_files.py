@@ -116,13 +116,13 @@ def test_config_yaml_value_of_the_wrong_type(tmp_path, text, match):
     assert str(f) in str(exc.value)
 
 
-def test_config_yaml_numbers_stay_numbers(tmp_path):
-    """a config YAML with lr: 1 (an int for a float), epochs: 2, dropout: 0 -> loaded as 1.0, 2, 0.0 (valid YAML is
-    not refused by the type checks)"""
+def test_config_yaml_valid_values_are_not_refused(tmp_path):
+    """a config YAML with lr: 1 (an int for a float), epochs: 2, dropout: 0, a mapping and a Literal -> loaded with
+    those values (the type checks refuse nothing valid; ints stay as written, so recorded configs keep their hash)"""
     from suite.config import load_config
     from text.methods.simcse import SimCSEConfig
 
     f = tmp_path / "c.yaml"
     f.write_text("lr: 1\nepochs: 2\ndropout: 0\nloss_hparams: {temperature: 0.1}\nmode: sup\n")
     cfg = load_config(SimCSEConfig, f)
-    assert (cfg.lr, cfg.epochs, cfg.dropout, cfg.mode) == (1.0, 2, 0.0, "sup") and isinstance(cfg.lr, float)
+    assert (cfg.lr, cfg.epochs, cfg.dropout, cfg.mode, cfg.loss_hparams) == (1, 2, 0, "sup", {"temperature": 0.1})
