@@ -164,3 +164,15 @@ def test_vision_default_run_name_ignores_every_run_option(tmp_path: Path) -> Non
         assert run_name(dataclasses.replace(cfg, **{k: other})) == run_name(cfg), k
     assert run_name(dataclasses.replace(cfg, seed=1)) != run_name(cfg)
     assert run_name(dataclasses.replace(cfg, lr=0.5)) != run_name(cfg)
+
+
+def test_vision_run_folder_named_by_the_old_rule_is_still_found(tmp_path: Path) -> None:
+    """a vision run folder named before the experiment hash (device and ckpt_every were hashed), resume on -> that
+    folder is used (its checkpoints resume); no such folder, or resume off -> the new name"""
+    from vision.train import _legacy_run_name, run_dir, run_name
+
+    cfg = _vision_cfg(tmp_path)
+    assert run_dir(cfg) == tmp_path / run_name(cfg) and _legacy_run_name(cfg) != run_name(cfg)
+    (tmp_path / _legacy_run_name(cfg)).mkdir()
+    assert run_dir(cfg) == tmp_path / _legacy_run_name(cfg)
+    assert run_dir(dataclasses.replace(cfg, resume=False)) == tmp_path / run_name(cfg)
