@@ -1,17 +1,15 @@
-"""MLM pretraining (text/mlm.py): corpus reading and what it skips, BERT's masking, batching, the
+"""MLM pretraining (text/mlm.py; its bad inputs: tests/reliability/test_mlm_corpus.py): BERT's masking, batching, the
 masked-position loss against transformers' full-logit loss, resume, the built-model marker, and that
 SimCSE takes the result as its backbone."""
 from __future__ import annotations
 
-import gzip
 import random
 from pathlib import Path
 
 import pytest
 import torch
 
-from text.mlm import (SPECIAL, MLMConfig, bucketed_batches, collate, mask_tokens, mlm_loss, output_dir, pretrain_mlm,
-                      read_corpus_file)
+from text.mlm import SPECIAL, MLMConfig, bucketed_batches, collate, mask_tokens, mlm_loss, output_dir, pretrain_mlm
 
 WORDS = "the a cat dog sat ran on under mat house red blue big small quickly slowly and or".split()
 
@@ -26,28 +24,6 @@ def _cfg(corpus: Path, **kw) -> MLMConfig:
     base = dict(corpus=[str(corpus)], vocab_size=120, heldout=20, layers=1, hidden=32, heads=2, intermediate=64,
                 batch_size=16, steps=12, eval_every=6, checkpoint_every=4, bf16=False, out="models:tiny")
     return MLMConfig(**{**base, **kw})
-
-
-def test_corpus_counts_empty_and_non_utf8_lines_and_reads_gzip(tmp_path):
-    raw = b"first sentence here\n\n   \nsecond one\n\xff\xfe broken line\nthird\n"
-    (tmp_path / "c.txt").write_bytes(raw)
-    (tmp_path / "c.txt.gz").write_bytes(gzip.compress(raw))
-    for name in ("c.txt", "c.txt.gz"):
-        kept, counts = read_corpus_file(tmp_path / name)
-        assert kept == ["first sentence here", "second one", "third"]
-        assert counts == {"kept": 3, "empty": 2, "not_utf8": 1}
-
-
-def test_corpus_errors_name_the_file(tmp_path):
-    good = gzip.compress(b"a sentence\n" * 1000)
-    (tmp_path / "cut.gz").write_bytes(good[: len(good) // 2])
-    with pytest.raises(ValueError, match=r"cut\.gz.*not a complete gzip"):
-        read_corpus_file(tmp_path / "cut.gz")
-    (tmp_path / "empty.txt").write_text("\n\n")
-    with pytest.raises(ValueError, match=r"empty\.txt holds no sentences \(2 empty"):
-        read_corpus_file(tmp_path / "empty.txt")
-    with pytest.raises(ValueError, match="corpus file not found"):
-        read_corpus_file(tmp_path / "missing.txt")
 
 
 def test_bad_settings_are_refused():
@@ -162,19 +138,3 @@ def test_pretrain_resume_marker_and_backbone(tmp_path, monkeypatch):
     z = enc(**enc.tokenize(["the cat sat", "a dog ran on the mat"], 16))
     assert z.shape == (2, 32) and torch.isfinite(z).all()
     assert enc.tokenizer.convert_ids_to_tokens(enc.tokenize(["the cat"], 8)["input_ids"][0].tolist())[1:3] == ["the", "cat"]
-
-
-def test_vocabulary_that_does_not_match_the_model_is_refused(tmp_path):
-    corpus = _corpus(tmp_path / "c.txt")
-    out = output_dir(_cfg(corpus, out="models:v"))
-    out.mkdir(parents=True)
-    (out / "vocab.txt").write_text("\n".join(["[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
-    from transformers import BertTokenizerFast
-    from tokenizers import BertWordPieceTokenizer
-
-    wp = BertWordPieceTokenizer(str(out / "vocab.txt"), lowercase=True)
-    BertTokenizerFast(tokenizer_object=wp._tokenizer).save_pretrained(str(out))
-    with pytest.raises(ValueError, match="does not match the model"):
-        pretrain_mlm(_cfg(corpus, out="models:v"))
-    with pytest.raises(ValueError, match="models:NAME"):
-        output_dir(_cfg(corpus, out="models:a/b"))
