@@ -371,7 +371,7 @@ def plots(reg: Registry, table: dict) -> list[tuple[str, str]]:
         ax.set_title(f"{mod} / {task}")
         lo = min(c.mean - c.err for d in by_ds.values() for c in d.values())
         ax.set_ylim(max(0, lo - 5), None)
-        ax.legend(fontsize=7, ncol=2)
+        ax.legend(fontsize=6, bbox_to_anchor=(1.01, 1.0), loc="upper left")  # beside the bars, never over them
         figs.append((f"{mod} / {task}: {label}", _png(fig)))
     # 2. loss x modality mean rank (losses ranked within each data set and setting)
     ranks: dict[tuple[str, str], list[float]] = defaultdict(list)
@@ -412,7 +412,7 @@ def plots(reg: Registry, table: dict) -> list[tuple[str, str]]:
         ax.set_xlabel("step / epoch")
         ax.set_ylabel(metric)
         ax.set_title(title)
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=6, bbox_to_anchor=(1.01, 1.0), loc="upper left")
         figs.append((title, _png(fig)))
     # 6. loss forward+backward time
     times: dict[str, dict[str, float]] = defaultdict(dict)
