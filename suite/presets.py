@@ -8,6 +8,13 @@ their defaults from here and record the resolved hyper-parameters with every run
 
 CACR's image temperatures depend on the data set and K (CACR App. C.1); :func:`preset` takes
 ``dataset=`` and ``views=`` for them.
+
+What a front-end builds is :func:`resolve` (the preset, the user's overrides, then the setting's fixed
+arrangement: MoCo's queue-only negatives), trained on :func:`views` views per sample, and for text an
+encoder dropout of :func:`text_dropout`. Every rule of that kind lives here, not in a front-end.
+
+Example: >>> resolve("moco", "infonce", {"temperature": 0.1})
+('infonce', {'temperature': 0.1, 'negatives': 'none', 'symmetric': False})
 """
 from __future__ import annotations
 
@@ -21,6 +28,11 @@ SETTINGS = ("simclr", "moco", "imagenet", "text", "graph_tu", "graph_transfer")
 SIMCSE_ARRANGEMENT = {"negatives": "cross", "symmetric": False}
 # GraphCL's released objective: anchors the original graphs, negatives the other augmented graphs
 GRAPHCL_ARRANGEMENT = {"negatives": "cross", "symmetric": False}
+# MoCo v2 (He et al. 2020; MACL App. B.2): each query against its key and the queue only. A setting's arrangement
+# is applied by resolve() under the user's overrides, to the losses that take one (the InfoNCE family).
+MOCO_ARRANGEMENT = {"negatives": "none", "symmetric": False}
+INFONCE_FAMILY = ("infonce", "dcl", "macl", "hard_negative")
+_ARRANGEMENTS: dict[str, dict[str, Any]] = {"moco": MOCO_ARRANGEMENT}
 
 _PRESETS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
     "simclr": {
@@ -47,12 +59,22 @@ _PRESETS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
         "graphcl": ("dcl", {"temperature": 0.2, **GRAPHCL_ARRANGEMENT}),
         "macl": ("macl", {"tau0": 0.2, "alpha": 0.5, "a0": 0.0, **GRAPHCL_ARRANGEMENT}),
         "infonce": ("infonce", {"temperature": 0.2, **GRAPHCL_ARRANGEMENT}),
+        "cacr": ("cacr", {}),  # CACR's own defaults (t+ = 1, t- = 2), V = 2
+        "cacr3": ("cacr", {}),  # CACR on V = 3 views (see _VIEWS)
+        "tsimclr": ("tsimclr", {}),  # t-SimCLR's defaults (tau 5, t_df 5)
     },
     "graph_transfer": {  # GraphCL transfer tau = 0.1; MACL App. B.5 (tau0 = 0.1 transfer)
         "graphcl": ("dcl", {"temperature": 0.1, **GRAPHCL_ARRANGEMENT}),
         "macl": ("macl", {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, **GRAPHCL_ARRANGEMENT}),
         "infonce": ("infonce", {"temperature": 0.1, **GRAPHCL_ARRANGEMENT}),
     },
+}
+
+# Views per sample (V) where a setting trains a loss on more than two: graph_tu's ``cacr3`` (the original graph
+# and two augmented views, K = 2 positives); text's multi-view losses on three dropout views. Everything else: 2.
+_VIEWS: dict[str, dict[str, int]] = {
+    "graph_tu": {"cacr3": 3},
+    "text": {"cacr": 3, "uaur": 3, "cmc": 3},
 }
 
 # Dropout of the text encoder per loss (MACL App. B.4: 0.2 with MACL, "not suitable for vanilla InfoNCE")
@@ -70,14 +92,22 @@ def cacr_image(dataset: str, views: int) -> dict[str, float]:
     return {"t_pos": 1.0, "t_neg": t_neg}
 
 
+def _check_setting(setting: str) -> None:
+    if setting not in SETTINGS:
+        raise ValueError(f"setting must be one of {SETTINGS}, got {setting!r}")
+
+
+def _key(loss: str) -> str:
+    if not isinstance(loss, str):
+        raise ValueError(f"loss name must be a string, got {loss!r}")
+    return loss.strip().lower().replace("-", "_")
+
+
 def preset(setting: str, loss: str, **context: Any) -> tuple[str, dict[str, Any]]:
     """``(core loss name, hparams)`` of ``loss`` (a core name or a preset name such as ``graphcl``) in
     ``setting``; a loss without a preset there gets ``(its name, {})`` (its own defaults)."""
-    if setting not in SETTINGS:
-        raise ValueError(f"setting must be one of {SETTINGS}, got {setting!r}")
-    if not isinstance(loss, str):
-        raise ValueError(f"loss name must be a string, got {loss!r}")
-    key = loss.strip().lower().replace("-", "_")
+    _check_setting(setting)
+    key = _key(loss)
     table = _PRESETS[setting]
     if key in table:
         name, hp = table[key]
@@ -90,6 +120,49 @@ def preset(setting: str, loss: str, **context: Any) -> tuple[str, dict[str, Any]
         hp = cacr_image(str(context["dataset"]), int(context.get("views", 2)))
         return name, ({} if name == "uaur" else hp)
     return name, {}
+
+
+def resolve(setting: str, loss: str, overrides: dict[str, Any] | None = None, *, aliases: bool = True,
+            **context: Any) -> tuple[str, dict[str, Any]]:
+    """``(core loss name, hparams)`` that a front-end builds for ``loss`` in ``setting``: the preset
+    (:func:`preset`), the user's ``overrides`` on top, then the setting's fixed arrangement for every key the
+    user did not give (``moco``: the InfoNCE family contrasts the query with its key and the queue only,
+    ``negatives="none", symmetric=False``, MoCo v2).
+
+    ``aliases=False``: only a preset's own name (``graphcl``, ``macl``, ...) selects its preset; any other name,
+    an alias such as ``ntxent`` included, is the core loss with its own defaults (the graph front-ends' rule,
+    kept so that their recorded runs keep their identities)."""
+    _check_setting(setting)
+    if aliases or _key(loss) in _PRESETS[setting]:
+        name, hp = preset(setting, loss, **context)
+    else:
+        name, hp = L.canonical_name(loss), {}
+    hp.update(overrides or {})
+    if name in INFONCE_FAMILY:
+        for k, v in _ARRANGEMENTS.get(setting, {}).items():
+            hp.setdefault(k, v)
+    return name, hp
+
+
+def views(setting: str, loss: str) -> int:
+    """Views per sample (V) that ``setting`` trains ``loss`` (a core or preset name) on by default: 2, or the
+    entry of its ``_VIEWS`` table (graph_tu ``cacr3``: 3; text ``cacr``, ``uaur``, ``cmc``: 3)."""
+    _check_setting(setting)
+    key = _key(loss)
+    table = _VIEWS.get(setting, {})
+    if key in table:
+        return table[key]
+    if key in _PRESETS[setting]:
+        return 2
+    return table.get(L.canonical_name(key), 2)
+
+
+def text_dropout(loss: str, dropout: float = -1.0) -> float:
+    """The text encoder's dropout: ``dropout`` where set (>= 0), else the loss's (MACL App. B.4: 0.2 with
+    ``macl``; SimCSE's 0.1 otherwise)."""
+    if dropout >= 0:
+        return dropout
+    return TEXT_DROPOUT.get(L.canonical_name(loss), TEXT_DROPOUT_DEFAULT)
 
 
 def names(setting: str) -> list[str]:

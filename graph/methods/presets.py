@@ -1,5 +1,7 @@
-"""Loss presets of the graph front-end: a preset is a loss name of the core, its hyper-parameters and
-the views it is trained on. Any other ``suite.losses`` name is accepted with its own defaults.
+"""Loss presets of the graph front-end, read from :mod:`suite.presets` (setting ``graph_tu``): a preset is a loss
+name of the core, its hyper-parameters and the number of views it is trained on (:func:`suite.presets.views`);
+GraphCL's view layout keeps the original graph as the first view. Any other ``suite.losses`` name is accepted
+with its own defaults.
 
 =========  ====================================================================  ================
 preset     loss                                                                  views
@@ -24,29 +26,14 @@ xclr       not applicable: X-CLR needs a sample-similarity source (N, N); TU    
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import suite.losses as L
+from suite import presets
 from suite.losses import ContrastiveLoss
-from suite.presets import preset
 
 VIEW_MODES = ("orig+aug", "aug+aug", "orig+aug+aug", "aug+aug+aug")
-
-
-@dataclass(frozen=True)
-class Preset:
-    loss: str
-    hparams: dict[str, Any] = field(default_factory=dict)
-    views: str = "orig+aug"
-
-
-PRESETS: dict[str, Preset] = {
-    **{k: Preset(*preset("graph_tu", k)) for k in ("graphcl", "macl", "infonce")},  # suite.presets
-    "cacr": Preset("cacr", {}),
-    "cacr3": Preset("cacr", {}, views="orig+aug+aug"),
-    "tsimclr": Preset("tsimclr", {}),
-}
+SETTING = "graph_tu"
 
 
 def resolve(name: str, overrides: dict[str, Any] | None = None, views: str | None = None) -> tuple[ContrastiveLoss, str, dict[str, Any]]:
@@ -55,11 +42,8 @@ def resolve(name: str, overrides: dict[str, Any] | None = None, views: str | Non
     ``overrides`` update the preset's hyper-parameters; ``views`` (one of :data:`VIEW_MODES`)
     overrides the preset's views. ``record`` describes the choice for the registry."""
     key = name.strip().lower()
-    if key in PRESETS:
-        p = PRESETS[key]
-        loss_name, hp, v = p.loss, {**p.hparams, **(overrides or {})}, p.views
-    else:
-        loss_name, hp, v = L.canonical_name(key), dict(overrides or {}), "orig+aug"
+    loss_name, hp = presets.resolve(SETTING, key, overrides, aliases=False)
+    is_preset = key in presets.names(SETTING)
     cls = L.loss_class(loss_name)
     if "similarity" in cls.requires:
         raise ValueError(f"loss {name!r} ({loss_name}) needs a sample-similarity source (similarity=(N, N)); "
@@ -68,10 +52,10 @@ def resolve(name: str, overrides: dict[str, Any] | None = None, views: str | Non
     if cls.requires:
         raise ValueError(f"loss {name!r} ({loss_name}) requires {list(cls.requires)}, which unsupervised TU "
                          "pretraining does not provide")
-    v = views or v
+    v = views or ("orig" + "+aug" * (presets.views(SETTING, key) - 1) if is_preset else "orig+aug")
     if v not in VIEW_MODES:
         raise ValueError(f"views must be one of {VIEW_MODES}, got {v!r}")
     if len(v.split("+")) > 2 and not cls.multi_view:
         raise ValueError(f"loss {loss_name!r} takes two views; views={v!r} needs a multi-view loss (cacr, uaur, cmc)")
     loss = L.build(loss_name, **hp)
-    return loss, v, {"preset": key if key in PRESETS else None, "loss": loss_name, "views": v}
+    return loss, v, {"preset": key if is_preset else None, "loss": loss_name, "views": v}

@@ -29,18 +29,18 @@ from graph.methods.graphcl import chunk_views
 from graph.methods.mol_card import save_pretrained_mol
 from graph.models.gin_mol import MolGIN, projection_head
 from suite import distributed as sd
+from suite import presets
 from suite.config import experiment_config, experiment_hash, run_option_values, run_options
 from suite.paths import data_path
-from suite.presets import preset
 from suite.pretrained import load_state
 from suite.train import (CachedStep, Engine, epoch_batches, latest_checkpoint, load_checkpoint, open_run, resolve_device,
                          save_checkpoint, seed_everything)
 
-# name -> (suite loss, hyper-parameters). GraphCL's transfer code (chem/pretrain_graphcl.py)
-# contrasts view 1 against view 2 only (cross-view negatives, one direction) with the positive
-# removed from the denominator, i.e. DCL (MACL App. B.5), tau = 0.1; MACL keeps GraphCL's set-up
-# with tau0 = 0.1, alpha = 0.5, A0 = 0 (MACL App. B.5). Same arrangement as graph/methods/presets.py.
-LOSS_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {k: preset("graph_transfer", k) for k in ("graphcl", "macl", "infonce")}
+# Loss presets: suite.presets, setting "graph_transfer" (graphcl, macl, infonce). GraphCL's transfer code
+# (chem/pretrain_graphcl.py) contrasts view 1 against view 2 only (cross-view negatives, one direction) with the
+# positive removed from the denominator, i.e. DCL (MACL App. B.5), tau = 0.1; MACL keeps GraphCL's set-up with
+# tau0 = 0.1, alpha = 0.5, A0 = 0 (MACL App. B.5).
+SETTING = "graph_transfer"
 CORPORA = {"zinc": ("zinc", "moses", "train.csv.gz"), "moses": ("zinc", "moses", "train.csv.gz")}
 
 
@@ -78,8 +78,8 @@ class PretrainMolConfig:
 
 def build_loss(name: str, hparams: dict[str, Any] | None = None) -> tuple[str, L.ContrastiveLoss]:
     """A preset (``graphcl``, ``macl``) or any registered loss; ``hparams`` override the preset."""
-    base, hp = LOSS_PRESETS.get(name.lower(), (name, {}))
-    return L.canonical_name(base), L.build(base, **{**hp, **(hparams or {})})
+    base, hp = presets.resolve(SETTING, name, hparams, aliases=False)
+    return base, L.build(base, **hp)
 
 
 def resolve_corpus(corpus: str) -> Path:
@@ -166,7 +166,7 @@ def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after
     out.mkdir(parents=True, exist_ok=True)  # only once the corpus and the loss are known good: a refused run leaves none
     # runs and encoders carry the name the user asked for: GraphCL pretraining is ``graphcl``, not its
     # underlying ``dcl`` (the resolved loss and hyper-parameters are in ``loss_hparams``)
-    label = cfg.loss.lower() if cfg.loss.lower() in LOSS_PRESETS else loss_name
+    label = cfg.loss.lower() if cfg.loss.lower() in presets.names(SETTING) else loss_name
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     aug1, aug2 = make_augmentation(cfg.aug1, cfg.aug_ratio), make_augmentation(cfg.aug2, cfg.aug_ratio)
     aug_gen = torch.Generator().manual_seed(cfg.seed + 1)

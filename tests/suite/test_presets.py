@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 import suite.losses as L
-from suite.presets import SETTINGS, cacr_image, preset
+from suite.presets import SETTINGS, cacr_image, names, preset, resolve, text_dropout, views
 
 
 def test_presets_are_the_papers_values():
@@ -35,6 +35,27 @@ def test_cacr_image_temperatures_app_c1():
     assert preset("simclr", "uaur", dataset="cifar10", views=5) == ("uaur", {})
 
 
+def test_resolve_applies_overrides_then_the_moco_arrangement():
+    # MoCo v2: the InfoNCE family contrasts the query with its key and the queue only, unless the user says otherwise
+    assert resolve("moco", "infonce") == ("infonce", {"temperature": 0.2, "negatives": "none", "symmetric": False})
+    assert resolve("moco", "dcl", {"negatives": "all"}) == ("dcl", {"negatives": "all", "symmetric": False})
+    assert resolve("moco", "tsimclr")[1] == {"temperature": 5.0, "t_df": 10.0}  # not of the family: no arrangement
+    assert resolve("moco", "simclr_l2") == ("simclr_l2", {})
+    assert resolve("simclr", "infonce", {"temperature": 0.5}) == ("infonce", {"temperature": 0.5})
+    assert resolve("text", "ntxent")[1]["temperature"] == 0.05  # an alias selects its loss's preset ...
+    assert resolve("graph_transfer", "ntxent", aliases=False) == ("infonce", {})  # ... except by the graph rule
+    assert resolve("graph_transfer", "GraphCL", aliases=False)[0] == "dcl"
+    assert resolve("graph_tu", "cacr3", {"t_neg": 1.0}, aliases=False) == ("cacr", {"t_neg": 1.0})
+    assert names("graph_tu") == ["cacr", "cacr3", "graphcl", "infonce", "macl", "tsimclr"]
+
+
+def test_views_and_text_dropout():
+    assert views("graph_tu", "cacr3") == 3 and views("graph_tu", "cacr") == 2 and views("graph_tu", "graphcl") == 2
+    assert [views("text", k) for k in ("cacr", "uaur", "cct", "cmc", "infonce", "xclr")] == [3, 3, 3, 3, 2, 2]
+    assert views("simclr", "cacr") == 2  # vision: the user's --views
+    assert text_dropout("macl") == 0.2 and text_dropout("infonce") == 0.1 and text_dropout("macl", 0.0) == 0.0
+
+
 def test_front_ends_read_the_presets():
     from text.methods.simcse import SimCSEConfig, dropout_for, loss_for
     from vision.methods import build_loss
@@ -48,3 +69,13 @@ def test_front_ends_read_the_presets():
     assert loss_for("infonce", {"negatives": "all", "symmetric": True}).symmetric is True  # 2N form on request
     assert dropout_for(SimCSEConfig(loss="macl")) == 0.2 and dropout_for(SimCSEConfig(loss="infonce")) == 0.1
     assert dropout_for(SimCSEConfig(loss="macl", dropout=0.1)) == 0.1
+    m = build_loss("infonce", {}, "moco")
+    assert (m.temperature, m.negatives, m.symmetric) == (0.2, "none", False)  # MoCo's arrangement from suite.presets
+
+    from graph.methods.presets import resolve as graph_resolve
+    from graph.methods.pretrain_mol import build_loss as mol_loss
+
+    loss, mode, record = graph_resolve("cacr3")
+    assert (type(loss).name, mode, record["preset"]) == ("cacr", "orig+aug+aug", "cacr3")
+    assert graph_resolve("ntxent")[2]["preset"] is None and graph_resolve("ntxent")[0].negatives == "all"
+    assert mol_loss("graphcl")[1].hparams() == {"temperature": 0.1, "negatives": "cross", "symmetric": False}

@@ -35,8 +35,7 @@ from suite.config import experiment_config, experiment_hash, run_option_values, 
 from suite.losses.base import ContrastiveLoss
 from suite.objectives import sup_simcse_loss  # noqa: F401 (re-exported: text.methods.sup_simcse_loss)
 from suite.paths import data_path
-from suite.presets import TEXT_DROPOUT, TEXT_DROPOUT_DEFAULT, preset
-from suite.presets import names as preset_names
+from suite import presets
 from suite.registry import Registry
 from suite.train import (CachedStep, Engine, LossLogger, Throughput, epoch_batches, resolve_device, resumable,
                          seed_everything)
@@ -46,11 +45,11 @@ from text.eval.sts import STSEvaluator
 from text.models.encoder import SentenceEncoder, build_encoder
 from text.models.save import load_encoder, save_encoder, simcse_card
 
-# Text settings of each loss (suite.presets, setting "text"): SimCSE's tau = 0.05 and its one-directional
-# cross-view arrangement (anchors z1, candidates z2) for the InfoNCE family; MACL App. B.4 for macl.
-# The symmetric 2N arrangement stays available: loss_hparams={"negatives": "all", "symmetric": True}.
-LOSS_PRESETS: dict[str, dict[str, Any]] = {name: preset("text", name)[1] for name in preset_names("text")}
-DEFAULT_VIEWS: dict[str, int] = {"cacr": 3, "uaur": 3, "cmc": 3}
+# Text settings of each loss, views and dropout: suite.presets, setting "text" (SimCSE's tau = 0.05 and its
+# one-directional cross-view arrangement, anchors z1 and candidates z2, for the InfoNCE family; MACL App. B.4 for
+# macl). The symmetric 2N arrangement stays available: loss_hparams={"negatives": "all", "symmetric": True}.
+# LOSS_PRESETS is that table as read from there (name -> hyper-parameters).
+LOSS_PRESETS: dict[str, dict[str, Any]] = {name: presets.preset("text", name)[1] for name in presets.names("text")}
 WIKI = ("wiki", "wiki1m_head11914.txt")
 
 
@@ -102,19 +101,17 @@ def output_dir(cfg: SimCSEConfig) -> Path:
 
 def loss_for(name: str, overrides: dict[str, Any] | None = None) -> ContrastiveLoss:
     """The loss ``name`` with its text preset, then ``overrides``."""
-    key = L.canonical_name(name)
-    return L.build(key, **{**LOSS_PRESETS.get(key, {}), **(overrides or {})})
+    key, hp = presets.resolve("text", L.canonical_name(name), overrides)
+    return L.build(key, **hp)
 
 
 def dropout_for(cfg: SimCSEConfig) -> float:
     """The encoder dropout: ``cfg.dropout`` if set (>= 0), else the loss's text preset."""
-    if cfg.dropout >= 0:
-        return cfg.dropout
-    return TEXT_DROPOUT.get(L.canonical_name(cfg.loss), TEXT_DROPOUT_DEFAULT)
+    return presets.text_dropout(cfg.loss, cfg.dropout)
 
 
 def n_views_for(loss: ContrastiveLoss, requested: int) -> int:
-    v = requested or DEFAULT_VIEWS.get(L.canonical_name(type(loss).name or "infonce"), 2)
+    v = requested or presets.views("text", type(loss).name or "infonce")
     if v != 2 and not loss.multi_view:
         raise ValueError(f"loss {type(loss).name!r} takes two views; n_views = {v} needs a multi-view loss (cacr, uaur, cmc)")
     if v < 2:

@@ -78,10 +78,10 @@ def simcse_card(cfg: Any, loss: Any, data_name: str, n_train: int, steps: int, r
     """The model card of a SimCSE run (``cfg`` a ``SimCSEConfig``, ``loss`` the core loss object, ``run``
     its registry run for the metrics)."""
     from suite.integrations.sentence_transformers import CITATIONS, SIMCSE_CITATION
-    from suite.presets import TEXT_DROPOUT, TEXT_DROPOUT_DEFAULT
+    from suite.presets import text_dropout
 
     name = type(loss).name or type(loss).__name__
-    dropout = cfg.dropout if cfg.dropout >= 0 else TEXT_DROPOUT.get(name, TEXT_DROPOUT_DEFAULT)
+    dropout = text_dropout(name, cfg.dropout)
     return card_info(
         title=f"SimCSE ({cfg.mode}) with the {name} loss on {cfg.backbone}",
         what=(f"A sentence encoder trained by contrastive-suite's SimCSE front-end ({cfg.mode}ervised, "

@@ -13,22 +13,16 @@ from torch import Tensor
 import suite.losses as L
 from suite import distributed as sd
 from suite.losses.graphs import sample_graph
-from suite.presets import preset
-
-INFONCE_FAMILY = ("infonce", "dcl", "macl", "hard_negative")
+from suite.presets import resolve
 
 
 def build_loss(name: str, hparams: dict[str, Any] | None, framework: str, dataset: str = "", views: int = 2
                ) -> L.ContrastiveLoss:
-    """``suite.losses.build`` with the paper's preset for the framework (:mod:`suite.presets`; CACR's
-    temperatures by data set and K, App. C.1) overridden by ``hparams``. Under MoCo the InfoNCE family
-    contrasts the query with its key and the queue only (``negatives="none", symmetric=False``, MoCo v2)."""
+    """``suite.losses.build`` with the paper's setting for the framework (:func:`suite.presets.resolve`: the
+    preset, CACR's temperatures by data set and K (App. C.1), ``hparams`` on top, and under MoCo the InfoNCE
+    family's queue-only arrangement, ``negatives="none", symmetric=False``, where ``hparams`` leave it open)."""
     ctx = {"dataset": dataset, "views": views} if dataset else {}
-    key, hp = preset(framework, name, **ctx)
-    hp.update(hparams or {})
-    if framework == "moco" and key in INFONCE_FAMILY:
-        hp.setdefault("negatives", "none")
-        hp.setdefault("symmetric", False)
+    key, hp = resolve(framework, name, hparams, **ctx)
     return L.build(key, **hp)
 
 
