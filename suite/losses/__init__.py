@@ -12,13 +12,14 @@ from suite.losses.dcl import DCL
 from suite.losses.hard_negative import HardNegative
 from suite.losses.infonce import InfoNCE
 from suite.losses.macl import MACL
+from suite.losses.pair import PairLoss
 from suite.losses.simclr_l2 import SimCLRL2
 from suite.losses.supcon import SupCon
 from suite.losses.tsimclr import TSimCLR, iou_weights
 from suite.losses.xclr import XCLR
 
 __all__ = [
-    "ContrastiveLoss", "available", "aliases", "build", "canonical_name", "defaults", "loss_class", "register_loss",
+    "ContrastiveLoss", "PairLoss", "available", "aliases", "build", "canonical_name", "defaults", "loss_class", "register_loss",
     "AlignUniform", "CACR", "CMC", "DCL", "HardNegative", "InfoNCE", "MACL", "SimCLRL2", "SupCon", "TSimCLR", "XCLR",
     "iou_weights", "apply_loss",
 ]

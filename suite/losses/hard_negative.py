@@ -21,13 +21,13 @@ import math
 import torch
 from torch import Tensor
 
-from suite.losses.base import (ContrastiveLoss, check_choice, check_finite, check_pair, check_positive, check_queue, check_weights,
-                               register_loss, weighted_rows)
-from suite.losses.core import NEGATIVES, normalize, pair_lse, pair_rows, pair_setup
+from suite.losses.base import check_finite, check_positive, register_loss
+from suite.losses.core import pair_lse, pair_rows
+from suite.losses.pair import PairLoss
 
 
 @register_loss("hard_negative", "hcl", "hn_cl")
-class HardNegative(ContrastiveLoss):
+class HardNegative(PairLoss):
     def __init__(
         self, temperature: float = 0.5, beta: float = 1.0, tau_plus: float = 0.0, negatives: str = "all", symmetric: bool = True
     ) -> None:
@@ -37,18 +37,13 @@ class HardNegative(ContrastiveLoss):
         self.tau_plus = check_finite(tau_plus, "tau_plus", 0.0)
         if not self.tau_plus < 1.0:
             raise ValueError(f"tau_plus must be in [0, 1), got {tau_plus}")
-        self.negatives = check_choice(negatives, "negatives", NEGATIVES)
-        self.symmetric = bool(symmetric)
+        self._arrangement(negatives, symmetric)
 
     def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
-        z_a, z_b = check_pair(z_a, z_b)
-        weights = check_weights(weights, z_a.shape[0])
-        queue = check_queue(queue, z_a.shape[1], z_a.dtype)
-        z_a, z_b = normalize(z_a), normalize(z_b)
+        z_a, z_b, queue, weights = self.pair_inputs(z_a, z_b, queue, weights)
         t = self.temperature
-        ps = pair_setup(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue, scale=1.0 / t)
-        pos = (z_a * z_b).sum(-1)
-        pos = (torch.cat([pos, pos]) if self.symmetric else pos) / t  # (A,)
+        ps = self.setup(z_a, z_b, queue, 1.0 / t)
+        pos = self.per_anchor((z_a * z_b).sum(-1)) / t  # (A,)
         n_masked = int(ps.self_col is not None) + 1
         m_count = ps.n_cols - n_masked  # negatives per anchor
         if m_count < 1:
@@ -72,4 +67,4 @@ class HardNegative(ContrastiveLoss):
             diff = log_ng + torch.log1p(-torch.exp((log_sub - log_ng).clamp_max(0.0)))
             diff = torch.where(log_sub < log_ng, diff, torch.full_like(diff, float("-inf")))
             log_ng = torch.clamp_min(diff - math.log1p(-self.tau_plus), log_m - 1.0 / t)
-        return weighted_rows(torch.logaddexp(pos, log_ng) - pos, weights, 0) / ps.n_rows
+        return self.mean(torch.logaddexp(pos, log_ng) - pos, weights)

@@ -16,36 +16,29 @@ Example: >>> InfoNCE(temperature=0.1)(torch.randn(8, 16), torch.randn(8, 16))
 """
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from suite.losses.base import (ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, check_weights,
-                               register_loss, weighted_rows)
-from suite.losses.core import NEGATIVES, normalize, pair_lse, pair_rows, pair_setup
+from suite.losses.base import check_positive, register_loss
+from suite.losses.core import pair_lse, pair_rows
+from suite.losses.pair import PairLoss
 
 
 @register_loss("infonce", "ntxent", "nt_xent", "simclr")
-class InfoNCE(ContrastiveLoss):
+class InfoNCE(PairLoss):
     def __init__(self, temperature: float = 0.1, negatives: str = "all", symmetric: bool = True) -> None:
         super().__init__()
         self.temperature = check_positive(temperature, "temperature")
-        self.negatives = check_choice(negatives, "negatives", NEGATIVES)
-        self.symmetric = bool(symmetric)
+        self._arrangement(negatives, symmetric)
 
     def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
-        z_a, z_b = check_pair(z_a, z_b)
-        queue = check_queue(queue, z_a.shape[1], z_a.dtype)
-        weights = check_weights(weights, z_a.shape[0])
-        z_a, z_b = normalize(z_a), normalize(z_b)
-        ps = pair_setup(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric,
-                        queue=queue, scale=1.0 / self.temperature)
+        z_a, z_b, queue, weights = self.pair_inputs(z_a, z_b, queue, weights)
+        ps = self.setup(z_a, z_b, queue, 1.0 / self.temperature)
 
         chunk = self._tile(ps.n_rows, ps.n_cols)
         if chunk is None:  # dense
             per = F.cross_entropy(pair_rows(ps, 0, ps.n_rows), ps.pos, reduction="none")
         else:  # tiled: l_i = logsumexp_k s_ik / tau - s_ip / tau, the row statistics by the fused path
-            pos = (z_a * z_b).sum(-1)
-            pos = (torch.cat([pos, pos]) if self.symmetric else pos) / self.temperature
+            pos = self.per_anchor((z_a * z_b).sum(-1)) / self.temperature  # (A,)
             per = pair_lse(ps, chunk, uniform=weights is None) - pos
-        return weighted_rows(per, weights, 0) / ps.n_rows
+        return self.mean(per, weights)

@@ -39,13 +39,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import (ContrastiveLoss, check_choice, check_finite, check_pair, check_positive, check_queue, check_weights,
-                               register_loss, weighted_rows)
-from suite.losses.core import NEGATIVES, normalize, pair_lse, pair_rows, pair_setup
+from suite.losses.base import check_finite, check_positive, register_loss
+from suite.losses.pair import PairLoss
 
 
 @register_loss("macl")
-class MACL(ContrastiveLoss):
+class MACL(PairLoss):
     def __init__(
         self,
         tau0: float = 0.1,
@@ -61,8 +60,7 @@ class MACL(ContrastiveLoss):
         self.alpha = check_finite(alpha, "alpha")
         self.a0 = check_finite(a0, "a0")
         self.reweight = bool(reweight)
-        self.negatives = check_choice(negatives, "negatives", NEGATIVES)
-        self.symmetric = bool(symmetric)
+        self._arrangement(negatives, symmetric)
         self.tau_min = check_positive(tau_min, "tau_min")
         if self.tau0 < self.tau_min:
             raise ValueError(f"tau0 = {self.tau0} is below the temperature floor tau_min = {self.tau_min}; "
@@ -72,29 +70,23 @@ class MACL(ContrastiveLoss):
         self.n_clamped = 0
 
     def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
-        z_a, z_b = check_pair(z_a, z_b)
-        weights = check_weights(weights, z_a.shape[0])
-        queue = check_queue(queue, z_a.shape[1], z_a.dtype)
-        z_a, z_b = normalize(z_a), normalize(z_b)
+        z_a, z_b, queue, weights = self.pair_inputs(z_a, z_b, queue, weights)
         pos = (z_a * z_b).sum(-1)  # (N,)
         align = sd.all_reduce_mean(pos.detach().mean())  # A, Eq. 6 (batch estimate)
         tau_raw = self.tau0 * (1.0 + self.alpha * (align - self.a0))
         clamped = bool(tau_raw < self.tau_min)
         tau = tau_raw.clamp_min(self.tau_min)
-        ps = pair_setup(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=queue, scale=1.0 / tau)
-        pos = torch.cat([pos, pos]) if self.symmetric else pos  # (A,)
-
-        chunk = self._tile(ps.n_rows, ps.n_cols)
-        lse = (torch.logsumexp(pair_rows(ps, 0, ps.n_rows, exclude_positive=True), dim=1) if chunk is None
-               else pair_lse(ps, chunk, exclude_positive=True))  # over the negatives
+        ps = self.setup(z_a, z_b, queue, 1.0 / tau)
+        pos = self.per_anchor(pos)  # (A,)
+        lse = self.negatives_lse(ps)  # (A,) over the negatives
         x = lse - pos / tau  # -log P_i = softplus(x_i)
         if self.reweight:
             # V_i softplus(x_i) with V_i = sg(1 + e^{-x_i}); e^{-x} softplus(x) = exp(log softplus(x) - x) <= 1
             xd = x.detach()
             value = F.softplus(xd) + torch.exp(_log_softplus(xd) - xd)
-            loss = weighted_rows(value + x - xd, weights, 0) / ps.n_rows  # d/dx [sg(V) softplus(x)] = 1
+            loss = self.mean(value + x - xd, weights)  # d/dx [sg(V) softplus(x)] = 1
         else:
-            loss = weighted_rows(F.softplus(x), weights, 0) / ps.n_rows
+            loss = self.mean(F.softplus(x), weights)
         self.tau_a, self.alignment = tau.detach(), align.detach()
         self.n_clamped += int(clamped)
         self._record(tau=tau, alignment=align, tau_clamped=float(clamped))

@@ -26,9 +26,9 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from suite import distributed as sd
-from suite.losses.base import (ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, check_weights,
-                               register_loss, weighted_rows)
-from suite.losses.core import NEG_INF, NEGATIVES, PairSetup, pair_setup
+from suite.losses.base import check_positive, register_loss
+from suite.losses.core import NEG_INF, PairSetup
+from suite.losses.pair import PairLoss
 
 _EPS2 = 1e-24  # squared-distance floor: sqrt has no gradient at 0
 
@@ -40,14 +40,13 @@ def neg_distances(a: Tensor, b: Tensor) -> Tensor:
 
 
 @register_loss("simclr_l2", "l2_simclr")
-class SimCLRL2(ContrastiveLoss):
+class SimCLRL2(PairLoss):
     hypersphere = False
 
     def __init__(self, temperature: float = 1.0, negatives: str = "all", symmetric: bool = True) -> None:
         super().__init__()
         self.temperature = check_positive(temperature, "temperature")
-        self.negatives = check_choice(negatives, "negatives", NEGATIVES)
-        self.symmetric = bool(symmetric)
+        self._arrangement(negatives, symmetric)
 
     def _rows(self, ps: PairSetup, queue: Tensor | None, pos: Tensor, start: int, stop: int) -> Tensor:
         """Rows [start, stop) of s / tau: the candidates (own column -inf), then the queue."""
@@ -74,9 +73,7 @@ class SimCLRL2(ContrastiveLoss):
         return sim
 
     def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
-        z_a, z_b = check_pair(z_a, z_b)
-        queue = check_queue(queue, z_a.shape[1], z_a.dtype)
-        weights = check_weights(weights, z_a.shape[0])
+        z_a, z_b, queue, weights = self.pair_inputs(z_a, z_b, queue, weights)  # not normalised (hypersphere False)
         if self.negatives == "none" and queue is None:
             raise ValueError('negatives="none" needs a queue of negatives (queue=(Q, d))')
         mu = torch.cat([z_a, z_b]).mean(0).detach()  # (d,) the centre: float32 products cancel less
@@ -87,9 +84,9 @@ class SimCLRL2(ContrastiveLoss):
             mu = mu / sd.world_size()
         z_a, z_b = z_a - mu, z_b - mu
         q = queue.detach() - mu if queue is not None else None
-        ps = pair_setup(z_a, z_b, negatives=self.negatives, symmetric=self.symmetric, queue=q, scale=1.0)  # ps.queue unused
+        ps = self.setup(z_a, z_b, q, 1.0)  # ps.queue unused
         p = -((z_a - z_b) ** 2).sum(-1).clamp_min(_EPS2).sqrt() / self.temperature  # (N,) s(z_i, z_p(i)) / tau
-        pos = torch.cat([p, p]) if self.symmetric else p  # (A,)
+        pos = self.per_anchor(p)  # (A,)
         n_cols = (1 if self.negatives == "none" else ps.cands[0].shape[0]) + (0 if q is None else q.shape[0])
         chunk = self._tile(ps.n_rows, n_cols)
         if chunk is None:
@@ -98,4 +95,4 @@ class SimCLRL2(ContrastiveLoss):
             lse = torch.cat([checkpoint(lambda s, e: torch.logsumexp(self._rows(ps, q, pos, s, e), dim=1), s,
                                         min(s + chunk, ps.n_rows), use_reentrant=False)
                              for s in range(0, ps.n_rows, chunk)])
-        return weighted_rows(lse - pos, weights, 0) / ps.n_rows
+        return self.mean(lse - pos, weights)
