@@ -75,8 +75,9 @@ class MLMConfig:
     warmup: float = field(default=0.06, metadata={"help": "fraction of the steps with a linear warm-up"})
     steps: int = 20000
     heldout: int = field(default=2000, metadata={"help": "sentences held out for the validation loss"})
-    bf16: bool = field(default=True, metadata={"help": "bf16 autocast (1.7x faster on CPUs with AVX512-BF16; the "
-                                                       "loss and the optimiser stay float32)"})
+    bf16: bool = field(default=False, metadata={"help": "bf16 autocast (1.7x faster on CPUs with AVX512-BF16 and on GPUs; "
+                                                        "about 15x slower on CPUs without it, e.g. AVX2 only; the loss and "
+                                                        "the optimiser stay float32)"})
     seed: int = 0
     out: str = field(default="", metadata={"help": "output folder; 'models:NAME' is NAME under $SUITE_MODELS "
                                                    "(default ~/.cache/suite/models); '' = models:mlm-<config hash>"})
