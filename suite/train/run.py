@@ -1,0 +1,345 @@
+"""One owner for everything a run is: ``run(task, cfg)``.
+
+A front-end supplies a :class:`Task`: what to build (model, optimiser, batches, the step), how to evaluate the
+trained model (and which metric is the headline), and what to export. Everything else is decided here, once:
+
+* **seeds**: :func:`derive_seed` is the one derivation, from ``(seed, rank, epoch, stream)``; the process is seeded
+  with stream ``"main"`` of its rank, and a task asks :meth:`RunContext.generator` for a named stream (its
+  augmentations, its data order), which the checkpoints save and a resume restores;
+* **device**: :func:`suite.train.resolve_device` on ``cfg.device`` (threads are the launcher's: ``OMP_NUM_THREADS``);
+* **the output folder**: ``cfg.out``, or ``<runs root>/<task>/<stem>-<experiment hash>``, the hash of the config less
+  the fields its dataclass declares in ``RUN_OPTIONS`` (device, output folder, checkpoint interval, progress, ...):
+  changing one of those resumes the same run, changing anything else starts a new one;
+* **checkpoints**: :class:`Checkpoints`, one layout (the engine's) and one name, ``checkpoints/step-<step>.pt``,
+  written every ``cfg.checkpoint_every`` epochs and at the end, pruned to the newest ``cfg.keep_checkpoints``;
+* **resume**: the newest checkpoint of the folder, refused when it records another experiment config
+  (:class:`suite.train.ConfigMismatchError` naming the keys);
+* **the registry row**: opened (or the interrupted run's row continued), its headline set with ``set_primary``,
+  training stats logged while it runs, the evaluation logged, finished / interrupted / failed;
+* **progress**: the engine's bar (``SUITE_NO_PROGRESS=1`` turns it off);
+* **export**: ``<folder>/export``, written by :func:`suite.pretrained.save_pretrained` (safetensors weights +
+  ``config.json``) plus the model card, loadable by ``from_pretrained`` of the task's module class.
+
+Config fields the owner reads (each optional but ``seed``): ``seed``, ``device`` ("auto"), ``out`` (""), ``resume``
+(True), ``checkpoint_every`` (1, epochs; 0: only at the end), ``keep_checkpoints`` (2; 0 removes them when the run
+has finished), ``registry`` (True).
+
+Example (a whole front-end; the test suite has it as ``tests/suite/test_run_owner.py``)::
+
+    @dataclass
+    class ToyConfig:
+        RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "device", "checkpoint_every")
+        lr: float = 0.1
+        epochs: int = 3
+        seed: int = 0
+        out: str = ""
+        device: str = "auto"
+        checkpoint_every: int = 1
+
+    class Toy(Task[ToyConfig]):
+        modality, name, primary = "toy", "toy-infonce", ("alignment", "test")
+
+        def build(self, cfg, ctx):
+            x = torch.randn(64, 8, generator=ctx.generator("data"))
+            model, loss = nn.Linear(8, 4), build_loss("infonce")
+            return Training(model, torch.optim.SGD(model.parameters(), lr=cfg.lr),
+                            batches=lambda epoch: ctx.epoch_batches(64, 16, epoch),
+                            step=lambda idx: loss(model(x[idx]), model(x[idx] + 0.1)), epochs=cfg.epochs, loss=loss)
+
+        def evaluate(self, cfg, ctx, training):
+            return {"alignment": ...}
+
+    result = run(Toy(), ToyConfig(lr=0.05))   # seeded, checkpointed, resumable, recorded, exported
+"""
+from __future__ import annotations
+
+import re
+import time
+import zlib
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Generic, Sequence, TypeVar
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from suite import distributed as sd
+from suite.config import experiment_config, experiment_hash, run_option_values, run_options
+from suite.train.engine import CachedStep, Engine, epoch_batches, resolve_device, resumable
+from suite.train.loop import seed_everything
+
+C = TypeVar("C")
+
+RUNS_ROOT = Path("runs")
+CHECKPOINTS = "checkpoints"
+EXPORT = "export"
+_CKPT = re.compile(r"step-(\d+)\.pt$")
+
+
+# ----------------------------------------------------------------------------- seeds
+
+def derive_seed(seed: int, *, rank: int = 0, epoch: int = 0, stream: str = "main") -> int:
+    """The one seed derivation: a 32-bit seed (what every generator takes: python, NumPy, torch) from ``(seed, rank, epoch, stream)`` through NumPy's ``SeedSequence``
+    (distinct inputs give independent streams; no two of them collide the way ``seed + rank`` and
+    ``seed + 1`` do)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    if rank < 0 or epoch < 0:
+        raise ValueError(f"rank and epoch must be >= 0, got rank={rank}, epoch={epoch}")
+    return int(np.random.SeedSequence([int(seed), int(rank), int(epoch), zlib.crc32(stream.encode())]).generate_state(1)[0])
+
+
+def seeded_generator(seed: int, *, rank: int = 0, epoch: int = 0, stream: str = "main") -> torch.Generator:
+    """A CPU ``torch.Generator`` seeded with :func:`derive_seed`."""
+    return torch.Generator().manual_seed(derive_seed(seed, rank=rank, epoch=epoch, stream=stream))
+
+
+# ----------------------------------------------------------------------------- folder, checkpoints
+
+def run_folder(cfg: Any, task: str, stem: str = "") -> Path:
+    """``cfg.out`` (``models:NAME`` allowed), else ``runs/<task>/<stem>-<experiment hash>``: the hash leaves out the
+    config's declared ``RUN_OPTIONS``, so a restart with another device or checkpoint interval finds its folder."""
+    from suite.paths import resolve_model_path
+
+    out = getattr(cfg, "out", "") or ""
+    if out:
+        return resolve_model_path(out)
+    name = f"{stem}-{experiment_hash(cfg)}" if stem else experiment_hash(cfg)
+    return RUNS_ROOT / task / re.sub(r"[^A-Za-z0-9._=-]+", "_", name)
+
+
+class Checkpoints:
+    """The checkpoints of one run: ``<folder>/step-<step>.pt`` in the engine's layout, the newest ``keep`` kept."""
+
+    def __init__(self, folder: str | Path, keep: int = 2) -> None:
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise ValueError(f"keep_checkpoints must be an integer >= 0, got {keep!r}")
+        self.folder, self.keep = Path(folder), keep
+
+    def all(self) -> list[Path]:
+        """Every checkpoint of the run, oldest first (by step)."""
+        if not self.folder.is_dir():
+            return []
+        found = [(int(m.group(1)), p) for p in self.folder.iterdir() if (m := _CKPT.search(p.name))]
+        return [p for _, p in sorted(found)]
+
+    def latest(self) -> Path | None:
+        cks = self.all()
+        return cks[-1] if cks else None
+
+    def save(self, engine: Engine[Any], experiment: dict[str, Any], extra: dict[str, Any] | None = None) -> Path | None:
+        """Write the engine's state at its step (a collective under torch.distributed), then prune."""
+        path = engine.save(self.folder / f"step-{engine.step:09d}.pt", experiment, extra=extra)
+        if sd.is_main():
+            self.prune(max(self.keep, 1))
+        return path
+
+    def prune(self, keep: int | None = None) -> list[Path]:
+        """Remove all but the newest ``keep`` (default: ``self.keep``) checkpoints; returns the removed ones."""
+        keep = self.keep if keep is None else keep
+        cks = self.all()
+        gone = cks[: max(0, len(cks) - keep)]
+        for p in gone:
+            p.unlink(missing_ok=True)
+        return gone
+
+
+# ----------------------------------------------------------------------------- what a task supplies
+
+@dataclass
+class Training:
+    """What :meth:`Task.build` returns: the module the checkpoints and the export hold, its optimiser, the epoch's
+    batches, the step (batch -> loss, or a :class:`suite.train.CachedStep`) and how long to train."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    batches: Callable[[int], Sequence[Any]]
+    step: Callable[[Any], Tensor | CachedStep]
+    epochs: int | None = None
+    max_steps: int | None = None
+    scheduler: Any = None
+    loss: Any = None  # the contrastive loss (its diagnostics are logged); None for a supervised task
+    precision: str = "fp32"
+    grad_clip: float = 0.0
+    on_step: Callable[[], None] | None = None
+    size: Callable[[Any], int] | None = None
+    rate_name: str = "items_per_s"
+    unit: str = "batch"
+    data_info: dict[str, float] = field(default_factory=dict)  # logged once as split "data"
+
+
+class Task(Generic[C]):
+    """A front-end's part of a run. Override :meth:`build` and :meth:`evaluate`; the rest has defaults."""
+
+    modality: ClassVar[str] = ""
+    name: ClassVar[str] = ""  # the registry task
+    primary: ClassVar[tuple[str, str | None] | None] = None  # the headline (metric, split) of the evaluation
+    eval_split: ClassVar[str | None] = "test"  # the split :meth:`evaluate`'s metrics are logged as
+    model_type: ClassVar[str] = ""  # the export's model type (``from_pretrained`` checks it); "" = no export
+
+    def stem(self, cfg: C) -> str:
+        """The readable part of the default folder name."""
+        return f"{self.dataset(cfg)}-{self.loss_name(cfg)}-s{getattr(cfg, 'seed', 0)}"
+
+    def dataset(self, cfg: C) -> str:
+        return str(getattr(cfg, "dataset", ""))
+
+    def loss_name(self, cfg: C) -> str:
+        return str(getattr(cfg, "loss", ""))
+
+    def record(self, cfg: C, experiment: dict[str, Any], training: Training) -> dict[str, Any]:
+        """The experiment config recorded with the registry row (default: the config less its run options)."""
+        return experiment
+
+    def build(self, cfg: C, ctx: "RunContext[C]") -> Training:
+        raise NotImplementedError
+
+    def evaluate(self, cfg: C, ctx: "RunContext[C]", training: Training) -> dict[str, float]:
+        return {}
+
+    def on_epoch(self, cfg: C, ctx: "RunContext[C]", training: Training, epoch: int, stats: dict[str, float]) -> None:
+        """After every epoch, before its checkpoint (e.g. an evaluation during training)."""
+
+    def state(self, cfg: C, ctx: "RunContext[C]", training: Training) -> dict[str, Any]:
+        """Task state a checkpoint carries besides the engine's (tensors and plain data)."""
+        return {"loss": training.loss.state_dict()} if isinstance(training.loss, nn.Module) else {}
+
+    def restore(self, cfg: C, ctx: "RunContext[C]", training: Training, state: dict[str, Any]) -> None:
+        if isinstance(training.loss, nn.Module) and "loss" in state:
+            training.loss.load_state_dict(state["loss"])
+
+    def export_config(self, cfg: C, training: Training) -> dict[str, Any]:
+        """What rebuilds the exported module (written to ``config.json`` beside the weights)."""
+        return {}
+
+    def card(self, cfg: C, ctx: "RunContext[C]", training: Training) -> dict[str, Any] | None:
+        """The export's model card (:func:`suite.model_card.card_info`), or None for none."""
+        return None
+
+
+@dataclass
+class RunContext(Generic[C]):
+    """What a task sees of its run while it builds and evaluates."""
+
+    cfg: C
+    device: torch.device
+    folder: Path
+    seed: int
+    run: Any = None  # the registry run (main rank), or None
+    engine: Engine[Any] | None = None
+    generators: dict[str, torch.Generator] = field(default_factory=dict)
+
+    def generator(self, stream: str, per_rank: bool = True) -> torch.Generator:
+        """The generator of ``stream``: this rank's own (augmentations, dropout-like noise), or with ``per_rank=False``
+        the same on every rank (data). Ask for it in :meth:`Task.build`: the checkpoints save it, a resume restores it."""
+        if stream not in self.generators:
+            self.generators[stream] = seeded_generator(self.seed, rank=sd.rank() if per_rank else 0, stream=stream)
+        return self.generators[stream]
+
+    def epoch_batches(self, n: int, batch_size: int, epoch: int) -> list[Tensor]:
+        """The contrastive epoch rule (:func:`suite.train.epoch_batches`) for this run's seed."""
+        return epoch_batches(n, batch_size, self.seed, epoch)
+
+    def log(self, metrics: dict[str, float], split: str | None, step: int | None = None) -> None:
+        if self.run is not None and metrics:
+            self.run.log_many(metrics, split=split, step=step)
+
+
+@dataclass
+class RunResult:
+    folder: Path
+    run_id: str | None
+    metrics: dict[str, float]
+    epochs: int
+    steps: int
+    resumed_from: int  # the epoch the run resumed at (0: a fresh run)
+    wall_s: float
+    export: Path | None
+
+
+# ----------------------------------------------------------------------------- the owner
+
+def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = None) -> RunResult:
+    """Build, train (or resume), evaluate, record and export one run of ``task`` with ``cfg`` (see the module
+    docstring). ``registry``: a :class:`suite.registry.Registry` (default: ``$SUITE_REGISTRY`` when
+    ``cfg.registry`` is true); ``cfg_hash`` the hash the row is recorded under (default: the runner's job hash or the
+    recorded config's)."""
+    seed = getattr(cfg, "seed")
+    derive_seed(seed)  # checks it
+    sd.init_from_env()
+    device = resolve_device(getattr(cfg, "device", "auto"))
+    seed_everything(derive_seed(seed, rank=sd.rank()))
+    folder = run_folder(cfg, task.name or task.modality, task.stem(cfg))
+    ckpts = Checkpoints(folder / CHECKPOINTS, getattr(cfg, "keep_checkpoints", 2))
+    every = getattr(cfg, "checkpoint_every", 1)
+    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+        raise ValueError(f"checkpoint_every must be an integer >= 0 (epochs; 0: at the end only), got {every!r}")
+    ctx: RunContext[C] = RunContext(cfg, device, folder, seed)
+    training = task.build(cfg, ctx)
+    engine: Engine[Any] = Engine(training.model, training.optimizer, device=device, scheduler=training.scheduler,
+                                 precision=training.precision, grad_clip=training.grad_clip, loss=training.loss,
+                                 generators=ctx.generators, desc=task.name or "train", unit=training.unit)
+    ctx.engine = engine
+    experiment = experiment_config(cfg)
+    last = ckpts.latest() if getattr(cfg, "resume", True) else None
+    if last is not None:
+        task.restore(cfg, ctx, training, engine.load(last, experiment, ignore=run_options(cfg)))
+    resumed_from = engine.epoch
+    reg = None
+    if getattr(cfg, "registry", True) and sd.is_main():
+        from suite.registry import Registry
+
+        reg = registry if registry is not None else Registry()
+    t0 = time.perf_counter()
+    metrics: dict[str, float] = {}
+    export: Path | None = None
+    with ExitStack() as stack:
+        if reg is not None:
+            loss = training.loss
+            ctx.run = stack.enter_context(reg.run(
+                resume_id=resumable(reg, engine.resume_run_id), modality=task.modality, task=task.name,
+                dataset=task.dataset(cfg), loss=task.loss_name(cfg),
+                loss_hparams=loss.hparams() if hasattr(loss, "hparams") else {},
+                config=task.record(cfg, experiment, training),
+                run_options={**run_option_values(cfg), "folder": str(folder)}, seed=seed, cfg_hash=cfg_hash))
+            if task.primary is not None:
+                ctx.run.set_primary(*task.primary)
+            ctx.log(training.data_info, split="data")
+        engine.run = ctx.run
+
+        def epoch_end(epoch: int, stats: dict[str, float]) -> None:
+            task.on_epoch(cfg, ctx, training, epoch, stats)
+            final = epoch == training.epochs
+            if (every and epoch % every == 0) or final:  # every rank: a collective
+                ckpts.save(engine, experiment, task.state(cfg, ctx, training))
+
+        engine.fit(training.batches, training.step, epochs=training.epochs, max_steps=training.max_steps,
+                   size=training.size, on_step=training.on_step, on_epoch=epoch_end, rate_name=training.rate_name)
+        if training.epochs is None:  # a run counted in steps: its last checkpoint
+            ckpts.save(engine, experiment, task.state(cfg, ctx, training))
+        if sd.is_main():
+            metrics = task.evaluate(cfg, ctx, training)
+            ctx.log(metrics, split=task.eval_split, step=engine.epoch)
+            if task.model_type:
+                export = _export(task, cfg, ctx, training, folder / EXPORT)
+        if getattr(cfg, "keep_checkpoints", 2) == 0 and sd.is_main():
+            ckpts.prune(0)
+    return RunResult(folder, getattr(ctx.run, "id", None), metrics, engine.epoch, engine.step, resumed_from,
+                     time.perf_counter() - t0, export)
+
+
+def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, path: Path) -> Path:
+    from suite.model_card import write_card
+    from suite.pretrained import save_pretrained
+
+    save_pretrained(training.model, path, task.model_type, task.export_config(cfg, training))
+    info = task.card(cfg, ctx, training)
+    if info is not None:
+        write_card(path, info)
+    return path
+
+
+__all__ = ["Checkpoints", "RunContext", "RunResult", "Task", "Training", "derive_seed", "run", "run_folder",
+           "seeded_generator"]
