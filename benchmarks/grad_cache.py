@@ -92,8 +92,39 @@ MODELS = {"simcse": "Unsupervised SimCSE, packaged all-MiniLM-L6-v2, max length 
                       "recipe), infonce, Adam; BatchNorm sees chunks under caching"}
 
 
+def check_args(models: tuple[str, ...], batches: tuple[int, ...], chunk: int, threads: int, limit_gib: float,
+               out: Path) -> None:
+    """Every setting of a measurement checked before any process starts (a ValueError naming the flag): batches
+    >= 1, a chunk >= 1 below every batch (chunk 0 is the full batch, so both columns would be one measurement; a
+    chunk of the whole batch caches nothing), threads >= 1, a finite address-space limit > 0, known models, and an
+    --out file whose folder exists (a missing folder used to fail after every measurement)."""
+    import math
+
+    unknown = [m for m in models if m not in MODELS]
+    if not models or unknown:
+        raise ValueError(f"--models: unknown {unknown or 'none given'}; choose from {', '.join(MODELS)}")
+    if not batches or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in batches):
+        raise ValueError(f"--batches must be integers >= 1, got {' '.join(map(str, batches)) or 'none'}")
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ValueError(f"--chunk must be an integer >= 1 (samples per chunk under caching), got {chunk}")
+    if chunk >= min(batches):
+        raise ValueError(f"--chunk {chunk} must be smaller than every batch (a chunk of the whole batch caches "
+                         f"nothing), got --batches {' '.join(map(str, batches))}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"--threads must be an integer >= 1, got {threads}")
+    if not isinstance(limit_gib, (int, float)) or not math.isfinite(limit_gib) or limit_gib <= 0:
+        raise ValueError(f"--limit-gib must be a number of GiB > 0, got {limit_gib}")
+    out = Path(out)
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; give the table's file name")
+    if not out.parent.is_dir():
+        raise ValueError(f"--out {out}: folder {out.parent} not found")
+
+
 def run(models: tuple[str, ...], batches: tuple[int, ...], chunk: int, threads: int, limit_gib: float,
         out: Path = RESULTS) -> str:
+    check_args(models, batches, chunk, threads, limit_gib, out)
+
     def cell(r: dict[str, Any], key: str, fmt: str) -> str:
         if "error" in r:
             return f"does not fit in {limit_gib:g} GiB" if r.get("oom") else "failed: " + r["error"][:60]

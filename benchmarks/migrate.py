@@ -128,6 +128,16 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_migrate)
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The SQLite file a registry path or ``sqlite:///`` URL names (None for another database or in-memory SQLite)."""
+    if "://" not in url:
+        return Path(url).expanduser()
+    if url.startswith("sqlite") and url.split("://", 1)[1].startswith("/"):
+        path = url.split("://", 1)[1][1:].split("?", 1)[0]
+        return Path(path) if path and path != ":memory:" else None
+    return None
+
+
 def cmd_migrate(args: argparse.Namespace) -> int:
     spec = args.registry
     if spec and str(spec).endswith(".jsonl"):
@@ -135,9 +145,15 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             raise ValueError(f"registry snapshot not found: {spec}")
         counts, where = migrate_jsonl(spec), spec
     else:
+        from suite.paths import registry_url
         from suite.registry import Registry
 
-        reg = Registry(spec)
+        url = spec or registry_url()
+        db = sqlite_file(url)
+        if db is not None and not db.is_file():  # opening it would create an empty database and "migrate" nothing
+            raise ValueError(f"registry not found: {db} (migrate changes an existing registry; check the path"
+                             f"{'' if spec else ' in $SUITE_REGISTRY'})")
+        reg = Registry(url)
         counts, where = migrate_registry(reg), reg.url
     print(f"{where}: {counts['migrated']} run(s) migrated, {counts['unchanged']} unchanged")
     return 0

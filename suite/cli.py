@@ -53,8 +53,11 @@ def _cmd_results(args: argparse.Namespace) -> int:
         if not args.run_id:
             print("suite results import: give the .jsonl file (from `suite results export --format jsonl`)", file=sys.stderr)
             return 2
-        reg = Registry(args.registry)
-        n = reg.import_jsonl(args.run_id)  # every row checked first; a bad line: nothing imported
+        from suite.registry import check_snapshot
+
+        rows = check_snapshot(args.run_id)  # every row checked before the registry is opened (or created): a bad
+        reg = Registry(args.registry)       # line imports nothing and leaves no new empty database behind
+        n = reg.import_jsonl(args.run_id, checked=rows)
         print(f"imported {n['added']} runs into {reg.url}; {n['skipped']} already there (same id) skipped")
         return 0
     reg = open_registry(args.registry)

@@ -605,14 +605,16 @@ class Registry:
             lines.append(json.dumps(r, sort_keys=True, default=str, ensure_ascii=False))
         return "".join(line + "\n" for line in lines)
 
-    def import_jsonl(self, path: str | Path) -> dict[str, int]:
+    def import_jsonl(self, path: str | Path, checked: list[tuple[int, str, dict[str, Any]]] | None = None) -> dict[str, int]:
         """Add the runs of a JSONL snapshot (:meth:`export_jsonl`) with their metrics; a run whose id is already
         here is skipped, so importing twice changes nothing (two processes importing at once add each run once).
         Every row is checked first (:func:`check_snapshot`): any bad line is a ValueError listing every bad line with
-        the file name and line number, and nothing of the file is imported. Returns ``{"added": n, "skipped": m}``."""
+        the file name and line number, and nothing of the file is imported. ``checked``: what :func:`check_snapshot`
+        returned for ``path`` when the caller checked it before opening the registry (`suite results import` does,
+        so a refused file leaves no new empty database behind). Returns ``{"added": n, "skipped": m}``."""
         cols = {c.name for c in runs_t.columns}
         rows = []
-        for _, _, rec in check_snapshot(path):
+        for _, _, rec in (check_snapshot(path) if checked is None else checked):
             metrics = [dict(run_id=rec["id"], name=n, value=float(v), split=sp, step=st, logged_at=at)
                        for n, v, sp, st, at in rec.get("metrics", [])]
             rows.append(({k: v for k, v in rec.items() if k in cols}, metrics))

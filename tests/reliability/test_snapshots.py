@@ -182,6 +182,39 @@ def test_migrate_a_database_with_a_bad_config(tmp_path, capsys):
     assert [dict(r) for r in reg.runs()] == before
 
 
+@pytest.mark.parametrize("case", ["bad row", "not UTF-8", "missing file"])
+def test_refused_import_leaves_no_registry_behind(tmp_path, capsys, case):
+    """`suite results import SNAP --registry new.sqlite` where the snapshot has a bad row, is not UTF-8 or is not
+    there, and new.sqlite does not exist yet -> exit 2 with one line, and new.sqlite (with its -wal / -shm files) is
+    not created: the snapshot is checked before the registry is opened (a refused import left an empty 32 KB
+    database behind)"""
+    good = _good_rows(tmp_path, 1)
+    snap = tmp_path / "snap.jsonl"
+    if case == "bad row":
+        _write(snap, [good[0], {**good[0], "id": "x", "seed": "abc"}])
+    elif case == "not UTF-8":
+        snap.write_bytes(b'{"id": "caf\xe9"}\n')
+    db = tmp_path / "new.sqlite"
+    rc = main(["results", "import", str(snap), "--registry", str(db)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.count("\n") == 0 and str(snap) in err, err
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("new.sqlite")]
+
+
+def test_migrate_a_registry_that_is_not_there(tmp_path, capsys, monkeypatch):
+    """`suite bench migrate --registry typo.sqlite` (a path that does not exist, also as a sqlite:/// URL or through
+    $SUITE_REGISTRY) -> exit 2 with one line naming the path; no database created (it made an empty one and said
+    '0 run(s) migrated', exit 0)"""
+    monkeypatch.setattr(sys, "argv", ["suite", "bench", "migrate"])  # the bench plugin imports only migrate
+    db = tmp_path / "typo.sqlite"
+    for argv in (["--registry", str(db)], ["--registry", f"sqlite:///{db}"], []):
+        monkeypatch.setenv("SUITE_REGISTRY", str(db))
+        rc = main(["bench", "migrate", *argv])
+        err = capsys.readouterr().err.strip()
+        assert rc == 2 and err.count("\n") == 0 and str(db) in err and "not found" in err, (argv, err)
+        assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("typo.sqlite")], argv
+
+
 # ----------------------------------------------------------------------------- full disk, two writers
 
 def _big_snapshot(path: Path, n: int, task: str = "simcse-unsup") -> Path:
