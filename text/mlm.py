@@ -47,7 +47,7 @@ from suite.memory import pin_malloc_threshold
 from suite.paths import cache_dir, data_path, resolve_model_path
 from suite.registry import Registry, config_hash
 from suite.safeio import load_arrays, save_arrays
-from suite.train import Engine, epoch_batches, resolve_device, resumable, seed_everything
+from suite.train import Engine, epoch_batches, resolve_device, resumable, seed_everything, seeded_generator
 
 CORPUS = ("english/wordnet_sentences.txt.gz", "english/gcide_sentences.txt.gz", "wiki/wiki1m_head11914.txt")
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -235,7 +235,7 @@ def bucketed_batches(index: Tensor, lengths: Tensor, batch_size: int, seed: int,
         ids = index[chunk]
         ids = ids[lengths[ids].argsort(stable=True)]
         out += [b for b in ids.split(batch_size) if len(b) >= 2]
-    order = torch.randperm(len(out), generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch + 17))
+    order = torch.randperm(len(out), generator=seeded_generator(seed, epoch=epoch, stream="mlm-blocks"))
     return [out[i] for i in order.tolist()]
 
 

@@ -44,7 +44,7 @@ from suite.config import experiment_config, run_option_values
 from suite.eval.points import log_points
 from suite.presets import preset
 from suite.registry import Registry
-from suite.train import Engine, resolve_device, seed_everything
+from suite.train import Engine, resolve_device, seed_everything, seeded_generator
 
 MEANS = {"mixture2d": ((0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0), (3.0, 3.0)),
          "order1d": ((1.0,), (2.0,), (3.0,), (4.0,))}
@@ -146,7 +146,7 @@ def run_gmm(cfg: GMMConfig, registry: Registry | None = None) -> dict[str, float
                          f"experiments take two-view losses without extra inputs")
     net = encoder(d, list(cfg.hidden), cfg.dz).to(device)
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    data_gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + 11)
+    data_gen = seeded_generator(cfg.seed, stream="data")
     engine = Engine(net, opt, device=device, loss=loss, generators={"data": data_gen}, desc=f"gmm {cfg.loss}")
 
     def step(_: int) -> Tensor:
@@ -167,7 +167,7 @@ def run_gmm(cfg: GMMConfig, registry: Registry | None = None) -> dict[str, float
         engine.fit(lambda ep: list(range(cfg.steps)), step, epochs=1, log_epochs=True, size=lambda _: cfg.batch_size,
                    rate_name="samples_per_s")
         net.eval()
-        eg = torch.Generator().manual_seed(cfg.seed * 1_000_003 + 29)  # evaluation samples: their own stream
+        eg = seeded_generator(cfg.seed, stream="eval")  # evaluation samples: their own stream
         sets = {name: mixture(means, cfg.sigma, cfg.n_eval, eg) for name in ("fit", "test", "ood_fit", "ood_test")}
         f = {k: features(x + (cfg.shift if k.startswith("ood") else 0.0)) for k, (x, _, _) in sets.items()}
         y = {k: lab for k, (_, _, lab) in sets.items()}

@@ -225,7 +225,7 @@ def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
     check_config(cfg)
     sd.init_from_env()
     device = resolve_device(cfg.device)
-    seed_everything(cfg.seed + sd.rank())
+    seed_everything(cfg.seed, rank=sd.rank())
     data, eval_data, data_info = prepare_data(cfg)
     eval_split = "val" if cfg.val_per_class > 0 else "test"  # what the evaluation metrics are logged as
     recipe = recipe_for(cfg, data)

@@ -37,7 +37,7 @@ from graph.models.gin import GraphCLModel
 from suite import distributed as sd
 from suite.losses import apply_loss
 from suite.metrics import alignment, uniformity
-from suite.train import CachedStep, Engine, epoch_batches, resolve_device, save_checkpoint, seed_everything
+from suite.train import CachedStep, Engine, epoch_batches, resolve_device, save_checkpoint, seed_everything, seeded_generator
 
 
 @dataclass
@@ -144,9 +144,9 @@ def train(cfg: TUConfig, data: TUData, seed: int, log: Callable[[dict[str, float
     torch.distributed, counted in ``TrainResult.dropped_per_epoch``)."""
     loss, view_mode, record = resolve(cfg.loss, cfg.loss_hparams, cfg.views)
     aug = build_augmentation(cfg.aug, cfg.aug_ratio)
-    seed_everything(seed)
+    seed_everything(seed, rank=sd.rank())
     device = resolve_device(cfg.device)
-    gen = torch.Generator(device=device).manual_seed(seed * 7919 + sd.rank())
+    gen = seeded_generator(seed, rank=sd.rank(), stream="aug", device=device)
     model = GraphCLModel(data.num_features, cfg.hidden, cfg.layers).to(device)
     engine = Engine(MultiViewModel(model), torch.optim.Adam(model.parameters(), lr=cfg.lr), device=device, loss=loss,
                     desc=f"{data.name} {cfg.loss} s{seed}", unit="batch")
@@ -232,15 +232,43 @@ def tu_card(cfg: TUConfig, loss_name: str, loss_hparams: dict[str, Any], n_graph
 
 
 def load_encoder(path: str | Path) -> tuple[GraphCLModel, TUConfig, dict[str, Any]]:
+    """The GraphCL model, its TUConfig and meta from a checkpoint of :func:`save_encoder`. A checkpoint that loads as
+    data but holds the wrong data (a size that is not a positive integer, a config that is not a mapping or that
+    TUConfig refuses, a meta that is not a mapping) is a ValueError naming the file and the field."""
     from suite.train import load_checkpoint
 
     state = load_checkpoint(path)
     missing = {"model", "in_dim", "hidden", "layers", "config"} - set(state)
     if missing:
         raise ValueError(f"{path} is not a graph encoder checkpoint (missing {sorted(missing)})")
+    for key in ("in_dim", "hidden", "layers"):
+        v = state[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{path}: {key} must be an integer >= 1, got {v!r}")
+    config, meta = state["config"], state.get("meta", {})
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: config must be a mapping of TUConfig fields, got {type(config).__name__}")
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: meta must be a mapping, got {type(meta).__name__}")
+    fields = {f.name for f in dataclasses.fields(TUConfig)}
+    unknown = sorted(map(str, set(config) - fields))
+    if unknown:
+        raise ValueError(f"{path}: config holds key(s) {unknown} that TUConfig does not have")
+    import typing
+
+    from suite.config import _typed  # the config-file type rule: `epochs: "ten"` named with the file and field
+
+    hints = typing.get_type_hints(TUConfig)
+    try:
+        cfg = TUConfig(**{k: _typed(k, v, hints[k], f"{path}: config") for k, v in config.items()})
+    except TypeError as exc:
+        raise ValueError(f"{path}: config refused by TUConfig ({exc})") from None
+    except ValueError as exc:
+        msg = str(exc)
+        raise ValueError(msg if msg.startswith(f"{path}:") else f"{path}: config refused by TUConfig ({msg})") from None
     from suite.pretrained import load_state
 
     model = GraphCLModel(state["in_dim"], state["hidden"], state["layers"])
     load_state(model, state["model"], path)  # names and shapes checked, a mismatch named with the file
     model.eval()
-    return model, TUConfig(**state["config"]), state.get("meta", {})
+    return model, cfg, meta

@@ -34,7 +34,7 @@ Evaluation drops nothing (:func:`eval_batches`).
 
 Why our own thin driver rather than Lightning Fabric or Accelerate: see the README ("Training
 engine"); the step overhead is measured on the smallest step (MUTAG GraphCL) by
-``python -m graph.engine_overhead``.
+``python -m benchmarks.engine_overhead``.
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ from torch import Tensor, nn
 
 from suite import distributed as sd
 from suite.train.checkpoint import load_for_resume, rng_state, save_checkpoint, set_rng_state
-from suite.train.loop import LossLogger, Throughput, progress, wrap_ddp
+from suite.train.loop import LossLogger, Throughput, progress, seeded_generator, wrap_ddp
 
 B = TypeVar("B")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -115,7 +115,7 @@ def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, shuffle: bool 
                           f"training with batches of {n // ws} per rank", stacklevel=2)
         batch_size, k = n // ws, 1
     if shuffle:
-        perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
+        perm = torch.randperm(n, generator=seeded_generator(seed, epoch=epoch, stream="batches"))
     else:
         perm = torch.arange(n)
     out = list(perm[: k * batch_size * ws].view(k, ws, batch_size)[:, r])  # k x (batch_size,)

@@ -5,6 +5,7 @@ import os
 import random
 import sys
 import time
+import zlib
 from typing import Any, Iterable, Iterator, TypeVar
 
 import numpy as np
@@ -17,8 +18,28 @@ from suite.losses.base import ContrastiveLoss
 T = TypeVar("T")
 
 
-def seed_everything(seed: int, deterministic: bool = False) -> torch.Generator:
-    """Seed python, numpy and torch; return a torch.Generator seeded likewise for data pipelines."""
+def derive_seed(seed: int, *, rank: int = 0, epoch: int = 0, stream: str = "main") -> int:
+    """The one seed derivation: a 32-bit seed (what every generator takes: python, NumPy, torch) from
+    ``(seed, rank, epoch, stream)`` through NumPy's ``SeedSequence``: distinct inputs give independent streams
+    (no collisions like ``seed + rank`` of seed 1 with ``seed + 1`` of seed 0). Every front-end seeds its process,
+    its data order (stream ``batches``, :func:`suite.train.epoch_batches`) and its augmentation streams with it."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    if rank < 0 or epoch < 0:
+        raise ValueError(f"rank and epoch must be >= 0, got rank={rank}, epoch={epoch}")
+    return int(np.random.SeedSequence([int(seed), int(rank), int(epoch), zlib.crc32(stream.encode())]).generate_state(1)[0])
+
+
+def seeded_generator(seed: int, *, rank: int = 0, epoch: int = 0, stream: str = "main",
+                     device: str | torch.device = "cpu") -> torch.Generator:
+    """A ``torch.Generator`` on ``device`` seeded with :func:`derive_seed`."""
+    return torch.Generator(device=device).manual_seed(derive_seed(seed, rank=rank, epoch=epoch, stream=stream))
+
+
+def seed_everything(seed: int, deterministic: bool = False, rank: int = 0) -> torch.Generator:
+    """Seed python, numpy and torch with stream ``main`` of ``(seed, rank)`` (:func:`derive_seed`); return a
+    torch.Generator seeded likewise for data pipelines."""
+    seed = derive_seed(seed, rank=rank)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

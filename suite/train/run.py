@@ -17,8 +17,9 @@ trained model (and which metric is the headline), and what to export. Everything
 * **the registry row**: opened (or the interrupted run's row continued), its headline set with ``set_primary``,
   training stats logged while it runs, the evaluation logged, finished / interrupted / failed;
 * **progress**: the engine's bar (``SUITE_NO_PROGRESS=1`` turns it off);
-* **export**: ``<folder>/export``, written by :func:`suite.pretrained.save_pretrained` (safetensors weights +
-  ``config.json``) plus the model card, loadable by ``from_pretrained`` of the task's module class.
+* **export**: ``<folder>/export``, written by the module's ``save_pretrained`` or :func:`suite.pretrained.save_pretrained`
+  (safetensors weights + ``config.json``), the model card (``README.md``) and ``run.json`` (task, loss, seed, registry
+  run, experiment config), loadable by ``from_pretrained`` of the task's module class.
 
 Config fields the owner reads (each optional but ``seed``): ``seed``, ``device`` ("auto"), ``out`` (""), ``resume``
 (True), ``checkpoint_every`` (1, epochs; 0: only at the end), ``keep_checkpoints`` (2; 0 removes them when the run
@@ -53,47 +54,29 @@ Example (a whole front-end; the test suite has it as ``tests/suite/test_run_owne
 """
 from __future__ import annotations
 
+import json
 import re
 import time
-import zlib
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Generic, Sequence, TypeVar
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
 from suite import distributed as sd
 from suite.config import experiment_config, experiment_hash, run_option_values, run_options
 from suite.train.engine import CachedStep, Engine, epoch_batches, resolve_device, resumable
-from suite.train.loop import seed_everything
+from suite.train.loop import derive_seed, seed_everything, seeded_generator
 
 C = TypeVar("C")
 
 RUNS_ROOT = Path("runs")
 CHECKPOINTS = "checkpoints"
 EXPORT = "export"
+PROVENANCE = "run.json"  # beside an export's weights: the task, loss, seed, registry run and experiment config
 _CKPT = re.compile(r"step-(\d+)\.pt$")
-
-
-# ----------------------------------------------------------------------------- seeds
-
-def derive_seed(seed: int, *, rank: int = 0, epoch: int = 0, stream: str = "main") -> int:
-    """The one seed derivation: a 32-bit seed (what every generator takes: python, NumPy, torch) from ``(seed, rank, epoch, stream)`` through NumPy's ``SeedSequence``
-    (distinct inputs give independent streams; no two of them collide the way ``seed + rank`` and
-    ``seed + 1`` do)."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    if rank < 0 or epoch < 0:
-        raise ValueError(f"rank and epoch must be >= 0, got rank={rank}, epoch={epoch}")
-    return int(np.random.SeedSequence([int(seed), int(rank), int(epoch), zlib.crc32(stream.encode())]).generate_state(1)[0])
-
-
-def seeded_generator(seed: int, *, rank: int = 0, epoch: int = 0, stream: str = "main") -> torch.Generator:
-    """A CPU ``torch.Generator`` seeded with :func:`derive_seed`."""
-    return torch.Generator().manual_seed(derive_seed(seed, rank=rank, epoch=epoch, stream=stream))
 
 
 # ----------------------------------------------------------------------------- folder, checkpoints
@@ -113,10 +96,10 @@ def run_folder(cfg: Any, task: str, stem: str = "") -> Path:
 class Checkpoints:
     """The checkpoints of one run: ``<folder>/step-<step>.pt`` in the engine's layout, the newest ``keep`` kept."""
 
-    def __init__(self, folder: str | Path, keep: int = 2) -> None:
+    def __init__(self, folder: str | Path, keep: int = 2, legacy: Sequence[Path] = ()) -> None:
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
             raise ValueError(f"keep_checkpoints must be an integer >= 0, got {keep!r}")
-        self.folder, self.keep = Path(folder), keep
+        self.folder, self.keep, self.legacy = Path(folder), keep, tuple(legacy)
 
     def all(self) -> list[Path]:
         """Every checkpoint of the run, oldest first (by step)."""
@@ -126,8 +109,13 @@ class Checkpoints:
         return [p for _, p in sorted(found)]
 
     def latest(self) -> Path | None:
+        """The newest checkpoint; without one, the newest of ``legacy`` (a run started under an older layout, which
+        the engine's format makes resumable)."""
         cks = self.all()
-        return cks[-1] if cks else None
+        if cks:
+            return cks[-1]
+        old = [p for p in self.legacy if p.is_file()]
+        return max(old, key=lambda p: p.stat().st_mtime) if old else None
 
     def save(self, engine: Engine[Any], experiment: dict[str, Any], extra: dict[str, Any] | None = None) -> Path | None:
         """Write the engine's state at its step (a collective under torch.distributed), then prune."""
@@ -168,6 +156,7 @@ class Training:
     rate_name: str = "items_per_s"
     unit: str = "batch"
     data_info: dict[str, float] = field(default_factory=dict)  # logged once as split "data"
+    checkpoint_unit: str = "epoch"  # what cfg.checkpoint_every counts: "epoch" or "step"
 
 
 class Task(Generic[C]):
@@ -210,6 +199,19 @@ class Task(Generic[C]):
         if isinstance(training.loss, nn.Module) and "loss" in state:
             training.loss.load_state_dict(state["loss"])
 
+    def keep_checkpoints(self, cfg: C) -> int:
+        """How many checkpoints stay (0: none once the run has finished)."""
+        return getattr(cfg, "keep_checkpoints", 2)
+
+    def legacy_checkpoints(self, cfg: C, folder: Path) -> list[Path]:
+        """Checkpoints of an older layout this task's runs may have left in ``folder`` (resumed when no new one is)."""
+        return []
+
+    def export_module(self, cfg: C, training: Training) -> nn.Module | None:
+        """The module exported at the end (default: the trained model when :attr:`model_type` is set). A module with
+        its own ``save_pretrained(path)`` writes itself; any other is saved with :meth:`export_config`."""
+        return training.model if self.model_type else None
+
     def export_config(self, cfg: C, training: Training) -> dict[str, Any]:
         """What rebuilds the exported module (written to ``config.json`` beside the weights)."""
         return {}
@@ -246,6 +248,13 @@ class RunContext(Generic[C]):
         if self.run is not None and metrics:
             self.run.log_many(metrics, split=split, step=step)
 
+    def checkpoint(self) -> None:
+        """Write a checkpoint now (e.g. after an evaluation that picked a new best state); every rank calls it."""
+        assert self._save is not None, "checkpoint() is available while the run trains"
+        self._save()
+
+    _save: Callable[[], None] | None = field(default=None, repr=False)
+
 
 @dataclass
 class RunResult:
@@ -261,21 +270,22 @@ class RunResult:
 
 # ----------------------------------------------------------------------------- the owner
 
-def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = None) -> RunResult:
+def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = None,
+        stop_after: int | None = None) -> RunResult:
     """Build, train (or resume), evaluate, record and export one run of ``task`` with ``cfg`` (see the module
     docstring). ``registry``: a :class:`suite.registry.Registry` (default: ``$SUITE_REGISTRY`` when
     ``cfg.registry`` is true); ``cfg_hash`` the hash the row is recorded under (default: the runner's job hash or the
-    recorded config's)."""
+    recorded config's); ``stop_after`` ends this call after that many epochs, as an interruption would (tests)."""
     seed = getattr(cfg, "seed")
     derive_seed(seed)  # checks it
     sd.init_from_env()
     device = resolve_device(getattr(cfg, "device", "auto"))
-    seed_everything(derive_seed(seed, rank=sd.rank()))
+    seed_everything(seed, rank=sd.rank())
     folder = run_folder(cfg, task.name or task.modality, task.stem(cfg))
-    ckpts = Checkpoints(folder / CHECKPOINTS, getattr(cfg, "keep_checkpoints", 2))
+    ckpts = Checkpoints(folder / CHECKPOINTS, task.keep_checkpoints(cfg), task.legacy_checkpoints(cfg, folder))
     every = getattr(cfg, "checkpoint_every", 1)
     if isinstance(every, bool) or not isinstance(every, int) or every < 0:
-        raise ValueError(f"checkpoint_every must be an integer >= 0 (epochs; 0: at the end only), got {every!r}")
+        raise ValueError(f"checkpoint_every must be an integer >= 0 (0: at the end only), got {every!r}")
     ctx: RunContext[C] = RunContext(cfg, device, folder, seed)
     training = task.build(cfg, ctx)
     engine: Engine[Any] = Engine(training.model, training.optimizer, device=device, scheduler=training.scheduler,
@@ -287,6 +297,8 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
     if last is not None:
         task.restore(cfg, ctx, training, engine.load(last, experiment, ignore=run_options(cfg)))
     resumed_from = engine.epoch
+    epochs = training.epochs if stop_after is None or training.epochs is None else min(training.epochs,
+                                                                                         engine.epoch + stop_after)
     reg = None
     if getattr(cfg, "registry", True) and sd.is_main():
         from suite.registry import Registry
@@ -295,6 +307,11 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
     t0 = time.perf_counter()
     metrics: dict[str, float] = {}
     export: Path | None = None
+
+    def save() -> None:  # every rank: a collective
+        ckpts.save(engine, experiment, task.state(cfg, ctx, training))
+
+    ctx._save = save
     with ExitStack() as stack:
         if reg is not None:
             loss = training.loss
@@ -306,35 +323,55 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
                 run_options={**run_option_values(cfg), "folder": str(folder)}, seed=seed, cfg_hash=cfg_hash))
             if task.primary is not None:
                 ctx.run.set_primary(*task.primary)
-            ctx.log(training.data_info, split="data")
+            if resumed_from == 0:
+                ctx.log(training.data_info, split="data")
         engine.run = ctx.run
+        by_step = training.checkpoint_unit == "step"
+
+        def step_end() -> None:
+            if training.on_step is not None:
+                training.on_step()
+            if by_step and every and engine.step % every == 0:
+                save()
 
         def epoch_end(epoch: int, stats: dict[str, float]) -> None:
             task.on_epoch(cfg, ctx, training, epoch, stats)
-            final = epoch == training.epochs
-            if (every and epoch % every == 0) or final:  # every rank: a collective
-                ckpts.save(engine, experiment, task.state(cfg, ctx, training))
+            if (not by_step and every and epoch % every == 0) or epoch == epochs:
+                save()
 
-        engine.fit(training.batches, training.step, epochs=training.epochs, max_steps=training.max_steps,
-                   size=training.size, on_step=training.on_step, on_epoch=epoch_end, rate_name=training.rate_name)
-        if training.epochs is None:  # a run counted in steps: its last checkpoint
-            ckpts.save(engine, experiment, task.state(cfg, ctx, training))
+        engine.fit(training.batches, training.step, epochs=epochs, max_steps=training.max_steps, size=training.size,
+                   on_step=step_end, on_epoch=epoch_end, rate_name=training.rate_name)
+        if epochs is None:  # a run counted in steps: its last checkpoint
+            save()
+        if stop_after is not None and training.epochs is not None and engine.epoch < training.epochs:
+            raise KeyboardInterrupt(f"stopped after {stop_after} epoch(s) (stop_after)")
         if sd.is_main():
             metrics = task.evaluate(cfg, ctx, training)
             ctx.log(metrics, split=task.eval_split, step=engine.epoch)
-            if task.model_type:
-                export = _export(task, cfg, ctx, training, folder / EXPORT)
-        if getattr(cfg, "keep_checkpoints", 2) == 0 and sd.is_main():
+            module = task.export_module(cfg, training)
+            if module is not None:
+                export = _export(task, cfg, ctx, training, module, folder / EXPORT)
+        if task.keep_checkpoints(cfg) == 0 and sd.is_main():
             ckpts.prune(0)
     return RunResult(folder, getattr(ctx.run, "id", None), metrics, engine.epoch, engine.step, resumed_from,
                      time.perf_counter() - t0, export)
 
 
-def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, path: Path) -> Path:
+def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, module: nn.Module, path: Path) -> Path:
     from suite.model_card import write_card
     from suite.pretrained import save_pretrained
+    from suite.safeio import write_atomic
 
-    save_pretrained(training.model, path, task.model_type, task.export_config(cfg, training))
+    if callable(getattr(module, "save_pretrained", None)):
+        module.save_pretrained(path)  # type: ignore[operator]
+    else:
+        save_pretrained(module, path, task.model_type, task.export_config(cfg, training))
+    loss = training.loss
+    provenance = {"modality": task.modality, "task": task.name, "dataset": task.dataset(cfg), "loss": task.loss_name(cfg),
+                  "loss_hparams": loss.hparams() if hasattr(loss, "hparams") else {}, "seed": getattr(cfg, "seed"),
+                  "run_id": getattr(ctx.run, "id", None), "epochs": ctx.engine.epoch if ctx.engine else None,
+                  "steps": ctx.engine.step if ctx.engine else None, "config": experiment_config(cfg)}
+    write_atomic(path / PROVENANCE, json.dumps(provenance, indent=1, sort_keys=True, default=str) + "\n", what="run record")
     info = task.card(cfg, ctx, training)
     if info is not None:
         write_card(path, info)

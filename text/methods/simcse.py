@@ -183,7 +183,7 @@ def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[st
     loss = loss_for(cfg.loss, cfg.loss_hparams)
     sd.init_from_env()
     device = resolve_device(cfg.device)
-    seed_everything(cfg.seed + sd.rank())
+    seed_everything(cfg.seed, rank=sd.rank())
     if cfg.mode == "sup" and L.canonical_name(cfg.loss) != "infonce" and cfg.hard_negative_weight:
         raise ValueError("hard_negative_weight is only defined for the supervised infonce (SimCSE) objective")
     views = n_views_for(loss, cfg.n_views) if cfg.mode == "unsup" else 2
