@@ -15,27 +15,26 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from graph.data.molecules import MolGraphs, get_featurizer, load_moleculenet
 from graph.data.splits import split as make_split
 from graph.eval.rocauc import RocAuc
-from graph.methods.pretrain_mol import load_encoder, shard_batches
-from graph.models.gin_mol import MolGIN, MolPredictor
+from graph.models.gin_mol import MolGIN, MolPredictor, load_mol_encoder
 from suite import distributed as sd
-from suite.config import experiment_config, run_option_values
-from suite.train import Engine, seed_everything
+from suite.train.run import RunContext, Task, Training, run
 
 
 @dataclass
 class FinetuneMolConfig:
-    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("data_root", "device", "registry", "eval_batch_size")
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("data_root", "device", "registry", "eval_batch_size", "out", "resume",
+                                              "checkpoint_every", "keep_checkpoints")
     dataset: str = "bbbp"
     init: str = field(default="none", metadata={"help": "encoder checkpoint (file or pretraining dir) or 'none'"})
     seed: int = field(default=0, metadata={"help": "seed of the head, dropout and batch order (and of the split when "
@@ -55,6 +54,10 @@ class FinetuneMolConfig:
     data_root: str | None = None
     device: str = "auto"
     registry: bool = True
+    out: str = field(default="", metadata={"help": "run folder ('' = runs/molnet-finetune/<set>-<init>-s<seed>-<hash>)"})
+    resume: bool = True
+    checkpoint_every: int = field(default=10, metadata={"help": "checkpoint every N epochs (0: at the end only)"})
+    keep_checkpoints: int = field(default=0, metadata={"help": "checkpoints kept once the run has finished (0: none)"})
 
 
 def masked_bce(logits: Tensor, y: Tensor) -> Tensor:
@@ -66,7 +69,7 @@ def masked_bce(logits: Tensor, y: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def predict(model: MolPredictor, graphs: MolGraphs, idx: Tensor, batch_size: int, device: torch.device) -> Tensor:
+def predict(model: nn.Module, graphs: MolGraphs, idx: Tensor, batch_size: int, device: torch.device) -> Tensor:
     """Logits (len(idx), T) in eval mode."""
     model.eval()
     out = [model(graphs.batch(chunk).to(device)).float().cpu() for chunk in idx.split(batch_size)]
@@ -80,106 +83,126 @@ def _score(evaluator: RocAuc, y: Tensor, s: Tensor) -> float:
         return float("nan")
 
 
-def finetune_seed(graphs: MolGraphs, splits: tuple[Tensor, Tensor, Tensor], cfg: FinetuneMolConfig, seed: int,
-                  init: dict[str, Any] | None, run: Any = None) -> dict[str, float]:
-    """Fine-tune one seed on :class:`suite.train.Engine`; ``init`` holds the pretrained encoder state (or
-    None for random init). Batches keep every training molecule (supervised: no contrastive batch rule;
-    a last batch of one molecule is dropped, BatchNorm needs two); each epoch is scored on valid and
-    test. A ROC-AUC that is undefined (a split with one class in every task) is counted, not logged."""
-    seed_everything(seed)
-    if init is not None:
-        enc = MolGIN(init["spec"]["num_layers"], init["spec"]["emb_dim"], cfg.dropout, get_featurizer(init["spec"]["featurizer"]))
-        enc.load_state_dict(init["state"])
-    else:
-        enc = MolGIN(cfg.num_layers, cfg.emb_dim, cfg.dropout, get_featurizer(cfg.featurizer))
-    model = MolPredictor(enc, len(graphs.tasks))
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    engine = Engine(model, opt, device=cfg.device, desc=f"{cfg.dataset} s{seed}")
-    device = engine.device
-    train, valid, test = splits
-    y_val, y_test = graphs.y[valid], graphs.y[test]  # type: ignore[index]
-    ev = RocAuc()
-    best = {"epoch": 0, "valid": -math.inf, "test": float("nan")}
-    last = {"valid": float("nan"), "test": float("nan")}
-    undefined = [0]
+class FinetuneMolTask(Task[FinetuneMolConfig]):
+    """MoleculeNet fine-tuning as a :class:`suite.train.run.Task` (task ``molnet-finetune``, headline: test ROC-AUC at
+    the last epoch). Each epoch is scored on valid and test (split ``valid`` / ``test``, metric ``rocauc``). A
+    ROC-AUC that is undefined (a split with one class in every task) is counted, not logged. The run owner seeds,
+    checkpoints (every ``checkpoint_every`` epochs, removed when the run has finished unless ``keep_checkpoints``),
+    resumes and records it; nothing is exported."""
 
-    def batches(epoch: int) -> list[Tensor]:
-        g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
-        return shard_batches(train[torch.randperm(train.numel(), generator=g)], cfg.batch_size)
+    modality, name, primary = "graph", "molnet-finetune", ("rocauc_last", "test")
 
-    def step(idx: Tensor) -> Tensor:
-        b = graphs.batch(idx).to(device)
-        return masked_bce(engine.ddp(b), b.y)  # type: ignore[arg-type]
+    def __init__(self, graphs: MolGraphs | None = None) -> None:
+        self.graphs = graphs
+        self.init: dict[str, Any] | None = None
+        self.label = "none"
+        self.best = {"epoch": 0, "valid": -math.inf, "test": float("nan")}
+        self.last = {"valid": float("nan"), "test": float("nan")}
+        self.undefined = 0
+        self.load_s = 0.0
 
-    def score(epoch: int, *_: Any) -> None:
-        nonlocal best, last
-        last = {"valid": _score(ev, y_val, predict(model, graphs, valid, cfg.eval_batch_size, device)),
-                "test": _score(ev, y_test, predict(model, graphs, test, cfg.eval_batch_size, device))}
-        model.train()
-        for split_name, v in last.items():
+    def stem(self, cfg: FinetuneMolConfig) -> str:
+        return f"{cfg.dataset}-{Path(cfg.init).name or 'none'}-s{cfg.seed}"
+
+    def loss_name(self, cfg: FinetuneMolConfig) -> str:
+        return self.label
+
+    def record(self, cfg: FinetuneMolConfig, experiment: dict[str, Any], training: Training) -> dict[str, Any]:
+        return {**experiment, "init_spec": None if self.init is None else self.init["spec"]}
+
+    def keep_checkpoints(self, cfg: FinetuneMolConfig) -> int:
+        return cfg.keep_checkpoints
+
+    def build(self, cfg: FinetuneMolConfig, ctx: RunContext[FinetuneMolConfig]) -> Training:
+        if cfg.epochs < 1 or cfg.batch_size < 2:
+            raise ValueError(f"need epochs >= 1 and batch_size >= 2, got {cfg.epochs}, {cfg.batch_size}")
+        if cfg.max_steps is not None and cfg.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1 or None, got {cfg.max_steps}")
+        featurizer = cfg.featurizer
+        if cfg.init.lower() not in ("none", ""):
+            pre, spec = load_mol_encoder(cfg.init)
+            self.init = {"spec": spec, "state": pre.state_dict()}
+            self.label, featurizer = str(spec["loss"]), spec["featurizer"]
+            if featurizer != cfg.featurizer:
+                warnings.warn(f"using the encoder's featurizer {featurizer!r} (config says {cfg.featurizer!r})", stacklevel=2)
+        t0 = time.perf_counter()
+        graphs = self.graphs if self.graphs is not None else load_moleculenet(cfg.dataset, featurizer, cfg.data_root)
+        self.graphs, self.load_s = graphs, time.perf_counter() - t0
+        if graphs.y is None or not graphs.tasks:
+            raise ValueError(f"{cfg.dataset}: no labels to fine-tune on")
+        # the scaffold split is deterministic; random splits follow the run's seed
+        train, self.valid, self.test = make_split(graphs.smiles, cfg.split,
+                                                  seed=cfg.seed if cfg.split in ("random", "random_scaffold") else 0)
+        if self.init is not None:
+            spec = self.init["spec"]
+            enc = MolGIN(spec["num_layers"], spec["emb_dim"], cfg.dropout, get_featurizer(spec["featurizer"]))
+            enc.load_state_dict(self.init["state"])
+        else:
+            enc = MolGIN(cfg.num_layers, cfg.emb_dim, cfg.dropout, get_featurizer(cfg.featurizer))
+        model = MolPredictor(enc, len(graphs.tasks)).to(ctx.device)
+
+        def step(idx: Tensor) -> Tensor:
+            b = graphs.batch(idx).to(ctx.device)
+            return masked_bce(ctx.engine.ddp(b), b.y)  # type: ignore[arg-type, union-attr]
+
+        return Training(model, torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay),
+                        lambda epoch: [train[b] for b in ctx.epoch_batches(train.numel(), cfg.batch_size, epoch)],
+                        step, epochs=cfg.epochs, max_steps=cfg.max_steps, rate_name="finetune_mol_per_s")
+
+    def on_epoch(self, cfg: FinetuneMolConfig, ctx: RunContext[FinetuneMolConfig], training: Training, epoch: int,
+                 stats: dict[str, float]) -> None:
+        if sd.is_main():
+            self._score(cfg, ctx, training, epoch)
+
+    def _score(self, cfg: FinetuneMolConfig, ctx: RunContext[FinetuneMolConfig], training: Training, epoch: int) -> None:
+        graphs, ev = self.graphs, RocAuc()
+        assert graphs is not None and graphs.y is not None
+        self.last = {name: _score(ev, graphs.y[idx], predict(training.model, graphs, idx, cfg.eval_batch_size, ctx.device))
+                     for name, idx in (("valid", self.valid), ("test", self.test))}
+        training.model.train()
+        for split_name, v in self.last.items():
             if math.isnan(v):
-                undefined[0] += 1
-            elif run is not None:
-                run.log_many({"rocauc": v}, split=split_name, step=epoch)
-        if not math.isnan(last["valid"]) and last["valid"] > best["valid"]:
-            best = {"epoch": epoch, "valid": last["valid"], "test": last["test"]}
+                self.undefined += 1
+            else:
+                ctx.log({"rocauc": v}, split=split_name, step=epoch)
+        if not math.isnan(self.last["valid"]) and self.last["valid"] > self.best["valid"]:
+            self.best = {"epoch": epoch, "valid": self.last["valid"], "test": self.last["test"]}
 
-    engine.fit(batches, step, epochs=cfg.epochs, max_steps=cfg.max_steps, on_epoch=score, log_epochs=False,
-               rate_name="finetune_mol_per_s")
-    epoch = engine.epoch
-    if engine.batch_in_epoch:  # max_steps cut an epoch: it is evaluated as the last
-        epoch += 1
-        score(epoch)
-    if undefined[0]:
-        warnings.warn(f"{cfg.dataset} seed {seed}: ROC-AUC undefined (one class only) in {undefined[0]} "
-                      "split evaluations; not logged", stacklevel=2)
-    return {"test_rocauc_last": last["test"], "valid_rocauc_last": last["valid"],
-            "test_rocauc_bestval": best["test"], "valid_rocauc_best": best["valid"], "best_epoch": float(best["epoch"]),
-            "epochs_run": float(epoch), "steps": float(engine.step), "finetune_mol_per_s": engine.throughput.rate,
-            "undefined_rocauc": float(undefined[0])}
+    def state(self, cfg: FinetuneMolConfig, ctx: RunContext[FinetuneMolConfig], training: Training) -> dict[str, Any]:
+        return {"best": self.best, "last": self.last, "undefined": self.undefined}
+
+    def restore(self, cfg: FinetuneMolConfig, ctx: RunContext[FinetuneMolConfig], training: Training,
+                state: dict[str, Any]) -> None:
+        self.best, self.last, self.undefined = dict(state["best"]), dict(state["last"]), int(state["undefined"])
+
+    def evaluate(self, cfg: FinetuneMolConfig, ctx: RunContext[FinetuneMolConfig], training: Training) -> dict[str, float]:
+        engine = ctx.engine
+        assert engine is not None and self.graphs is not None
+        self.epochs_run = engine.epoch
+        if engine.batch_in_epoch:  # max_steps cut an epoch: it is evaluated as the last
+            self.epochs_run += 1
+            self._score(cfg, ctx, training, self.epochs_run)
+        if self.undefined:
+            warnings.warn(f"{cfg.dataset} seed {cfg.seed}: ROC-AUC undefined (one class only) in {self.undefined} "
+                          "split evaluations; not logged", stacklevel=2)
+        self.result = {"test_rocauc_last": self.last["test"], "valid_rocauc_last": self.last["valid"],
+                       "test_rocauc_bestval": self.best["test"], "valid_rocauc_best": self.best["valid"],
+                       "best_epoch": float(self.best["epoch"]), "epochs_run": float(self.epochs_run),
+                       "steps": float(engine.step), "finetune_mol_per_s": engine.throughput.rate,
+                       "undefined_rocauc": float(self.undefined)}
+        ctx.log({"best_epoch": self.result["best_epoch"], "finetune_mol_per_s": self.result["finetune_mol_per_s"],
+                 "undefined_rocauc": float(self.undefined), "molecules": len(self.graphs), "skipped": self.graphs.skipped,
+                 "non_numeric_labels": self.graphs.bad_labels}, split="info")
+        return {k: v for k, v in (("rocauc_last", self.last["test"]), ("rocauc_bestval", self.best["test"]))
+                if not math.isnan(v)}
 
 
 def finetune(cfg: FinetuneMolConfig, graphs: MolGraphs | None = None) -> dict[str, Any]:
-    """Fine-tune on ``cfg.dataset`` with ``cfg.seed``; one registry run."""
-    if cfg.epochs < 1 or cfg.batch_size < 2:
-        raise ValueError(f"need epochs >= 1 and batch_size >= 2, got {cfg.epochs}, {cfg.batch_size}")
-    if cfg.max_steps is not None and cfg.max_steps < 1:
-        raise ValueError(f"max_steps must be >= 1 or None, got {cfg.max_steps}")
-    init: dict[str, Any] | None = None
-    loss_name = "none"
-    featurizer = cfg.featurizer
-    if cfg.init.lower() not in ("none", ""):
-        enc, spec = load_encoder(cfg.init)
-        init = {"spec": spec, "state": enc.state_dict()}
-        loss_name, featurizer = str(spec["loss"]), spec["featurizer"]
-        if featurizer != cfg.featurizer:
-            warnings.warn(f"using the encoder's featurizer {featurizer!r} (config says {cfg.featurizer!r})", stacklevel=2)
-    t0 = time.perf_counter()
-    if graphs is None:
-        graphs = load_moleculenet(cfg.dataset, featurizer, cfg.data_root)
-    load_s = time.perf_counter() - t0
-    if graphs.y is None or not graphs.tasks:
-        raise ValueError(f"{cfg.dataset}: no labels to fine-tune on")
-    # the scaffold split is deterministic; random splits follow the run's seed
-    splits = make_split(graphs.smiles, cfg.split, seed=cfg.seed if cfg.split in ("random", "random_scaffold") else 0)
-    with ExitStack() as stack:
-        run = None
-        if cfg.registry and sd.is_main():
-            from suite.registry import Registry
-
-            conf = {**experiment_config(cfg), "init_spec": None if init is None else init["spec"]}
-            run = stack.enter_context(Registry().run(
-                modality="graph", task="molnet-finetune", dataset=cfg.dataset, loss=loss_name,
-                loss_hparams={}, config=conf, run_options=run_option_values(cfg), seed=cfg.seed))
-        res = finetune_seed(graphs, splits, cfg, cfg.seed, init, run)
-        if run is not None:
-            run.log_many({k: v for k, v in (("rocauc_last", res["test_rocauc_last"]),
-                                             ("rocauc_bestval", res["test_rocauc_bestval"])) if not math.isnan(v)},
-                         split="test", step=cfg.epochs)
-            run.log_many({"best_epoch": res["best_epoch"], "finetune_mol_per_s": res["finetune_mol_per_s"],
-                          "undefined_rocauc": res["undefined_rocauc"],
-                          "molecules": len(graphs), "skipped": graphs.skipped,
-                          "non_numeric_labels": graphs.bad_labels}, split="info")
-    return {"dataset": cfg.dataset, "seed": cfg.seed, "init": cfg.init, "loss": loss_name,
-            "molecules": len(graphs), "skipped": graphs.skipped, "non_numeric_labels": graphs.bad_labels,
-            "load_s": load_s, **res}
+    """Fine-tune on ``cfg.dataset`` with ``cfg.seed`` through the run owner; one registry run."""
+    task = FinetuneMolTask(graphs)
+    run(task, cfg)
+    g = task.graphs
+    assert g is not None
+    return {"dataset": cfg.dataset, "seed": cfg.seed, "init": cfg.init, "loss": task.label,
+            "molecules": len(g), "skipped": g.skipped, "non_numeric_labels": g.bad_labels,
+            "load_s": task.load_s, **task.result}

@@ -12,14 +12,17 @@ Example: >>> enc = MolGIN(); h = enc.embed(batch)   # (B, 300)
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch_geometric.utils import scatter
 
-from graph.data.molecules import HU, Featurizer, MolBatch
+from graph.data.molecules import HU, Featurizer, MolBatch, get_featurizer
 from suite.pretrained import FRACTION, MAPPING, POSITIVE_INT, load_pretrained, load_state, save_pretrained
+from suite.train.checkpoint import latest_checkpoint, load_checkpoint
 
 MODEL_TYPE = "hu_mol_gin"
 
@@ -128,3 +131,74 @@ class MolPredictor(nn.Module):
 
     def forward(self, b: MolBatch) -> Tensor:
         return self.head(self.encoder.embed(b))
+
+
+def load_mol_encoder(path: str | Path, dropout: float = 0.0) -> tuple[MolGIN, dict[str, Any]]:
+    """A molecular encoder and its spec ``{num_layers, emb_dim, featurizer (name), loss, path}`` from: an exported
+    folder (:meth:`MolGIN.save_pretrained`, with the run owner's ``run.json`` naming the loss), a pretraining run
+    folder (its ``export/``), or a checkpoint of the layout before the run owner (``encoder.pt``, ``epoch<N>.pt``, or a
+    folder holding them; :func:`load_legacy_mol_encoder`). ``dropout`` is the fine-tuning dropout."""
+    p = Path(path)
+    folder = p / "export" if (p / "export" / "config.json").is_file() else p
+    if folder.is_dir() and (folder / "config.json").is_file():
+        enc = MolGIN.from_pretrained(folder, dropout=dropout)
+        loss = "?"
+        if (folder / "run.json").is_file():
+            try:
+                loss = str(json.loads((folder / "run.json").read_text(encoding="utf-8")).get("loss", "?"))
+            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
+                raise ValueError(f"{folder / 'run.json'}: not a run record ({exc})") from None
+        spec = {"num_layers": enc.num_layers, "emb_dim": enc.dim, "featurizer": enc.featurizer.name}
+        return enc.train(), {**spec, "loss": loss, "path": str(folder)}
+    return load_legacy_mol_encoder(p, dropout)
+
+
+def load_legacy_mol_encoder(path: str | Path, dropout: float = 0.0) -> tuple[MolGIN, dict[str, Any]]:
+    """An encoder from a checkpoint of the layout before the run owner: ``encoder.pt`` (or a directory holding it, or
+    an ``epoch<N>.pt`` checkpoint), or a training checkpoint of a run folder (``checkpoints/step-<N>.pt``). A checkpoint
+    that loads as data but lacks its ``spec`` (encoder.pt) or ``config`` (a pretraining checkpoint), or holds one
+    that is not a mapping or has a field of the wrong type, is a ValueError naming the file and what is wrong."""
+    p = Path(path)
+    if p.is_dir():
+        cand = p / "encoder.pt"
+        p = cand if cand.exists() else (latest_checkpoint(p, "epoch*.pt") or latest_checkpoint(p / "checkpoints", "step-*.pt")
+                                        or cand)
+    state = load_checkpoint(p)
+    if "encoder" in state:
+        entry, what = "spec", "an encoder checkpoint ('encoder' entry)"
+    elif "model" in state:  # a full pretraining checkpoint
+        entry, what = "config", "a pretraining checkpoint ('model' entry)"
+    else:
+        raise ValueError(f"{p} is not a molecular encoder checkpoint (no 'encoder' or 'model' entry)")
+    if entry not in state:
+        raise ValueError(f"{p}: {what} with no '{entry}' entry, so the encoder cannot be rebuilt (num_layers, "
+                         f"emb_dim, featurizer)")
+    c = state[entry]
+    if not isinstance(c, dict):
+        raise ValueError(f"{p}: '{entry}' must be a mapping (num_layers, emb_dim, featurizer), got {type(c).__name__}")
+    weights = state["encoder" if entry == "spec" else "model"]
+    if not isinstance(weights, dict):
+        raise ValueError(f"{p}: the weights must be a mapping of tensors, got {type(weights).__name__}")
+    lacking = {"num_layers", "emb_dim", "featurizer"} - set(c)
+    if lacking:
+        raise ValueError(f"{p}: the encoder {entry} lacks {sorted(lacking)}")
+    spec = {"num_layers": c["num_layers"], "emb_dim": c["emb_dim"], "featurizer": c["featurizer"]}
+    if entry == "spec":
+        spec = {**c, **spec}
+    for key in ("num_layers", "emb_dim"):
+        v = spec[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{p}: {entry} {key} must be an integer >= 1, got {v!r}")
+    if not isinstance(spec["featurizer"], str):
+        raise ValueError(f"{p}: {entry} featurizer must be a name ('hu' or 'ogb'), got {spec['featurizer']!r}")
+    sd_ = weights if entry == "spec" else {k[len("encoder."):]: v for k, v in weights.items()
+                                          if isinstance(k, str) and k.startswith("encoder.")}
+    try:
+        enc = MolGIN(spec["num_layers"], spec["emb_dim"], dropout, get_featurizer(spec["featurizer"]))
+    except ValueError as exc:
+        raise ValueError(f"{p}: {exc}") from None
+    load_state(enc, sd_, p)  # tensor names and shapes checked, a mismatch named with the file
+    config = state.get("config")
+    loss = state.get("loss", config.get("loss", "?") if isinstance(config, dict) else "?")
+    return enc, {**spec, "loss": loss, "path": str(p)}
+

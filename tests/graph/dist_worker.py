@@ -41,7 +41,7 @@ def mol_worker(rank: int, world: int, port: int, corpus: str, out: str) -> None:
 
     assert sd.init_from_env("gloo")
     try:
-        base = dict(corpus=corpus, epochs=2, loss="graphcl", registry=False, keep_checkpoints=0, device="cpu",
+        base = dict(corpus=corpus, epochs=2, loss="graphcl", registry=False, keep_checkpoints=1, device="cpu",
                     num_layers=2, emb_dim=16, batch_size=4)
         res = {}
         for chunk in (0, 4):

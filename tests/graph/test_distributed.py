@@ -49,5 +49,7 @@ def test_two_process_mol_pretraining_with_grad_cache_and_checkpoints(tmp_path: P
     r0, r1 = (json.loads((tmp_path / f"mol_rank{r}.json").read_text()) for r in (0, 1))
     for r in (r0, r1):
         assert len(r["plain"]) == 2 and r["cached"] == pytest.approx(r["plain"], rel=1e-5)
-    state = load_checkpoint(tmp_path / "c4" / "epoch2.pt")
+    from suite.train.run import Checkpoints
+
+    state = load_checkpoint(Checkpoints(tmp_path / "c4" / "checkpoints").latest())  # type: ignore[arg-type]
     assert len(state["rank_rng"]) == 2 and state["epoch"] == 2

@@ -65,7 +65,7 @@ def test_resume_gives_identical_result(tmp_path: Path) -> None:
     assert resumed["epochs_done"] == 3
     assert [h["loss"] for h in resumed["history"]] == [h["loss"] for h in full["history"]]
     ea, _ = load_encoder(tmp_path / "a")
-    eb, _ = load_encoder(tmp_path / "b" / "epoch3.pt")
+    eb, _ = load_encoder(tmp_path / "b")
     for (k, va), (_, vb) in zip(ea.state_dict().items(), eb.state_dict().items()):
         assert torch.equal(va, vb), k
 

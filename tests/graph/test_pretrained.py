@@ -80,7 +80,7 @@ def test_hu_featuriser_coincides_with_ogb_smiles2graph():
 
 
 def test_mol_pretraining_writes_pretrained_folder_with_card(tmp_path):
-    """Molecular pretraining (1 epoch, registry on) -> out/pretrained: MolGIN.from_pretrained equals encoder.pt, and a
+    """Molecular pretraining (1 epoch, registry on) -> out/export: MolGIN.from_pretrained equals the loaded encoder, and a
     README card with the loss, its hparams, molecule count, seed, run id and the registry's train metrics."""
     from graph.methods.pretrain_mol import PretrainMolConfig, load_encoder, pretrain
     from suite.registry import Registry
@@ -90,10 +90,10 @@ def test_mol_pretraining_writes_pretrained_folder_with_card(tmp_path):
     res = pretrain(PretrainMolConfig(corpus=str(_corpus(tmp_path)), out=str(tmp_path / "m"), epochs=1, loss="macl",
                                      device="cpu", seed=2, **TINY))
     enc, _ = load_encoder(tmp_path / "m")
-    again = MolGIN.from_pretrained(tmp_path / "m" / "pretrained")
+    again = MolGIN.from_pretrained(tmp_path / "m" / "export")
     for (k, a), (_, b) in zip(enc.state_dict().items(), again.state_dict().items()):
         assert torch.equal(a, b), k
-    card = (tmp_path / "m" / "pretrained" / "README.md").read_text()
+    card = (tmp_path / "m" / "export" / "README.md").read_text()
     run = Registry().runs(task="mol-pretrain")[-1]
     assert "`macl`" in card and '"tau0": 0.1' in card and f"| training examples | {res['molecules']} |" in card
     assert "| seed | 2 |" in card and f"| {run['id']} |" in card and "train/loss" in card
