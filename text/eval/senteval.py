@@ -11,10 +11,9 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-import torch
-
 from suite.config import experiment_config, run_option_values
 from suite.registry import Registry
+from suite.train import resolve_device
 from text.eval.encode import EncodeFn
 from text.eval.sts import STS_TASKS, STSEvaluator
 from text.eval.transfer import REGS, TransferEvaluator
@@ -47,7 +46,7 @@ class EvalConfig:
 def evaluate_model(cfg: EvalConfig, registry: Registry | None = None, record: bool = True) -> dict[str, float]:
     if cfg.tasks not in ("sts", "transfer", "all"):
         raise ValueError(f"tasks must be sts, transfer or all, got {cfg.tasks!r}")
-    dev = torch.device("cuda" if cfg.device == "auto" and torch.cuda.is_available() else ("cpu" if cfg.device == "auto" else cfg.device))
+    dev = resolve_device(cfg.device)
     enc = load_encoder(cfg.model, pooling=cfg.pooling).to(dev)
     fn = EncodeFn(enc, cfg.batch_size, cfg.max_length, dev, cache=cfg.cache)
     out: dict[str, float] = {}
@@ -55,6 +54,8 @@ def evaluate_model(cfg: EvalConfig, registry: Registry | None = None, record: bo
     ctx = reg.run(modality="text", task=f"senteval-{cfg.tasks}", dataset="senteval", loss=cfg.label or "none", loss_hparams={},
                   config=experiment_config(cfg), run_options=run_option_values(cfg), seed=cfg.seed) if reg else nullcontext()
     with ctx as run:
+        if run is not None:
+            run.set_primary("avg" if cfg.tasks != "transfer" else "transfer_avg", "test")
         if cfg.tasks in ("sts", "all"):
             t0, c0 = time.perf_counter(), time.process_time()
             sts = STSEvaluator(cfg.sts_tasks, aggregation=cfg.aggregation)(fn)
