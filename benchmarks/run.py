@@ -25,7 +25,8 @@ its jobs: each starts in its own session (process group); SIGTERM, SIGHUP or Ctr
 every group (SIGKILL after ``grace`` seconds), and a job started with the local launcher gets SIGTERM from
 the kernel when the runner dies, even by SIGKILL (``$SUITE_RUNNER_PID``, see ``suite.cli.follow_runner``).
 Every value of a suite file is checked when it is loaded (an empty grid list or seeds, a seed, stage or timeout of the
-wrong type, a mapping as an arg, a ``{placeholder}`` that names no arg: one line naming the file, the group and the key),
+wrong type, a mapping as an arg, a ``{placeholder}`` that names no arg, an unknown key in a group or beside ``name`` and
+``jobs``: one line naming the file, the group and the key),
 and before any job starts every job's front-end and command must be a ``suite`` command. A stage after one with a failed
 job is not started (its jobs are reported ``blocked``). A suite's ``name`` names its log folder, so it may hold only
 letters, digits, ``.``, ``_`` and ``-``. Jobs run in parallel up to
@@ -118,6 +119,10 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
         raise ValueError(f"suite {p}: cannot read it ({exc})") from None
     if not isinstance(spec, dict):
         raise ValueError(f"suite {p}: must be a mapping with 'name' and 'jobs', got {type(spec).__name__}")
+    unknown = sorted(map(str, set(spec) - SUITE_KEYS))
+    if unknown:  # e.g. `seeds:` beside `jobs:` was silently ignored: every group ran without seeds
+        raise ValueError(f"suite {p}: unknown top-level key(s) {unknown}; a suite file holds only name and jobs "
+                         "(seeds, grid, args, stage and timeout belong in a job group)")
     if not isinstance(spec.get("jobs"), list) or not spec["jobs"]:
         raise ValueError(f"suite {p} must have a non-empty 'jobs' list")
     name = suite_name(spec["name"], p) if "name" in spec else _SAFE_CHARS.sub("_", p.stem)
@@ -130,6 +135,8 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
     return name, jobs
 
 
+SUITE_KEYS = {"name", "jobs"}
+GROUP_KEYS = {"frontend", "command", "grid", "args", "seeds", "seed_flag", "timeout", "stage"}
 _SAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _SCALARS = (str, int, float, bool, type(None))
@@ -145,9 +152,12 @@ def _group_jobs(g: Any, where: str) -> list[Job]:
     integer seeds, a ``--flag``, a positive timeout, a stage >= 0, and ``{placeholders}`` that name an arg."""
     if not isinstance(g, dict):
         raise ValueError(f"{where}: must be a mapping (frontend, command, ...), got {g!r}")
-    unknown = set(g) - {"frontend", "command", "grid", "args", "seeds", "seed_flag", "timeout", "stage"}
-    if unknown or "frontend" not in g or "command" not in g:
-        raise ValueError(f"{where}: needs frontend and command; unknown keys {sorted(map(str, unknown))}")
+    unknown = set(g) - GROUP_KEYS
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {sorted(map(str, unknown))}; a job group takes "
+                         f"{', '.join(sorted(GROUP_KEYS))}")
+    if "frontend" not in g or "command" not in g:
+        raise ValueError(f"{where}: needs frontend and command, got {', '.join(sorted(map(str, g))) or 'neither'}")
     for key in ("frontend", "command"):
         if not isinstance(g[key], str) or not _WORD.match(g[key]):
             raise ValueError(f"{where}: {key} must be a command name (letters, digits, '-', '_'), got {g[key]!r}")

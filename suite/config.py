@@ -59,7 +59,8 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: dict[st
     if unknown:
         hint = ("; a run takes one `seed` (a benchmark suite's `seeds:` list loops over seeds)"
                 if "seeds" in unknown and "seed" in known else "")
-        raise ValueError(f"unknown config key(s) {unknown} for {cls.__name__}; valid: {sorted(known)}{hint}")
+        where = "; ".join(sorted({source[k] for k in unknown}))  # the config file the keys came from, or the overrides
+        raise ValueError(f"{where}: unknown config key(s) {unknown} for {cls.__name__}; valid: {sorted(known)}{hint}")
     hints = typing.get_type_hints(cls)
     values = {k: _typed(k, v, hints[k], source[k]) for k, v in values.items()}
     return cls(**values)

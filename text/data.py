@@ -282,7 +282,8 @@ def nli_triplets(root: Path | None = None) -> list[Triplet]:
 
 
 def read_triplets_csv(path: str | Path) -> list[Triplet]:
-    """A CSV with header ``sent0,sent1,hard_neg`` (SimCSE's nli_for_simcse.csv) or any 3 columns."""
+    """A CSV with header ``sent0,sent1,hard_neg`` (SimCSE's nli_for_simcse.csv) or any 3 columns; a row with fewer
+    or more cells, an empty cell or bytes that are not UTF-8 is a ValueError naming the file and line."""
     reader = csv.reader(io.StringIO(_read(Path(path)), newline=""))
     rows = [(reader.line_num, r) for r in reader if r]  # (line in the file, cells); blank lines skipped
     if not rows:
@@ -295,6 +296,10 @@ def read_triplets_csv(path: str | Path) -> list[Triplet]:
     if short:
         raise ValueError(f"{path}, line {short[0][0]}: {short[0][1]} column{'s' if short[0][1] != 1 else ''}, a triplet "
                          f"needs 3 (anchor, positive, hard negative); {len(short)} such row(s)")
+    long = [(i, len(r)) for i, r in body if len(r) > 3]
+    if long:  # an unquoted comma in a sentence: the cells after it would shift into the wrong roles
+        raise ValueError(f"{path}, line {long[0][0]}: {long[0][1]} columns, a triplet has 3 (anchor, positive, hard "
+                         f"negative); quote a sentence that holds a comma (\"a man, tall\"); {len(long)} such row(s)")
     out = [(i, (_norm(r[0]), _norm(r[1]), _norm(r[2]))) for i, r in body]
     empty = [i for i, t in out if not all(t)]
     if empty:

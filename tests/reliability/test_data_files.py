@@ -1,6 +1,7 @@
 """Data folders and files a user hands over half there or malformed: image data sets cut short or with labels that
-do not match, triplet CSVs with a header only, an empty cell or one column, a data root that is missing. Each
-gives a ValueError naming the file (and line or counts); nothing trains on it."""
+do not match, triplet CSVs with a header only, an empty cell, one column or more than three, or bytes that are not
+UTF-8, a data root that is missing. Each gives a ValueError naming the file (and line or counts); nothing trains on
+it."""
 from __future__ import annotations
 
 import pickle
@@ -83,6 +84,36 @@ def test_triplet_csv_empty_cell_or_one_column(tmp_path, text, match):
     f = tmp_path / "trip.csv"
     f.write_text(text)
     with pytest.raises(ValueError, match=match) as exc:
+        read_triplets_csv(f)
+    assert str(f) in str(exc.value)
+
+
+def test_triplet_csv_that_is_not_utf8(tmp_path):
+    """a triplet CSV saved as latin-1 (`café` as byte 0xe9 on line 3) -> ValueError naming the file, the line and the
+    byte; nothing is read from it (no sentence with a replacement character)"""
+    from text.data import read_triplets_csv
+
+    f = tmp_path / "trip.csv"
+    f.write_bytes(b"sent0,sent1,hard_neg\na man,a person,a cat\na caf\xe9,a shop,a dog\n")
+    with pytest.raises(ValueError, match=r"byte 0xe9 at line 3") as exc:
+        read_triplets_csv(f)
+    assert str(f) in str(exc.value)
+
+
+@pytest.mark.parametrize("text,line,n", [
+    ("sent0,sent1,hard_neg\na man,a person,a cat\na man, tall,a person,a cat\n", 3, 4),
+    ("a man,a person,a cat,a dog,a bird\n", 1, 5),
+    ("sent0,sent1,hard_neg,label\na man,a person,a cat,0\n", 2, 4),
+])
+def test_triplet_csv_row_with_more_than_three_columns(tmp_path, text, line, n):
+    """a triplet CSV row with 4 or 5 cells (an unquoted comma inside a sentence, an extra column) -> ValueError naming
+    the file, the line and the count of columns (the extra cells were dropped silently: 'a man, tall,a person,a cat'
+    trained on ('a man', 'tall', 'a person'))"""
+    from text.data import read_triplets_csv
+
+    f = tmp_path / "trip.csv"
+    f.write_text(text)
+    with pytest.raises(ValueError, match=rf"line {line}: {n} columns.*3") as exc:
         read_triplets_csv(f)
     assert str(f) in str(exc.value)
 

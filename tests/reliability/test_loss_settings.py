@@ -189,11 +189,14 @@ def test_text_grad_cache_chunk_negative_refused_up_front(tmp_path, capsys, monke
 
 # ----------------------------------------------------------------------------- sentence-transformers adapter (8, 9)
 
-st = pytest.importorskip("suite.integrations.sentence_transformers", reason="sentence-transformers not installed")
+def _st():
+    """The sentence-transformers adapter; only the tests that use it are skipped without sentence-transformers."""
+    return pytest.importorskip("suite.integrations.sentence_transformers", reason="sentence-transformers not installed")
 
 
 def test_suite_loss_with_a_number_for_the_name():
     """`SuiteLoss(model, 5)` -> ValueError 'loss name must be a string, got 5' (was AttributeError on .strip)"""
+    st = _st()
     for bad in (5, None):
         with pytest.raises(ValueError, match=f"loss name must be a string, got {bad}"):
             st.SuiteLoss(nn.Identity(), bad)  # type: ignore[arg-type]
@@ -204,6 +207,7 @@ def test_suite_loss_with_a_number_for_the_name():
 def test_multi_view_columns_of_different_lengths():
     """three text columns of 4, 4 and 3 rows into a multi-view loss (cacr) -> ValueError naming the columns and
     their lengths (was a torch.stack error)"""
+    st = _st()
     loss = st.SuiteLoss(nn.Identity(), "cacr")
     cols = [torch.randn(4, 8), torch.randn(4, 8), torch.randn(3, 8)]
     with pytest.raises(ValueError, match=r"column 2 has 3 rows.*4"):

@@ -64,6 +64,41 @@ def test_suite_with_an_unknown_frontend_or_command(tmp_path, capsys, monkeypatch
         assert not (tmp_path / "results").exists()
 
 
+def test_suite_group_with_an_unknown_key(tmp_path, capsys, monkeypatch):
+    """a suite job group with a misspelt key (`seed: [0, 1]` for `seeds`, `gird:` for `grid`) -> exit 2, one line
+    naming the file, the group and the unknown key with the known ones; no job started, no log folder (the key would
+    otherwise be dropped: one job with no seed, or no grid)"""
+    monkeypatch.chdir(tmp_path)
+    for group, key in (({"seed": [0, 1]}, "seed"), ({"gird": {"dataset": ["MUTAG"]}}, "gird")):
+        path = _suite(tmp_path, group)
+        with pytest.raises(ValueError, match=rf"job group 0.*unknown key.*'{key}'.*seeds") as exc:
+            load_suite(path)
+        assert str(path) in str(exc.value)
+        assert main(["bench", "run", str(path), "--registry", str(tmp_path / "r.sqlite")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "Traceback" not in err and str(path) in err and key in err, err
+        assert not (tmp_path / "results").exists() and not (tmp_path / "r.sqlite").exists()
+
+
+def test_suite_with_an_unknown_top_level_key(tmp_path, capsys, monkeypatch):
+    """a suite file with a top-level key beside name and jobs (`seeds: [0, 1]` meant for every group, `job:` for
+    `jobs:`) -> exit 2, one line naming the file and the key and saying that only name and jobs are read (`seeds:`
+    was silently ignored: every group ran without seeds)"""
+    monkeypatch.chdir(tmp_path)
+    group = {"frontend": "graph", "command": "tu"}
+    for spec, key in (({"name": "s", "seeds": [0, 1], "jobs": [group]}, "seeds"),
+                      ({"name": "s", "jobs": [group], "job": [group]}, "job")):
+        path = tmp_path / "s.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        with pytest.raises(ValueError, match=rf"unknown top-level key.*'{key}'.*name.*jobs") as exc:
+            load_suite(path)
+        assert str(path) in str(exc.value)
+        assert main(["bench", "run", str(path), "--registry", str(tmp_path / "r.sqlite")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "Traceback" not in err and str(path) in err and key in err, err
+        assert not (tmp_path / "results").exists() and not (tmp_path / "r.sqlite").exists()
+
+
 class _ExitRunner(Runner):
     """Jobs whose command is ``python -c 'exit(<code>)'``: the ``code`` arg of the job."""
 
@@ -126,3 +161,28 @@ def test_config_yaml_valid_values_are_not_refused(tmp_path):
     f.write_text("lr: 1\nepochs: 2\ndropout: 0\nloss_hparams: {temperature: 0.1}\nmode: sup\n")
     cfg = load_config(SimCSEConfig, f)
     assert (cfg.lr, cfg.epochs, cfg.dropout, cfg.mode, cfg.loss_hparams) == (1, 2, 0, "sup", {"temperature": 0.1})
+
+
+@pytest.mark.parametrize("cls_path,text,key", [
+    ("text.methods.simcse:SimCSEConfig", "epochz: 3\n", "epochz"),
+    ("vision.gmm:GMMConfig", "epochs: 10\n", "epochs"),
+    ("text.mlm:MLMConfig", "stepz: 10\n", "stepz"),
+])
+def test_config_yaml_with_an_unknown_key(tmp_path, cls_path, text, key):
+    """a config YAML (`suite text train|mlm --config x.yaml`, `suite vision gmm --config x.yaml`) with a key its
+    config class does not have -> ValueError naming the file and the key (it named the key and the class, not the
+    file); an unknown key given as an override names no file"""
+    import importlib
+
+    from suite.config import load_config
+
+    module, name = cls_path.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    f = tmp_path / "c.yaml"
+    f.write_text(text)
+    with pytest.raises(ValueError, match=rf"unknown config key.*'{key}'") as exc:
+        load_config(cls, f)
+    assert str(f) in str(exc.value)
+    with pytest.raises(ValueError, match=rf"unknown config key.*'{key}'") as exc:
+        load_config(cls, overrides={key: 1})
+    assert str(f) not in str(exc.value)
