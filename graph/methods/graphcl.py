@@ -37,7 +37,7 @@ from graph.models.gin import GraphCLModel
 from suite import distributed as sd
 from suite.losses import apply_loss
 from suite.metrics import alignment, uniformity
-from suite.train import CachedStep, Engine, epoch_batches, resolve_device, save_checkpoint, seed_everything
+from suite.train import CachedStep, Engine, epoch_batches, resolve_device, save_checkpoint, seed_everything, seeded_generator
 
 
 @dataclass
@@ -144,9 +144,9 @@ def train(cfg: TUConfig, data: TUData, seed: int, log: Callable[[dict[str, float
     torch.distributed, counted in ``TrainResult.dropped_per_epoch``)."""
     loss, view_mode, record = resolve(cfg.loss, cfg.loss_hparams, cfg.views)
     aug = build_augmentation(cfg.aug, cfg.aug_ratio)
-    seed_everything(seed)
+    seed_everything(seed, rank=sd.rank())
     device = resolve_device(cfg.device)
-    gen = torch.Generator(device=device).manual_seed(seed * 7919 + sd.rank())
+    gen = seeded_generator(seed, rank=sd.rank(), stream="aug", device=device)
     model = GraphCLModel(data.num_features, cfg.hidden, cfg.layers).to(device)
     engine = Engine(MultiViewModel(model), torch.optim.Adam(model.parameters(), lr=cfg.lr), device=device, loss=loss,
                     desc=f"{data.name} {cfg.loss} s{seed}", unit="batch")

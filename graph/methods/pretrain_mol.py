@@ -2,11 +2,10 @@
 
 Two augmented views of every molecule in a batch (default: node dropping and subgraph, 20 %, from
 :mod:`graph.augment`), encoder -> mean pool -> projection head, any ``suite.losses`` loss.
-Adam lr 1e-3, batch 256, trained by :class:`suite.train.Engine` (its epoch rule: the last partial
-batch is dropped). A checkpoint ``epoch<N>.pt`` (the engine's layout: model, optimiser, sampler
-position, every RNG state incl. the augmentation generator; loss buffers and history as ``extra``)
-is written after every epoch, so a resumed run continues bit-for-bit; ``encoder.pt`` (encoder weights + its shape)
-is what fine-tuning loads.
+Adam lr 1e-3, batch 256. The run owner (:func:`suite.train.run.run`) does the rest: a checkpoint after every
+epoch (``<out>/checkpoints/step-<N>.pt``: model, optimiser, sampler position, every RNG state incl. the
+augmentation generator; loss buffers and history as task state), so a resumed run continues bit-for-bit, and at
+the end the encoder in ``<out>/export`` (``MolGIN.from_pretrained``, with its model card), which fine-tuning loads.
 
 Example:
     >>> cfg = load_config(PretrainMolConfig, "graph/configs/mol_pretrain_cpu.yaml", {"loss": "macl"})
@@ -15,7 +14,6 @@ Example:
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar
@@ -26,15 +24,12 @@ from torch import Tensor, nn
 import suite.losses as L
 from graph.data.molecules import MolGraphs, get_featurizer, load_smiles_file
 from graph.methods.graphcl import chunk_views
-from graph.methods.mol_card import save_pretrained_mol
-from graph.models.gin_mol import MolGIN, projection_head
-from suite import distributed as sd
+from graph.methods.mol_card import mol_card
+from graph.models.gin_mol import MolGIN, load_mol_encoder as load_encoder, projection_head  # noqa: F401 (load_encoder: its old home)
 from suite import presets
-from suite.config import experiment_config, experiment_hash, run_option_values, run_options
 from suite.paths import data_path
-from suite.pretrained import load_state
-from suite.train import (CachedStep, Engine, epoch_batches, latest_checkpoint, load_checkpoint, open_run, resolve_device,
-                         save_checkpoint, seed_everything)
+from suite.train import CachedStep
+from suite.train.run import EXPORT, RunContext, Task, Training, run, run_folder
 
 # Loss presets: suite.presets, setting "graph_transfer" (graphcl, macl, infonce). GraphCL's transfer code
 # (chem/pretrain_graphcl.py) contrasts view 1 against view 2 only (cross-view negatives, one direction) with the
@@ -69,9 +64,9 @@ class PretrainMolConfig:
                                                                 "GIN's BatchNorm sees chunks, so K is part of the "
                                                                 "experiment (0 = off)", "omit_default": True})
     seed: int = 0
-    out: str = field(default="", metadata={"help": "output folder ('' = ckpt/mol/<loss>-<config hash>)"})
+    out: str = field(default="", metadata={"help": "output folder ('' = runs/mol-pretrain/<loss>-<config hash>)"})
     resume: bool = True
-    keep_checkpoints: int = 2
+    keep_checkpoints: int = field(default=2, metadata={"help": "newest checkpoints kept (0: none once the run has finished)"})
     device: str = "auto"
     registry: bool = True
 
@@ -90,13 +85,6 @@ def resolve_corpus(corpus: str) -> Path:
     if not p.exists():
         raise ValueError(f"pretraining corpus not found: {p} (give 'zinc' with SUITE_DATA set, or a SMILES file)")
     return p
-
-
-def output_dir(cfg: PretrainMolConfig) -> Path:
-    """``cfg.out``, or by default ``ckpt/mol/<loss>-<experiment hash>`` (distinct configs never share it)."""
-    if cfg.out:
-        return Path(cfg.out)
-    return Path("ckpt/mol") / f"{cfg.loss.lower()}-{experiment_hash(cfg)}"
 
 
 class ContrastiveMolModel(nn.Module):
@@ -122,143 +110,104 @@ def encoder_spec(cfg: PretrainMolConfig) -> dict[str, Any]:
     return {"num_layers": cfg.num_layers, "emb_dim": cfg.emb_dim, "featurizer": cfg.featurizer}
 
 
-def shard_batches(perm: Tensor, batch_size: int) -> list[Tensor]:
-    """This rank's share of ``perm`` in batches (fine-tuning; contrastive pretraining uses
-    :func:`suite.train.epoch_batches`). Under DDP the tail is cut to a multiple of the world
-    size first, so every rank runs the same number of equally sized steps (no collective hangs)."""
-    if sd.is_distributed():
-        ws = sd.world_size()
-        perm = perm[: perm.numel() - perm.numel() % ws][sd.rank()::ws]
-    return [b for b in perm.split(batch_size) if b.numel() >= 2]
+class MolPretrainTask(Task[PretrainMolConfig]):
+    """Molecular contrastive pretraining as a :class:`suite.train.run.Task`: the run owner seeds, places, checkpoints
+    (every epoch), resumes, records (task ``mol-pretrain``, the training loss as headline) and exports the encoder
+    (``<out>/export``: ``MolGIN.from_pretrained``, with its card)."""
 
+    modality, name, primary, eval_split = "graph", "mol-pretrain", ("loss", "train"), None
 
-def _prune(out: Path, keep: int) -> None:
-    if keep <= 0:
-        return
-    cks = sorted(out.glob("epoch*.pt"), key=lambda p: int(p.stem[5:]))
-    for p in cks[:-keep]:
-        p.unlink(missing_ok=True)
+    def __init__(self, graphs: MolGraphs | None = None) -> None:
+        self.graphs = graphs
+        self.history: list[dict[str, Any]] = []
+        self.feat_rate = float("nan")
+
+    def dataset(self, cfg: PretrainMolConfig) -> str:
+        return Path(cfg.corpus).name
+
+    def loss_name(self, cfg: PretrainMolConfig) -> str:
+        # runs and encoders carry the name the user asked for: GraphCL pretraining is ``graphcl``, not its
+        # underlying ``dcl`` (the resolved loss and hyper-parameters are in ``loss_hparams``)
+        return cfg.loss.lower() if cfg.loss.lower() in presets.names(SETTING) else build_loss(cfg.loss, cfg.loss_hparams)[0]
+
+    def stem(self, cfg: PretrainMolConfig) -> str:
+        return cfg.loss.lower()
+
+    def legacy_checkpoints(self, cfg: PretrainMolConfig, folder: Path) -> list[Path]:
+        return sorted(folder.glob("epoch*.pt"))  # the layout before the run owner: <out>/epoch<N>.pt
+
+    def build(self, cfg: PretrainMolConfig, ctx: RunContext[PretrainMolConfig]) -> Training:
+        if cfg.epochs < 1 or cfg.batch_size < 2 or cfg.grad_cache_chunk < 0:
+            raise ValueError(f"need epochs >= 1, batch_size >= 2 and grad_cache_chunk >= 0, got {cfg.epochs}, "
+                             f"{cfg.batch_size}, {cfg.grad_cache_chunk}")
+        _, loss_fn = build_loss(cfg.loss, cfg.loss_hparams)  # a bad loss is refused before the corpus is read
+        graphs = self.graphs
+        if graphs is None:
+            t0 = time.perf_counter()
+            graphs = load_smiles_file(resolve_corpus(cfg.corpus), cfg.featurizer, cfg.limit, cfg.subset_seed)
+            self.feat_rate = len(graphs) / max(time.perf_counter() - t0, 1e-9)  # cache hits make this large
+        if len(graphs) < 2:
+            raise ValueError(f"pretraining needs at least 2 molecules, got {len(graphs)}")
+        self.graphs, device = graphs, ctx.device
+        model = ContrastiveMolModel(MolGIN(cfg.num_layers, cfg.emb_dim, cfg.dropout, get_featurizer(cfg.featurizer)))
+        model, loss_fn = model.to(device), loss_fn.to(device)
+        aug1, aug2 = make_augmentation(cfg.aug1, cfg.aug_ratio), make_augmentation(cfg.aug2, cfg.aug_ratio)
+        aug_gen = ctx.generator("aug")
+
+        def step(idx: Tensor) -> Tensor | CachedStep:
+            ddp = ctx.engine.ddp  # type: ignore[union-attr]
+            b = graphs.batch(idx).to_pyg()
+            v1 = aug1(b, aug_gen).to(device)  # augment on CPU (seeded generator), then move
+            v2 = aug2(b, aug_gen).to(device)
+            if cfg.grad_cache_chunk:  # views made once, encoded in chunks of molecules, the loss over the whole batch
+                return CachedStep(lambda c: torch.stack([ddp(c[0]), ddp(c[1])]),
+                                  chunk_views([v1, v2], cfg.grad_cache_chunk), lambda z: loss_fn(z[0], z[1]), dim=1)
+            return loss_fn(ddp(v1), ddp(v2))  # (B, D) each
+
+        n = len(graphs)
+        return Training(model, torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay),
+                        lambda epoch: ctx.epoch_batches(n, cfg.batch_size, epoch), step, epochs=cfg.epochs,
+                        loss=loss_fn, rate_name="mol_per_s",
+                        data_info={"molecules": n, "skipped": graphs.skipped, "featurize_mol_per_s": self.feat_rate})
+
+    def on_epoch(self, cfg: PretrainMolConfig, ctx: RunContext[PretrainMolConfig], training: Training, epoch: int,
+                 stats: dict[str, float]) -> None:
+        self.history.append({"epoch": epoch, **stats})
+
+    def state(self, cfg: PretrainMolConfig, ctx: RunContext[PretrainMolConfig], training: Training) -> dict[str, Any]:
+        return {"loss": training.loss.state_dict(), "history": self.history}
+
+    def restore(self, cfg: PretrainMolConfig, ctx: RunContext[PretrainMolConfig], training: Training,
+                state: dict[str, Any]) -> None:
+        training.loss.load_state_dict(state["loss"])
+        self.history = list(state["history"])
+
+    def export_module(self, cfg: PretrainMolConfig, training: Training) -> nn.Module:
+        return training.model.encoder  # MolGIN.save_pretrained
+
+    def card(self, cfg: PretrainMolConfig, ctx: RunContext[PretrainMolConfig], training: Training) -> dict[str, Any]:
+        return mol_card(cfg, self.loss_name(cfg), training.loss, ctx.engine.epoch, len(self.graphs),  # type: ignore[arg-type, union-attr]
+                        ctx.engine.step, ctx.run, str(ctx.folder / EXPORT))  # type: ignore[union-attr]
 
 
 def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after: int | None = None) -> dict[str, Any]:
-    """Run (or resume) pretraining; returns a summary (final loss, molecules/s, paths).
+    """Run (or resume) pretraining through the run owner; returns a summary (final loss, molecules/s, paths).
 
-    ``stop_after`` ends the process after that many epochs of *this call* (to test resumption). A
+    ``stop_after`` ends the call after that many epochs, as an interruption would (to test resumption). A
     checkpoint in the output folder is resumed only if it records the same experiment config (else
     :class:`suite.train.ConfigMismatchError` names the differing keys)."""
-    if cfg.epochs < 1 or cfg.batch_size < 2 or cfg.grad_cache_chunk < 0:
-        raise ValueError(f"need epochs >= 1, batch_size >= 2 and grad_cache_chunk >= 0, got {cfg.epochs}, "
-                         f"{cfg.batch_size}, {cfg.grad_cache_chunk}")
-    out = output_dir(cfg)
-    device = resolve_device(cfg.device)
-    seed_everything(cfg.seed)
-    loss_name, loss_fn = build_loss(cfg.loss, cfg.loss_hparams)  # a bad loss is refused before the corpus is read
-    feat_rate = float("nan")
-    if graphs is None:
-        t0 = time.perf_counter()
-        graphs = load_smiles_file(resolve_corpus(cfg.corpus), cfg.featurizer, cfg.limit, cfg.subset_seed)
-        feat_rate = len(graphs) / max(time.perf_counter() - t0, 1e-9)  # cache hits make this large
-    if len(graphs) < 2:
-        raise ValueError(f"pretraining needs at least 2 molecules, got {len(graphs)}")
-    encoder = MolGIN(cfg.num_layers, cfg.emb_dim, cfg.dropout, get_featurizer(cfg.featurizer))
-    model = ContrastiveMolModel(encoder).to(device)
-    loss_fn = loss_fn.to(device)
-    out.mkdir(parents=True, exist_ok=True)  # only once the corpus and the loss are known good: a refused run leaves none
-    # runs and encoders carry the name the user asked for: GraphCL pretraining is ``graphcl``, not its
-    # underlying ``dcl`` (the resolved loss and hyper-parameters are in ``loss_hparams``)
-    label = cfg.loss.lower() if cfg.loss.lower() in presets.names(SETTING) else loss_name
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    aug1, aug2 = make_augmentation(cfg.aug1, cfg.aug_ratio), make_augmentation(cfg.aug2, cfg.aug_ratio)
-    aug_gen = torch.Generator().manual_seed(cfg.seed + 1)
-    engine = Engine(model, opt, device=device, loss=loss_fn, generators={"aug": aug_gen}, desc="pretrain")
-    history: list[dict[str, Any]] = []
-    experiment = experiment_config(cfg)
-    ck = latest_checkpoint(out, "epoch*.pt") if cfg.resume else None
-    if ck is not None:
-        extra = engine.load(ck, experiment, ignore=run_options(cfg))
-        loss_fn.load_state_dict(extra["loss"])
-        history = list(extra["history"])
-
-    def step(idx: Tensor) -> Tensor | CachedStep:
-        b = graphs.batch(idx).to_pyg()  # type: ignore[union-attr]
-        v1 = aug1(b, aug_gen).to(device)  # augment on CPU (seeded generator), then move
-        v2 = aug2(b, aug_gen).to(device)
-        if cfg.grad_cache_chunk:  # views made once, encoded in chunks of molecules, the loss over the whole batch
-            return CachedStep(lambda c: torch.stack([engine.ddp(c[0]), engine.ddp(c[1])]),
-                              chunk_views([v1, v2], cfg.grad_cache_chunk), lambda z: loss_fn(z[0], z[1]), dim=1)
-        return loss_fn(engine.ddp(v1), engine.ddp(v2))  # (B, D) each
-
-    def on_epoch(epoch: int, stats: dict[str, float]) -> None:
-        history.append({"epoch": epoch, **stats})
-        engine.save(out / f"epoch{epoch}.pt", experiment, extra={"loss": loss_fn.state_dict(), "history": history})
-        if sd.is_main():  # (the checkpoint above is a collective: every rank's random state; the main rank writes)
-            save_checkpoint(out / "encoder.pt", {"encoder": model.encoder.state_dict(), "spec": encoder_spec(cfg),
-                                                 "loss": label, "epoch": epoch, "config": experiment})
-            save_pretrained_mol(out / "pretrained", model.encoder, cfg, label, loss_fn, epoch, len(graphs), run=engine.run)
-            _prune(out, cfg.keep_checkpoints)
-
-    last = cfg.epochs if stop_after is None else min(cfg.epochs, engine.epoch + stop_after)
-    with ExitStack() as stack:
-        run = open_run(cfg.registry and engine.epoch < cfg.epochs, stack, resume_id=engine.resume_run_id, modality="graph", task="mol-pretrain",
-                       dataset=Path(cfg.corpus).name, loss=label, loss_hparams=loss_fn.hparams(),
-                       config=experiment, run_options={**run_option_values(cfg), "out": str(out)}, seed=cfg.seed)
-        engine.run = run
-        n = len(graphs)
-        engine.fit(lambda epoch: epoch_batches(n, cfg.batch_size, cfg.seed, epoch), step, epochs=last, on_epoch=on_epoch,
-                   rate_name="mol_per_s")
-        if run is not None:
-            run.log_many({"molecules": len(graphs), "skipped": graphs.skipped, "featurize_mol_per_s": feat_rate}, split="data")
-    return {"loss": label, "epochs_done": history[-1]["epoch"] if history else 0,
-            "final_loss": history[-1]["loss"] if history else float("nan"),
-            "pretrain_mol_per_s": history[-1]["mol_per_s"] if history else float("nan"),
-            "featurize_mol_per_s": feat_rate, "molecules": len(graphs), "skipped": graphs.skipped,
-            "encoder": str(out / "encoder.pt"), "history": history}
-
-
-def load_encoder(path: str | Path, dropout: float = 0.0) -> tuple[MolGIN, dict[str, Any]]:
-    """An encoder from ``encoder.pt`` (or a directory holding it, or an ``epoch<N>.pt`` checkpoint). A checkpoint
-    that loads as data but lacks its ``spec`` (encoder.pt) or ``config`` (a pretraining checkpoint), or holds one
-    that is not a mapping or has a field of the wrong type, is a ValueError naming the file and what is wrong."""
-    p = Path(path)
-    if p.is_dir():
-        cand = p / "encoder.pt"
-        p = cand if cand.exists() else (latest_checkpoint(p, "epoch*.pt") or cand)
-    state = load_checkpoint(p)
-    if "encoder" in state:
-        entry, what = "spec", "an encoder checkpoint ('encoder' entry)"
-    elif "model" in state:  # a full pretraining checkpoint
-        entry, what = "config", "a pretraining checkpoint ('model' entry)"
-    else:
-        raise ValueError(f"{p} is not a molecular encoder checkpoint (no 'encoder' or 'model' entry)")
-    if entry not in state:
-        raise ValueError(f"{p}: {what} with no '{entry}' entry, so the encoder cannot be rebuilt (num_layers, "
-                         f"emb_dim, featurizer)")
-    c = state[entry]
-    if not isinstance(c, dict):
-        raise ValueError(f"{p}: '{entry}' must be a mapping (num_layers, emb_dim, featurizer), got {type(c).__name__}")
-    weights = state["encoder" if entry == "spec" else "model"]
-    if not isinstance(weights, dict):
-        raise ValueError(f"{p}: the weights must be a mapping of tensors, got {type(weights).__name__}")
-    lacking = {"num_layers", "emb_dim", "featurizer"} - set(c)
-    if lacking:
-        raise ValueError(f"{p}: the encoder {entry} lacks {sorted(lacking)}")
-    spec = {"num_layers": c["num_layers"], "emb_dim": c["emb_dim"], "featurizer": c["featurizer"]}
-    if entry == "spec":
-        spec = {**c, **spec}
-    for key in ("num_layers", "emb_dim"):
-        v = spec[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{p}: {entry} {key} must be an integer >= 1, got {v!r}")
-    if not isinstance(spec["featurizer"], str):
-        raise ValueError(f"{p}: {entry} featurizer must be a name ('hu' or 'ogb'), got {spec['featurizer']!r}")
-    sd_ = weights if entry == "spec" else {k[len("encoder."):]: v for k, v in weights.items()
-                                          if isinstance(k, str) and k.startswith("encoder.")}
+    task = MolPretrainTask(graphs)
     try:
-        enc = MolGIN(spec["num_layers"], spec["emb_dim"], dropout, get_featurizer(spec["featurizer"]))
-    except ValueError as exc:
-        raise ValueError(f"{p}: {exc}") from None
-    load_state(enc, sd_, p)  # tensor names and shapes checked, a mismatch named with the file
-    config = state.get("config")
-    loss = state.get("loss", config.get("loss", "?") if isinstance(config, dict) else "?")
-    return enc, {**spec, "loss": loss, "path": str(p)}
-
+        res = run(task, cfg, stop_after=stop_after)
+    except KeyboardInterrupt as exc:
+        if stop_after is None or "stop_after" not in str(exc):
+            raise
+        res = None
+    h = task.history
+    folder = run_folder(cfg, task.name, task.stem(cfg))
+    return {"loss": task.loss_name(cfg), "epochs_done": h[-1]["epoch"] if h else 0,
+            "final_loss": h[-1]["loss"] if h else float("nan"),
+            "pretrain_mol_per_s": h[-1]["mol_per_s"] if h else float("nan"),
+            "featurize_mol_per_s": task.feat_rate, "molecules": len(task.graphs) if task.graphs is not None else 0,
+            "skipped": task.graphs.skipped if task.graphs is not None else 0,
+            "encoder": str(folder / EXPORT), "history": h, "run_id": res.run_id if res is not None else None}
