@@ -94,9 +94,15 @@ def test_pretrain_mol_other_loss_refused(tmp_path: Path) -> None:
 
 def test_pretrain_mol_default_out_depends_on_config() -> None:
     """default pretrain-mol --out for graphcl and macl -> distinct folders named by loss and config hash"""
-    from graph.methods.pretrain_mol import PretrainMolConfig, output_dir
+    from graph.methods.pretrain_mol import MolPretrainTask, PretrainMolConfig
+    from suite.train.run import run_folder
+
+    def output_dir(cfg: PretrainMolConfig) -> Path:  # the folder pretrain() uses (the run owner's rule)
+        task = MolPretrainTask()
+        return run_folder(cfg, task.name, task.stem(cfg))
 
     a, b = output_dir(PretrainMolConfig()), output_dir(PretrainMolConfig(loss="macl"))
+    assert a.parent == Path("runs/mol-pretrain") == b.parent
     assert a != b and a.name.startswith("graphcl-") and b.name.startswith("macl-")
     assert output_dir(PretrainMolConfig(device="cpu", keep_checkpoints=9)) == a
 

@@ -169,7 +169,7 @@ def test_config_yaml_valid_values_are_not_refused(tmp_path):
     ("text.mlm:MLMConfig", "stepz: 10\n", "stepz"),
 ])
 def test_config_yaml_with_an_unknown_key(tmp_path, cls_path, text, key):
-    """a config YAML (`suite text train|mlm --config x.yaml`, `suite vision gmm --config x.yaml`) with a key its
+    """a config YAML (`suite text train --config x.yaml`, likewise `text mlm` and `vision gmm`) with a key its
     config class does not have -> ValueError naming the file and the key (it named the key and the class, not the
     file); an unknown key given as an override names no file"""
     import importlib
