@@ -19,6 +19,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import json
+import statistics
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,16 +36,18 @@ from graph.augment import build_augmentation, split_graphs
 from graph.data.tu import TUData
 from graph.eval.svm import SVMEvaluator, embed_graphs
 from graph.methods.presets import resolve
-from graph.models.gin import GraphCLModel
+from graph.models.gin import GINEncoder, GraphCLModel
 from suite import distributed as sd
 from suite.losses import apply_loss
 from suite.metrics import alignment, uniformity
-from suite.train import CachedStep, Engine, epoch_batches, resolve_device, save_checkpoint, seed_everything, seeded_generator
+from suite.train import CachedStep
+from suite.train.run import EXPORT, PROVENANCE, RunContext, Task, Training, run
 
 
 @dataclass
 class TUConfig:
-    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("data_root", "download", "save_dir", "save_embeddings", "device")
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("data_root", "download", "out", "save_embeddings", "device", "resume",
+                                              "checkpoint_every", "keep_checkpoints")
     dataset: str = field(default="MUTAG", metadata={"help": "TU dataset name"})
     loss: str = field(default="graphcl", metadata={"help": "preset (graphcl, macl, infonce, cacr, cacr3, tsimclr) or core loss"})
     loss_hparams: dict[str, Any] = field(default_factory=dict, metadata={"help": "loss hyper-parameter overrides"})
@@ -67,9 +72,13 @@ class TUConfig:
                                                    "a benchmark suite's seeds list loops over seeds)"})
     data_root: str | None = field(default=None, metadata={"help": "folder holding <NAME>/raw (default $SUITE_DATA/TU)"})
     download: bool = field(default=False, metadata={"help": "let PyG download a dataset absent from the data root"})
-    save_dir: str | None = field(default=None, metadata={"help": "save encoder (+config) per seed here"})
-    save_embeddings: bool = field(default=False, metadata={"help": "also save the final embeddings"})
+    out: str = field(default="", metadata={"help": "run folder: checkpoints, the encoder export (export/) "
+                                                   "('' = runs/tu-graphcl/<set>-<loss>-s<seed>-<hash>)"})
+    save_embeddings: bool = field(default=False, metadata={"help": "also save the final embeddings (<out>/embeddings.pt)"})
     device: str = field(default="cpu", metadata={"help": "cpu or cuda"})
+    resume: bool = True
+    checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (0: at the end only)"})
+    keep_checkpoints: int = field(default=0, metadata={"help": "checkpoints kept once the run has finished (0: none)"})
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 2 or self.lr <= 0:
@@ -134,83 +143,125 @@ def collate(data: TUData, idx: Tensor) -> Batch:
     return Batch.from_data_list([data.graphs[i] for i in idx.tolist()])
 
 
-def train(cfg: TUConfig, data: TUData, seed: int, log: Callable[[dict[str, float], int], None] | None = None,
-          evaluate_fn: Callable[..., tuple[dict[str, Any], Tensor, Tensor]] = evaluate) -> TrainResult:
-    """Pretrain one encoder on ``data`` with ``cfg`` and ``seed``; evaluate at ``cfg.eval_epochs``
-    and the last epoch (main rank only). ``log(metrics, epoch)`` receives every epoch's stats.
+PROTOCOL = "SVC(rbf), C in 1e-3..1e3 by inner grid search"
 
-    The loop is :class:`suite.train.Engine`'s; batches follow its epoch rule
-    (:func:`suite.train.epoch_batches`: equal batches on every rank, the last partial batch dropped under
-    torch.distributed, counted in ``TrainResult.dropped_per_epoch``)."""
-    loss, view_mode, record = resolve(cfg.loss, cfg.loss_hparams, cfg.views)
-    aug = build_augmentation(cfg.aug, cfg.aug_ratio)
-    seed_everything(seed, rank=sd.rank())
-    device = resolve_device(cfg.device)
-    gen = seeded_generator(seed, rank=sd.rank(), stream="aug", device=device)
-    model = GraphCLModel(data.num_features, cfg.hidden, cfg.layers).to(device)
-    engine = Engine(MultiViewModel(model), torch.optim.Adam(model.parameters(), lr=cfg.lr), device=device, loss=loss,
-                    desc=f"{data.name} {cfg.loss} s{seed}", unit="batch")
-    n = len(data.graphs)
-    batches = lambda epoch: epoch_batches(n, cfg.batch_size, seed, epoch)  # noqa: E731
-    dropped = n - sum(len(b) for b in batches(0)) * sd.world_size()
-    eval_at = sorted({e for e in cfg.eval_epochs if 1 <= e <= cfg.epochs} | {cfg.epochs})
-    stats: list[dict[str, float]] = []
-    evals: dict[int, dict[str, Any]] = {}
-    t_eval = 0.0
-    au = {"alignment": 0.0, "uniformity": 0.0}
-    emb_labels: list[Tensor | None] = [None, None]
 
-    def loss_of(z: Tensor) -> Tensor:  # z (V, B, d)
-        au["alignment"] += alignment(z[0].detach(), z[1].detach())
-        au["uniformity"] += uniformity(z[0].detach())
-        return apply_loss(loss, z)
+class TUTask(Task[TUConfig]):
+    """GraphCL on a TU data set as a :class:`suite.train.run.Task` (task ``tu-graphcl``, headline ``acc`` / test).
 
-    def step(idx: Tensor) -> Tensor | CachedStep:
-        views = make_views(collate(data, idx).to(device), view_mode, aug, gen)
-        if cfg.grad_cache_chunk:  # the views made once, encoded in chunks of graphs, the loss over the whole batch
-            return CachedStep(lambda c: engine.ddp(list(c)), chunk_views(views, cfg.grad_cache_chunk), loss_of, dim=1)
-        return loss_of(engine.ddp(views))
+    The loop is :class:`suite.train.Engine`'s; batches follow its epoch rule (:func:`suite.train.epoch_batches`:
+    equal batches on every rank, the last partial batch dropped under torch.distributed, counted in
+    ``dropped_per_epoch``). Per epoch the training stats (loss, the loss's diagnostics, alignment, uniformity,
+    graphs/s) go to split ``train``; at ``eval_epochs`` and the last epoch the SVM accuracy of the encoder's
+    embeddings of the un-augmented graphs (main rank) goes to split ``test`` (``acc``, ``acc_ep<N>``,
+    ``acc_fold_std``). The run owner seeds, checkpoints every epoch (removed once finished unless
+    ``keep_checkpoints``), resumes and records it, and exports the encoder (``GINEncoder.from_pretrained``)."""
 
-    def on_epoch(epoch: int, ep: dict[str, float]) -> None:
-        nonlocal t_eval
-        steps = max(len(batches(epoch - 1)), 1)
-        ep = {**{k: v for k, v in ep.items()}, **{k: v / steps for k, v in au.items()}}
-        ep["graphs_per_s"] = ep.pop("items_per_s")
-        au.update(alignment=0.0, uniformity=0.0)
-        stats.append(ep)
-        if log is not None and sd.is_main():
-            log(ep, epoch)
-        if epoch in eval_at and sd.is_main():
+    modality, name, primary = "graph", "tu-graphcl", ("acc", "test")
+
+    def __init__(self, data: TUData, log: Callable[[dict[str, float], int], None] | None = None) -> None:
+        self.data, self.log = data, log
+        self.stats: list[dict[str, float]] = []
+        self.evals: dict[int, dict[str, Any]] = {}
+        self.t_eval = 0.0
+        self.emb_labels: list[Tensor | None] = [None, None]
+
+    def keep_checkpoints(self, cfg: TUConfig) -> int:
+        return cfg.keep_checkpoints
+
+    def record(self, cfg: TUConfig, experiment: dict[str, Any], training: Training) -> dict[str, Any]:
+        return {**experiment, "resolved": self.loss_record,
+                "protocol": {"svm": PROTOCOL, "outer_folds": cfg.svm_folds, "inner_folds": cfg.svm_inner_folds,
+                             "fold_seed": cfg.seed, "reported_epoch": cfg.epochs,
+                             "embeddings": "encoder (pre-projection) of un-augmented graphs, eval mode"}}
+
+    def build(self, cfg: TUConfig, ctx: RunContext[TUConfig]) -> Training:
+        data, device = self.data, ctx.device
+        loss, view_mode, record = resolve(cfg.loss, cfg.loss_hparams, cfg.views)
+        self.loss_record = {**record, "hparams": loss.hparams()}
+        aug = build_augmentation(cfg.aug, cfg.aug_ratio)
+        gen = ctx.generator("aug", device=device)
+        self.model = GraphCLModel(data.num_features, cfg.hidden, cfg.layers).to(device)
+        n = len(data.graphs)
+        self.dropped = n - sum(len(b) for b in ctx.epoch_batches(n, cfg.batch_size, 0)) * sd.world_size()
+        self.au = {"alignment": 0.0, "uniformity": 0.0}
+
+        def loss_of(z: Tensor) -> Tensor:  # z (V, B, d)
+            self.au["alignment"] += alignment(z[0].detach(), z[1].detach())
+            self.au["uniformity"] += uniformity(z[0].detach())
+            return apply_loss(loss, z)
+
+        def step(idx: Tensor) -> Tensor | CachedStep:
+            ddp = ctx.engine.ddp  # type: ignore[union-attr]
+            views = make_views(collate(data, idx).to(device), view_mode, aug, gen)
+            if cfg.grad_cache_chunk:  # the views made once, encoded in chunks of graphs, the loss over the whole batch
+                return CachedStep(lambda c: ddp(list(c)), chunk_views(views, cfg.grad_cache_chunk), loss_of, dim=1)
+            return loss_of(ddp(views))
+
+        self.t0 = time.perf_counter()
+        return Training(MultiViewModel(self.model), torch.optim.Adam(self.model.parameters(), lr=cfg.lr),
+                        lambda epoch: ctx.epoch_batches(n, cfg.batch_size, epoch), step, epochs=cfg.epochs, loss=loss,
+                        size=len, rate_name="graphs_per_s")
+
+    def on_epoch(self, cfg: TUConfig, ctx: RunContext[TUConfig], training: Training, epoch: int,
+                 stats: dict[str, float]) -> None:
+        steps = max(len(training.batches(epoch - 1)), 1)
+        au = {k: v / steps for k, v in self.au.items()}
+        self.au.update(alignment=0.0, uniformity=0.0)
+        self.stats.append({**stats, **au})
+        if not sd.is_main():
+            return
+        ctx.log(au, split="train", step=epoch)
+        if self.log is not None:
+            self.log(self.stats[-1], epoch)
+        if epoch in {e for e in cfg.eval_epochs if 1 <= e <= cfg.epochs} | {cfg.epochs}:
             t1 = time.perf_counter()
-            evals[epoch], emb_labels[0], emb_labels[1] = evaluate_fn(
-                model, data, seed, cfg.svm_folds, cfg.svm_inner_folds, device=str(device), precomputed=cfg.svm_precomputed)
-            t_eval += time.perf_counter() - t1
+            ev, self.emb_labels[0], self.emb_labels[1] = evaluate(
+                self.model, self.data, cfg.seed, cfg.svm_folds, cfg.svm_inner_folds, device=str(ctx.device),
+                precomputed=cfg.svm_precomputed)
+            self.t_eval += time.perf_counter() - t1
+            self.evals[epoch] = ev
+            ctx.log({"acc": ev["acc"], f"acc_ep{epoch}": ev["acc"], "acc_fold_std": ev["acc_std"]}, split="test",
+                    step=epoch)
 
-    t0 = time.perf_counter()
-    engine.fit(batches, step, epochs=cfg.epochs, on_epoch=on_epoch, size=len)
-    t_train = time.perf_counter() - t0 - t_eval
-    return TrainResult(model, stats, evals, 0, t_train, t_eval, emb_labels[0], emb_labels[1],
-                       {**record, "hparams": loss.hparams()}, dropped_per_epoch=dropped)
+    def state(self, cfg: TUConfig, ctx: RunContext[TUConfig], training: Training) -> dict[str, Any]:
+        return {"loss": training.loss.state_dict(), "stats": self.stats, "evals": self.evals, "t_eval": self.t_eval}
+
+    def restore(self, cfg: TUConfig, ctx: RunContext[TUConfig], training: Training, state: dict[str, Any]) -> None:
+        training.loss.load_state_dict(state["loss"])
+        self.stats, self.t_eval = list(state["stats"]), float(state["t_eval"])
+        self.evals = {int(k): v for k, v in state["evals"].items()}
+
+    def evaluate(self, cfg: TUConfig, ctx: RunContext[TUConfig], training: Training) -> dict[str, float]:
+        self.train_time = time.perf_counter() - self.t0 - self.t_eval
+        gps = statistics.fmean(s["graphs_per_s"] for s in self.stats) if self.stats else float("nan")
+        ctx.log({"train_time_s": self.train_time, "eval_time_s": self.t_eval, "graphs_per_s": gps,
+                 "skipped_batches": 0, "dropped_graphs_per_epoch": self.dropped}, split="train", step=cfg.epochs)
+        return {}
+
+    def export_module(self, cfg: TUConfig, training: Training) -> nn.Module:
+        return self.model.encoder  # GINEncoder.save_pretrained
+
+    def card(self, cfg: TUConfig, ctx: RunContext[TUConfig], training: Training) -> dict[str, Any]:
+        return tu_card(cfg, type(training.loss).name, training.loss.hparams(), len(self.data), cfg.seed,
+                       ctx.folder / EXPORT, ctx.run)
+
+    def result(self) -> TrainResult:
+        return TrainResult(self.model, self.stats, self.evals, 0, getattr(self, "train_time", 0.0), self.t_eval,
+                           self.emb_labels[0], self.emb_labels[1], self.loss_record, dropped_per_epoch=self.dropped)
+
+
+def train(cfg: TUConfig, data: TUData, seed: int, log: Callable[[dict[str, float], int], None] | None = None) -> TrainResult:
+    """Train and evaluate ``cfg`` with ``seed`` (a run of :class:`TUTask` without a registry row; its checkpoints and
+    export go to a temporary folder unless ``cfg.out`` is set). ``log(stats, epoch)`` receives every epoch's stats."""
+    cfg = dataclasses.replace(cfg, seed=seed)
+    task = TUTask(data, log)
+    with tempfile.TemporaryDirectory(prefix="tu-") as tmp:
+        run(task, cfg if cfg.out else dataclasses.replace(cfg, out=tmp), registry=False)
+    return task.result()
 
 
 # ----------------------------------------------------------------------------- save / reload
-
-def save_encoder(path: str | Path, model: GraphCLModel, cfg: TUConfig, meta: dict[str, Any] | None = None,
-                 card: dict[str, Any] | None = None) -> Path:
-    """Save the encoder + head weights with the config needed to rebuild them. With ``card``
-    (:func:`tu_card`) also the plain encoder as a pretrained folder beside it (``<stem>/``:
-    ``GINEncoder.from_pretrained``) and the model card in both places (``<stem>.md``, ``<stem>/README.md``)."""
-    state = {"model": model.state_dict(), "in_dim": model.encoder.in_dim, "hidden": model.encoder.hidden,
-             "layers": model.encoder.layers, "config": dataclasses.asdict(cfg), "meta": meta or {}}
-    out = save_checkpoint(path, state)
-    if card is not None:
-        from suite.model_card import write_card
-
-        folder = model.encoder.save_pretrained(Path(path).with_suffix(""))
-        write_card(folder, card)
-        write_card(path, card)
-    return out
-
 
 def tu_card(cfg: TUConfig, loss_name: str, loss_hparams: dict[str, Any], n_graphs: int, seed: int, path: str | Path,
             run: Any = None) -> dict[str, Any]:
@@ -232,7 +283,33 @@ def tu_card(cfg: TUConfig, loss_name: str, loss_hparams: dict[str, Any], n_graph
 
 
 def load_encoder(path: str | Path) -> tuple[GraphCLModel, TUConfig, dict[str, Any]]:
-    """The GraphCL model, its TUConfig and meta from a checkpoint of :func:`save_encoder`. A checkpoint that loads as
+    """The GraphCL model (its encoder trained; the projection head is not exported), its TUConfig and meta (``acc``,
+    ``run_id``) from a run folder or its ``export/`` (``GINEncoder.from_pretrained`` + the run owner's ``run.json``),
+    or from an older ``.pt`` checkpoint (:func:`load_legacy_encoder`)."""
+    p = Path(path)
+    folder = p / EXPORT if (p / EXPORT / "config.json").is_file() else p
+    if not (folder.is_dir() and (folder / "config.json").is_file()):
+        return load_legacy_encoder(p)
+    enc = GINEncoder.from_pretrained(folder)
+    rec_path = folder / PROVENANCE
+    try:
+        rec = json.loads(rec_path.read_text(encoding="utf-8"))
+        config = rec["config"]
+        cfg = TUConfig(**{k: v for k, v in config.items() if k in {f.name for f in dataclasses.fields(TUConfig)}})
+    except FileNotFoundError:
+        raise ValueError(f"{folder}: {PROVENANCE} missing; it records the TU config the encoder was trained with") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ValueError(f"{rec_path}: not the run record of a TU run ({type(exc).__name__}: {exc})") from None
+    model = GraphCLModel(enc.in_dim, enc.hidden, enc.layers)
+    model.encoder.load_state_dict(enc.state_dict())
+    model.eval()
+    metrics = rec.get("metrics") or {}
+    return model, cfg, {"acc": metrics.get("test/acc"), "run_id": rec.get("run_id")}
+
+
+def load_legacy_encoder(path: str | Path) -> tuple[GraphCLModel, TUConfig, dict[str, Any]]:
+    """The GraphCL model, its TUConfig and meta from a ``.pt`` checkpoint of the layout before the run owner
+    (``model``, ``in_dim``, ``hidden``, ``layers``, ``config``, ``meta``). A checkpoint that loads as
     data but holds the wrong data (a size that is not a positive integer, a config that is not a mapping or that
     TUConfig refuses, a meta that is not a mapping) is a ValueError naming the file and the field."""
     from suite.train import load_checkpoint
@@ -250,6 +327,7 @@ def load_encoder(path: str | Path) -> tuple[GraphCLModel, TUConfig, dict[str, An
         raise ValueError(f"{path}: config must be a mapping of TUConfig fields, got {type(config).__name__}")
     if not isinstance(meta, dict):
         raise ValueError(f"{path}: meta must be a mapping, got {type(meta).__name__}")
+    config = {k: v for k, v in config.items() if k != "save_dir"}  # a run option of the old layout (now ``out``)
     fields = {f.name for f in dataclasses.fields(TUConfig)}
     unknown = sorted(map(str, set(config) - fields))
     if unknown:

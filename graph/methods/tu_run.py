@@ -21,10 +21,11 @@ from typing import Any
 import torch
 
 from graph.data.tu import TUData, load_tu
-from graph.methods.graphcl import TUConfig, evaluate, load_encoder, save_encoder, train, tu_card
+from graph.methods.graphcl import TUConfig, TUTask, evaluate, load_encoder
 from suite import distributed as sd
-from suite.config import experiment_config, run_option_values
+from suite.config import experiment_config
 from suite.registry import Registry, config_hash
+from suite.train.run import run
 
 TASK = "tu-graphcl"
 
@@ -66,68 +67,39 @@ def _load_once(cfg: TUConfig) -> TUData:
 
 
 def _run(cfg: TUConfig, h: str, data: TUData, reg: Registry | None, verbose: bool) -> dict[str, Any]:
-    from graph.methods.presets import resolve
-
-    seed = cfg.seed
-
-    loss, views, record = resolve(cfg.loss, cfg.loss_hparams, cfg.views)
-    config = {**experiment_config(cfg), "resolved": {**record, "hparams": loss.hparams()},
-              "protocol": {"svm": "SVC(rbf), C in 1e-3..1e3 by inner grid search", "outer_folds": cfg.svm_folds,
-                           "inner_folds": cfg.svm_inner_folds, "fold_seed": seed, "reported_epoch": cfg.epochs,
-                           "embeddings": "encoder (pre-projection) of un-augmented graphs, eval mode"}}
-
-    def body(run: Any) -> dict[str, Any]:
-        def log(stats: dict[str, float], epoch: int) -> None:
-            if run is not None:
-                run.log_many(stats, split="train", step=epoch)
-            if verbose:
-                print(f"[{cfg.dataset} {cfg.loss} seed {seed}] epoch {epoch}: "
-                      + " ".join(f"{k}={v:.4g}" for k, v in stats.items()), flush=True)
-
-        t0 = time.perf_counter()
-        res = train(cfg, data, seed, log=log)
-        wall = time.perf_counter() - t0
-        if not sd.is_main():
-            return {}
-        last = cfg.epochs
-        r: dict[str, Any] = {"acc": res.evals[last]["acc"], "acc_fold_std": res.evals[last]["acc_std"],
-                             "train_time": res.train_time, "eval_time": res.eval_time, "wall_time": wall,
-                             "graphs_per_s": statistics.fmean(s["graphs_per_s"] for s in res.epoch_stats),
-                             "skipped_batches": res.skipped_batches, "dropped_graphs_per_epoch": res.dropped_per_epoch}
-        for ep, ev in sorted(res.evals.items()):
-            r[f"acc_ep{ep}"] = ev["acc"]
-            if run is not None:
-                run.log_many({"acc": ev["acc"], f"acc_ep{ep}": ev["acc"], "acc_fold_std": ev["acc_std"]},
-                             split="test", step=ep)
-        if run is not None:
-            run.log_many({"train_time_s": res.train_time, "eval_time_s": res.eval_time, "graphs_per_s": r["graphs_per_s"],
-                          "skipped_batches": res.skipped_batches, "dropped_graphs_per_epoch": res.dropped_per_epoch},
-                         split="train", step=last)
-        if cfg.save_dir:
-            d = Path(cfg.save_dir)
-            path = d / f"{cfg.dataset}_{cfg.loss}_seed{seed}.pt"
-            save_encoder(path, res.model, cfg, meta={"acc": r["acc"], "run_id": run.id if run is not None else None},
-                         card=tu_card(cfg, type(loss).name, loss.hparams(), len(data), seed, path, run))
-            if cfg.save_embeddings and res.embeddings is not None:
-                torch.save({"embeddings": res.embeddings, "labels": res.labels},
-                           d / f"{cfg.dataset}_{cfg.loss}_seed{seed}_emb.pt")
+    def log(stats: dict[str, float], epoch: int) -> None:
         if verbose:
-            ep_str = " ".join(f"ep{ep}={ev['acc']:.4f}" for ep, ev in sorted(res.evals.items()))
-            print(f"[{cfg.dataset} {cfg.loss} seed {seed}] SVM acc {ep_str}; train {res.train_time:.1f}s "
-                  f"eval {res.eval_time:.1f}s; skipped batches {res.skipped_batches}; "
-                  f"{res.dropped_per_epoch} graphs per epoch left out (last partial batch)", flush=True)
-        return r
+            print(f"[{cfg.dataset} {cfg.loss} seed {cfg.seed}] epoch {epoch}: "
+                  + " ".join(f"{k}={v:.4g}" for k, v in stats.items()), flush=True)
 
-    if reg is None:
-        return body(None)
-    with reg.run(modality="graph", task=TASK, dataset=cfg.dataset, loss=cfg.loss, loss_hparams=loss.hparams(),
-                 config=config, run_options=run_option_values(cfg), seed=seed,
-                 cfg_hash=h) as run:
-        return body(run)
+    task = TUTask(data, log)
+    t0 = time.perf_counter()
+    res = run(task, cfg, registry=reg if reg is not None else False, cfg_hash=h)
+    wall = time.perf_counter() - t0
+    if not sd.is_main():
+        return {}
+    tr = task.result()
+    last = cfg.epochs
+    r: dict[str, Any] = {"acc": tr.evals[last]["acc"], "acc_fold_std": tr.evals[last]["acc_std"],
+                         "train_time": tr.train_time, "eval_time": tr.eval_time, "wall_time": wall,
+                         "graphs_per_s": statistics.fmean(s["graphs_per_s"] for s in tr.epoch_stats),
+                         "skipped_batches": tr.skipped_batches, "dropped_graphs_per_epoch": tr.dropped_per_epoch,
+                         "folder": str(res.folder), "export": str(res.export)}
+    for ep, ev in sorted(tr.evals.items()):
+        r[f"acc_ep{ep}"] = ev["acc"]
+    if cfg.save_embeddings and tr.embeddings is not None:
+        torch.save({"embeddings": tr.embeddings, "labels": tr.labels}, res.folder / "embeddings.pt")
+    if verbose:
+        ep_str = " ".join(f"ep{ep}={ev['acc']:.4f}" for ep, ev in sorted(tr.evals.items()))
+        print(f"[{cfg.dataset} {cfg.loss} seed {cfg.seed}] SVM acc {ep_str}; train {tr.train_time:.1f}s "
+              f"eval {tr.eval_time:.1f}s; {tr.dropped_per_epoch} graphs per epoch left out (last partial batch); "
+              f"encoder: {res.export}", flush=True)
+    return r
 
 
 def evaluate_checkpoint(path: str | Path, data_root: str | None = None, seed: int | None = None) -> dict[str, Any]:
-    """Reload a saved encoder and evaluate it with the SVM protocol on its dataset."""
+    """Reload a saved encoder (a run folder, its ``export/``, or an older ``.pt`` checkpoint) and evaluate it with the
+    SVM protocol on its dataset."""
     model, cfg, meta = load_encoder(path)
     data = load_tu(cfg.dataset, data_root or cfg.data_root, download=cfg.download)
     res, _, _ = evaluate(model, data, seed if seed is not None else cfg.seed, cfg.svm_folds, cfg.svm_inner_folds,

@@ -157,6 +157,7 @@ class Training:
     unit: str = "batch"
     data_info: dict[str, float] = field(default_factory=dict)  # logged once as split "data"
     checkpoint_unit: str = "epoch"  # what cfg.checkpoint_every counts: "epoch" or "step"
+    log_epochs: bool = True  # the engine logs each epoch's training stats (a task that logs its own: False)
 
 
 class Task(Generic[C]):
@@ -212,6 +213,21 @@ class Task(Generic[C]):
         its own ``save_pretrained(path)`` writes itself; any other is saved with :meth:`export_config`."""
         return training.model if self.model_type else None
 
+    def export(self, cfg: C, ctx: "RunContext[C]", training: Training, module: nn.Module, path: Path) -> None:
+        """Write ``module`` to ``path``: its own ``save_pretrained(path)``, else :func:`suite.pretrained.save_pretrained`
+        with :attr:`model_type` and :meth:`export_config`; then the card (:meth:`card`). The run owner adds
+        ``run.json``."""
+        from suite.model_card import write_card
+        from suite.pretrained import save_pretrained
+
+        if callable(getattr(module, "save_pretrained", None)):
+            module.save_pretrained(path)  # type: ignore[operator]
+        else:
+            save_pretrained(module, path, self.model_type, self.export_config(cfg, training))
+        info = self.card(cfg, ctx, training)
+        if info is not None:
+            write_card(path, info)
+
     def export_config(self, cfg: C, training: Training) -> dict[str, Any]:
         """What rebuilds the exported module (written to ``config.json`` beside the weights)."""
         return {}
@@ -233,11 +249,13 @@ class RunContext(Generic[C]):
     engine: Engine[Any] | None = None
     generators: dict[str, torch.Generator] = field(default_factory=dict)
 
-    def generator(self, stream: str, per_rank: bool = True) -> torch.Generator:
-        """The generator of ``stream``: this rank's own (augmentations, dropout-like noise), or with ``per_rank=False``
-        the same on every rank (data). Ask for it in :meth:`Task.build`: the checkpoints save it, a resume restores it."""
+    def generator(self, stream: str, per_rank: bool = True, device: str | torch.device = "cpu") -> torch.Generator:
+        """The generator of ``stream`` on ``device``: this rank's own (augmentations, dropout-like noise), or with
+        ``per_rank=False`` the same on every rank (data). Ask for it in :meth:`Task.build`: the checkpoints save it, a
+        resume restores it."""
         if stream not in self.generators:
-            self.generators[stream] = seeded_generator(self.seed, rank=sd.rank() if per_rank else 0, stream=stream)
+            self.generators[stream] = seeded_generator(self.seed, rank=sd.rank() if per_rank else 0, stream=stream,
+                                                       device=device)
         return self.generators[stream]
 
     def epoch_batches(self, n: int, batch_size: int, epoch: int) -> list[Tensor]:
@@ -274,7 +292,7 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
         stop_after: int | None = None) -> RunResult:
     """Build, train (or resume), evaluate, record and export one run of ``task`` with ``cfg`` (see the module
     docstring). ``registry``: a :class:`suite.registry.Registry` (default: ``$SUITE_REGISTRY`` when
-    ``cfg.registry`` is true); ``cfg_hash`` the hash the row is recorded under (default: the runner's job hash or the
+    ``cfg.registry`` is true; ``False``: no row); ``cfg_hash`` the hash the row is recorded under (default: the runner's job hash or the
     recorded config's); ``stop_after`` ends this call after that many epochs, as an interruption would (tests)."""
     seed = getattr(cfg, "seed")
     derive_seed(seed)  # checks it
@@ -300,7 +318,7 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
     epochs = training.epochs if stop_after is None or training.epochs is None else min(training.epochs,
                                                                                          engine.epoch + stop_after)
     reg = None
-    if getattr(cfg, "registry", True) and sd.is_main():
+    if registry is not False and getattr(cfg, "registry", True) and sd.is_main():
         from suite.registry import Registry
 
         reg = registry if registry is not None else Registry()
@@ -340,41 +358,36 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
                 save()
 
         engine.fit(training.batches, training.step, epochs=epochs, max_steps=training.max_steps, size=training.size,
-                   on_step=step_end, on_epoch=epoch_end, rate_name=training.rate_name)
+                   on_step=step_end, on_epoch=epoch_end, rate_name=training.rate_name, log_epochs=training.log_epochs)
         if epochs is None:  # a run counted in steps: its last checkpoint
             save()
         if stop_after is not None and training.epochs is not None and engine.epoch < training.epochs:
             raise KeyboardInterrupt(f"stopped after {stop_after} epoch(s) (stop_after)")
         if sd.is_main():
             metrics = task.evaluate(cfg, ctx, training)
-            ctx.log(metrics, split=task.eval_split, step=engine.epoch)
+            ctx.log(metrics, split=task.eval_split, step=engine.step if by_step else engine.epoch)
             module = task.export_module(cfg, training)
             if module is not None:
-                export = _export(task, cfg, ctx, training, module, folder / EXPORT)
+                export = _export(task, cfg, ctx, training, module, folder / EXPORT, metrics)
         if task.keep_checkpoints(cfg) == 0 and sd.is_main():
             ckpts.prune(0)
     return RunResult(folder, getattr(ctx.run, "id", None), metrics, engine.epoch, engine.step, resumed_from,
                      time.perf_counter() - t0, export)
 
 
-def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, module: nn.Module, path: Path) -> Path:
-    from suite.model_card import write_card
-    from suite.pretrained import save_pretrained
+def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, module: nn.Module, path: Path,
+            metrics: dict[str, float]) -> Path:
+    from suite.model_card import registry_metrics
     from suite.safeio import write_atomic
 
-    if callable(getattr(module, "save_pretrained", None)):
-        module.save_pretrained(path)  # type: ignore[operator]
-    else:
-        save_pretrained(module, path, task.model_type, task.export_config(cfg, training))
+    task.export(cfg, ctx, training, module, path)
     loss = training.loss
     provenance = {"modality": task.modality, "task": task.name, "dataset": task.dataset(cfg), "loss": task.loss_name(cfg),
                   "loss_hparams": loss.hparams() if hasattr(loss, "hparams") else {}, "seed": getattr(cfg, "seed"),
                   "run_id": getattr(ctx.run, "id", None), "epochs": ctx.engine.epoch if ctx.engine else None,
-                  "steps": ctx.engine.step if ctx.engine else None, "config": experiment_config(cfg)}
+                  "steps": ctx.engine.step if ctx.engine else None, "config": experiment_config(cfg),
+                  "metrics": {**registry_metrics(ctx.run), **{f"{task.eval_split}/{k}": v for k, v in metrics.items()}}}
     write_atomic(path / PROVENANCE, json.dumps(provenance, indent=1, sort_keys=True, default=str) + "\n", what="run record")
-    info = task.card(cfg, ctx, training)
-    if info is not None:
-        write_card(path, info)
     return path
 
 

@@ -45,30 +45,30 @@ def test_other_losses_run(synth_root: Path, loss: str) -> None:
 def test_run_tu_registry_and_reload(synth_root: Path, tmp_path: Path) -> None:
     reg = Registry(str(tmp_path / "reg.sqlite"))
     cfg = TUConfig(dataset="SYNTH", loss="macl", epochs=2, batch_size=32, eval_epochs=[1], svm_folds=4,
-                   svm_inner_folds=2, seed=0, data_root=str(synth_root), save_dir=str(tmp_path / "enc"),
+                   svm_inner_folds=2, seed=0, data_root=str(synth_root), out=str(tmp_path / "enc"),
                    save_embeddings=True)
     s = run_tu(cfg, registry=reg, verbose=False)
-    s1 = run_tu(dataclasses.replace(cfg, seed=1), registry=reg, verbose=False)
+    s1 = run_tu(dataclasses.replace(cfg, seed=1, out=str(tmp_path / "enc1")), registry=reg, verbose=False)
     assert (s["seed"], s1["seed"]) == (0, 1) and s["acc"] is not None and "reused" not in s1
     runs = reg.runs(task="tu-graphcl")
     assert len(runs) == 2 and all(r["status"] == "finished" for r in runs)
     fm = reg.final_metrics(runs[0]["id"])
     assert ("acc", "test") in fm and ("acc_ep1", "test") in fm and ("tau", "train") in fm
     # a finished config is reused, not rerun; run options (here: where the encoder is saved) are not the setting
-    again = run_tu(dataclasses.replace(cfg, save_dir=None, save_embeddings=False), registry=reg, verbose=False)
+    again = run_tu(dataclasses.replace(cfg, out="", save_embeddings=False), registry=reg, verbose=False)
     assert again["reused"] in {r["id"] for r in runs} and again["acc"] == s["acc"]
     assert len(reg.runs(task="tu-graphcl")) == 2 and {json.loads(r["config"])["seed"] for r in runs} == {0, 1}
-    ckpt = tmp_path / "enc" / "SYNTH_macl_seed0.pt"
+    ckpt = tmp_path / "enc"  # the run folder: checkpoints (removed once finished), export/, embeddings.pt
+    assert not list((ckpt / "checkpoints").glob("*.pt"))
     model, cfg2, meta = load_encoder(ckpt)
     assert cfg2.loss == "macl" and cfg2.seed == 0
     ev = evaluate_checkpoint(ckpt, data_root=str(synth_root))
     assert ev["acc"] == pytest.approx(meta["acc"])  # same encoder, same seeded folds
-    assert (tmp_path / "enc" / "SYNTH_macl_seed0_emb.pt").exists()
-    # plain encoder + model card beside the checkpoint; the card carries the run's registry metrics
-    enc = GINEncoder.from_pretrained(tmp_path / "enc" / "SYNTH_macl_seed0")
+    assert (tmp_path / "enc" / "embeddings.pt").exists()
+    # the export: plain encoder + model card + run record; the card carries the run's registry metrics
+    enc = GINEncoder.from_pretrained(tmp_path / "enc" / "export")
     torch.testing.assert_close(enc.state_dict()["convs.0.nn.0.weight"], model.encoder.state_dict()["convs.0.nn.0.weight"])
-    card = (tmp_path / "enc" / "SYNTH_macl_seed0" / "README.md").read_text()
-    assert (tmp_path / "enc" / "SYNTH_macl_seed0.md").read_text() == card
+    card = (tmp_path / "enc" / "export" / "README.md").read_text()
     assert "`macl`" in card and '"tau0": 0.2' in card and "| seed | 0 |" in card and "test/acc" in card
     assert f"| {meta['run_id']} |" in card and "GINEncoder.from_pretrained" in card
 
