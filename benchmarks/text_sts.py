@@ -54,6 +54,12 @@ NOTES = """## Notes
 """
 
 
+def starts(jrs: list[JobRuns]) -> dict[str, str]:
+    """The start models with their labels: the two of the shipped suite, then any other a suite's runs used."""
+    found = dict.fromkeys(start_of(jr) for jr in jrs if jr.job.command in ("eval", "train") and jr.runs)
+    return {**STARTS, **{s: f"{s} (start model of this suite)" for s in found if s not in STARTS}}
+
+
 def start_of(jr: JobRuns) -> str:
     return str(jr.arg("model") if jr.job.command == "eval" else jr.arg("backbone", "default"))
 
@@ -100,7 +106,7 @@ def verdicts(registry: Registry, suite: str = SUITE) -> list[tuple[str, str, str
     """(claim, verdict, evidence) of the text claim on each start model (claims rule, this suite's runs only)."""
     jrs = suite_runs(registry, suite)
     out = []
-    for start, label in STARTS.items():
+    for start, label in starts(jrs).items():
         a, b = _unsup(jrs, start, "macl"), _unsup(jrs, start, "infonce")
         if not a and not b:
             continue
@@ -145,7 +151,7 @@ def table(registry: Registry, suite: str = SUITE) -> str:
             "a GPU (MACL paper, Table B.4): a different backbone and budget, printed for reference.", ""]
     text += _mlm_section(jrs)
     notes = [f"- *{c}*: **{v}** ({e})." for c, v, e in verdicts(registry, suite)]
-    for start, label in STARTS.items():
+    for start, label in starts(jrs).items():
         mine = [jr for jr in jrs if jr.job.command in ("eval", "train") and start_of(jr) == start]
         if not mine:
             continue

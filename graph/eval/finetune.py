@@ -7,7 +7,7 @@ run reports test ROC-AUC at the last epoch (``test_rocauc_last``) and at the bes
 (``test_rocauc_bestval``), both recorded in the registry.
 
 Example:
-    >>> cfg = FinetuneMolConfig(dataset="bbbp", init="ckpt/encoder.pt", seed=0)
+    >>> cfg = FinetuneMolConfig(dataset="bbbp", init="runs/mol-pretrain/graphcl-1a2b3c4d", seed=0)
     >>> result = finetune(cfg)         # one seed, one registry run; a benchmark suite loops over seeds
 """
 from __future__ import annotations

@@ -167,7 +167,7 @@ def test_supervised_simcse_records_what_it_used(tiny_model_dir, data_env, tmp_pa
                                   loss_hparams={"negatives": "all", "symmetric": True}), registry=reg)
     (run,) = reg.runs(task="simcse-sup")
     assert json.loads(run["loss_hparams"]) == {"negatives": "all", "symmetric": True, "temperature": 0.05}
-    card = (tmp_path / "o" / "README.md").read_text()
+    card = (tmp_path / "o" / "export" / "README.md").read_text()
     assert '`{"negatives": "all", "symmetric": true, "temperature": 0.05}`' in card
     assert s["steps"] == 1
 

@@ -46,7 +46,7 @@ def test_text_other_loss_into_same_out_refused(tiny_model_dir: Path, data_env: P
 
     out = tmp_path / "out"
     train_simcse(_text_cfg(tiny_model_dir, out))
-    assert (out / "checkpoint.pt").exists()
+    assert list((out / "checkpoints").glob("step-*.pt"))
     with pytest.raises(ConfigMismatchError, match=r"loss: 'infonce' -> 'macl'.*seed: 0 -> 1"):
         train_simcse(_text_cfg(tiny_model_dir, out, loss="macl", seed=1))
     # the same config resumes (finished run: no further steps), a run option (device) may change
@@ -56,12 +56,17 @@ def test_text_other_loss_into_same_out_refused(tiny_model_dir: Path, data_env: P
 
 def test_text_default_out_depends_on_config(tmp_path: Path) -> None:
     """default --out for two losses / two seeds -> distinct folders; run options (device, resume) do not change it"""
-    from text.methods.simcse import SimCSEConfig, output_dir
+    from suite.train.run import run_folder
+    from text.methods.simcse import SimCSEConfig, SimCSETask
+
+    def output_dir(cfg: SimCSEConfig) -> Path:
+        task = SimCSETask(cfg)
+        return run_folder(cfg, task.name, task.stem(cfg))
 
     a = output_dir(SimCSEConfig())
-    assert a.parent == Path("runs/text/simcse") and a.name.startswith("infonce-")
+    assert a.parent == Path("runs/simcse-unsup") and a.name.startswith("infonce-s0-")
     assert output_dir(SimCSEConfig(loss="macl")) != a and output_dir(SimCSEConfig(seed=1)) != a
-    assert output_dir(SimCSEConfig(device="cpu", resume=False)) == a
+    assert output_dir(SimCSEConfig(device="cpu", resume=False, checkpoint_every=7)) == a
     assert output_dir(SimCSEConfig(out=str(tmp_path))) == tmp_path
 
 

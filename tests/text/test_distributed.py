@@ -42,4 +42,4 @@ def test_two_process_gloo(tiny_model_dir, data_env, tmp_path):
     mp.start_processes(_worker, args=(_free_port(), str(tiny_model_dir), str(tmp_path)), nprocs=2, join=True, start_method="fork")
     r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
     assert r0["world"] == r1["world"] == 2 and r0["steps"] == r1["steps"] == 3
-    assert (tmp_path / "model" / "modules.json").exists()
+    assert (tmp_path / "model" / "export" / "modules.json").exists()

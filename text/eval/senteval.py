@@ -1,7 +1,7 @@
 """One entry point for the CLI and the benchmark: evaluate a saved model (or ``default``) on the
 STS and/or transfer tasks and record the numbers in the registry.
 
-    metrics = evaluate_model(EvalConfig(model="runs/text/simcse", tasks="sts"))
+    metrics = evaluate_model(EvalConfig(model="runs/simcse-unsup/macl-s0-1a2b3c4d", tasks="sts"))
 STS metrics are Spearman x 100 (the papers' scale), transfer metrics accuracies in %.
 """
 from __future__ import annotations

@@ -20,25 +20,23 @@ from __future__ import annotations
 
 import math
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 import suite.losses as L
 from suite import distributed as sd
-from suite.config import experiment_config, experiment_hash, run_option_values, run_options
 from suite.losses.base import ContrastiveLoss
 from suite.objectives import sup_simcse_loss  # noqa: F401 (re-exported: text.methods.sup_simcse_loss)
 from suite.paths import data_path
 from suite import presets
 from suite.registry import Registry
-from suite.train import (CachedStep, Engine, LossLogger, Throughput, epoch_batches, resolve_device, resumable,
-                         seed_everything)
+from suite.train import CachedStep, LossLogger, Throughput
+from suite.train.run import RunContext, Task, Training, run
 from text.data import Triplet, nli_triplets, read_sentences, read_triplets_csv, unlabelled_sentences
 from text.eval.encode import EncodeFn
 from text.eval.sts import STSEvaluator
@@ -82,21 +80,15 @@ class SimCSEConfig:
     hard_negative_weight: float = field(default=0.0, metadata={"help": "sup infonce: log-weight added to own hard negative"})
     teacher: str = field(default="default", metadata={"help": "xclr: frozen teacher sentence model"})
     seed: int = 0
-    out: str = field(default="", metadata={"help": "output folder ('' = runs/text/simcse/<loss>-<config hash>)"})
+    out: str = field(default="", metadata={"help": "run folder: checkpoints, the trained model in export/ "
+                                                   "('' = runs/simcse-<mode>/<loss>-s<seed>-<config hash>)"})
     bf16: bool = False
     device: str = "auto"
     resume: bool = True
     checkpoint_every: int = field(default=0, metadata={"help": "resume checkpoint every N steps (0 = at each eval)"})
-    keep_checkpoint: bool = field(default=True, metadata={"help": "keep out/checkpoint.pt (optimizer state) after training"})
+    keep_checkpoint: bool = field(default=True, metadata={"help": "keep the last checkpoint (optimizer state) after training"})
     grad_cache_chunk: int = field(default=0, metadata={"help": "gradient caching: encode the batch in chunks of K sentences "
                                                                 "(same gradient, memory of a K batch; 0 = off)"})
-
-
-def output_dir(cfg: SimCSEConfig) -> Path:
-    """``cfg.out``, or by default ``runs/text/simcse/<loss>-<experiment hash>`` (distinct configs never share it)."""
-    if cfg.out:
-        return Path(cfg.out)
-    return Path("runs/text/simcse") / f"{L.canonical_name(cfg.loss)}-{experiment_hash(cfg)}"
 
 
 def loss_for(name: str, overrides: dict[str, Any] | None = None) -> ContrastiveLoss:
@@ -134,12 +126,6 @@ def load_training_data(cfg: SimCSEConfig) -> list[str] | list[Triplet]:
     raise ValueError(f"mode must be 'unsup' or 'sup', got {cfg.mode!r}")
 
 
-def epoch_order(n: int, epoch: int, seed: int, batch: int) -> list[Tensor]:
-    """Shuffled index batches of one epoch: the engine's rule (:func:`suite.train.epoch_batches`,
-    equal batches on every rank, last partial batch dropped)."""
-    return epoch_batches(n, batch, seed, epoch)
-
-
 # ----------------------------------------------------------------------------- teacher graph (xclr)
 
 def teacher_embeddings(teacher: str, texts: list[str], device: torch.device, batch_size: int) -> Tensor:
@@ -175,87 +161,118 @@ def check_config(cfg: SimCSEConfig) -> None:
         raise ValueError(f"dropout must be in [0, 1) (or -1 for the loss preset), got {cfg.dropout!r}")
 
 
+class SimCSETask(Task[SimCSEConfig]):
+    """SimCSE as a :class:`suite.train.run.Task` (task ``simcse-<mode>``, headline: the best STS-B dev Spearman).
+
+    STS-B dev is evaluated every ``eval_every`` steps (and at the end) and the best encoder state is kept: a
+    checkpoint follows every evaluation (and every ``checkpoint_every`` steps), so an interrupted run resumes with
+    its best state. The run owner seeds, places, resumes and records it, and exports the best encoder to
+    ``<out>/export``: a sentence-transformers model that is also a transformers checkpoint (:mod:`text.models.save`),
+    with its card and ``run.json``."""
+
+    modality, primary, eval_split = "text", ("best_stsb_dev", "dev"), "dev"
+
+    def __init__(self, cfg: SimCSEConfig) -> None:
+        self.name = f"simcse-{cfg.mode}"  # type: ignore[misc]
+        self.best, self.best_state = -math.inf, None
+        self.history: list[dict[str, float]] = []
+
+    def dataset(self, cfg: SimCSEConfig) -> str:
+        return _dataset_name(cfg)
+
+    def loss_name(self, cfg: SimCSEConfig) -> str:
+        return L.canonical_name(cfg.loss)
+
+    def stem(self, cfg: SimCSEConfig) -> str:
+        return f"{self.loss_name(cfg)}-s{cfg.seed}"
+
+    def keep_checkpoints(self, cfg: SimCSEConfig) -> int:
+        return 1 if cfg.keep_checkpoint else 0
+
+    def legacy_checkpoints(self, cfg: SimCSEConfig, folder: Path) -> list[Path]:
+        return [folder / "checkpoint.pt"]  # the layout before the run owner
+
+    def build(self, cfg: SimCSEConfig, ctx: RunContext[SimCSEConfig]) -> Training:
+        check_config(cfg)
+        loss = loss_for(cfg.loss, cfg.loss_hparams)
+        device = ctx.device
+        if cfg.mode == "sup" and L.canonical_name(cfg.loss) != "infonce" and cfg.hard_negative_weight:
+            raise ValueError("hard_negative_weight is only defined for the supervised infonce (SimCSE) objective")
+        self.views = views = n_views_for(loss, cfg.n_views) if cfg.mode == "unsup" else 2
+        self.data = data = load_training_data(cfg)
+        self.encoder = encoder = build_encoder(cfg.backbone, cfg.pooling, cfg.mlp_head, cfg.head_at_test,
+                                               dropout_for(cfg)).to(device)
+        graph_emb = None
+        if "similarity" in type(loss).requires:
+            if cfg.mode != "unsup" or sd.world_size() > 1:
+                raise ValueError("xclr (teacher graph) is supported for single-process unsupervised SimCSE only")
+            graph_emb = teacher_embeddings(cfg.teacher, list(data), device, cfg.eval_batch_size)  # type: ignore[arg-type]
+        if getattr(encoder.backbone, "pooler", None) is not None:  # BERT's pooler is never used: freeze it (DDP needs
+            encoder.backbone.pooler.requires_grad_(False)            # every trainable parameter to receive a gradient)
+        opt = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=cfg.lr,
+                                weight_decay=cfg.weight_decay)
+        steps_per_epoch = len(ctx.epoch_batches(len(data), cfg.batch_size, 0))
+        total = cfg.max_steps or steps_per_epoch * cfg.epochs
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))  # HF linear decay, no warm-up
+        dev_eval = STSEvaluator(["STSB-dev"])
+
+        def evaluate() -> float:
+            m = dev_eval(EncodeFn(encoder, cfg.eval_batch_size, 512, device))["stsb_dev"]
+            if m > self.best:
+                self.best, self.best_state = m, _state(encoder)
+            return m
+
+        def on_step() -> None:
+            engine = ctx.engine
+            assert engine is not None
+            if cfg.eval_every and engine.step % cfg.eval_every == 0:
+                self.history.append(_log_eval(ctx.run, engine.logger, engine.throughput, engine.step, evaluate()))
+                ctx.checkpoint()
+
+        self.evaluate_dev, self.ctx = evaluate, ctx
+        self.t0 = time.perf_counter()
+        return Training(encoder, opt, lambda epoch: ctx.epoch_batches(len(data), cfg.batch_size, epoch),
+                        lambda idx: _step(ctx.engine.ddp, encoder, loss, data, idx, cfg, views, graph_emb, device),  # type: ignore[union-attr]
+                        epochs=None if cfg.max_steps else cfg.epochs, max_steps=total, scheduler=sched, loss=loss,
+                        precision="bf16" if cfg.bf16 else "fp32", on_step=on_step, rate_name="sentences_per_s",
+                        checkpoint_unit="step", log_epochs=False)
+
+    def state(self, cfg: SimCSEConfig, ctx: RunContext[SimCSEConfig], training: Training) -> dict[str, Any]:
+        return {"best": self.best, "best_state": self.best_state, "history": self.history}
+
+    def restore(self, cfg: SimCSEConfig, ctx: RunContext[SimCSEConfig], training: Training, state: dict[str, Any]) -> None:
+        self.best, self.best_state = state["best"], state["best_state"]
+        self.history = list(state.get("history", []))
+
+    def evaluate(self, cfg: SimCSEConfig, ctx: RunContext[SimCSEConfig], training: Training) -> dict[str, float]:
+        engine = ctx.engine
+        assert engine is not None
+        if not self.history or self.history[-1]["step"] != engine.step:
+            self.history.append(_log_eval(ctx.run, engine.logger, engine.throughput, engine.step, self.evaluate_dev()))
+        if self.best_state is not None:
+            self.encoder.load_state_dict(self.best_state)
+        return {"best_stsb_dev": self.best, "train_wall_s": time.perf_counter() - self.t0}
+
+    def export_module(self, cfg: SimCSEConfig, training: Training) -> nn.Module:
+        return self.encoder
+
+    def export(self, cfg: SimCSEConfig, ctx: RunContext[SimCSEConfig], training: Training, module: nn.Module,
+               path: Path) -> None:
+        save_encoder(self.encoder, path, card=simcse_card(cfg, training.loss, _dataset_name(cfg), len(self.data),
+                                                          ctx.engine.step, ctx.run, path))  # type: ignore[union-attr]
+
+
 def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[str, Any]:
-    """Train, keep the best STS-B-dev model, save it to :func:`output_dir` (sentence-transformers +
-    transformers format). A checkpoint in that folder is resumed only if it records the same
-    experiment config (else :class:`suite.train.ConfigMismatchError` names the differing keys). Returns a summary (best dev Spearman, steps, throughput, output path)."""
-    check_config(cfg)
-    loss = loss_for(cfg.loss, cfg.loss_hparams)
-    sd.init_from_env()
-    device = resolve_device(cfg.device)
-    seed_everything(cfg.seed, rank=sd.rank())
-    if cfg.mode == "sup" and L.canonical_name(cfg.loss) != "infonce" and cfg.hard_negative_weight:
-        raise ValueError("hard_negative_weight is only defined for the supervised infonce (SimCSE) objective")
-    views = n_views_for(loss, cfg.n_views) if cfg.mode == "unsup" else 2
-    data = load_training_data(cfg)
-    encoder = build_encoder(cfg.backbone, cfg.pooling, cfg.mlp_head, cfg.head_at_test, dropout_for(cfg)).to(device)
-    graph_emb = None
-    if "similarity" in type(loss).requires:
-        if cfg.mode != "unsup" or sd.world_size() > 1:
-            raise ValueError("xclr (teacher graph) is supported for single-process unsupervised SimCSE only")
-        graph_emb = teacher_embeddings(cfg.teacher, list(data), device, cfg.eval_batch_size)  # type: ignore[arg-type]
-    if getattr(encoder.backbone, "pooler", None) is not None:  # BERT's pooler is never used: freeze it (DDP needs every
-        encoder.backbone.pooler.requires_grad_(False)            # trainable parameter to receive a gradient)
-    opt = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
-    steps_per_epoch = len(epoch_order(len(data), 0, cfg.seed, cfg.batch_size))
-    total = cfg.max_steps or steps_per_epoch * cfg.epochs
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))  # HF linear decay, no warm-up
-    engine = Engine(encoder, opt, scheduler=sched, device=device, precision="bf16" if cfg.bf16 else "fp32", loss=loss,
-                    desc=f"simcse {cfg.loss}", unit="batch")
-    dev_eval = STSEvaluator(["STSB-dev"])
-    out = output_dir(cfg)
-    ckpt_path = out / "checkpoint.pt"
-    experiment = experiment_config(cfg)
-    best, best_state = -math.inf, None
-    if cfg.resume and ckpt_path.exists():
-        extra = engine.load(ckpt_path, experiment, ignore=run_options(cfg))
-        best, best_state = extra["best"], extra["best_state"]
-    history: list[dict[str, float]] = []
-    reg = registry if registry is not None else (Registry() if sd.is_main() else None)
-    t0 = time.perf_counter()
-
-    def evaluate() -> float:
-        nonlocal best, best_state
-        m = dev_eval(EncodeFn(encoder, cfg.eval_batch_size, 512, device))["stsb_dev"]
-        if m > best:
-            best, best_state = m, _state(encoder)
-        return m
-
-    def checkpoint() -> None:
-        engine.save(ckpt_path, experiment, extra={"best": best, "best_state": best_state})
-
-    def on_step() -> None:
-        if cfg.eval_every and engine.step % cfg.eval_every == 0:
-            history.append(_log_eval(run, engine.logger, engine.throughput, engine.step, evaluate()))
-            checkpoint()
-        elif cfg.checkpoint_every and engine.step % cfg.checkpoint_every == 0:
-            checkpoint()
-
-    ctx = (reg.run(resume_id=resumable(reg, engine.resume_run_id), modality="text", task=f"simcse-{cfg.mode}", dataset=_dataset_name(cfg), loss=L.canonical_name(cfg.loss),
-                   loss_hparams=loss.hparams(), config=experiment, run_options={**run_option_values(cfg), "out": str(out)},
-                   seed=cfg.seed) if reg else nullcontext())
-    with ctx as run:
-        engine.run = run
-        engine.fit(lambda epoch: epoch_order(len(data), epoch, cfg.seed, cfg.batch_size),
-                   lambda idx: _step(engine.ddp, encoder, loss, data, idx, cfg, views, graph_emb, device),
-                   epochs=None if cfg.max_steps else cfg.epochs, max_steps=total, on_step=on_step, log_epochs=False,
-                   rate_name="sentences_per_s")
-        step, tput = engine.step, engine.throughput
-        if not history or history[-1]["step"] != step:
-            history.append(_log_eval(run, engine.logger, tput, step, evaluate()))
-        if best_state is not None:
-            encoder.load_state_dict(best_state)
-        if sd.is_main():
-            save_encoder(encoder, out, card=simcse_card(cfg, loss, _dataset_name(cfg), len(data), step, run))
-        if cfg.keep_checkpoint:
-            checkpoint()  # every rank: a collective (each rank's random state; the main rank writes)
-        elif sd.is_main():
-            ckpt_path.unlink(missing_ok=True)
-        summary = {"best_stsb_dev": best, "steps": step, "sentences_per_s": tput.rate, "history": history, "out": str(out),
-                   "wall_s": time.perf_counter() - t0, "run_id": getattr(run, "id", None), "n_train": len(data), "views": views}
-        if run is not None:
-            run.log_many({"best_stsb_dev": best, "train_wall_s": summary["wall_s"]}, split="dev", step=step)
-    return summary
+    """Train, keep the best STS-B-dev model and export it (``<out>/export``: sentence-transformers + transformers
+    format) through the run owner. A checkpoint in the run folder is resumed only if it records the same
+    experiment config (else :class:`suite.train.ConfigMismatchError` names the differing keys). Returns a summary
+    (best dev Spearman, steps, throughput, the export's path)."""
+    task = SimCSETask(cfg)
+    res = run(task, cfg, registry=registry)
+    rate = task.ctx.engine.throughput.rate  # type: ignore[union-attr]
+    return {"best_stsb_dev": task.best, "steps": res.steps, "sentences_per_s": rate, "history": task.history,
+            "out": str(res.export or res.folder), "folder": str(res.folder), "wall_s": res.wall_s, "run_id": res.run_id,
+            "n_train": len(task.data), "views": task.views}
 
 
 def _dataset_name(cfg: SimCSEConfig) -> str:

@@ -62,8 +62,11 @@ def _read_meta(path: Path) -> dict[str, Any]:
 
 
 def load_encoder(path: str | Path, pooling: str = "auto") -> SentenceEncoder:
-    """A folder written by :func:`save_encoder` (head restored), or any backbone (``default``, a path)."""
+    """A folder written by :func:`save_encoder` (head restored), a SimCSE run folder (its ``export/``), or any backbone
+    (``default``, a path)."""
     p = Path(path)
+    if (p / "export" / META).is_file():  # a run folder: the trained model is its export
+        p = path = p / "export"
     meta = _read_meta(p / META) if (p / META).exists() else None
     if meta is None:
         return build_encoder(str(path), pooling=pooling, mlp_head=False)
@@ -74,9 +77,10 @@ def load_encoder(path: str | Path, pooling: str = "auto") -> SentenceEncoder:
     return enc
 
 
-def simcse_card(cfg: Any, loss: Any, data_name: str, n_train: int, steps: int, run: Any = None) -> dict[str, Any]:
+def simcse_card(cfg: Any, loss: Any, data_name: str, n_train: int, steps: int, run: Any = None,
+                path: str | Path | None = None) -> dict[str, Any]:
     """The model card of a SimCSE run (``cfg`` a ``SimCSEConfig``, ``loss`` the core loss object, ``run``
-    its registry run for the metrics)."""
+    its registry run for the metrics, ``path`` the saved model's folder)."""
     from suite.integrations.sentence_transformers import CITATIONS, SIMCSE_CITATION
     from suite.presets import text_dropout
 
@@ -91,6 +95,6 @@ def simcse_card(cfg: Any, loss: Any, data_name: str, n_train: int, steps: int, r
         extra={"batch_size": cfg.batch_size, "lr": cfg.lr, "max_length": cfg.max_length, "dropout": dropout,
                "bf16": cfg.bf16},
         load=("from sentence_transformers import SentenceTransformer\n"
-              f"model = SentenceTransformer({str(cfg.out)!r})\n"
+              f"model = SentenceTransformer({str(path if path is not None else cfg.out)!r})\n"
               "embeddings = model.encode([\"a sentence\", \"another one\"])\n"
               "# or: from text.models.save import load_encoder; encoder = load_encoder(path)  (SimCSE head too)"))
