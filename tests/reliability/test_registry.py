@@ -1,4 +1,4 @@
-"""Reliability probes of the results registry (suite/registry.py) and `suite results`: runs whose process is gone,
+"""Reliability probes of the results registry (suite/registry/) and `suite results`: runs whose process is gone,
 corrupt or unopenable databases, unknown ids, exports to bad paths, old databases."""
 from __future__ import annotations
 

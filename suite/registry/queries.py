@@ -1,0 +1,60 @@
+"""Queries over the runs: a finished run by hash, a run's final metrics, one metric compared across runs, and
+Markdown tables."""
+from __future__ import annotations
+
+import statistics
+from typing import Any, Sequence
+
+import sqlalchemy as sa
+
+from suite.registry.schema import runs_t
+
+
+
+
+class QueryMixin:
+    """Read-only questions to a :class:`suite.registry.Registry`."""
+
+    def find_finished(self, cfg_hash: str) -> dict[str, Any] | None:
+        with self._read() as conn:
+            row = conn.execute(sa.select(runs_t).where(runs_t.c.config_hash == cfg_hash, runs_t.c.status == "finished")
+                               .order_by(runs_t.c.started_at.desc())).first()
+        return dict(row._mapping) if row else None
+
+    def final_metrics(self, run_id: str) -> dict[tuple[str, str | None], float]:
+        """Last logged value of each (name, split) of a run (highest step, then latest)."""
+        out: dict[tuple[str, str | None], tuple[int, int, float]] = {}
+        for m in self.metrics(run_id):
+            key = (m["name"], m["split"])
+            rank = (m["step"] if m["step"] is not None else -1, m["id"])
+            if key not in out or rank >= out[key][:2]:
+                out[key] = (*rank, m["value"])
+        return {k: v[2] for k, v in out.items()}
+
+    def compare(self, metric: str, split: str | None = None, **filters: Any) -> list[dict[str, Any]]:
+        """Mean ± std over seeds of a metric's final value, grouped by (modality, task, dataset, loss)."""
+        groups: dict[tuple[str, str, str, str], list[tuple[int | None, float]]] = {}
+        for r in self.runs(status="finished", **filters):
+            fm = self.final_metrics(r["id"])
+            vals = [v for (n, s), v in fm.items() if n == metric and (split is None or s == split)]
+            if vals:
+                groups.setdefault((r["modality"], r["task"], r["dataset"], r["loss"]), []).append((r["seed"], vals[-1]))
+        rows = []
+        for (mod, task, ds, loss), vs in sorted(groups.items()):
+            values = [v for _, v in vs]
+            rows.append(dict(modality=mod, task=task, dataset=ds, loss=loss, metric=metric, n=len(values),
+                             mean=statistics.fmean(values), std=statistics.stdev(values) if len(values) > 1 else 0.0,
+                             seeds=sorted(s for s, _ in vs if s is not None)))
+        return rows
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return "" if x is None else str(x)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"

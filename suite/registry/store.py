@@ -1,0 +1,324 @@
+"""The common results registry of every front-end.
+
+An SQL database through SQLAlchemy Core: embedded SQLite by default (``$SUITE_REGISTRY``, default
+``./results/registry.sqlite``; WAL mode, ``BEGIN IMMEDIATE`` transactions, busy timeout) or any
+SQLAlchemy URL (e.g. ``postgresql+psycopg://user@host/db``) for a shared database. Every write is
+one transaction, so concurrent writers lose nothing.
+
+A run records id, start/end time, status (running / finished / failed / interrupted), modality,
+task, dataset, loss and its hyper-parameters, the whole config as JSON (and its hash), seed, code
+version (git commit), package versions, host, wall time, and any number of metrics
+(name, value, split, step).
+
+    reg = Registry()
+    with reg.run(modality="graph", task="tu", dataset="MUTAG", loss="macl",
+                 loss_hparams={...}, config=cfg_dict, seed=0) as run:
+        run.log("acc", 0.89, split="test", step=20)
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from suite.registry.schema import (_ADDED_COLUMNS, STATUSES, RegistryError, _jsonable, _meta, _now, _reason, _transient,
+                                   code_version, config_hash, metrics_t, package_versions, runs_t)
+
+from suite.paths import registry_url
+from suite.registry.jobs import JobsMixin
+from suite.registry.queries import QueryMixin
+
+from suite.registry.snapshot import SnapshotMixin
+
+
+def _make_engine(url: str) -> sa.Engine:
+    if "://" not in url:  # a plain path -> SQLite file
+        path = Path(url).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        url = f"sqlite:///{path}"
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"timeout": 60, "isolation_level": None}, poolclass=sa.pool.NullPool)
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=60000")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")  # take the write lock up front: no upgrade deadlocks
+
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True)
+
+
+class Registry(QueryMixin, JobsMixin, SnapshotMixin):
+    """Handle on a results database (created on first use)."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or registry_url()
+        self.source = self.url  # where the runs come from (a .jsonl snapshot for open_registry's copies)
+        try:
+            self.engine = _make_engine(self.url)
+            for attempt in range(5):
+                try:
+                    _meta.create_all(self.engine)
+                    break
+                except sa.exc.OperationalError as exc:  # two processes creating at once
+                    if attempt == 4 or not _transient(exc):
+                        raise
+                    time.sleep(0.2 * (attempt + 1))
+            self._migrate()
+        except (sa.exc.SQLAlchemyError, OSError) as exc:
+            raise RegistryError(f"cannot open the registry {self.url}: {_reason(exc)}") from exc
+
+    @contextmanager
+    def _tx(self) -> Iterator[sa.Connection]:
+        """One write transaction; a database error becomes a one-line RegistryError naming the registry."""
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except sa.exc.DBAPIError as exc:
+            raise RegistryError(f"registry {self.url}: {_reason(exc)}") from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[sa.Connection]:
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except sa.exc.DBAPIError as exc:
+            raise RegistryError(f"registry {self.url}: {_reason(exc)}") from exc
+
+    def _migrate(self) -> None:
+        """Add the columns of newer versions to a database made by an older one (ALTER TABLE ADD COLUMN)."""
+        insp = sa.inspect(self.engine)
+        for table, added in _ADDED_COLUMNS.items():
+            have = {c["name"] for c in insp.get_columns(table)}
+            missing = [c for c in added if c not in have]
+            if not missing:
+                continue
+            with self.engine.begin() as conn:
+                for name in missing:
+                    col = _meta.tables[table].c[name]
+                    try:
+                        conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {col.type.compile(self.engine.dialect)}")
+                    except sa.exc.OperationalError as exc:  # another process added it first
+                        if "duplicate column" not in str(exc).lower():
+                            raise
+
+    # ------------------------------------------------------------------ writes
+    def start_run(
+        self,
+        *,
+        modality: str,
+        task: str,
+        dataset: str,
+        loss: str,
+        loss_hparams: dict[str, Any] | None = None,
+        config: Any = None,
+        seed: int | None = None,
+        cfg_hash: str | None = None,
+        run_options: Any = None,
+    ) -> str:
+        """Insert a ``running`` row. ``config`` is the experiment (hashed: it identifies the setting);
+        ``run_options`` (device, output folder, threads, ...) are recorded but never hashed."""
+        cfg = _jsonable(config if config is not None else {})
+        run_id = uuid.uuid4().hex
+        row = dict(
+            id=run_id, started_at=_now(), status="running", modality=modality, task=task, dataset=dataset,
+            loss=loss, loss_hparams=json.dumps(_jsonable(loss_hparams or {}), sort_keys=True),
+            config=json.dumps(cfg, sort_keys=True),
+            # a benchmark runner sets SUITE_CONFIG_HASH to its job hash so that finished jobs are skipped
+            config_hash=cfg_hash or os.environ.get("SUITE_CONFIG_HASH") or config_hash(cfg), seed=seed,
+            code_version=code_version(), packages=json.dumps(package_versions(), sort_keys=True),
+            host=socket.gethostname(), pid=os.getpid(),
+            run_options=json.dumps(_jsonable(run_options), sort_keys=True) if run_options is not None else None,
+        )
+        with self._tx() as conn:
+            conn.execute(runs_t.insert().values(**row))
+        return run_id
+
+    def reopen_run(self, run_id: str) -> None:
+        """Continue an existing run (a resumed training run keeps its own row): status back to
+        ``running``, this process's pid and host, end time and error cleared."""
+        with self._tx() as conn:
+            n = conn.execute(runs_t.update().where(runs_t.c.id == run_id).values(
+                status="running", ended_at=None, error=None, wall_time=None, pid=os.getpid(),
+                host=socket.gethostname())).rowcount
+        if n != 1:
+            raise KeyError(f"no run with id {run_id!r} to resume")
+
+    def set_primary(self, run_id: str, metric: str, split: str | None) -> None:
+        """Record the run's headline metric (the evaluator's ``primary_metric``) and its split."""
+        with self._tx() as conn:
+            conn.execute(runs_t.update().where(runs_t.c.id == run_id).values(primary_metric=metric, primary_split=split))
+
+    def log_metric(self, run_id: str, name: str, value: float, split: str | None = None, step: int | None = None) -> None:
+        self.log_metrics(run_id, {name: value}, split=split, step=step)
+
+    def log_metrics(self, run_id: str, values: dict[str, float], split: str | None = None, step: int | None = None) -> None:
+        rows = []
+        for k, v in values.items():
+            v = float(v)
+            if math.isnan(v):
+                raise ValueError(f"metric {k!r} is NaN")
+            rows.append(dict(run_id=run_id, name=k, value=v, split=split, step=step, logged_at=_now()))
+        if rows:
+            with self._tx() as conn:
+                conn.execute(metrics_t.insert(), rows)
+
+    def finish(self, run_id: str, status: str = "finished", error: str | None = None) -> None:
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        with self._tx() as conn:
+            start = conn.execute(sa.select(runs_t.c.started_at).where(runs_t.c.id == run_id)).scalar_one()
+            wall = (datetime.now(timezone.utc) - datetime.fromisoformat(start)).total_seconds()
+            conn.execute(runs_t.update().where(runs_t.c.id == run_id).values(
+                status=status, ended_at=_now(), wall_time=wall, error=error))
+
+    @contextmanager
+    def run(self, resume_id: str | None = None, **kwargs: Any) -> Iterator["Run"]:
+        """Context manager: ``finished`` on success, ``interrupted`` on Ctrl-C / SIGTERM, ``failed`` otherwise.
+
+        ``resume_id`` continues that run's row (a resumed training run: one row per run, its metrics
+        not split) instead of inserting a new one; the keyword arguments are then ignored."""
+        # SIGTERM is held back while the row is written and the handler installed: a SIGTERM that arrives
+        # just after the row says ``running`` is delivered inside the try below and marks it interrupted
+        # (before, it killed the process in that gap and left the row ``running`` until a reap).
+        release = _hold_sigterm()
+        try:
+            if resume_id is not None:
+                self.reopen_run(resume_id)
+                run = Run(self, resume_id)
+            else:
+                run = Run(self, self.start_run(**kwargs))
+            restore = _sigterm_as_interrupt()
+        except BaseException:
+            release()
+            raise
+        try:
+            release()
+            yield run
+        except KeyboardInterrupt:
+            self.finish(run.id, "interrupted", error="KeyboardInterrupt/SIGTERM")
+            raise
+        except BaseException as exc:
+            self.finish(run.id, "failed", error=f"{type(exc).__name__}: {exc}"[:2000])
+            raise
+        else:
+            self.finish(run.id, "finished")
+        finally:
+            restore()
+
+    # ------------------------------------------------------------------ reads
+    def runs(self, **filters: Any) -> list[dict[str, Any]]:
+        q = sa.select(runs_t)
+        for k, v in filters.items():
+            if v is None:
+                continue
+            col = runs_t.c[k]
+            q = q.where(col.in_(v) if isinstance(v, (list, tuple, set)) else col == v)
+        with self._read() as conn:
+            return [dict(r._mapping) for r in conn.execute(q.order_by(runs_t.c.started_at))]
+
+    def get(self, run_id: str) -> dict[str, Any]:
+        with self._read() as conn:
+            row = conn.execute(sa.select(runs_t).where(runs_t.c.id.startswith(run_id))).fetchall()
+        if not row:
+            raise KeyError(f"no run with id {run_id!r}")
+        if len(row) > 1:
+            raise KeyError(f"run id prefix {run_id!r} is ambiguous ({len(row)} runs)")
+        out = dict(row[0]._mapping)
+        out["metrics"] = self.metrics(out["id"])
+        return out
+
+    def metrics(self, run_id: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+        q = sa.select(metrics_t)
+        if run_id is not None:
+            q = q.where(metrics_t.c.run_id == run_id)
+        if name is not None:
+            q = q.where(metrics_t.c.name == name)
+        with self._read() as conn:
+            return [dict(r._mapping) for r in conn.execute(q.order_by(metrics_t.c.id))]
+
+class Run:
+    """A started run: ``log`` metrics, read its ``id``."""
+
+    def __init__(self, registry: Registry, run_id: str) -> None:
+        self.registry = registry
+        self.id = run_id
+
+    def log(self, name: str, value: float, split: str | None = None, step: int | None = None) -> None:
+        self.registry.log_metric(self.id, name, value, split=split, step=step)
+
+    def log_many(self, values: dict[str, float], split: str | None = None, step: int | None = None) -> None:
+        self.registry.log_metrics(self.id, values, split=split, step=step)
+
+    def set_primary(self, metric: str, split: str | None) -> None:
+        """Name the run's headline metric (an evaluator's ``primary_metric``) for tables and the report."""
+        self.registry.set_primary(self.id, metric, split)
+
+
+def _hold_sigterm() -> Any:
+    """Block SIGTERM (main thread, where Python runs its handlers); returns the function that unblocks it, which
+    delivers a SIGTERM that arrived meanwhile."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        return lambda: None
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    return lambda: signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _sigterm_as_interrupt() -> Any:
+    """Turn SIGTERM into KeyboardInterrupt while a run is open (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    old = signal.getsignal(signal.SIGTERM)
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:
+        return lambda: None
+    return lambda: signal.signal(signal.SIGTERM, old)
+
+
+def open_registry(spec: str | None = None) -> Registry:
+    """A registry from a path or SQLAlchemy URL (default ``$SUITE_REGISTRY``), or from a JSONL snapshot
+    (``suite results export --format jsonl``) imported into a temporary SQLite file removed at exit."""
+    if spec and str(spec).endswith(".jsonl"):
+        import atexit
+        import shutil
+        import tempfile
+
+        src = Path(spec)
+        if not src.is_file():
+            raise ValueError(f"registry snapshot not found: {src}")
+        tmp = Path(tempfile.mkdtemp(prefix="suite-registry-"))
+        atexit.register(shutil.rmtree, tmp, True)
+        reg = Registry(str(tmp / "registry.sqlite"))
+        reg.import_jsonl(src)
+        reg.source = str(src)  # what reports name (the temporary database is gone after the process)
+        return reg
+    return Registry(spec)
+
+
+def default_registry() -> Registry:
+    return Registry(os.environ.get("SUITE_REGISTRY"))
