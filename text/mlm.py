@@ -45,7 +45,7 @@ from torch import Tensor
 from suite.config import experiment_config, experiment_hash, run_option_values, run_options
 from suite.memory import pin_malloc_threshold
 from suite.paths import cache_dir, data_path, resolve_model_path
-from suite.registry import Registry, config_hash
+from suite.registry import Registry, code_version, config_hash
 from suite.safeio import load_arrays, save_arrays
 from suite.train import Engine, epoch_batches, resolve_device, resumable, seed_everything, seeded_generator
 
@@ -413,7 +413,7 @@ def pretrain_mlm(cfg: MLMConfig, registry: Registry | None = None) -> dict[str, 
         final = validate()
         model.save_pretrained(str(out), safe_serialization=True)
         tok.save_pretrained(str(out))
-        summary = {"config": experiment, "run_id": run.id, "steps": engine.step, "val": final,
+        summary = {"config": experiment, "run_id": run.id, "code_version": code_version(), "steps": engine.step, "val": final,
                    "epochs": engine.epoch + engine.batch_in_epoch / max(1, len(train_idx) // cfg.batch_size),
                    "wall_s": time.perf_counter() - t0, "n_sentences": len(corpus.sentences), "skipped": skipped}
         _write_card(out, cfg, summary, run)

@@ -179,6 +179,10 @@ class Task(Generic[C]):
     def loss_name(self, cfg: C) -> str:
         return str(getattr(cfg, "loss", ""))
 
+    def run_info(self, cfg: C) -> dict[str, Any]:
+        """Facts recorded with the row's run options (never hashed), e.g. which built start model a run used."""
+        return {}
+
     def record(self, cfg: C, experiment: dict[str, Any], training: Training) -> dict[str, Any]:
         """The experiment config recorded with the registry row (default: the config less its run options)."""
         return experiment
@@ -338,7 +342,8 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
                 dataset=task.dataset(cfg), loss=task.loss_name(cfg),
                 loss_hparams=loss.hparams() if hasattr(loss, "hparams") else {},
                 config=task.record(cfg, experiment, training),
-                run_options={**run_option_values(cfg), "folder": str(folder)}, seed=seed, cfg_hash=cfg_hash))
+                run_options={**run_option_values(cfg), "folder": str(folder), **task.run_info(cfg)}, seed=seed,
+                cfg_hash=cfg_hash))
             if task.primary is not None:
                 ctx.run.set_primary(*task.primary)
             if resumed_from == 0:

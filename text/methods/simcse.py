@@ -18,6 +18,7 @@ STS-B dev is evaluated every ``eval_every`` steps and the best model is kept (Si
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -185,6 +186,20 @@ class SimCSETask(Task[SimCSEConfig]):
 
     def stem(self, cfg: SimCSEConfig) -> str:
         return f"{self.loss_name(cfg)}-s{cfg.seed}"
+
+    def run_info(self, cfg: SimCSEConfig) -> dict[str, Any]:
+        """A start model built here (``suite text mlm``): the registry run and code version that built it, so rows
+        from two builds of ``models:NAME`` are never mistaken for one start model."""
+        from text.models.backbone import resolve_backbone
+
+        done = Path(resolve_backbone(cfg.backbone)) / "mlm.json"
+        if not done.is_file():
+            return {}
+        try:
+            rec = json.loads(done.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return {}
+        return {"backbone_run": rec.get("run_id"), "backbone_code_version": rec.get("code_version")}
 
     def keep_checkpoints(self, cfg: SimCSEConfig) -> int:
         return 1 if cfg.keep_checkpoint else 0
