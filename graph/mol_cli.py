@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from suite.config import add_config_args, config_from_args
 
@@ -25,18 +25,26 @@ def _config_path(kind: str, args: argparse.Namespace) -> Path:
     return CONFIGS / f"mol_{kind}_{args.profile}.yaml"
 
 
-def _cmd_pretrain(args: argparse.Namespace) -> int:
-    from graph.methods.pretrain_mol import PretrainMolConfig, pretrain
+def _run(kind: str, cls: type, fn: Callable[[Any], dict[str, Any]], args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
+    """The config of ``kind`` from the profile / file and flags, ``fn(cfg)`` under torch.distributed when launched so;
+    the summary on the main rank (None elsewhere)."""
     from suite import distributed as sd
 
-    cfg = config_from_args(PretrainMolConfig, args, _config_path("pretrain", args))
+    cfg = config_from_args(cls, args, _config_path(kind, args))
     sd.init_from_env()
     main = sd.is_main()
     try:
-        s = pretrain(cfg)
+        s = fn(cfg)
     finally:
         sd.cleanup()
-    if main:
+    return cfg, (s if main else None)
+
+
+def _cmd_pretrain(args: argparse.Namespace) -> int:
+    from graph.methods.pretrain_mol import PretrainMolConfig, pretrain
+
+    _, s = _run("pretrain", PretrainMolConfig, pretrain, args)
+    if s is not None:
         print(f"pretrained {s['loss']} for {s['epochs_done']} epochs on {s['molecules']} molecules "
               f"({s['skipped']} skipped): final loss {s['final_loss']:.4f}, {s['pretrain_mol_per_s']:.1f} molecules/s; "
               f"encoder: {s['encoder']}")
@@ -45,17 +53,9 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
     from graph.eval.finetune import FinetuneMolConfig, finetune
-    from suite import distributed as sd
 
-    cfg = config_from_args(FinetuneMolConfig, args, _config_path("finetune", args))
-    sd.init_from_env()
-    main = sd.is_main()
-    try:
-        res = finetune(cfg)
-    finally:
-        sd.cleanup()
-    if main:
-        r = res
+    cfg, r = _run("finetune", FinetuneMolConfig, finetune, args)
+    if r is not None:
         print(f"{r['dataset']} ({r['loss']}) seed {r['seed']}: test ROC-AUC last {100 * r['test_rocauc_last']:.2f}, "
               f"best-valid (epoch {int(r['best_epoch'])}) {100 * r['test_rocauc_bestval']:.2f}")
         if r["skipped"] or r["non_numeric_labels"]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from suite.losses.base import check_positive, register_loss
+from suite.losses.base import register_loss
 from suite.losses.pair import PairLoss
 
 
@@ -22,12 +22,10 @@ from suite.losses.pair import PairLoss
 class DCL(PairLoss):
     def __init__(self, temperature: float = 0.1, negatives: str = "all", symmetric: bool = True) -> None:
         super().__init__()
-        self.temperature = check_positive(temperature, "temperature")
-        self._arrangement(negatives, symmetric)
+        self._arrangement(negatives, symmetric, temperature)
 
     def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
-        z_a, z_b, queue, weights = self.pair_inputs(z_a, z_b, queue, weights)
-        ps = self.setup(z_a, z_b, queue, 1.0 / self.temperature)
+        (z_a, z_b, queue, weights), ps = self.arrange(z_a, z_b, queue, weights, 1.0 / self.temperature)
         pos = self.per_anchor((z_a * z_b).sum(-1) / self.temperature)  # (A,)
         lse = self.negatives_lse(ps, uniform=weights is None)  # (A,) over the negatives
         return self.mean(lse - pos, weights)

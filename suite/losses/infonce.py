@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from suite.losses.base import check_positive, register_loss
+from suite.losses.base import register_loss
 from suite.losses.core import pair_lse, pair_rows
 from suite.losses.pair import PairLoss
 
@@ -28,12 +28,10 @@ from suite.losses.pair import PairLoss
 class InfoNCE(PairLoss):
     def __init__(self, temperature: float = 0.1, negatives: str = "all", symmetric: bool = True) -> None:
         super().__init__()
-        self.temperature = check_positive(temperature, "temperature")
-        self._arrangement(negatives, symmetric)
+        self._arrangement(negatives, symmetric, temperature)
 
     def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
-        z_a, z_b, queue, weights = self.pair_inputs(z_a, z_b, queue, weights)
-        ps = self.setup(z_a, z_b, queue, 1.0 / self.temperature)
+        (z_a, z_b, queue, weights), ps = self.arrange(z_a, z_b, queue, weights, 1.0 / self.temperature)
 
         chunk = self._tile(ps.n_rows, ps.n_cols)
         if chunk is None:  # dense

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from suite.losses.base import ContrastiveLoss, check_choice, check_pair, check_queue, check_weights, weighted_rows
+from suite.losses.base import ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, check_weights, weighted_rows
 from suite.losses.core import NEGATIVES, PairSetup, normalize, pair_lse, pair_rows, pair_setup
 
 
@@ -44,10 +44,19 @@ class PairLoss(ContrastiveLoss):
     negatives: str
     symmetric: bool
 
-    def _arrangement(self, negatives: str, symmetric: bool) -> None:
-        """Set (and check) the arrangement settings; called by the subclass's ``__init__``."""
+    def _arrangement(self, negatives: str, symmetric: bool, temperature: float | None = None) -> None:
+        """Set (and check) the arrangement settings, and the temperature of a loss that has one; called by the
+        subclass's ``__init__``."""
+        if temperature is not None:
+            self.temperature = check_positive(temperature, "temperature")
         self.negatives = check_choice(negatives, "negatives", NEGATIVES)
         self.symmetric = bool(symmetric)
+
+    def arrange(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None, weights: Tensor | None,
+                scale: float | Tensor) -> tuple[PairInputs, PairSetup]:
+        """:meth:`pair_inputs` then :meth:`setup` at ``scale``: the opening of a loss with a fixed temperature."""
+        inputs = self.pair_inputs(z_a, z_b, queue, weights)
+        return inputs, self.setup(inputs.z_a, inputs.z_b, inputs.queue, scale)
 
     def pair_inputs(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None, weights: Tensor | None) -> PairInputs:
         """The validated inputs; the views L2-normalised when the loss is a hypersphere loss."""

@@ -26,7 +26,7 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from suite import distributed as sd
-from suite.losses.base import check_positive, register_loss
+from suite.losses.base import register_loss
 from suite.losses.core import NEG_INF, PairSetup
 from suite.losses.pair import PairLoss
 
@@ -45,8 +45,7 @@ class SimCLRL2(PairLoss):
 
     def __init__(self, temperature: float = 1.0, negatives: str = "all", symmetric: bool = True) -> None:
         super().__init__()
-        self.temperature = check_positive(temperature, "temperature")
-        self._arrangement(negatives, symmetric)
+        self._arrangement(negatives, symmetric, temperature)
 
     def _rows(self, ps: PairSetup, queue: Tensor | None, pos: Tensor, start: int, stop: int) -> Tensor:
         """Rows [start, stop) of s / tau: the candidates (own column -inf), then the queue."""
