@@ -26,30 +26,24 @@ from torch import Tensor, nn
 from graph.data.molecules import MolGraphs, get_featurizer, load_moleculenet
 from graph.data.splits import split as make_split
 from graph.eval.rocauc import RocAuc
-from graph.models.gin_mol import MolGIN, MolPredictor, load_mol_encoder
+from graph.models.gin_mol import MolGIN, MolGINConfig, MolPredictor, load_mol_encoder
 from suite import distributed as sd
 from suite.train.run import RunContext, Task, Training, run
 
 
 @dataclass
-class FinetuneMolConfig:
+class FinetuneMolConfig(MolGINConfig):
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("data_root", "device", "registry", "eval_batch_size", "out", "resume",
                                               "checkpoint_every", "keep_checkpoints")
     dataset: str = "bbbp"
     init: str = field(default="none", metadata={"help": "encoder checkpoint (file or pretraining dir) or 'none'"})
     seed: int = field(default=0, metadata={"help": "seed of the head, dropout and batch order (and of the split when "
                                                    "it is random); one seed per run"})
-    featurizer: str = "hu"
     split: str = "scaffold"
-    epochs: int = 100
     max_steps: int | None = field(default=None, metadata={
         "help": "stop after this many optimiser steps (the cut epoch is evaluated as the last); None = all epochs"})
     batch_size: int = 32
-    lr: float = 0.001
-    weight_decay: float = 0.0
     dropout: float = 0.5
-    num_layers: int = 5
-    emb_dim: int = 300
     eval_batch_size: int = 512
     data_root: str | None = None
     device: str = "auto"

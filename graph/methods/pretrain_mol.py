@@ -25,7 +25,7 @@ import suite.losses as L
 from graph.data.molecules import MolGraphs, get_featurizer, load_smiles_file
 from graph.methods.graphcl import chunk_views
 from graph.methods.mol_card import mol_card
-from graph.models.gin_mol import MolGIN, load_mol_encoder as load_encoder, projection_head  # noqa: F401 (load_encoder: its old home)
+from graph.models.gin_mol import MolGIN, MolGINConfig, load_mol_encoder as load_encoder, projection_head  # noqa: F401 (load_encoder: its old home)
 from suite import presets
 from suite.paths import data_path
 from suite.train import CachedStep
@@ -40,24 +40,18 @@ CORPORA = {"zinc": ("zinc", "moses", "train.csv.gz"), "moses": ("zinc", "moses",
 
 
 @dataclass
-class PretrainMolConfig:
+class PretrainMolConfig(MolGINConfig):
     # where and how it runs, not what: left out of the experiment config a resume must match
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "resume", "keep_checkpoints", "device", "registry")
     corpus: str = field(default="zinc", metadata={"help": "'zinc' (local MOSES train set) or a SMILES file path"})
     limit: int | None = field(default=None, metadata={"help": "seeded random subset of the corpus"})
     subset_seed: int = 0
-    featurizer: str = "hu"
     loss: str = field(default="graphcl", metadata={"help": "preset (graphcl, macl) or any suite.losses name"})
     loss_hparams: dict[str, Any] = field(default_factory=dict)
     aug1: str = "drop_nodes"
     aug2: str = "subgraph"
     aug_ratio: float = 0.2
-    epochs: int = 100
     batch_size: int = 256
-    lr: float = 0.001
-    weight_decay: float = 0.0
-    num_layers: int = 5
-    emb_dim: int = 300
     dropout: float = 0.0
     grad_cache_chunk: int = field(default=0, metadata={"help": "gradient caching: encode the batch in chunks of K "
                                                                 "molecules (the loss still sees the whole batch); the "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,19 @@ from suite.pretrained import FRACTION, MAPPING, POSITIVE_INT, load_pretrained, l
 from suite.train.checkpoint import latest_checkpoint, load_checkpoint
 
 MODEL_TYPE = "hu_mol_gin"
+
+
+@dataclass
+class MolGINConfig:
+    """The molecular GIN and its optimiser, shared by pretraining and fine-tuning (Hu et al. 2020: GIN 5 x 300,
+    Adam 1e-3 without weight decay, 100 epochs); each adds its own batch size, dropout and task fields."""
+
+    featurizer: str = "hu"
+    num_layers: int = 5
+    emb_dim: int = 300
+    epochs: int = 100
+    lr: float = 0.001
+    weight_decay: float = 0.0
 
 
 class CategoricalEmbedding(nn.Module):
