@@ -55,7 +55,8 @@ def split_row(row: dict[str, Any]) -> bool:
         return False
     changed = False
     if row.get("run_options") in (None, "", "null"):
-        options = {k: cfg.pop(k) for k in getattr(cls, "RUN_OPTIONS", ()) if k in cfg}
+        known = getattr(cls, "RUN_OPTIONS", ()) + getattr(cls, "RETIRED_RUN_OPTIONS", ())  # retired: of older versions
+        options = {k: cfg.pop(k) for k in known if k in cfg}
         row["run_options"] = json.dumps(options, sort_keys=True)
         changed = True
     names = {f.name for f in dataclasses.fields(cls)}

@@ -48,6 +48,7 @@ from suite.train.run import EXPORT, PROVENANCE, RunContext, Task, Training, run
 class TUConfig:
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("data_root", "download", "out", "save_embeddings", "device", "resume",
                                               "checkpoint_every", "keep_checkpoints")
+    RETIRED_RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("save_dir",)  # run options of older versions (now ``out``)
     dataset: str = field(default="MUTAG", metadata={"help": "TU dataset name"})
     loss: str = field(default="graphcl", metadata={"help": "preset (graphcl, macl, infonce, cacr, cacr3, tsimclr) or core loss"})
     loss_hparams: dict[str, Any] = field(default_factory=dict, metadata={"help": "loss hyper-parameter overrides"})
@@ -327,7 +328,7 @@ def load_legacy_encoder(path: str | Path) -> tuple[GraphCLModel, TUConfig, dict[
         raise ValueError(f"{path}: config must be a mapping of TUConfig fields, got {type(config).__name__}")
     if not isinstance(meta, dict):
         raise ValueError(f"{path}: meta must be a mapping, got {type(meta).__name__}")
-    config = {k: v for k, v in config.items() if k != "save_dir"}  # a run option of the old layout (now ``out``)
+    config = {k: v for k, v in config.items() if k not in TUConfig.RETIRED_RUN_OPTIONS}
     fields = {f.name for f in dataclasses.fields(TUConfig)}
     unknown = sorted(map(str, set(config) - fields))
     if unknown:
