@@ -33,6 +33,9 @@ PUBLISHED = [  # BERT-base, wiki1m, GPU; MACL paper Table B.4
 CLAIM = Claim("text/simcse", "macl", "infonce", "avg", "MACL ≥ SimCSE-InfoNCE on the STS average at equal settings "
               "(MACL Table B.4)")
 MLM_START = "models:bert-mini-english"
+# The SimCSE setting from the MLM start model chosen on STS-B dev (the selection table shows the candidates): the rows
+# and the claim of that start model use it; None until the selection has run.
+MLM_CHOSEN: dict[str, Any] | None = None
 STARTS = {MLM_START: "BERT-mini, MLM-pretrained here (not contrastive)",
           "default": "all-MiniLM-L6-v2 (already contrastive)"}
 MOVE_TARGET = 10.0  # points above the start model's own STS average that make the experiment informative
@@ -69,7 +72,7 @@ def row_name(jr: JobRuns) -> str:
         pooling = jr.arg("pooling")
         return "start model as it is, no training" + (f" ({pooling} pooling)" if pooling else "")
     mode = "supervised" if jr.arg("mode", "unsup") == "sup" else "unsupervised"
-    sel = f", lr {jr.arg('lr'):g}, {jr.arg('pooling')} pooling (selection)" if jr.arg("final_eval") == "none" else ""
+    sel = "" if chosen(jr) else f", lr {jr.arg('lr'):g}, {jr.arg('pooling')} pooling (a setting not chosen)"
     return f"{mode} SimCSE, {jr.arg('loss')}{sel}"
 
 
@@ -97,8 +100,27 @@ def _rows(groups: dict[str, list[JobRuns]]) -> tuple[list[list[str]], list[list[
     return rows, agg_rows, tr_rows
 
 
+def chosen(jr: JobRuns) -> bool:
+    """A training job of the setting the rows and the claim use: from the MLM start model, the one chosen on STS-B dev
+    (``MLM_CHOSEN``; every setting while none is declared); from any other start model, its only one."""
+    if start_of(jr) != MLM_START or MLM_CHOSEN is None:
+        return True
+    return all(jr.arg(k) == v for k, v in MLM_CHOSEN.items())
+
+
+def _chosen_text() -> str:
+    return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in MLM_CHOSEN.items()) if MLM_CHOSEN \
+        else "not yet declared"
+
+
+def _selection(jrs: list[JobRuns]) -> list[JobRuns]:
+    """The candidates of the MLM start model's selection: its infonce seed-0 runs, one per setting."""
+    return [jr for jr in jrs if jr.job.command == "train" and start_of(jr) == MLM_START and jr.arg("loss") == "infonce"
+            and jr.seed == 0 and jr.arg("mode", "unsup") == "unsup"]
+
+
 def _unsup(jrs: list[JobRuns], start: str, loss: str) -> list[float]:
-    return values([jr for jr in jrs if jr.job.command == "train" and start_of(jr) == start and jr.arg("final_eval") != "none"
+    return values([jr for jr in jrs if jr.job.command == "train" and start_of(jr) == start and chosen(jr)
                    and jr.arg("mode", "unsup") == "unsup" and jr.arg("loss") == loss], "avg", "test", EVAL)
 
 
@@ -155,9 +177,9 @@ def table(registry: Registry, suite: str = SUITE) -> str:
         mine = [jr for jr in jrs if jr.job.command in ("eval", "train") and start_of(jr) == start]
         if not mine:
             continue
-        selection = [jr for jr in mine if jr.job.command == "train" and jr.arg("final_eval") == "none"]
+        selection = _selection(mine) if start == MLM_START else []
         dev_evals = [jr for jr in mine if jr.job.command == "eval" and jr.arg("sts_tasks") == ["STSB-dev"]]
-        mine = [jr for jr in mine if jr not in selection and jr not in dev_evals]
+        mine = [jr for jr in mine if jr not in dev_evals]
         groups: dict[str, list[JobRuns]] = {}
         for jr in mine:
             groups.setdefault(row_name(jr), []).append(jr)
@@ -169,9 +191,9 @@ def table(registry: Registry, suite: str = SUITE) -> str:
         else:
             protocol = ("Protocol (reduced): SimCSE's unsupervised recipe (the MLP head in training, none at test; batch "
                         "64, max length 32, tau 0.05, STS-B dev every 31 steps, the best checkpoint kept) on all 11,914 "
-                        "local wiki sentences (SimCSE: 1M) for 1 epoch, bf16; the learning rate and the pooling chosen "
-                        "on STS-B dev (the selection rows: their steps and best dev, no test numbers); the start model "
-                        "is the MLM BERT-mini above.")
+                        "local wiki sentences (SimCSE: 1M) for 1 epoch, float32, mean pooling; the learning rate chosen "
+                        f"on STS-B dev ({_chosen_text()}; the selection table below), never on a test set; the start "
+                        "model is the MLM BERT-mini above.")
             start_avg = [v for jr in mine if jr.job.command == "eval" for v in values([jr], "avg", "test", EVAL)]
             trained = [statistics.fmean(_unsup(jrs, start, l)) for l in ("infonce", "macl", "dcl", "cacr", "tsimclr")
                        if _unsup(jrs, start, l)]
@@ -193,7 +215,8 @@ def table(registry: Registry, suite: str = SUITE) -> str:
                           if m["split"] == "train"] if r else [])
                 sel_rows.append([f"{jr.arg('loss')}, lr {jr.arg('lr'):g}, {jr.arg('pooling')} pooling",
                                  "not run" if dev is None else f"{100 * dev:.2f}", ", ".join(curve) or "—"])
-            text += ["Selection on STS-B dev (infonce, seed 0; the start model's own STS-B dev first):", "",
+            text += [f"Selection on STS-B dev (infonce, seed 0; the start model's own STS-B dev first); chosen: "
+                     f"{_chosen_text()}:", "",
                      md(["setting", "best STS-B dev", "STS-B dev by step"], sel_rows), ""]
         text += [
                  "STS average of the seven tasks with STS12-16 in each of SentEval's aggregations (\"all\": the pairs "
@@ -244,7 +267,7 @@ def figures(registry: Registry, suite: str = SUITE) -> list[tuple[str, Any]]:
         ax.legend(fontsize=8)
         out.append(("MLM pretraining: loss curve (text-sts stage 0)", fig))
     simcse = [jr for jr in jrs if jr.job.command == "train" and start_of(jr) == MLM_START and jr.seed == 0
-              and jr.arg("final_eval") != "none" and jr.of_task("simcse")]
+              and chosen(jr) and jr.of_task("simcse")]
     if simcse:
         fig, ax = plt.subplots(figsize=(5.5, 3.2))
         for jr in simcse:
