@@ -17,8 +17,8 @@ trained model (and which metric is the headline), and what to export. Everything
 * **the registry row**: opened (or the interrupted run's row continued), its headline set with ``set_primary``,
   training stats logged while it runs, the evaluation logged, finished / interrupted / failed;
 * **progress**: the engine's bar (``SUITE_NO_PROGRESS=1`` turns it off);
-* **export**: ``<folder>/export``, written by the module's ``save_pretrained`` or :func:`suite.pretrained.save_pretrained`
-  (safetensors weights + ``config.json``), the model card (``README.md``) and ``run.json`` (task, loss, seed, registry
+* **export**: ``<folder>/export``, written by the module's ``save_pretrained`` or
+  :func:`suite.pretrained.save_pretrained` (safetensors weights + ``config.json``), the model card (``README.md``) and ``run.json`` (task, loss, seed, registry
   run, experiment config), loadable by ``from_pretrained`` of the task's module class.
 
 Config fields the owner reads (each optional but ``seed``): ``seed``, ``device`` ("auto"), ``out`` (""), ``resume``
@@ -296,8 +296,9 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
         stop_after: int | None = None) -> RunResult:
     """Build, train (or resume), evaluate, record and export one run of ``task`` with ``cfg`` (see the module
     docstring). ``registry``: a :class:`suite.registry.Registry` (default: ``$SUITE_REGISTRY`` when
-    ``cfg.registry`` is true; ``False``: no row); ``cfg_hash`` the hash the row is recorded under (default: the runner's job hash or the
-    recorded config's); ``stop_after`` ends this call after that many epochs, as an interruption would (tests)."""
+    ``cfg.registry`` is true; ``False``: no row); ``cfg_hash`` the hash the row is recorded under (default: the
+    runner's job hash or the recorded config's); ``stop_after`` ends this call after that many epochs, as an
+    interruption would (tests)."""
     seed = getattr(cfg, "seed")
     derive_seed(seed)  # checks it
     sd.init_from_env()
@@ -387,12 +388,13 @@ def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, modul
 
     task.export(cfg, ctx, training, module, path)
     loss = training.loss
-    provenance = {"modality": task.modality, "task": task.name, "dataset": task.dataset(cfg), "loss": task.loss_name(cfg),
-                  "loss_hparams": loss.hparams() if hasattr(loss, "hparams") else {}, "seed": getattr(cfg, "seed"),
+    provenance = {"modality": task.modality, "task": task.name, "dataset": task.dataset(cfg),
+                  "loss": task.loss_name(cfg), "loss_hparams": loss.hparams() if hasattr(loss, "hparams") else {}, "seed": getattr(cfg, "seed"),
                   "run_id": getattr(ctx.run, "id", None), "epochs": ctx.engine.epoch if ctx.engine else None,
                   "steps": ctx.engine.step if ctx.engine else None, "config": experiment_config(cfg),
                   "metrics": {**registry_metrics(ctx.run), **{f"{task.eval_split}/{k}": v for k, v in metrics.items()}}}
-    write_atomic(path / PROVENANCE, json.dumps(provenance, indent=1, sort_keys=True, default=str) + "\n", what="run record")
+    write_atomic(path / PROVENANCE, json.dumps(provenance, indent=1, sort_keys=True, default=str) + "\n",
+                 what="run record")
     return path
 
 
