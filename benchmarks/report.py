@@ -179,6 +179,10 @@ def collect(reg: Registry, all_settings: bool = False) -> dict[tuple[str, str, s
     """{(modality, task, metric label): Table} of the headline metric over finished runs: the latest setting of
     each task, or every setting with ``all_settings``."""
     hits: dict[tuple[str, str, str], list[tuple[str, str, dict[str, str], float, str]]] = defaultdict(list)
+    # an evaluation run of a trained sentence model records the model as a run option; its training run (same job
+    # hash) names the start model, which is part of the evaluation's setting (not pooled across start models)
+    backbone = {r["config_hash"]: json.loads(r["config"]).get("backbone")
+                for r in reg.runs(status="finished", modality="text") if r["task"].startswith("simcse")}
     for r in reg.runs(status="finished"):
         if r["modality"] == "core" or r["task"].startswith(SKIP_TASKS):
             continue
@@ -190,8 +194,11 @@ def collect(reg: Registry, all_settings: bool = False) -> dict[tuple[str, str, s
             if hit is None:
                 break
             label = f"{LABELS.get(hit[0], hit[0])} [{hit[0]}, {hit[1]}]"
-            hits[(mod, r["task"], label)].append((r["dataset"], r["loss"], _setting(r["config"]), _pct(fm[hit]),
-                                                  r["started_at"], _setting(r["loss_hparams"])))
+            setting = _setting(r["config"])
+            if r["task"].startswith("senteval") and backbone.get(r["config_hash"]):
+                setting["backbone"] = str(backbone[r["config_hash"]])
+            hits[(mod, r["task"], label)].append((r["dataset"], r["loss"], setting, _pct(fm[hit]),
+                                                  r["started_at"], _setting(r["loss_hparams"]), r["seed"]))
             break
     keys = row_keys()
     return {key: _table(rows, keys, all_settings) for key, rows in hits.items()}
@@ -205,12 +212,12 @@ def _table(rows: list[tuple[Any, ...]], keys: frozenset[str] = frozenset(), all_
     differs between runs of one loss and data set is a row key of that loss's rows: runs with other
     hyper-parameters are never pooled as seeds. Without ``all_settings`` only the setting of the task's latest
     run is kept."""
-    rows = [tuple(r) + ({},) * (6 - len(r)) for r in rows]
+    rows = [tuple(r) + (({},) * (6 - len(r))) + ((None,) if len(r) < 7 else ()) for r in rows]
     names = sorted({k for _, _, st, *_ in rows for k in st})
     per_ds: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     per_loss: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    hp_names = sorted({k for *_, hp in rows for k in hp})
-    for ds, loss, st, _, _, hp in rows:
+    hp_names = sorted({k for r in rows for k in r[5]})
+    for ds, loss, st, _, _, hp, _ in rows:
         for k in names:
             per_ds[ds][k].add(st.get(k, "unset"))
         for k in hp_names:
@@ -223,7 +230,7 @@ def _table(rows: list[tuple[Any, ...]], keys: frozenset[str] = frozenset(), all_
     set_part = [k for k in varying if k not in keys]
     sig = [tuple((k, st.get(k, "unset")) for k in set_part) for _, _, st, *_ in rows]
     rk = [", ".join(f"{k}={st.get(k, 'unset')}" for k in row_part) for _, _, st, *_ in rows]
-    hk = [", ".join(f"{k}={hp.get(k, 'unset')}" for k in sorted(hp_varying[loss])) for _, loss, _, _, _, hp in rows]
+    hk = [", ".join(f"{k}={hp.get(k, 'unset')}" for k in sorted(hp_varying[loss])) for _, loss, _, _, _, hp, _ in rows]
     counts = Counter(sig)
     hidden, latest = 0, ""
     if not all_settings and len(counts) > 1:
@@ -236,10 +243,18 @@ def _table(rows: list[tuple[Any, ...]], keys: frozenset[str] = frozenset(), all_
     order = sorted(counts, key=lambda sg: (-counts[sg], sg))
     index = {sg: i for i, sg in enumerate(order, 1)}
     by_ds: dict[str, dict[str, Cell]] = defaultdict(dict)
-    for (ds, loss, _, v, *_), sg, key, hpk in zip(rows, sig, rk, hk):
+    # one value per seed of a cell: the latest run (two suites running one setting with the same seed numbers, or a
+    # re-run, are not independent seeds); runs without a seed each count
+    latest_of: dict[tuple[str, str, Any], tuple[str, float]] = {}
+    for i, ((ds, loss, _, v, started, _, seed), sg, key, hpk) in enumerate(zip(rows, sig, rk, hk)):
         both = ", ".join(x for x in (key, hpk) if x)
         name = loss + (f" [{both}]" if both else "") + (f" [s{index[sg]}]" if len(order) > 1 else "")
-        by_ds[ds].setdefault(name, Cell([], loss, index[sg], key, name, hpk)).values.append(v)
+        by_ds[ds].setdefault(name, Cell([], loss, index[sg], key, name, hpk))
+        slot = (ds, name, seed if seed is not None else ("run", i))
+        if slot not in latest_of or str(started) >= latest_of[slot][0]:
+            latest_of[slot] = (str(started), v)
+    for (ds, name, _), (_, v) in latest_of.items():
+        by_ds[ds][name].values.append(v)
     legend = [(counts[sg], ", ".join(f"{k}={v}" for k, v in sg)) for sg in order] if len(order) > 1 else []
     return Table(dict(by_ds), legend, latest, hidden)
 
