@@ -74,10 +74,15 @@ def test_suite_group_with_an_unknown_key(tmp_path, capsys, monkeypatch):
         with pytest.raises(ValueError, match=rf"job group 0.*unknown key.*'{key}'.*seeds") as exc:
             load_suite(path)
         assert str(path) in str(exc.value)
-        assert main(["bench", "run", str(path), "--registry", str(tmp_path / "r.sqlite")]) == 2
-        err = capsys.readouterr().err.strip()
-        assert err.count("\n") == 0 and "Traceback" not in err and str(path) in err and key in err, err
-        assert not (tmp_path / "results").exists() and not (tmp_path / "r.sqlite").exists()
+        _refused_on_the_command_line(path, key, tmp_path, capsys)
+
+
+def _refused_on_the_command_line(path, key, tmp_path, capsys):
+    """`suite bench run` on the file: exit 2, one line naming the file and the key, no traceback, nothing written"""
+    assert main(["bench", "run", str(path), "--registry", str(tmp_path / "r.sqlite")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err and str(path) in err and key in err, err
+    assert not (tmp_path / "results").exists() and not (tmp_path / "r.sqlite").exists()
 
 
 def test_suite_with_an_unknown_top_level_key(tmp_path, capsys, monkeypatch):
@@ -93,10 +98,7 @@ def test_suite_with_an_unknown_top_level_key(tmp_path, capsys, monkeypatch):
         with pytest.raises(ValueError, match=rf"unknown top-level key.*'{key}'.*name.*jobs") as exc:
             load_suite(path)
         assert str(path) in str(exc.value)
-        assert main(["bench", "run", str(path), "--registry", str(tmp_path / "r.sqlite")]) == 2
-        err = capsys.readouterr().err.strip()
-        assert err.count("\n") == 0 and "Traceback" not in err and str(path) in err and key in err, err
-        assert not (tmp_path / "results").exists() and not (tmp_path / "r.sqlite").exists()
+        _refused_on_the_command_line(path, key, tmp_path, capsys)
 
 
 class _ExitRunner(Runner):
