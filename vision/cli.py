@@ -4,17 +4,16 @@
         --epochs 200 --batch-size 256
     suite vision pretrain --config vision/configs/digits_smoke.yaml --loss macl
     torchrun --nproc_per_node 4 -m suite vision pretrain ...      # DDP, negatives gathered over ranks
-    suite vision eval --ckpt runs/vision/<run>/epoch0200.pt
+    suite vision eval --ckpt runs/pretrain-simclr/<run>         # its newest checkpoint (or a checkpoint file)
     suite vision gmm --experiment mixture2d --loss simclr_l2   # t-SimCLR paper, Figure 1
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from typing import Any
 
-from suite.config import add_config_args, config_from_args, load_config
+from suite.config import add_config_args, config_from_args
 
 
 def _pretrain(args: argparse.Namespace) -> int:
@@ -24,43 +23,21 @@ def _pretrain(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(PretrainConfig, args, args.config)
     res = pretrain(cfg, Registry() if cfg.registry else None)
-    if "metrics" in res:
-        print(json.dumps({"metrics": res["metrics"], "train": res.get("train", {}), "data": res["data"],
-                          "ckpt_dir": res["ckpt_dir"]}, indent=2, default=str))
+    print(json.dumps({k: res[k] for k in ("metrics", "train", "data", "folder", "export")}, indent=2, default=str))
     return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
-    import torch
-
     from suite.registry import Registry
-    from suite.train import load_checkpoint
-    from vision.config import PretrainConfig
-    from suite.train import resolve_device
-    from vision.train import build_method, evaluate, prepare_data, recipe_for
+    from vision.train import evaluate_checkpoint
 
-    state = load_checkpoint(args.ckpt)
     overrides: dict[str, Any] = {k: v for k, v in (("dataset", args.dataset), ("data_root", args.data_root),
                                                    ("device", args.device)) if v}
     if args.eval_train_per_class:
         overrides["eval_train_per_class"] = args.eval_train_per_class
-    cfg = load_config(PretrainConfig, None, {**state["config"], **overrides})
-    device = resolve_device(cfg.device)
-    _, data, _ = prepare_data(cfg)
-    recipe = recipe_for(cfg, data)
-    method = build_method(cfg, data, recipe)
-    method.load_state_dict(state["model"] if "model" in state else state["method"])  # engine layout, or older
-    method.to(device)
-    torch.manual_seed(cfg.seed)
-    m = evaluate(method.query_encoder, data, recipe, device, knn_k=args.knn_k or cfg.knn_k, knn_t=cfg.knn_t,  # type: ignore[arg-type]
-                 linear=not args.no_linear, batch_size=cfg.eval_batch_size, seed=cfg.seed)
+    m = evaluate_checkpoint(args.ckpt, overrides, knn_k=args.knn_k, linear=not args.no_linear,
+                            registry=None if args.no_registry else Registry())
     print(json.dumps(m, indent=2))
-    if not args.no_registry:
-        loss = method.loss  # type: ignore[union-attr]
-        with Registry().run(modality="vision", task="eval", dataset=cfg.dataset, loss=loss.name,
-                            loss_hparams=loss.hparams(), config={**dataclasses.asdict(cfg), "ckpt": str(args.ckpt)},
-                            seed=cfg.seed) as run:
-            run.log_many(m, split="test", step=int(state.get("epoch", 0)))
     return 0
 
 
@@ -82,7 +59,7 @@ def register(sub: Any) -> None:
     add_config_args(pp, PretrainConfig)
     pp.set_defaults(func=_pretrain)
     pe = vs.add_parser("eval", help="kNN / linear probe / geometry of a checkpoint on the test split")
-    pe.add_argument("--ckpt", required=True)
+    pe.add_argument("--ckpt", required=True, help="a checkpoint file, or a run folder (its newest checkpoint)")
     pe.add_argument("--dataset", default=None, help="evaluate on another data set (default: the checkpoint's)")
     pe.add_argument("--data-root", dest="data_root", default=None)
     pe.add_argument("--device", default=None)

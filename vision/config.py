@@ -8,8 +8,10 @@ from typing import Any, ClassVar, Literal
 @dataclass
 class PretrainConfig:
     # where and how it runs, not what: left out of the experiment config a resume must match
-    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("device", "out_dir", "run_name", "resume", "registry", "eval_every",
-                                              "ckpt_every", "points")
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("device", "out", "resume", "registry", "eval_every", "checkpoint_every",
+                                              "keep_checkpoints", "points")
+    # run options of older versions: out_dir / run_name (now ``out``), ckpt_every (now ``checkpoint_every``)
+    RETIRED_RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out_dir", "run_name", "ckpt_every")
     # data
     dataset: str = field(default="cifar10", metadata={"help": "digits | cifar10 | cifar100 | stl10 | folder:<path>"})
     data_root: str = field(default="", metadata={"help": "folder holding the data set (default: $SUITE_DATA)"})
@@ -71,8 +73,9 @@ class PretrainConfig:
     points: int = field(default=0, metadata={
         "help": "with proj_dim 2: log the 2-D projections of this many test images (balanced over classes) to the "
                 "registry for the report's pictures (split test-2d; 0 = off)", "omit_default": True})
-    out_dir: str = field(default="runs/vision", metadata={"help": "checkpoints go to <out_dir>/<run name>/"})
-    run_name: str = field(default="", metadata={"help": "checkpoint folder name (default: derived from the config)"})
+    out: str = field(default="", metadata={"help": "run folder: checkpoints/, the encoder export (export/) (default: "
+                                                   "runs/pretrain-<framework>/<dataset>-...-<experiment hash>)"})
     resume: bool = True
-    ckpt_every: int = 1
+    checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (0: at the end only)"})
+    keep_checkpoints: int = field(default=2, metadata={"help": "newest checkpoints kept (0: none once finished)"})
     registry: bool = True

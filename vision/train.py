@@ -1,10 +1,9 @@
-"""``pretrain(cfg)``: SimCLR / MoCo-v2 pretraining with any loss, evaluation, registry, checkpoints.
+"""``pretrain(cfg)``: SimCLR / MoCo-v2 pretraining with any loss (:class:`PretrainTask` through the run owner).
 
 Data stay uint8 tensors; each step takes a slice of a seeded per-epoch permutation (sharded over
 ranks under torch.distributed, as a DistributedSampler would), augments it on the device with
-kornia, and runs the framework. Checkpoints (model, optimiser, queue, RNG states, epoch) are written
-atomically after every ``ckpt_every`` epochs to ``<out_dir>/<run name>/epoch<N>.pt``; with
-``resume`` a run continues from the newest one.
+kornia, and runs the framework. Seeds, the run folder, checkpoints (``<folder>/checkpoints/step-<N>.pt``),
+resume, the registry row and the encoder export are the run owner's (:mod:`suite.train.run`).
 """
 from __future__ import annotations
 
@@ -12,24 +11,24 @@ import dataclasses
 import inspect
 import math
 import time
-from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from suite import distributed as sd
 from suite.eval.points import log_points
-from suite.config import experiment_config, experiment_hash, hash_config, run_option_values, run_options
-from suite.registry import Registry
-from suite.train import CachedStep, Engine, epoch_batches, latest_checkpoint, resolve_device, resumable, seed_everything
-from vision.card import write_vision_card
+from suite.config import experiment_hash, to_dict
+from suite.registry import Registry, config_hash
+from suite.train import CachedStep
+from suite.train.run import RunContext, Task, Training, run
+from vision.card import vision_card
 from vision.config import PretrainConfig
 from vision.data import ImageData, class_subset_indices, imbalanced_indices, load_dataset
 from vision.eval import ClassificationEvaluator, GeometryEvaluator
 from vision.methods import MoCo, SimCLR, build_loss, check_views_for_loss
-from vision.models import Encoder, build_encoder
+from vision.models import MODEL_TYPE, Encoder, build_encoder
 from vision.transforms import EvalTransform, Recipe, ViewAugment, get_recipe
 
 
@@ -79,7 +78,8 @@ def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, ImageData, dict[str, A
 
 
 _COUNTS = ("train_per_class", "eval_train_per_class", "eval_test_per_class", "val_per_class", "image_size",
-           "proj_hidden", "warmup_epochs", "max_steps_per_epoch", "grad_cache_chunk", "eval_every", "ckpt_every",
+           "proj_hidden", "warmup_epochs", "max_steps_per_epoch", "grad_cache_chunk", "eval_every", "checkpoint_every",
+           "keep_checkpoints",
            "geometry_batches", "epochs", "points")  # epochs 0: the untrained encoder evaluated (a random-init baseline)
 
 
@@ -157,33 +157,28 @@ def lr_at(step: int, total: int, warmup: int, base: float) -> float:
     return base * 0.5 * (1.0 + math.cos(math.pi * t))
 
 
-def run_name(cfg: PretrainConfig) -> str:
-    """``cfg.run_name``, or ``<dataset>-<framework>-<loss>-v<views>-<encoder>-s<seed>-<experiment hash>``: the hash of
-    the experiment config (:func:`suite.config.experiment_hash`, the config's declared ``RUN_OPTIONS`` left out), so a
-    restart with another ``--device`` or ``--ckpt-every`` finds the interrupted run's folder."""
-    if cfg.run_name:
-        return cfg.run_name
-    return f"{_name_stem(cfg)}-{experiment_hash(cfg)}"
-
-
 def _name_stem(cfg: PretrainConfig) -> str:
     return f"{cfg.dataset.replace(':', '_').replace('/', '_')}-{cfg.framework}-{cfg.loss}-v{cfg.views}-{cfg.encoder}-s{cfg.seed}"
 
 
-def _legacy_run_name(cfg: PretrainConfig) -> str:
-    """The default folder name before the experiment hash (a hand-written list of fields left out: device and
-    ckpt_every were hashed); a run started then is still found and resumed."""
-    return f"{_name_stem(cfg)}-{hash_config(cfg, exclude=('resume', 'registry', 'eval_every', 'out_dir'))[:8]}"
+LEGACY_ROOT = Path("runs/vision")  # where runs of older versions wrote <run name>/epoch<N>.pt
 
 
-def run_dir(cfg: PretrainConfig) -> Path:
-    """``out_dir / run_name(cfg)``; a folder of the same run under its older default name when only that exists."""
-    new = Path(cfg.out_dir) / run_name(cfg)
-    if not cfg.run_name and cfg.resume and not new.exists():
-        old = Path(cfg.out_dir) / _legacy_run_name(cfg)
-        if old.is_dir():
-            return old
-    return new
+def legacy_checkpoints(cfg: PretrainConfig, folder: Path) -> list[Path]:
+    """Checkpoints of the layout before the run owner (``epoch<N>.pt`` in the run folder, by default
+    ``runs/vision/<stem>-<experiment hash>`` or, older still, ``runs/vision/<stem>-<hash of a hand-written field
+    list>``): a run started then is resumed (its next checkpoints go to the run owner's layout)."""
+    old = [folder, LEGACY_ROOT / f"{_name_stem(cfg)}-{experiment_hash(cfg)}",
+           LEGACY_ROOT / f"{_name_stem(cfg)}-{_oldest_hash(cfg)}"]
+    return [p for d in old if d.is_dir() for p in sorted(d.glob("epoch*.pt"))]
+
+
+def _oldest_hash(cfg: PretrainConfig) -> str:
+    """The folder hash of the oldest naming: every field but resume, registry, eval_every and out_dir, under the
+    field names of then (device, ``run_name`` "" and ``ckpt_every`` were hashed)."""
+    d = {k: v for k, v in to_dict(cfg).items() if k not in ("resume", "registry", "eval_every", "out",
+                                                             "checkpoint_every", "keep_checkpoints")}
+    return config_hash({**d, "run_name": "", "ckpt_every": cfg.checkpoint_every})[:8]
 
 
 def evaluate(model: Encoder, data: ImageData, recipe: Recipe, device: torch.device, *, knn_k: int = 200,
@@ -215,111 +210,165 @@ def evaluate(model: Encoder, data: ImageData, recipe: Recipe, device: torch.devi
     return out
 
 
-def pretrain(cfg: PretrainConfig, registry: Registry | None = None,
-             on_epoch: Callable[[int, dict[str, float]], None] | None = None) -> dict[str, Any]:
-    """Pretrain on :class:`suite.train.Engine`, evaluate, record. Returns {"metrics": final eval metrics,
-    "train": last epoch stats, ...}. The vision front-end keeps its data, views (augmentation inside the
-    step), the per-step learning-rate schedule (as a scheduler), MoCo's update after each optimiser step
-    and its evaluation; device, precision, the step, the non-finite check, checkpoints and resume are
-    the engine's."""
-    check_config(cfg)
-    sd.init_from_env()
-    device = resolve_device(cfg.device)
-    seed_everything(cfg.seed, rank=sd.rank())
-    data, eval_data, data_info = prepare_data(cfg)
-    eval_split = "val" if cfg.val_per_class > 0 else "test"  # what the evaluation metrics are logged as
-    recipe = recipe_for(cfg, data)
-    method = build_method(cfg, data, recipe).to(device)
-    inner = method
-    augment = ViewAugment(recipe, cfg.views, return_iou=cfg.iou_weights).to(device)
-    opt, base_lr = build_optimizer(cfg, [p for p in method.parameters() if p.requires_grad])
-    n = data.train_x.shape[0]
+class PretrainTask(Task[PretrainConfig]):
+    """SimCLR / MoCo-v2 pretraining as a :class:`suite.train.run.Task` (task ``pretrain-<framework>``, headline
+    ``linear_acc``, or ``knn_acc`` without the probe, on ``test``, or ``val`` with ``val_per_class``).
 
-    def batches(epoch: int) -> list[Tensor]:
-        bs = epoch_batches(n, cfg.batch_size, cfg.seed, epoch)
-        return bs[: cfg.max_steps_per_epoch] if cfg.max_steps_per_epoch else bs
+    What is particular to images: the data (uint8 tensors; each step takes a slice of the run's per-epoch
+    permutation and augments it on the device with kornia), the per-step learning-rate schedule, MoCo's update after
+    each optimiser step, the kNN / linear / geometry evaluation (every ``eval_every`` epochs and at the end) and the 2-D
+    projections (``points``). The run owner seeds, checkpoints, resumes, records and exports the encoder
+    (:meth:`vision.models.Encoder.from_pretrained`)."""
 
-    steps_per_epoch = len(batches(0))
-    total_steps = max(1, steps_per_epoch * cfg.epochs)
-    warmup = steps_per_epoch * cfg.warmup_epochs
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, total_steps, warmup, base_lr) / base_lr)
-    loss_obj = inner.loss  # type: ignore[union-attr]
-    engine = Engine(method, opt, device=device, scheduler=sched, precision="bf16" if cfg.bf16 else "fp32",
-                    loss=loss_obj, desc="pretrain", unit="step")
-    ckpt_dir = run_dir(cfg)
-    experiment = experiment_config(cfg)
-    if cfg.resume and (last := latest_checkpoint(ckpt_dir, "epoch*.pt")) is not None:
-        engine.load(last, experiment, ignore=run_options(cfg))
-    start_epoch = engine.epoch
-    ctx = registry.run(resume_id=resumable(registry, engine.resume_run_id), modality="vision",
-                       task=f"pretrain-{cfg.framework}", dataset=_dataset_label(cfg), loss=loss_obj.name,
-                       loss_hparams=loss_obj.hparams(), config=experiment, run_options=run_option_values(cfg),
-                       seed=cfg.seed) if (registry is not None and sd.is_main()) else nullcontext()
-    result: dict[str, Any] = {"data": data_info, "recipe": dataclasses.asdict(recipe), "ckpt_dir": str(ckpt_dir),
-                              "resumed_from_epoch": start_epoch}
-    t_start = time.perf_counter()
-    n_skipped = data_info["skipped_train_images"] + data_info["skipped_test_images"]
-    if n_skipped and sd.is_main():
-        print(f"{cfg.dataset}: skipped {data_info['skipped_train_images']} training and "
-              f"{data_info['skipped_test_images']} test images whose size differs from the first image "
-              f"({data.info.get('source', '')})", flush=True)
-    t_aug = [0.0, time.perf_counter()]  # augmentation seconds this epoch, epoch start
+    modality, model_type = "vision", MODEL_TYPE
 
-    def step(idx: Tensor) -> Tensor | CachedStep:
-        x = data.train_x[idx].to(device, non_blocking=True)
-        y = data.train_y[idx].to(device)
-        t0 = time.perf_counter()
-        out = augment(x)  # views (V, N, C, S, S)
-        t_aug[0] += time.perf_counter() - t0
-        return step_output(engine.ddp, inner, out, y, cfg.grad_cache_chunk)
+    def __init__(self, cfg: PretrainConfig) -> None:
+        check_config(cfg)
+        self.name = f"pretrain-{cfg.framework}"
+        self.eval_split = "val" if cfg.val_per_class > 0 else "test"  # validation takes the test split's place
+        self.primary = ("linear_acc" if cfg.linear_probe else "knn_acc", self.eval_split)
+        self.stats: dict[str, float] = {}
+        self.metrics: dict[str, float] = {}
 
-    stats: dict[str, float] = {}
+    def stem(self, cfg: PretrainConfig) -> str:
+        return _name_stem(cfg)
 
-    def epoch_end(epoch: int, st: dict[str, float]) -> None:
-        nonlocal stats
-        stats = {**st, "aug_fraction": t_aug[0] / max(1e-9, time.perf_counter() - t_aug[1])}
-        t_aug[0], t_aug[1] = 0.0, time.perf_counter()
-        if run is not None:
-            run.log_many({"aug_fraction": stats["aug_fraction"]}, split="train", step=epoch)
-        if cfg.ckpt_every and (epoch % cfg.ckpt_every == 0 or epoch == cfg.epochs):  # every rank: a collective
-            engine.save(ckpt_dir / f"epoch{epoch:04d}.pt", experiment)
-        if on_epoch is not None:
-            on_epoch(epoch, stats)
-        last_epoch = epoch == cfg.epochs
-        if sd.is_main() and (last_epoch or (cfg.eval_every and epoch % cfg.eval_every == 0)):
-            m = evaluate(inner.query_encoder, eval_data, recipe, device, knn_k=cfg.knn_k, knn_t=cfg.knn_t,  # type: ignore[union-attr]
-                         linear=cfg.linear_probe and last_epoch, batch_size=cfg.eval_batch_size, seed=cfg.seed,
-                         geometry_batches=cfg.geometry_batches)
-            if run is not None:
-                run.log_many(m, split=eval_split, step=epoch)
-            result["metrics"] = m
-        method.train()
+    def dataset(self, cfg: PretrainConfig) -> str:
+        return _dataset_label(cfg)
 
-    with ctx as run:
-        engine.run = run
-        if run is not None:
-            run.log_many({f"class_count_{i}": c for i, c in enumerate(data_info.get("class_counts", []))}, split="data")
-            run.log_many({"train_images": data_info["train"], "start_epoch": start_epoch,
-                          "skipped_train_images": data_info["skipped_train_images"],
-                          "skipped_test_images": data_info["skipped_test_images"]}, split="data")
-        engine.fit(batches, step, epochs=cfg.epochs, on_step=inner.after_step, on_epoch=epoch_end,
-                   rate_name="images_per_s")
-        result["train"] = stats
-        result["wall_s"] = time.perf_counter() - t_start
-        if "metrics" not in result and sd.is_main():  # resumed at the end: evaluate the final model
-            result["metrics"] = evaluate(inner.query_encoder, eval_data, recipe, device, knn_k=cfg.knn_k,  # type: ignore[union-attr]
-                                         knn_t=cfg.knn_t, linear=cfg.linear_probe, batch_size=cfg.eval_batch_size,
-                                         seed=cfg.seed, geometry_batches=cfg.geometry_batches)
-            if run is not None:
-                run.log_many(result["metrics"], split=eval_split, step=cfg.epochs)
-        if run is not None:
-            result["run_id"] = run.id
-            if cfg.points:
-                log_points(run, *projections_2d(inner.query_encoder, eval_data, recipe, device, cfg.points,  # type: ignore[union-attr]
-                                                loss_obj.hypersphere), "test-2d")
-        if sd.is_main():
-            write_vision_card(ckpt_dir, cfg, loss_obj, int(data_info["train"]), engine.step, run)
-    return result
+    def loss_name(self, cfg: PretrainConfig) -> str:
+        return self.loss.name
+
+    def keep_checkpoints(self, cfg: PretrainConfig) -> int:
+        return cfg.keep_checkpoints
+
+    def legacy_checkpoints(self, cfg: PretrainConfig, folder: Path) -> list[Path]:
+        return legacy_checkpoints(cfg, folder)
+
+    def build(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig]) -> Training:
+        device = ctx.device
+        data, self.eval_data, info = prepare_data(cfg)
+        self.info = info
+        if (info["skipped_train_images"] or info["skipped_test_images"]) and sd.is_main():
+            print(f"{cfg.dataset}: skipped {info['skipped_train_images']} training and {info['skipped_test_images']} "
+                  f"test images whose size differs from the first image ({data.info.get('source', '')})", flush=True)
+        self.recipe = recipe_for(cfg, data)
+        self.method = method = build_method(cfg, data, self.recipe).to(device)
+        self.loss = method.loss  # type: ignore[union-attr]
+        augment = ViewAugment(self.recipe, cfg.views, return_iou=cfg.iou_weights).to(device)
+        opt, base_lr = build_optimizer(cfg, [p for p in method.parameters() if p.requires_grad])
+        n = data.train_x.shape[0]
+
+        def batches(epoch: int) -> list[Tensor]:
+            bs = ctx.epoch_batches(n, cfg.batch_size, epoch)
+            return bs[: cfg.max_steps_per_epoch] if cfg.max_steps_per_epoch else bs
+
+        steps_per_epoch = len(batches(0))
+        total, warmup = max(1, steps_per_epoch * cfg.epochs), steps_per_epoch * cfg.warmup_epochs
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, total, warmup, base_lr) / base_lr)
+        self.t_aug = [0.0, time.perf_counter()]  # augmentation seconds this epoch, epoch start
+
+        def step(idx: Tensor) -> Tensor | CachedStep:
+            x = data.train_x[idx].to(device, non_blocking=True)
+            y = data.train_y[idx].to(device)
+            t0 = time.perf_counter()
+            out = augment(x)  # views (V, N, C, S, S)
+            self.t_aug[0] += time.perf_counter() - t0
+            return step_output(ctx.engine.ddp, method, out, y, cfg.grad_cache_chunk)  # type: ignore[union-attr]
+
+        counts = {f"class_count_{i}": c for i, c in enumerate(info.get("class_counts", []))}
+        return Training(method, opt, batches, step, epochs=cfg.epochs, scheduler=sched, loss=self.loss,
+                        precision="bf16" if cfg.bf16 else "fp32", on_step=method.after_step,  # type: ignore[arg-type]
+                        rate_name="images_per_s", unit="step",
+                        data_info={**counts, "train_images": info["train"],
+                                   "skipped_train_images": info["skipped_train_images"],
+                                   "skipped_test_images": info["skipped_test_images"]})
+
+    def _evaluate(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig], linear: bool) -> dict[str, float]:
+        m = evaluate(self.method.query_encoder, self.eval_data, self.recipe, ctx.device, knn_k=cfg.knn_k,  # type: ignore[arg-type]
+                     knn_t=cfg.knn_t, linear=linear, batch_size=cfg.eval_batch_size, seed=cfg.seed,
+                     geometry_batches=cfg.geometry_batches)
+        self.method.train()
+        return m
+
+    def on_epoch(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig], training: Training, epoch: int,
+                 stats: dict[str, float]) -> None:
+        self.stats = {**stats, "aug_fraction": self.t_aug[0] / max(1e-9, time.perf_counter() - self.t_aug[1])}
+        self.t_aug[0], self.t_aug[1] = 0.0, time.perf_counter()
+        ctx.log({"aug_fraction": self.stats["aug_fraction"]}, split="train", step=epoch)
+        if sd.is_main() and cfg.eval_every and epoch % cfg.eval_every == 0 and epoch < cfg.epochs:
+            ctx.log(self._evaluate(cfg, ctx, linear=False), split=self.eval_split, step=epoch)
+
+    def evaluate(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig], training: Training) -> dict[str, float]:
+        self.metrics = self._evaluate(cfg, ctx, linear=cfg.linear_probe)
+        if ctx.run is not None and cfg.points:
+            log_points(ctx.run, *projections_2d(self.method.query_encoder, self.eval_data, self.recipe, ctx.device,  # type: ignore[arg-type]
+                                                cfg.points, self.loss.hypersphere), "test-2d")
+        return self.metrics
+
+    def export_module(self, cfg: PretrainConfig, training: Training) -> nn.Module | None:
+        return self.method.query_encoder  # type: ignore[return-value]
+
+    def card(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig], training: Training) -> dict[str, Any]:
+        return vision_card(cfg, self.loss, int(self.info["train"]), ctx.engine.step, ctx.run)  # type: ignore[union-attr]
+
+
+def pretrain(cfg: PretrainConfig, registry: Registry | None = None, stop_after: int | None = None) -> dict[str, Any]:
+    """Pretrain through the run owner (:func:`suite.train.run.run`), evaluate, record (``registry``; None: no row),
+    export (``stop_after``: stop after that many epochs, as an interruption would). Returns {"metrics": final evaluation, "train": last epoch's stats, "data": data counts, "recipe",
+    "folder", "export", "resumed_from_epoch", "wall_s", "run_id"}."""
+    task = PretrainTask(cfg)
+    res = run(task, cfg, registry=registry if registry is not None else False, stop_after=stop_after)
+    return {"metrics": task.metrics, "train": task.stats, "data": task.info, "recipe": dataclasses.asdict(task.recipe),
+            "folder": str(res.folder), "export": str(res.export) if res.export else None,
+            "resumed_from_epoch": res.resumed_from, "wall_s": res.wall_s, "run_id": res.run_id}
+
+
+class CheckpointEvalTask(Task[PretrainConfig]):
+    """``suite vision eval``: kNN / linear probe / geometry of a pretraining checkpoint (task ``eval``)."""
+
+    modality, name = "vision", "eval"
+
+    def __init__(self, cfg: PretrainConfig, ckpt: Path, knn_k: int, linear: bool) -> None:
+        self.ckpt, self.knn_k, self.linear = ckpt, knn_k, linear
+        self.primary = ("linear_acc" if linear else "knn_acc", "test")
+        _, self.data, _ = prepare_data(cfg)
+        self.recipe = recipe_for(cfg, self.data)
+        self.method = build_method(cfg, self.data, self.recipe)
+
+    def loss_name(self, cfg: PretrainConfig) -> str:
+        return self.method.loss.name  # type: ignore[union-attr]
+
+    def record(self, cfg: PretrainConfig, experiment: dict[str, Any], training: Any) -> dict[str, Any]:
+        return {**dataclasses.asdict(cfg), "ckpt": str(self.ckpt)}
+
+    def evaluate(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig], training: Any) -> dict[str, float]:
+        return evaluate(self.method.to(ctx.device).query_encoder, self.data, self.recipe, ctx.device,  # type: ignore[arg-type]
+                        knn_k=self.knn_k or cfg.knn_k, knn_t=cfg.knn_t, linear=self.linear,
+                        batch_size=cfg.eval_batch_size, seed=cfg.seed)
+
+
+def evaluate_checkpoint(path: str | Path, overrides: dict[str, Any], *, knn_k: int = 0, linear: bool = True,
+                        registry: Registry | None = None) -> dict[str, float]:
+    """Evaluate a pretraining checkpoint (a file, or a run folder: its newest checkpoint) with its recorded config
+    (``overrides`` replace fields: another data set, device, bank size), recorded as an ``eval`` row (``registry``
+    None: none)."""
+    from suite.config import load_config
+    from suite.train import load_checkpoint
+    from suite.train.run import CHECKPOINTS, Checkpoints, evaluation
+
+    p = Path(path)
+    if p.is_dir():
+        found = Checkpoints(p / CHECKPOINTS, legacy=sorted(p.glob("epoch*.pt"))).latest()
+        if found is None:
+            raise ValueError(f"{p}: no checkpoint in {p / CHECKPOINTS} (nor an older epoch*.pt)")
+        p = found
+    state = load_checkpoint(p)
+    cfg = load_config(PretrainConfig, None, {**state["config"], **overrides})
+    task = CheckpointEvalTask(cfg, p, knn_k, linear)
+    task.method.load_state_dict(state["model"] if "model" in state else state["method"])  # engine layout, or older
+    return evaluation(task, cfg, registry=registry if registry is not None else False, loss=task.method.loss,  # type: ignore[arg-type]
+                      folder=p.parent, step=int(state.get("epoch", 0))).metrics
 
 
 @torch.no_grad()

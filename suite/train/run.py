@@ -57,10 +57,10 @@ from __future__ import annotations
 import json
 import re
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Generic, Sequence, TypeVar
+from typing import Any, Callable, ClassVar, Generic, Iterator, Sequence, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -337,16 +337,9 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
     ctx._save = save
     with ExitStack() as stack:
         if reg is not None:
-            loss = training.loss
-            ctx.run = stack.enter_context(reg.run(
-                resume_id=resumable(reg, engine.resume_run_id), modality=task.modality, task=task.name,
-                dataset=task.dataset(cfg), loss=task.loss_name(cfg),
-                loss_hparams=loss.hparams() if hasattr(loss, "hparams") else {},
-                config=task.record(cfg, experiment, training),
-                run_options={**run_option_values(cfg), "folder": str(folder), **task.run_info(cfg)}, seed=seed,
-                cfg_hash=cfg_hash))
-            if task.primary is not None:
-                ctx.run.set_primary(*task.primary)
+            ctx.run = stack.enter_context(_open_row(reg, task, cfg, training.loss, task.record(cfg, experiment, training),
+                                                    {"folder": str(folder)}, resumable(reg, engine.resume_run_id),
+                                                    cfg_hash))
             if resumed_from == 0:
                 ctx.log(training.data_info, split="data")
         engine.run = ctx.run
@@ -381,6 +374,45 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
                      time.perf_counter() - t0, export)
 
 
+def evaluation(task: Task[C], cfg: C, *, registry: Any = None, loss: Any = None, folder: str | Path = "",
+               step: int | None = None, cfg_hash: str | None = None) -> RunResult:
+    """A run that only evaluates (a checkpoint, a start model): seeded and on ``cfg.device`` like :func:`run`, its
+    metrics from ``task.evaluate(cfg, ctx, None)``, recorded as a registry row of its own by the same rule (task,
+    dataset, ``loss``'s name and hyper-parameters, :meth:`Task.record` of the experiment config, run options, the
+    headline; ``registry`` False: no row) and logged at ``step``."""
+    seed = getattr(cfg, "seed", 0)
+    derive_seed(seed)
+    device = resolve_device(getattr(cfg, "device", "auto"))
+    seed_everything(seed, rank=sd.rank())
+    ctx: RunContext[C] = RunContext(cfg, device, Path(folder), seed)
+    reg = None
+    if registry is not False and getattr(cfg, "registry", True) and sd.is_main():
+        from suite.registry import Registry
+
+        reg = registry if registry is not None else Registry()
+    t0 = time.perf_counter()
+    with ExitStack() as stack:
+        if reg is not None:
+            ctx.run = stack.enter_context(_open_row(reg, task, cfg, loss, task.record(cfg, experiment_config(cfg), None),
+                                                    {"folder": str(folder)} if folder else {}, None, cfg_hash))
+        metrics = task.evaluate(cfg, ctx, None)  # type: ignore[arg-type]
+        ctx.log(metrics, split=task.eval_split, step=step)
+    return RunResult(Path(folder), getattr(ctx.run, "id", None), metrics, 0, 0, 0, time.perf_counter() - t0, None)
+
+
+@contextmanager
+def _open_row(reg: Any, task: Task[C], cfg: C, loss: Any, config: dict[str, Any], options: dict[str, Any],
+              resume_id: str | None, cfg_hash: str | None) -> Iterator[Any]:
+    """The registry row of a run, its headline set; finished / interrupted / failed on exit."""
+    with reg.run(resume_id=resume_id, modality=task.modality, task=task.name, dataset=task.dataset(cfg),
+                 loss=task.loss_name(cfg), loss_hparams=loss.hparams() if hasattr(loss, "hparams") else {},
+                 config=config, run_options={**run_option_values(cfg), **options, **task.run_info(cfg)},
+                 seed=getattr(cfg, "seed", 0), cfg_hash=cfg_hash) as row:
+        if task.primary is not None:
+            row.set_primary(*task.primary)
+        yield row
+
+
 def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, module: nn.Module, path: Path,
             metrics: dict[str, float]) -> Path:
     from suite.model_card import registry_metrics
@@ -398,5 +430,5 @@ def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, modul
     return path
 
 
-__all__ = ["Checkpoints", "RunContext", "RunResult", "Task", "Training", "derive_seed", "run", "run_folder",
+__all__ = ["Checkpoints", "RunContext", "RunResult", "Task", "Training", "derive_seed", "evaluation", "run", "run_folder",
            "seeded_generator"]

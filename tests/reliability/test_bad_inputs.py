@@ -104,7 +104,7 @@ def test_truncated_jpeg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     with pytest.raises(ValueError, match=r"image .*1\.jpg cannot be decoded"):
         load_image_folder(root, cache=False)
     assert suite_main(["vision", "pretrain", "--dataset", f"folder:{root}", "--epochs", "1", "--no-registry",
-                       "--out-dir", str(tmp_path / "runs")]) == 2
+                       "--out", str(tmp_path / "run")]) == 2
     _one_line_error(capsys, str(bad), "cannot be decoded")
 
 

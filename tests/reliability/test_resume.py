@@ -3,7 +3,9 @@ another config refuses it (naming the differing keys); default output folders de
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,76 +116,88 @@ def test_pretrain_mol_default_out_depends_on_config() -> None:
 
 # ----------------------------------------------------------------------------- vision
 
-def test_vision_run_name_collision_refused(tmp_path: Path) -> None:
-    """`suite vision pretrain --run-name r` twice with different seeds -> second refused naming seed"""
-    from vision.config import PretrainConfig
+def test_vision_run_folder_collision_refused(tmp_path: Path) -> None:
+    """`suite vision pretrain --out r` twice with different seeds -> second refused naming seed"""
     from vision.train import pretrain
 
-    cfg = PretrainConfig(dataset="digits", encoder="convnet", width=4, epochs=1, batch_size=32, max_steps_per_epoch=1,
-                         optimizer="adam", out_dir=str(tmp_path), registry=False, linear_probe=False, geometry_batches=0,
-                         train_per_class=5, eval_train_per_class=5, eval_test_per_class=5, run_name="r", seed=0)
+    cfg = _vision_cfg(tmp_path / "r", epochs=1)
     pretrain(cfg)
     with pytest.raises(ConfigMismatchError, match=r"seed: 0 -> 1"):
         pretrain(dataclasses.replace(cfg, seed=1))
 
 
-def _vision_cfg(tmp_path: Path, **kw: object):
+def _vision_cfg(tmp_path: Path | None, **kw: object):
     from vision.config import PretrainConfig
 
     base = dict(dataset="digits", encoder="convnet", width=4, epochs=2, batch_size=32, max_steps_per_epoch=1,
-                optimizer="adam", out_dir=str(tmp_path), registry=False, linear_probe=False, geometry_batches=0,
-                train_per_class=5, eval_train_per_class=5, eval_test_per_class=5, seed=0, eval_every=0)
+                optimizer="adam", out=str(tmp_path) if tmp_path else "", registry=False, linear_probe=False,
+                geometry_batches=0, train_per_class=5, eval_train_per_class=5, eval_test_per_class=5, seed=0,
+                eval_every=0)
     base.update(kw)
     return PretrainConfig(**base)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("change", [{"device": "cpu"}, {"ckpt_every": 2}])
-def test_vision_resume_across_a_changed_run_option(tmp_path: Path, change: dict) -> None:
-    """`suite vision pretrain` interrupted after epoch 1, restarted with another --device or --ckpt-every -> resumes
-    the interrupted run (same folder, from epoch 1), not a fresh one"""
-    from vision.train import pretrain, run_name
+def _vision_folder(cfg: Any) -> Path:
+    from suite.train.run import run_folder
+    from vision.train import PretrainTask
 
-    cfg = _vision_cfg(tmp_path, device="auto", ckpt_every=1)
-    assert run_name(dataclasses.replace(cfg, **change)) == run_name(cfg)
+    task = PretrainTask(cfg)
+    return run_folder(cfg, task.name, task.stem(cfg))
 
-    class Stop(Exception):
-        pass
 
-    def stop_after_first(epoch: int, stats: dict) -> None:
-        if epoch == 1:
-            raise Stop
+@pytest.mark.parametrize("change", [{"device": "cpu"}, {"checkpoint_every": 2}])
+def test_vision_resume_across_a_changed_run_option(tmp_path: Path, change: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`suite vision pretrain` (default run folder) interrupted after epoch 1, restarted with another --device or
+    --checkpoint-every -> resumes the interrupted run (same folder, from epoch 1), not a fresh one"""
+    from vision.train import pretrain
 
-    with pytest.raises(Stop):
-        pretrain(cfg, on_epoch=stop_after_first)
+    monkeypatch.chdir(tmp_path)
+    cfg = _vision_cfg(None, device="auto", checkpoint_every=1)
+    assert _vision_folder(dataclasses.replace(cfg, **change)) == _vision_folder(cfg)
+
+    with pytest.raises(KeyboardInterrupt):  # interrupted after epoch 1 (its checkpoint is written)
+        pretrain(cfg, stop_after=1)
     res = pretrain(dataclasses.replace(cfg, **change))
-    assert res["resumed_from_epoch"] == 1 and Path(res["ckpt_dir"]).name == run_name(cfg)
-    assert [p.name for p in Path(tmp_path).iterdir()] == [run_name(cfg)]
+    assert res["resumed_from_epoch"] == 1 and Path(res["folder"]) == _vision_folder(cfg)
+    assert [p.name for p in (tmp_path / "runs" / "pretrain-simclr").iterdir()] == [_vision_folder(cfg).name]
 
 
-def test_vision_default_run_name_ignores_every_run_option(tmp_path: Path) -> None:
+def test_vision_default_run_folder_ignores_every_run_option() -> None:
     """the default vision run folder for configs differing only in run options (RUN_OPTIONS: device, eval_every,
-    ckpt_every, registry, ...) -> one folder; an experiment field (seed, lr) -> another"""
+    checkpoint_every, registry, ...) -> one folder; an experiment field (seed, lr) -> another"""
     from vision.config import PretrainConfig
-    from vision.train import run_name
 
-    cfg = _vision_cfg(tmp_path)
+    cfg = _vision_cfg(None, proj_dim=2)  # points (a run option) needs 2-D projections
     for k in PretrainConfig.RUN_OPTIONS:
-        if k in ("run_name", "out_dir"):
+        if k == "out":
             continue
         v = getattr(cfg, k)
-        other = {"device": "cuda", "eval_every": 7, "ckpt_every": 3}.get(k, (not v) if isinstance(v, bool) else v)
-        assert run_name(dataclasses.replace(cfg, **{k: other})) == run_name(cfg), k
-    assert run_name(dataclasses.replace(cfg, seed=1)) != run_name(cfg)
-    assert run_name(dataclasses.replace(cfg, lr=0.5)) != run_name(cfg)
+        other = {"device": "cuda", "eval_every": 7, "checkpoint_every": 3, "keep_checkpoints": 5,
+                 "points": 10}.get(k, (not v) if isinstance(v, bool) else v)
+        assert _vision_folder(dataclasses.replace(cfg, **{k: other})) == _vision_folder(cfg), k
+    assert _vision_folder(dataclasses.replace(cfg, seed=1)) != _vision_folder(cfg)
+    assert _vision_folder(dataclasses.replace(cfg, lr=0.5)) != _vision_folder(cfg)
 
 
-def test_vision_run_folder_named_by_the_old_rule_is_still_found(tmp_path: Path) -> None:
-    """a vision run folder named before the experiment hash (device and ckpt_every were hashed), resume on -> that
-    folder is used (its checkpoints resume); no such folder, or resume off -> the new name"""
-    from vision.train import _legacy_run_name, run_dir, run_name
+@pytest.mark.parametrize("old", ["experiment-hash", "oldest"])
+def test_vision_run_in_a_folder_of_the_old_layout_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          old: str) -> None:
+    """a vision run interrupted under an older layout (runs/vision/<stem>-<hash>/epoch<N>.pt, the hash of the
+    experiment config, or before that of a hand-written field list) -> a restart resumes its newest checkpoint (and
+    writes its next ones in the run owner's layout); with resume off it starts afresh"""
+    from suite.config import experiment_hash
+    from vision.train import LEGACY_ROOT, _name_stem, _oldest_hash, pretrain
 
-    cfg = _vision_cfg(tmp_path)
-    assert run_dir(cfg) == tmp_path / run_name(cfg) and _legacy_run_name(cfg) != run_name(cfg)
-    (tmp_path / _legacy_run_name(cfg)).mkdir()
-    assert run_dir(cfg) == tmp_path / _legacy_run_name(cfg)
-    assert run_dir(dataclasses.replace(cfg, resume=False)) == tmp_path / run_name(cfg)
+    monkeypatch.chdir(tmp_path)
+    cfg = _vision_cfg(None, checkpoint_every=1)
+
+    with pytest.raises(KeyboardInterrupt):  # interrupted after epoch 1 (its checkpoint is written)
+        pretrain(cfg, stop_after=1)
+    folder = _vision_folder(cfg)
+    ckpt = next((folder / "checkpoints").glob("step-*.pt"))
+    legacy = LEGACY_ROOT / f"{_name_stem(cfg)}-{experiment_hash(cfg) if old == 'experiment-hash' else _oldest_hash(cfg)}"
+    legacy.mkdir(parents=True)
+    ckpt.rename(legacy / "epoch0001.pt")
+    shutil.rmtree(folder)
+    assert pretrain(cfg)["resumed_from_epoch"] == 1
+    assert pretrain(dataclasses.replace(cfg, resume=False, out="fresh"))["resumed_from_epoch"] == 0

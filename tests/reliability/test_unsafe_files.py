@@ -80,15 +80,19 @@ def test_vision_eval_ckpt_refuses_payload(tmp_path: Path, marker: Path, capsys: 
 
 
 def test_vision_resume_refuses_planted_checkpoint(tmp_path: Path, marker: Path) -> None:
-    """crafted epoch0001.pt in a vision run folder, resume -> refused naming the file, no code run"""
+    """crafted checkpoint in a vision run folder (the run owner's layout, or the older epoch0001.pt), resume ->
+    refused naming the file, no code run"""
     from vision.config import PretrainConfig
     from vision.train import pretrain
 
     cfg = PretrainConfig(dataset="digits", encoder="convnet", width=4, epochs=1, batch_size=32, max_steps_per_epoch=1,
-                         optimizer="adam", out_dir=str(tmp_path), registry=False, linear_probe=False, geometry_batches=0,
-                         train_per_class=5, run_name="r")
+                         optimizer="adam", out=str(tmp_path / "r"), registry=False, linear_probe=False,
+                         geometry_batches=0, train_per_class=5)
     _plant_torch(tmp_path / "r" / "epoch0001.pt", marker, key="method")
     with pytest.raises(ValueError, match=r"epoch0001\.pt is refused"):
+        pretrain(cfg)
+    _plant_torch(tmp_path / "r" / "checkpoints" / "step-000000001.pt", marker, key="method")
+    with pytest.raises(ValueError, match=r"step-000000001\.pt is refused"):
         pretrain(cfg)
 
 

@@ -19,7 +19,7 @@ def _folders() -> dict[str, tuple[Any, Callable[[Any], Path], dict[str, Any], di
     from graph.methods.pretrain_mol import MolPretrainTask, PretrainMolConfig
     from text.methods.simcse import SimCSEConfig, SimCSETask
     from vision.config import PretrainConfig
-    from vision.train import run_dir
+    from vision.train import PretrainTask
 
     def owner(task: Any) -> Callable[[Any], Path]:
         return lambda cfg: run_folder(cfg, task.name, task.stem(cfg))
@@ -33,7 +33,9 @@ def _folders() -> dict[str, tuple[Any, Callable[[Any], Path], dict[str, Any], di
                                {"device": "cuda", "checkpoint_every": 1, "eval_batch_size": 7}, {"dropout": 0.1}),
         "text train": (SimCSEConfig(), owner(SimCSETask(SimCSEConfig())),
                        {"device": "cuda", "checkpoint_every": 50, "keep_checkpoint": False}, {"lr": 1e-4}),
-        "vision pretrain": (PretrainConfig(), run_dir, {"device": "cuda", "ckpt_every": 3}, {"lr": 0.5}),
+        "vision pretrain": (PretrainConfig(), owner(PretrainTask(PretrainConfig())),
+                            {"device": "cuda", "checkpoint_every": 3, "keep_checkpoints": 5, "eval_every": 2},
+                            {"lr": 0.5}),
     }
 
 

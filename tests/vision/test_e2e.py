@@ -22,7 +22,7 @@ SETTINGS = {
 
 def _cfg(tmp_path: Path, **kw: object) -> PretrainConfig:
     base = dict(dataset="digits", encoder="convnet", width=8, epochs=3, batch_size=100, optimizer="adam", lr=3e-3,
-                weight_decay=1e-6, out_dir=str(tmp_path), registry=False, linear_probe=False, geometry_batches=1,
+                weight_decay=1e-6, out=str(tmp_path), registry=False, linear_probe=False, geometry_batches=1,
                 queue_size=256, seed=0, train_per_class=60)
     base.update(kw)
     return PretrainConfig(**base)  # type: ignore[arg-type]
@@ -40,28 +40,27 @@ def test_pretrain_beats_random_init(tmp_path: Path, random_knn: float, framework
     assert m["knn_acc"] > random_knn + 0.03, (m["knn_acc"], random_knn)
     assert {"alignment", "uniformity", "cond_entropy"} <= set(m)
     assert res["train"]["images_per_s"] > 0
-    assert len(list(Path(res["ckpt_dir"]).glob("epoch*.pt"))) == SETTINGS[framework]["epochs"]
+    assert len(_ckpts(res)) == 2  # the newest two kept (keep_checkpoints)
+    from vision.models import Encoder
+
+    enc = Encoder.from_pretrained(res["export"])  # the run owner's export: the trained query encoder
+    assert enc.features(torch.zeros(2, 3, 32, 32)).shape[0] == 2
 
 
-class _Stop(Exception):
-    pass
-
-
-def _stop_after_first(epoch: int, stats: dict[str, float]) -> None:
-    if epoch == 1:
-        raise _Stop
+def _ckpts(res: dict) -> list[Path]:
+    return sorted((Path(res["folder"]) / "checkpoints").glob("step-*.pt"))
 
 
 def test_resume_continues_from_checkpoint(tmp_path: Path) -> None:
-    cfg = _cfg(tmp_path, epochs=2, max_steps_per_epoch=2, batch_size=32, train_per_class=10, run_name="r",
+    cfg = _cfg(tmp_path / "r", epochs=2, max_steps_per_epoch=2, batch_size=32, train_per_class=10,
                framework="moco", queue_size=64)
-    with pytest.raises(_Stop):  # interrupted after epoch 1 (its checkpoint is written)
-        pretrain(cfg, on_epoch=_stop_after_first)
+    with pytest.raises(KeyboardInterrupt):  # interrupted after epoch 1 (its checkpoint is written)
+        pretrain(cfg, stop_after=1)
     res = pretrain(cfg)
     assert res["resumed_from_epoch"] == 1
-    fresh = pretrain(dataclasses.replace(cfg, run_name="fresh"))
-    a = torch.load(Path(res["ckpt_dir"]) / "epoch0002.pt", weights_only=True)["model"]
-    b = torch.load(Path(fresh["ckpt_dir"]) / "epoch0002.pt", weights_only=True)["model"]
+    fresh = pretrain(dataclasses.replace(cfg, out=str(tmp_path / "fresh")))
+    a = torch.load(_ckpts(res)[-1], weights_only=True)["model"]
+    b = torch.load(_ckpts(fresh)[-1], weights_only=True)["model"]
     for k in a:  # resumed == uninterrupted, bit for bit (weights, BN statistics, MoCo queue)
         assert torch.equal(a[k], b[k]), k
 
@@ -70,15 +69,15 @@ def test_cli_pretrain_and_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str
     from suite.cli import main
 
     rc = main(["vision", "pretrain", "--dataset", "digits", "--encoder", "convnet", "--width", "4", "--epochs", "1",
-               "--batch-size", "64", "--max-steps-per-epoch", "2", "--loss", "cacr", "--views", "3", "--out-dir",
-               str(tmp_path), "--run-name", "cli", "--no-linear-probe", "--geometry-batches", "1", "--bf16", "--no-registry"])
+               "--batch-size", "64", "--max-steps-per-epoch", "2", "--loss", "cacr", "--views", "3", "--out",
+               str(tmp_path / "cli"), "--no-linear-probe", "--geometry-batches", "1", "--bf16", "--no-registry"])
     assert rc == 0
-    ckpt = tmp_path / "cli" / "epoch0001.pt"
-    assert ckpt.exists()
-    assert main(["vision", "eval", "--ckpt", str(ckpt), "--no-linear"]) == 0
-    assert "knn_acc" in capsys.readouterr().out
+    ckpt = next((tmp_path / "cli" / "checkpoints").glob("step-*.pt"))
+    for target in (ckpt, tmp_path / "cli"):  # a checkpoint, or the run folder (its newest checkpoint)
+        assert main(["vision", "eval", "--ckpt", str(target), "--no-linear", "--no-registry"]) == 0
+        assert "knn_acc" in capsys.readouterr().out
     assert main(["vision", "pretrain", "--dataset", "digits", "--loss", "infonce", "--views", "3", "--epochs", "1",
-                 "--out-dir", str(tmp_path)]) == 2  # two-view loss with 3 views: clear error, exit 2
+                 "--out", str(tmp_path / "x")]) == 2  # two-view loss with 3 views: clear error, exit 2
 
 
 @pytest.mark.slow
@@ -91,11 +90,11 @@ def test_ddp_torchrun_two_processes(tmp_path: Path, framework: str, loss: str) -
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "suite", "vision", "pretrain",
            "--dataset", "digits", "--encoder", "convnet", "--width", "4", "--epochs", "1", "--batch-size", "32",
            "--max-steps-per-epoch", "2", "--framework", framework, "--loss", loss, "--text-model", "labels",
-           "--out-dir", str(tmp_path), "--run-name", "ddp", "--no-linear-probe", "--geometry-batches", "1",
+           "--out", str(tmp_path / "ddp"), "--no-linear-probe", "--geometry-batches", "1",
            "--queue-size", "64", "--no-registry"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert out.returncode == 0, out.stderr[-3000:]
-    assert (tmp_path / "ddp" / "epoch0001.pt").exists()
+    assert list((tmp_path / "ddp" / "checkpoints").glob("step-*.pt"))
 
 
 def test_iou_weights_with_any_weighted_loss(tmp_path: Path) -> None:
@@ -119,14 +118,14 @@ def test_grad_cache_with_chunk_equal_to_batch_is_the_uncached_run(tmp_path: Path
     trained weights and BatchNorm statistics equal the uncached run's; a smaller chunk trains (BatchNorm sees
     chunks); MoCo refuses it."""
     base = dict(epochs=1, max_steps_per_epoch=2, batch_size=16, train_per_class=4, linear_probe=False,
-                geometry_batches=0, ckpt_every=1)
-    plain = pretrain(_cfg(tmp_path / "a", run_name="p", **base))
-    cached = pretrain(_cfg(tmp_path / "b", run_name="p", grad_cache_chunk=16, **base))
-    a = torch.load(Path(plain["ckpt_dir"]) / "epoch0001.pt", weights_only=True)["model"]
-    b = torch.load(Path(cached["ckpt_dir"]) / "epoch0001.pt", weights_only=True)["model"]
+                geometry_batches=0, checkpoint_every=1)
+    plain = pretrain(_cfg(tmp_path / "a", **base))
+    cached = pretrain(_cfg(tmp_path / "b", grad_cache_chunk=16, **base))
+    a = torch.load(_ckpts(plain)[-1], weights_only=True)["model"]
+    b = torch.load(_ckpts(cached)[-1], weights_only=True)["model"]
     for k in a:
         assert torch.allclose(a[k].float(), b[k].float(), atol=1e-5, rtol=1e-4), k
-    small = pretrain(_cfg(tmp_path / "c", run_name="p", grad_cache_chunk=5, **base))
+    small = pretrain(_cfg(tmp_path / "c", grad_cache_chunk=5, **base))
     assert small["train"]["images_per_s"] > 0
     with pytest.raises(ValueError, match="MoCo"):
         pretrain(_cfg(tmp_path / "d", framework="moco", grad_cache_chunk=8, **base))

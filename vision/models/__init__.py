@@ -6,7 +6,12 @@ loss, ``features(x) -> h`` (backbone output) for evaluation.
 """
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from torch import Tensor, nn
+
+from suite.pretrained import POSITIVE_INT, load_pretrained, load_state, save_pretrained
 
 from vision.models.alexnet import SmallAlexNet
 from vision.models.convnet import SmallConvNet
@@ -14,6 +19,7 @@ from vision.models.head import ProjectionHead
 from vision.models.resnet import CifarResNet18
 
 ENCODERS = ("resnet18", "alexnet", "convnet")
+MODEL_TYPE = "vision_encoder"
 
 
 def build_backbone(name: str, width: float = 0, image_size: int = 32) -> nn.Module:
@@ -43,10 +49,34 @@ class Encoder(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return self.head(self.backbone(x))
 
+    spec: dict[str, Any] | None = None  # what rebuilds it (set by :func:`build_encoder`)
+
+    def save_pretrained(self, path: str | Path) -> Path:
+        """``path/model.safetensors`` + ``path/config.json`` (encoder name, width, image size, projection); see
+        :meth:`from_pretrained`. Only an encoder made by :func:`build_encoder` knows what rebuilds it."""
+        if self.spec is None:
+            raise ValueError("save_pretrained needs an Encoder made by build_encoder (its spec rebuilds it)")
+        return save_pretrained(self, path, MODEL_TYPE, self.spec)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path) -> "Encoder":
+        """The encoder saved by :meth:`save_pretrained` (eval mode): ``features(x)`` for evaluation, ``forward(x)``
+        for the projection. A folder that is not one is a ``ValueError`` naming the path and what is wrong."""
+        cfg, state = load_pretrained(path, MODEL_TYPE, {"encoder": ("one of " + ", ".join(ENCODERS),
+                                                                    lambda v: v in ENCODERS),
+                                                        "proj_dim": POSITIVE_INT, "image_size": POSITIVE_INT})
+        enc = build_encoder(cfg["encoder"], float(cfg.get("width", 0)), cfg["image_size"], cfg["proj_dim"],
+                            int(cfg.get("proj_hidden", 0)))
+        load_state(enc, state, path)
+        return enc.eval()
+
 
 def build_encoder(name: str, width: float = 0, image_size: int = 32, proj_dim: int = 128, proj_hidden: int = 0) -> Encoder:
-    return Encoder(build_backbone(name, width, image_size), proj_dim, proj_hidden)
+    enc = Encoder(build_backbone(name, width, image_size), proj_dim, proj_hidden)
+    enc.spec = {"encoder": name, "width": float(width), "image_size": int(image_size), "proj_dim": int(proj_dim),
+                "proj_hidden": int(proj_hidden)}
+    return enc
 
 
-__all__ = ["ENCODERS", "CifarResNet18", "Encoder", "ProjectionHead", "SmallAlexNet", "SmallConvNet", "build_backbone",
+__all__ = ["ENCODERS", "MODEL_TYPE", "CifarResNet18", "Encoder", "ProjectionHead", "SmallAlexNet", "SmallConvNet", "build_backbone",
            "build_encoder"]
