@@ -7,13 +7,11 @@ STS metrics are Spearman x 100 (the papers' scale), transfer metrics accuracies 
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from suite.config import experiment_config, run_option_values
 from suite.registry import Registry
-from suite.train import resolve_device
+from suite.train.run import RunContext, Task, evaluation
 from text.eval.encode import EncodeFn
 from text.eval.sts import STS_TASKS, STSEvaluator
 from text.eval.transfer import REGS, TransferEvaluator
@@ -43,19 +41,28 @@ class EvalConfig:
     seed: int = 0
 
 
-def evaluate_model(cfg: EvalConfig, registry: Registry | None = None, record: bool = True) -> dict[str, float]:
-    if cfg.tasks not in ("sts", "transfer", "all"):
-        raise ValueError(f"tasks must be sts, transfer or all, got {cfg.tasks!r}")
-    dev = resolve_device(cfg.device)
-    enc = load_encoder(cfg.model, pooling=cfg.pooling).to(dev)
-    fn = EncodeFn(enc, cfg.batch_size, cfg.max_length, dev, cache=cfg.cache)
-    out: dict[str, float] = {}
-    reg = (registry or Registry()) if record else None
-    ctx = reg.run(modality="text", task=f"senteval-{cfg.tasks}", dataset="senteval", loss=cfg.label or "none", loss_hparams={},
-                  config=experiment_config(cfg), run_options=run_option_values(cfg), seed=cfg.seed) if reg else nullcontext()
-    with ctx as run:
-        if run is not None:
-            run.set_primary("avg" if cfg.tasks != "transfer" else "transfer_avg", "test")
+class SentEvalTask(Task[EvalConfig]):
+    """A saved sentence model on the STS and / or transfer tasks (task ``senteval-<tasks>``, headline ``avg`` or
+    ``transfer_avg`` on ``test``), recorded by the run owner's :func:`suite.train.run.evaluation`."""
+
+    modality = "text"
+
+    def __init__(self, cfg: EvalConfig) -> None:
+        if cfg.tasks not in ("sts", "transfer", "all"):
+            raise ValueError(f"tasks must be sts, transfer or all, got {cfg.tasks!r}")
+        self.name = f"senteval-{cfg.tasks}"
+        self.primary = ("avg" if cfg.tasks != "transfer" else "transfer_avg", "test")
+        self.encoder = load_encoder(cfg.model, pooling=cfg.pooling)  # before the row: a bad folder records nothing
+
+    def dataset(self, cfg: EvalConfig) -> str:
+        return "senteval"
+
+    def loss_name(self, cfg: EvalConfig) -> str:
+        return cfg.label or "none"
+
+    def evaluate(self, cfg: EvalConfig, ctx: RunContext[EvalConfig], training: Any) -> dict[str, float]:
+        fn = EncodeFn(self.encoder.to(ctx.device), cfg.batch_size, cfg.max_length, ctx.device, cache=cfg.cache)
+        out: dict[str, float] = {}
         if cfg.tasks in ("sts", "all"):
             t0, c0 = time.perf_counter(), time.process_time()
             sts = STSEvaluator(cfg.sts_tasks, aggregation=cfg.aggregation)(fn)
@@ -66,9 +73,14 @@ def evaluate_model(cfg: EvalConfig, registry: Registry | None = None, record: bo
             tr = TransferEvaluator(cfg.transfer_tasks, kfold=cfg.kfold, inner_kfold=cfg.inner_kfold, regs=REGS)(fn)
             out.update({f"transfer_{k}" if k == "avg" else k: v for k, v in tr.items()})
             out["transfer_wall_s"] = time.perf_counter() - t0
-        if run is not None:
-            run.log_many(out, split="test")
-    return out
+        return out
+
+
+def evaluate_model(cfg: EvalConfig, registry: Registry | None = None, record: bool = True) -> dict[str, float]:
+    """The metrics of ``cfg.model`` (see :class:`SentEvalTask`), recorded in ``registry`` (default ``$SUITE_REGISTRY``)
+    unless ``record`` is false."""
+    return evaluation(SentEvalTask(cfg), cfg, registry=(registry if registry is not None else None) if record else False
+                      ).metrics
 
 
 def summary_line(m: dict[str, Any], aggregation: str = "all") -> str:
