@@ -45,11 +45,11 @@ def _mlm(args: argparse.Namespace) -> int:
     from text.mlm import MLMConfig, pretrain_mlm
 
     summary = pretrain_mlm(config_from_args(MLMConfig, args, args.config))
-    if not summary.get("skipped"):
+    if summary.get("skipped") is not True:  # True: already built ("skipped" of a new build: the corpus's skipped lines)
         val = summary.get("val") or {}
         print(f"MLM: {summary['steps']} steps ({summary['epochs']:.2f} epochs) in {summary['wall_s']:.0f} s; held-out "
               f"loss {val.get('mlm_loss', float('nan')):.3f}, masked-token accuracy {val.get('mlm_acc', float('nan')):.3f}; "
-              f"saved to {summary['out']}")
+              f"saved to {summary['out']} (the model: {summary['model']})")
     return 0
 
 

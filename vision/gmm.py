@@ -29,6 +29,14 @@ Evaluation (fresh samples, a generator of its own):
 ``points`` (a run option) logs that many in-distribution and shifted feature points (x, y, label) to the
 registry (metrics ``point_x``, ``point_y``, ``point_label``, split ``id`` / ``ood``, step = point index) for
 the report's pictures.
+
+A run goes through the run owner (:func:`suite.train.run.run`, :class:`GMMTask`): it is seeded there (the training
+batches are the run's generator ``data``, the evaluation samples its generator ``eval``), its folder is ``--out`` or
+``runs/<task>/<experiment>-m<m>-<loss>-s<seed>-<hash>`` (``device``, ``points``, ``out``, ``resume``,
+``checkpoint_every``, ``keep_checkpoints`` are run options: never hashed, never recorded in the experiment config), a
+checkpoint is written every ``checkpoint_every`` steps and at the end (``checkpoints/step-<N>.pt``, removed once the
+run has finished unless ``keep_checkpoints``), an interrupted run resumes (config-checked), and the registry row is
+the owner's. Nothing is exported.
 """
 from __future__ import annotations
 
@@ -40,11 +48,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import suite.losses as L
-from suite.config import experiment_config, run_option_values
 from suite.eval.points import log_points
 from suite.presets import preset
 from suite.registry import Registry
-from suite.train import Engine, resolve_device, seed_everything, seeded_generator
+from suite.train.run import RunContext, Task, Training, run
 
 MEANS = {"mixture2d": ((0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0), (3.0, 3.0)),
          "order1d": ((1.0,), (2.0,), (3.0,), (4.0,))}
@@ -55,7 +62,8 @@ TEMPERATURES = {"infonce": {"temperature": 0.5}, "simclr_l2": {"temperature": 1.
 
 @dataclass
 class GMMConfig:
-    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("device", "points")
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("device", "points", "out", "resume", "checkpoint_every",
+                                              "keep_checkpoints")
     experiment: Literal["mixture2d", "order1d"] = "mixture2d"
     loss: str = "infonce"
     loss_hparams: dict[str, Any] = field(default_factory=dict, metadata={"help": "overrides of the loss preset"})
@@ -71,16 +79,24 @@ class GMMConfig:
     seed: int = 0
     device: str = "cpu"
     points: int = field(default=0, metadata={"help": "feature points per split logged to the registry (pictures)"})
+    out: str = field(default="", metadata={"help": "run folder ('' = runs/<task>/<experiment>-m<m>-<loss>-s<seed>-"
+                                                   "<hash>)"})
+    resume: bool = True
+    checkpoint_every: int = field(default=0, metadata={"help": "checkpoint every N steps (0: at the end only)"})
+    keep_checkpoints: int = field(default=0, metadata={"help": "checkpoints kept once the run has finished (0: none)"})
 
     def __post_init__(self) -> None:
         bad = {k: getattr(self, k) for k, ok in (("sigma", self.sigma > 0), ("dz", self.dz >= 1),
                                                   ("steps", self.steps >= 1), ("batch_size", self.batch_size >= 2),
                                                   ("lr", self.lr > 0), ("n_eval", self.n_eval >= 10),
                                                   ("points", 0 <= self.points <= self.n_eval),
-                                                  ("hidden", all(h >= 1 for h in self.hidden))) if not ok}
+                                                  ("hidden", all(h >= 1 for h in self.hidden)),
+                                                  ("checkpoint_every", self.checkpoint_every >= 0),
+                                                  ("keep_checkpoints", self.keep_checkpoints >= 0)) if not ok}
         if bad:
             raise ValueError(f"invalid GMM setting(s): {bad} (sigma, lr > 0; dz, steps >= 1; batch_size >= 2; "
-                             f"n_eval >= 10; 0 <= points <= n_eval; hidden widths >= 1)")
+                             f"n_eval >= 10; 0 <= points <= n_eval; hidden widths >= 1; checkpoint_every, "
+                             f"keep_checkpoints >= 0)")
         if self.experiment not in MEANS:
             raise ValueError(f"experiment must be one of {sorted(MEANS)}, got {self.experiment!r}")
 
@@ -133,56 +149,79 @@ def is_ordered(order: list[int]) -> bool:
     return order == list(range(m)) or order == [0] + list(range(m - 1, 0, -1))
 
 
-def run_gmm(cfg: GMMConfig, registry: Registry | None = None) -> dict[str, float]:
-    device = resolve_device(cfg.device)
-    seed_everything(cfg.seed)
-    means = torch.tensor(MEANS[cfg.experiment])
-    m, d = means.shape
-    if cfg.dz != 2 and cfg.experiment == "order1d":
-        raise ValueError("order1d reads the order around a circle: it needs dz = 2")
-    loss = loss_for(cfg.loss, cfg.loss_hparams)
-    if loss.multi_view or loss.requires:
-        raise ValueError(f"loss {cfg.loss!r} needs {'views' if loss.multi_view else loss.requires}: the mixture "
-                         f"experiments take two-view losses without extra inputs")
-    net = encoder(d, list(cfg.hidden), cfg.dz).to(device)
-    opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    data_gen = seeded_generator(cfg.seed, stream="data")
-    engine = Engine(net, opt, device=device, loss=loss, generators={"data": data_gen}, desc=f"gmm {cfg.loss}")
+TASKS = {"mixture2d": "gmm-2d", "order1d": "gmm-1d-order"}  # the registry task of each experiment
 
-    def step(_: int) -> Tensor:
-        x, x2, _ = mixture(means, cfg.sigma, cfg.batch_size, data_gen)
-        return loss(net(x.to(device)), net(x2.to(device)))
 
-    @torch.no_grad()
-    def features(x: Tensor) -> Tensor:
-        z = net(x.to(device)).float().cpu()
-        return F.normalize(z, dim=-1) if loss.hypersphere else z
+class GMMTask(Task[GMMConfig]):
+    """One mixture experiment as a :class:`suite.train.run.Task` (task ``gmm-2d`` with headline ``ood_acc``, or
+    ``gmm-1d-order`` with headline ``ordered``; split ``test``). One epoch of ``steps`` fresh batches drawn from the
+    run's generator ``data``; the evaluation samples come from its generator ``eval``. The run owner seeds, places,
+    checkpoints (every ``checkpoint_every`` steps and at the end; none kept unless ``keep_checkpoints``), resumes and
+    records it; nothing is exported."""
 
-    reg = registry if registry is not None else Registry()
-    task = {"mixture2d": "gmm-2d", "order1d": "gmm-1d-order"}[cfg.experiment]
-    with reg.run(modality="synthetic", task=task, dataset=f"{cfg.experiment}-m{m}", loss=L.canonical_name(cfg.loss),
-                 loss_hparams=loss.hparams(), config=experiment_config(cfg), run_options=run_option_values(cfg),
-                 seed=cfg.seed) as run:
-        engine.run = run
-        engine.fit(lambda ep: list(range(cfg.steps)), step, epochs=1, log_epochs=True, size=lambda _: cfg.batch_size,
-                   rate_name="samples_per_s")
+    modality, eval_split = "synthetic", "test"
+
+    def __init__(self, cfg: GMMConfig) -> None:
+        self.name = TASKS[cfg.experiment]  # type: ignore[misc]
+        self.primary = ("ood_acc" if cfg.experiment == "mixture2d" else "ordered", "test")  # type: ignore[misc]
+
+    def dataset(self, cfg: GMMConfig) -> str:
+        return f"{cfg.experiment}-m{len(MEANS[cfg.experiment])}"
+
+    def loss_name(self, cfg: GMMConfig) -> str:
+        return L.canonical_name(cfg.loss)
+
+    def build(self, cfg: GMMConfig, ctx: RunContext[GMMConfig]) -> Training:
+        device = ctx.device
+        self.means = means = torch.tensor(MEANS[cfg.experiment])  # (m, d)
+        m, d = means.shape
+        if cfg.dz != 2 and cfg.experiment == "order1d":
+            raise ValueError("order1d reads the order around a circle: it needs dz = 2")
+        loss = loss_for(cfg.loss, cfg.loss_hparams)
+        if loss.multi_view or loss.requires:
+            raise ValueError(f"loss {cfg.loss!r} needs {'views' if loss.multi_view else loss.requires}: the mixture "
+                             f"experiments take two-view losses without extra inputs")
+        self.net = net = encoder(d, list(cfg.hidden), cfg.dz).to(device)
+        opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        data_gen = ctx.generator("data")  # a fresh batch every step
+
+        def step(_: int) -> Tensor:
+            x, x2, _ = mixture(means, cfg.sigma, cfg.batch_size, data_gen)  # (B, d) each
+            return loss(net(x.to(device)), net(x2.to(device)))
+
+        return Training(net, opt, lambda ep: list(range(cfg.steps)), step, epochs=1, loss=loss,
+                        size=lambda _: cfg.batch_size, rate_name="samples_per_s", checkpoint_unit="step")
+
+    def evaluate(self, cfg: GMMConfig, ctx: RunContext[GMMConfig], training: Training) -> dict[str, float]:
+        net, loss, device, means = self.net, training.loss, ctx.device, self.means
+        m = len(means)
+
+        @torch.no_grad()
+        def features(x: Tensor) -> Tensor:
+            z = net(x.to(device)).float().cpu()  # (n, dz)
+            return F.normalize(z, dim=-1) if loss.hypersphere else z
+
         net.eval()
-        eg = seeded_generator(cfg.seed, stream="eval")  # evaluation samples: their own stream
+        eg = ctx.generator("eval")  # evaluation samples: their own stream
         sets = {name: mixture(means, cfg.sigma, cfg.n_eval, eg) for name in ("fit", "test", "ood_fit", "ood_test")}
         f = {k: features(x + (cfg.shift if k.startswith("ood") else 0.0)) for k, (x, _, _) in sets.items()}
         y = {k: lab for k, (_, _, lab) in sets.items()}
         metrics = {"id_acc": linear_accuracy(f["fit"], y["fit"], f["test"], y["test"]),
                    "ood_acc": linear_accuracy(f["ood_fit"], y["ood_fit"], f["ood_test"], y["ood_test"]),
                    "ood_transfer_acc": linear_accuracy(f["fit"], y["fit"], f["ood_test"], y["ood_test"]),
-                   "final_loss": engine.last_loss}
+                   "final_loss": ctx.engine.last_loss}  # type: ignore[union-attr]
         if cfg.experiment == "order1d":
             order = cyclic_order(f["test"], y["test"], m)
             metrics["ordered"] = float(is_ordered(order))
             metrics["order_code"] = float("".join(map(str, order)))  # e.g. 123 for a -> b -> c -> d
         pos = F.pairwise_distance(*(features(sets["test"][i]) for i in (0, 1))).mean()
         metrics["alignment"] = float(pos)
-        run.log_many(metrics, split="test", step=cfg.steps)
-        run.set_primary("ood_acc" if cfg.experiment == "mixture2d" else "ordered", "test")
-        for split, key in (("id", "test"), ("ood", "ood_test")):
-            log_points(run, f[key][:cfg.points], y[key][:cfg.points], split)
-    return metrics
+        if ctx.run is not None:
+            for split, key in (("id", "test"), ("ood", "ood_test")):
+                log_points(ctx.run, f[key][:cfg.points], y[key][:cfg.points], split)
+        return metrics
+
+
+def run_gmm(cfg: GMMConfig, registry: Registry | None = None) -> dict[str, float]:
+    """Train and evaluate one mixture experiment through the run owner; returns its test metrics."""
+    return run(GMMTask(cfg), cfg, registry=registry).metrics

@@ -94,47 +94,116 @@ def test_masked_position_loss_equals_the_full_logit_loss():
     assert int(correct) == int((full.logits[sel].argmax(-1) == labels[sel]).sum())
 
 
-def test_pretrain_resume_marker_and_backbone(tmp_path, monkeypatch):
+def _interrupt_at(monkeypatch, n: int) -> None:
+    """The ``n``-th training batch raises an interruption (``eval_every=0``: no held-out masks are drawn)."""
     import text.mlm as mlm
-    from safetensors.torch import load_file
-    from suite.registry import Registry
 
-    corpus = _corpus(tmp_path / "c.txt")
-    reg = Registry(str(tmp_path / "reg.sqlite"))
-    full = pretrain_mlm(_cfg(corpus, out="models:full"), reg)
-    assert full["steps"] == 12 and 0 < full["val"]["mlm_acc"] <= 1
-    out = output_dir(_cfg(corpus, out="models:full"))
-    assert (out / "model.safetensors").exists() and (out / "README.md").exists() and not (out / "checkpoint.pt").exists()
+    calls, real = {"n": 0}, mlm.mask_tokens
 
-    calls = {"n": 0}
-    real = mlm.mask_tokens
-
-    def interrupted(*a, **k):  # the 9th training batch is interrupted (checkpoint at step 8)
+    def interrupted(*a, **k):
         calls["n"] += 1
-        if calls["n"] == 9:
+        if calls["n"] == n:
             raise KeyboardInterrupt
         return real(*a, **k)
 
     monkeypatch.setattr(mlm, "mask_tokens", interrupted)
-    cfg = _cfg(corpus, out="models:resumed", eval_every=0)
-    with pytest.raises(KeyboardInterrupt):
-        pretrain_mlm(cfg, reg)
-    monkeypatch.setattr(mlm, "mask_tokens", real)
-    # resumed with another checkpoint interval (a run option): the same run continues
-    pretrain_mlm(_cfg(corpus, out="models:resumed", eval_every=0, checkpoint_every=5), reg)
-    a, b = load_file(out / "model.safetensors"), load_file(output_dir(cfg) / "model.safetensors")
-    assert all(torch.equal(a[k], b[k]) for k in a)  # bit-identical to the uninterrupted run
-    rows = [r for r in reg.runs() if r["run_options"] and "resumed" in r["run_options"]]
-    assert [r["status"] for r in rows] == ["finished"]  # one row, continued
+
+
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(folder / "export" / "model.safetensors")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One uninterrupted 12-step build (models:full) and the registry that recorded it."""
+    from suite.registry import Registry
+
+    d = tmp_path_factory.mktemp("mlm")
+    corpus = _corpus(d / "c.txt")
+    reg = Registry(str(d / "reg.sqlite"))
+    return corpus, reg, pretrain_mlm(_cfg(corpus, out="models:full"), reg)
+
+
+def test_build_export_marker_and_backbone(built):
+    """a finished build: the run owner's export (transformers model + tokenizer + card + run.json) in <out>/export,
+    no checkpoint left, mlm.json marking it built (the same command trains nothing, another config is refused), and
+    `--backbone models:NAME` loads it (SimCSE records which build it used)"""
+    import json
+
+    from suite.config import experiment_config
+    from text.methods.simcse import SimCSEConfig, SimCSETask
+    from text.models.encoder import build_encoder
+
+    corpus, reg, full = built
+    assert full["steps"] == 12 and 0 < full["val"]["mlm_acc"] <= 1
+    out = output_dir(_cfg(corpus, out="models:full"))
+    assert full["out"] == str(out) and full["model"] == str(out / "export")
+    for name in ("model.safetensors", "config.json", "README.md", "vocab.txt", "tokenizer.json", "run.json"):
+        assert (out / "export" / name).exists(), name
+    assert not list(out.rglob("*.pt"))  # checkpoints removed once built
+    record = json.loads((out / "export" / "run.json").read_text())
+    assert (record["task"], record["run_id"], record["loss_hparams"]) == ("mlm", full["run_id"], {"mask_prob": 0.15})
+    assert record["config"] == experiment_config(_cfg(corpus)) == json.loads((out / "mlm.json").read_text())["config"]
+    row = reg.runs()[0]
+    assert [row[k] for k in ("task", "primary_metric", "primary_split")] == ["mlm", "mlm_loss", "val"]
+    assert row["status"] == "finished"
+    assert reg.final_metrics(row["id"])[("mlm_loss", "val")] == pytest.approx(full["val"]["mlm_loss"])
 
     again = pretrain_mlm(_cfg(corpus, out="models:full"), reg)
-    assert again["skipped"] and len(reg.runs()) == 2
+    assert again["skipped"] is True and len(reg.runs()) == 1
     with pytest.raises(ValueError, match=r"another configuration \(differs in \['steps'\]\)"):
         pretrain_mlm(_cfg(corpus, out="models:full", steps=13), reg)
-
-    from text.models.encoder import build_encoder
 
     enc = build_encoder("models:full", pooling="mean", mlp_head=False)
     z = enc(**enc.tokenize(["the cat sat", "a dog ran on the mat"], 16))
     assert z.shape == (2, 32) and torch.isfinite(z).all()
-    assert enc.tokenizer.convert_ids_to_tokens(enc.tokenize(["the cat"], 8)["input_ids"][0].tolist())[1:3] == ["the", "cat"]
+    ids = enc.tokenize(["the cat"], 8)["input_ids"][0].tolist()
+    assert enc.tokenizer.convert_ids_to_tokens(ids)[1:3] == ["the", "cat"]
+    info = SimCSETask(SimCSEConfig()).run_info(SimCSEConfig(backbone="models:full"))
+    assert info["backbone_run"] == full["run_id"] and info["backbone_code_version"]
+
+
+def test_interrupted_build_resumes_bit_identical(built, monkeypatch):
+    """a build interrupted at step 9 (checkpoint at step 8), continued with another device spelling and checkpoint
+    interval (run options) -> the same folder and registry row, the same weights and held-out metrics as the
+    uninterrupted build; a changed experiment field on that folder is refused naming it"""
+    from suite.train import ConfigMismatchError
+
+    corpus, reg, full = built
+    _interrupt_at(monkeypatch, 9)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain_mlm(_cfg(corpus, out="models:resumed", eval_every=0), reg)
+    monkeypatch.undo()
+    out = output_dir(_cfg(corpus, out="models:resumed"))
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["step-000000008.pt"]
+    with pytest.raises(ConfigMismatchError, match="lr"):
+        pretrain_mlm(_cfg(corpus, out="models:resumed", eval_every=0, lr=1e-3), reg)
+    res = pretrain_mlm(_cfg(corpus, out="models:resumed", eval_every=0, checkpoint_every=5, device="cpu"), reg)
+    a, b = _weights(output_dir(_cfg(corpus, out="models:full"))), _weights(out)
+    assert all(torch.equal(a[k], b[k]) for k in a)  # bit-identical to the uninterrupted run
+    assert res["val"] == full["val"] and res["steps"] == 12
+    rows = [r for r in reg.runs() if str(out) in (r["run_options"] or "")]
+    assert [r["status"] for r in rows] == ["finished"] and rows[0]["id"] == res["run_id"]  # one row, continued
+    assert rows[0]["config_hash"] == {r["id"]: r for r in reg.runs()}[full["run_id"]]["config_hash"]  # one setting
+
+
+def test_a_build_of_the_older_layout_resumes(built, monkeypatch):
+    """a folder left by the MLM code before the run owner (its checkpoint at <out>/checkpoint.pt, its vocabulary at
+    the top of the folder) -> resumed from that checkpoint with that tokenizer: the same weights as an uninterrupted
+    build; the old checkpoint is removed once the model is built"""
+    corpus, reg, _ = built
+    _interrupt_at(monkeypatch, 9)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain_mlm(_cfg(corpus, out="models:legacy", eval_every=0), reg)
+    monkeypatch.undo()
+    out = output_dir(_cfg(corpus, out="models:legacy"))
+    (out / "checkpoints" / "step-000000008.pt").rename(out / "checkpoint.pt")  # the older layout
+    for f in (out / "tokenizer").iterdir():
+        f.rename(out / f.name)
+    (out / "tokenizer").rmdir()
+    pretrain_mlm(_cfg(corpus, out="models:legacy", eval_every=0), reg)
+    a, b = _weights(output_dir(_cfg(corpus, out="models:full"))), _weights(out)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not (out / "checkpoint.pt").exists() and not (out / "tokenizer").exists()

@@ -190,10 +190,10 @@ class SimCSETask(Task[SimCSEConfig]):
     def run_info(self, cfg: SimCSEConfig) -> dict[str, Any]:
         """A start model built here (``suite text mlm``): the registry run and code version that built it, so rows
         from two builds of ``models:NAME`` are never mistaken for one start model."""
-        from text.models.backbone import resolve_backbone
+        from text.models.backbone import build_record, resolve_backbone
 
-        done = Path(resolve_backbone(cfg.backbone)) / "mlm.json"
-        if not done.is_file():
+        done = build_record(resolve_backbone(cfg.backbone))
+        if done is None:
             return {}
         try:
             rec = json.loads(done.read_text(encoding="utf-8"))

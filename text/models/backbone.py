@@ -22,20 +22,44 @@ def default_backbone_path() -> Path:
     return path
 
 
+def model_folder(path: Path) -> Path | None:
+    """The transformers model of a local folder: the folder itself (its ``config.json``), or its ``export/`` (a run
+    folder of the run owner, e.g. one built by ``suite text mlm``); None when it holds neither."""
+    for p in (path, path / "export"):
+        if (p / "config.json").is_file():
+            return p
+    return None
+
+
 def resolve_backbone(name_or_path: str) -> str:
     """``default`` -> the packaged model's directory; ``models:NAME`` -> a built model (e.g. ``suite text mlm``)
-    under :func:`suite.paths.models_dir`; a path with ``~`` expanded; anything else (a hub name) unchanged."""
+    under :func:`suite.paths.models_dir`; a path with ``~`` expanded; a run folder -> its ``export/``
+    (:func:`model_folder`); anything else (a hub name) unchanged."""
     if name_or_path in (DEFAULT_BACKBONE, "all-MiniLM-L6-v2"):
         return str(default_backbone_path())
     if name_or_path.startswith(("models:", "~")):
         from suite.paths import resolve_model_path
 
         path = resolve_model_path(name_or_path)
-        if not (path / "config.json").exists():
+        found = model_folder(path)
+        if found is None:
             raise ValueError(f"backbone {name_or_path!r}: no model in {path} (build it first, e.g. `suite text mlm "
                              f"--out {name_or_path}` or `suite bench run text-sts`, whose first stage builds it)")
-        return str(path)
+        return str(found)
+    p = Path(name_or_path)
+    if p.is_dir() and not (p / "config.json").is_file() and (found := model_folder(p)) is not None:
+        return str(found)
     return name_or_path
+
+
+def build_record(backbone: str | Path) -> Path | None:
+    """The ``mlm.json`` of a start model built by ``suite text mlm`` (``backbone`` resolved by
+    :func:`resolve_backbone`: the built folder, or its ``export/``), or None."""
+    p = Path(backbone)
+    for d in (p, p.parent) if p.name == "export" else (p,):
+        if (d / "mlm.json").is_file():
+            return d / "mlm.json"
+    return None
 
 
 def st_pooling_mode(path: str | Path) -> str | None:
