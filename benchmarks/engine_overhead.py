@@ -24,10 +24,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     from graph.augment import build_augmentation
-    from graph.data.tu import load_tu
-    from graph.methods.graphcl import MultiViewModel, collate
-    from graph.methods.presets import resolve
-    from graph.models.gin import GraphCLModel
+    from graph.tu.data import load_tu
+    from graph.tu.graphcl import MultiViewModel, collate
+    from graph.tu.presets import resolve
+    from graph.tu.model import GraphCLModel
     from suite.losses import apply_loss
     from suite.train import Engine, epoch_batches
 

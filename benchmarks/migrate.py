@@ -8,8 +8,11 @@ config; this command moves, for each such run, the keys its front-end's config c
 ``RUN_OPTIONS`` into ``run_options``. Options added later with ``omit_default`` (e.g. ``grad_cache_chunk``)
 are left out of configs while at their default; runs recorded with the default written out lose it, so they
 share the setting of runs recorded before the option existed. Configs that took a list of seeds (TU, MoleculeNet
-fine-tuning) now take one ``seed``; a run's one-element ``seeds: [s]`` becomes ``seed: s``. Everything else (ids, hashes, metrics) stays as
-it was; runs of tasks without a known config class are counted and left alone.
+fine-tuning) now take one ``seed``; a run's one-element ``seeds: [s]`` becomes ``seed: s``. Runs (and job records)
+of a shipped suite's job recorded under the earlier spelling of a renamed argument (``benchmarks.run.RENAMED_ARGS``,
+e.g. vision's ``out-dir``, now ``out``) get the job's current hash, so the runner finds them finished and the tables
+find them. Everything else (ids, metrics) stays as it was; runs of tasks without a known config class are counted
+and left alone.
 
     suite bench migrate --registry benchmarks/results/registry.jsonl   # a snapshot, rewritten in place
     suite bench migrate --registry runs/registry.sqlite
@@ -26,11 +29,11 @@ from typing import Any
 # task prefix -> the front-end config class whose RUN_OPTIONS name that task's run options
 CONFIG_CLASSES: dict[str, str] = {
     "pretrain-": "vision.config:PretrainConfig",
-    "tu-graphcl": "graph.methods.graphcl:TUConfig",
+    "tu-graphcl": "graph.tu.graphcl:TUConfig",
     "simcse-": "text.methods.simcse:SimCSEConfig",
     "senteval-": "text.eval.senteval:EvalConfig",
-    "mol-pretrain": "graph.methods.pretrain_mol:PretrainMolConfig",
-    "molnet-finetune": "graph.eval.finetune:FinetuneMolConfig",
+    "mol-pretrain": "graph.mol.pretrain:PretrainMolConfig",
+    "molnet-finetune": "graph.mol.finetune:FinetuneMolConfig",
 }
 
 
@@ -73,6 +76,17 @@ def split_row(row: dict[str, Any]) -> bool:
     return changed
 
 
+def job_hash_map() -> dict[str, str]:
+    """Earlier job hash -> current job hash, over the jobs of every shipped suite (:meth:`Job.earlier_hashes`)."""
+    from benchmarks.run import SUITES, load_suite
+
+    out: dict[str, str] = {}
+    for path in sorted(SUITES.glob("*.yaml")):
+        for job in load_suite(path)[1]:
+            out.update({old: job.hash for old in job.earlier_hashes()})
+    return out
+
+
 def migrate_jsonl(path: str | Path) -> dict[str, int]:
     """Rewrite the snapshot at ``path`` (atomically) with every legacy run split; returns the counts. Every row is
     checked before anything is written (:func:`suite.registry.check_snapshot`: column types, JSON config, known
@@ -81,9 +95,11 @@ def migrate_jsonl(path: str | Path) -> dict[str, int]:
     from suite.safeio import write_atomic
 
     p = Path(path)
-    out, counts = [], {"migrated": 0, "unchanged": 0}
+    out, counts, jobs = [], {"migrated": 0, "unchanged": 0}, job_hash_map()
     for _, line, row in check_snapshot(p, nothing="the file is unchanged"):
         changed = split_row(row)
+        if row.get("config_hash") in jobs:
+            row["config_hash"], changed = jobs[row["config_hash"]], True
         counts["migrated" if changed else "unchanged"] += 1
         out.append(json.dumps(row, sort_keys=True, default=str, ensure_ascii=False) if changed else line)
     write_atomic(p, "".join(x + "\n" for x in out), what="registry snapshot")
@@ -95,12 +111,12 @@ def migrate_registry(reg: Any) -> dict[str, int]:
     are reported (all of them, by run id) before any run is changed."""
     import sqlalchemy as sa
 
-    from suite.registry import runs_t
+    from suite.registry import jobs_t, runs_t
 
-    counts = {"migrated": 0, "unchanged": 0}
+    counts, jobs = {"migrated": 0, "unchanged": 0}, job_hash_map()
     with reg.engine.begin() as conn:
         rows = [dict(r) for r in conn.execute(sa.select(runs_t.c.id, runs_t.c.task, runs_t.c.config,
-                                                        runs_t.c.run_options)).mappings()]
+                                                        runs_t.c.run_options, runs_t.c.config_hash)).mappings()]
         bad = []
         for row in rows:
             try:
@@ -113,12 +129,19 @@ def migrate_registry(reg: Any) -> dict[str, int]:
             raise ValueError(f"registry {reg.url}: {len(bad)} run(s) cannot be migrated (nothing changed): "
                              + "; ".join(bad[:20]) + (f"; ... and {len(bad) - 20} more" if len(bad) > 20 else ""))
         for row in rows:
-            if split_row(row):
+            changed = split_row(row)
+            if row["config_hash"] in jobs:
+                row["config_hash"], changed = jobs[row["config_hash"]], True
+            if changed:
                 conn.execute(sa.update(runs_t).where(runs_t.c.id == row["id"]).values(
-                    config=row["config"], run_options=row["run_options"]))
+                    config=row["config"], run_options=row["run_options"], config_hash=row["config_hash"]))
                 counts["migrated"] += 1
             else:
                 counts["unchanged"] += 1
+        have = {h for (h,) in conn.execute(sa.select(jobs_t.c.hash))}
+        for old, new in jobs.items():  # the runner's job records: a finished job stays finished under its new hash
+            if old in have and new not in have:
+                conn.execute(sa.update(jobs_t).where(jobs_t.c.hash == old).values(hash=new))
     return counts
 
 

@@ -63,6 +63,11 @@ import yaml
 from suite.registry import Registry, config_hash
 
 SUITES = Path(__file__).resolve().parent / "suites"
+# Arguments a front-end renamed, per (frontend, command): {current name: earlier name}. A job keeps its identity
+# across the rename: `suite bench migrate` maps runs and job records of the earlier spelling to the current hash.
+RENAMED_ARGS: dict[tuple[str, str], dict[str, str]] = {
+    ("vision", "pretrain"): {"out": "out-dir"},  # the run owner: --out is the run folder (was --out-dir/<run name>)
+}
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,14 @@ class Job:
     @property
     def hash(self) -> str:
         return config_hash({"frontend": self.frontend, "command": self.command, "args": dict(self.args), "seed": self.seed})
+
+    def earlier_hashes(self) -> list[str]:
+        """The job's hash under the earlier spelling of its renamed arguments (:data:`RENAMED_ARGS`), if any."""
+        renamed = RENAMED_ARGS.get((self.frontend, self.command), {})
+        if not any(k in renamed for k, _ in self.args):
+            return []
+        args = {renamed.get(k, k): v for k, v in self.args}
+        return [config_hash({"frontend": self.frontend, "command": self.command, "args": args, "seed": self.seed})]
 
     def argv(self) -> list[str]:
         """Command line; string values may use ``{job}`` (the job hash), ``{seed}`` and any arg name."""

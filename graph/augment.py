@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from typing import Any, Callable, Protocol, Union
+from typing import Any, Callable, Protocol, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -210,6 +210,11 @@ def split_graphs(batch: Batch, size: int) -> list[Batch]:
             piece._inc_dict = {k: (ptr[a:b] - n0).cpu() if k == "edge_index" else v[a:b] for k, v in incs.items()}
         out.append(piece)
     return out
+
+
+def chunk_views(views: Sequence[Batch], size: int) -> list[tuple[Batch, ...]]:
+    """Gradient caching's chunks: the same ``size`` graphs of every view, chunk by chunk."""
+    return list(zip(*(split_graphs(v, size) for v in views)))
 
 
 def induced_subgraph(batch: Batch, keep: Tensor) -> Batch:

@@ -2,7 +2,7 @@
 
 - ``suite graph tu --dataset MUTAG --loss macl --seed 0``: GraphCL pretraining on a TU
   dataset with any loss of the core, SVM evaluation, results in the registry.
-- ``suite graph pretrain-mol`` / ``finetune-mol``: added by :mod:`graph.mol_cli` when present.
+- ``suite graph pretrain-mol`` / ``finetune-mol``: added by :mod:`graph.mol.cli` when present.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("graph", help="graph contrastive learning (GraphCL on TU datasets, molecules)")
     gsub = p.add_subparsers(dest="graph_command", metavar="GRAPH_COMMAND")
     _register_tu(gsub)
-    try:  # molecule commands (owned by graph/mol_cli.py)
-        from graph.mol_cli import register_mol
+    try:  # molecule commands (owned by graph/mol/cli.py)
+        from graph.mol.cli import register_mol
     except ImportError:
         pass
     else:
@@ -25,7 +25,7 @@ def register(sub: Any) -> None:
 
 
 def _register_tu(gsub: Any) -> None:
-    from graph.methods.tu_cli import add_tu_parser
+    from graph.tu.cli import add_tu_parser
 
     add_tu_parser(gsub)
 

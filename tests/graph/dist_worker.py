@@ -12,8 +12,8 @@ def worker(rank: int, world: int, port: int, root: str, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
                       LOCAL_RANK=str(rank), SUITE_NO_PROGRESS="1")
     torch.set_num_threads(1)
-    from graph.data.tu import load_tu
-    from graph.methods.graphcl import TUConfig, train
+    from graph.tu.data import load_tu
+    from graph.tu.graphcl import TUConfig, train
     from suite import distributed as sd
 
     assert sd.init_from_env("gloo")
@@ -36,7 +36,7 @@ def mol_worker(rank: int, world: int, port: int, corpus: str, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
                       LOCAL_RANK=str(rank), SUITE_NO_PROGRESS="1")
     torch.set_num_threads(1)
-    from graph.methods.pretrain_mol import PretrainMolConfig, pretrain
+    from graph.mol.pretrain import PretrainMolConfig, pretrain
     from suite import distributed as sd
 
     assert sd.init_from_env("gloo")

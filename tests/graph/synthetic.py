@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from graph.data.tu import write_tu_raw
+from graph.tu.data import write_tu_raw
 
 
 def synthetic_graphs(n_graphs: int = 40, seed: int = 0, node_labels: int = 3) -> list[tuple[torch.Tensor, torch.Tensor, int]]:

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from graph.data.tu import check_tu_raw, load_tu
-from graph.eval.svm import SVMEvaluator
-from graph.methods.presets import resolve
-from graph.models.gin import GINEncoder, GraphCLModel
+from graph.tu.data import check_tu_raw, load_tu
+from graph.tu.svm import SVMEvaluator
+from graph.tu.presets import resolve
+from graph.tu.model import GINEncoder, GraphCLModel
 from tests.graph.synthetic import write_synthetic_tu
 
 

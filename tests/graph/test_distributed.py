@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch.multiprocessing as mp
 
-import graph.methods.graphcl  # noqa: F401  (imported before fork)
+import graph.tu.graphcl  # noqa: F401  (imported before fork)
 from tests.graph.dist_worker import worker
 from tests.graph.synthetic import write_synthetic_tu
 
@@ -37,7 +37,7 @@ def test_two_process_gloo(tmp_path: Path) -> None:
 def test_two_process_mol_pretraining_with_grad_cache_and_checkpoints(tmp_path: Path) -> None:
     """molecular pretraining on 2 gloo ranks: checkpoints (a collective) are written every epoch with both ranks'
     random states, and gradient caching with the chunk equal to the per-rank batch gives the plain run's losses"""
-    from graph.methods import pretrain_mol  # noqa: F401  (imported before fork)
+    from graph.mol import pretrain  # noqa: F401  (imported before fork)
     from suite.train import load_checkpoint
     from tests.graph.dist_worker import mol_worker
     from tests.graph.test_mol_train import CORPUS

@@ -10,12 +10,13 @@ import pytest
 import torch
 from torch_geometric.data import Batch, Data
 
-from graph.augment import build_augmentation, split_graphs
-from graph.data.molecules import featurize
-from graph.data.tu import load_tu
-from graph.methods.graphcl import MultiViewModel, TUConfig, chunk_views, make_views, train
-from graph.methods.pretrain_mol import PretrainMolConfig, load_encoder, pretrain
-from graph.models.gin import GraphCLModel
+from graph.augment import build_augmentation, chunk_views, split_graphs
+from graph.mol.data import featurize
+from graph.mol.model import load_mol_encoder as load_encoder
+from graph.mol.pretrain import PretrainMolConfig, pretrain
+from graph.tu.data import load_tu
+from graph.tu.graphcl import MultiViewModel, TUConfig, make_views, train
+from graph.tu.model import GraphCLModel
 from suite.config import experiment_config
 from suite.losses import apply_loss, build
 from suite.train import CachedStep, Engine

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from graph.data.tu import load_tu
-from graph.methods.graphcl import TUConfig, load_encoder, train
-from graph.methods.tu_run import evaluate_checkpoint, run_tu
-from graph.models.gin import GINEncoder
+from graph.tu.data import load_tu
+from graph.tu.graphcl import TUConfig, load_encoder, train
+from graph.tu.run import evaluate_checkpoint, run_tu
+from graph.tu.model import GINEncoder
 from suite.registry import Registry
 from tests.graph.synthetic import write_synthetic_tu
 

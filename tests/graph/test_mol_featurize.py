@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import graph.data.molecules as M
-from graph.data.molecules import featurize, load_moleculenet, load_smiles_file, read_moleculenet_csv, read_smiles
+import graph.mol.data as M
+from graph.mol.data import featurize, load_moleculenet, load_smiles_file, read_moleculenet_csv, read_smiles
 
 
 def one(smiles: str, featurizer: str = "hu") -> M.MolBatch:
@@ -141,6 +141,6 @@ def test_real_bbbp() -> None:
         warnings.simplefilter("ignore")
         g = load_moleculenet("bbbp")
     assert len(g) == 2039 and g.skipped == 11 and g.y.shape == (2039, 1)  # as pretrain-gnns
-    from graph.data.splits import scaffold_split
+    from graph.mol.splits import scaffold_split
 
     assert [len(p) for p in scaffold_split(g.smiles)] == [1631, 204, 204]  # pretrain-gnns' BBBP scaffold split sizes

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from sklearn.metrics import roc_auc_score
 
-from graph.eval.finetune import masked_bce
-from graph.eval.rocauc import RocAuc
+from graph.mol.finetune import masked_bce
+from graph.mol.rocauc import RocAuc
 
 nan = float("nan")
 

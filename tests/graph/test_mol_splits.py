@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from graph.data.splits import random_scaffold_split, random_split, scaffold_of, scaffold_split, split
+from graph.mol.splits import random_scaffold_split, random_split, scaffold_of, scaffold_split, split
 
 RINGS = ["c1ccccc1", "C1CCCCC1", "c1ccncc1", "C1CCNCC1", "c1ccc2ccccc2c1", "C1CCOC1", "c1ccsc1", "C1CC1"]
 SMILES = [f"{r}{tail}" for r in RINGS for tail in ["", "C", "CC", "O", "N", "CCO", "Cl", "F", "CN"][: 3 + len(r) % 7]]

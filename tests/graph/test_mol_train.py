@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from graph.data.molecules import featurize
-from graph.methods.pretrain_mol import PretrainMolConfig, build_loss, load_encoder, pretrain
-from graph.models.gin_mol import MolGIN, MolPredictor
+from graph.mol.data import featurize
+from graph.mol.model import load_mol_encoder as load_encoder
+from graph.mol.pretrain import PretrainMolConfig, build_loss, pretrain
+from graph.mol.model import MolGIN, MolPredictor
 
 CORPUS = ["CCO", "CCN", "CCC", "c1ccccc1", "c1ccncc1", "CC(=O)O", "CC(=O)N", "C1CCCCC1", "C1CCNCC1", "c1ccc(O)cc1",
           "c1ccc(N)cc1", "CCOC(=O)C", "CC(C)O", "CC(C)N", "OCCO", "NCCN", "c1ccsc1", "c1ccoc1", "C1CCOC1", "CC#N",
@@ -30,7 +31,7 @@ def test_gin_shapes_and_dropout_modes() -> None:
     assert enc.embed(b.to_pyg()).shape == (5, 8)  # PyG batches work too
     with pytest.raises(ValueError, match="categorical features"):
         enc(b.x[:, :1], b.edge_index, b.edge_attr)
-    from graph.data.molecules import get_featurizer
+    from graph.mol.data import get_featurizer
 
     ogb = featurize(CORPUS[:5], "ogb").batch(torch.arange(5))
     assert MolGIN(num_layers=2, dim=8, featurizer=get_featurizer("ogb")).embed(ogb).shape == (5, 8)
@@ -71,7 +72,7 @@ def test_resume_gives_identical_result(tmp_path: Path) -> None:
 
 
 def test_end_to_end_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from graph.mol_cli import register_mol
+    from graph.mol.cli import register_mol
 
     corpus = _corpus(tmp_path)
     rows = "".join(f"{i},m{i},{int('O' in s or 'N' in s)},{s}\n" for i, s in enumerate(CORPUS * 2))
@@ -90,7 +91,7 @@ def test_end_to_end_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         assert f.func(f) == 0
         out = capsys.readouterr().out
         assert f"bbbp (graphcl) seed {seed}" in out and "best-valid" in out
-    from graph.eval.finetune import FinetuneMolConfig, finetune
+    from graph.mol.finetune import FinetuneMolConfig, finetune
 
     res = finetune(FinetuneMolConfig(dataset="bbbp", data_root=str(tmp_path), init="none", seed=0, epochs=2,
                                      split="random", batch_size=16, num_layers=2, emb_dim=16, device="cpu"))
@@ -108,7 +109,7 @@ def test_end_to_end_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_finetune_max_steps_caps_training(tmp_path: Path) -> None:
     """The cpu profile's step cap: training stops after max_steps optimiser steps, mid-epoch, and the cut
     epoch is evaluated as the last one; without a cap every epoch runs."""
-    from graph.eval.finetune import FinetuneMolConfig, finetune
+    from graph.mol.finetune import FinetuneMolConfig, finetune
 
     rows = "".join(f"{i},m{i},{int('O' in s or 'N' in s)},{s}\n" for i, s in enumerate(CORPUS * 2))
     (tmp_path / "bbbp.csv").write_text("num,name,p_np,smiles\n" + rows)

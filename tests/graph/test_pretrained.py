@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch_geometric.data import Batch
 
-from graph.data.molecules import featurize, get_featurizer
-from graph.models.gin import GINEncoder
-from graph.models.gin_mol import MolGIN
+from graph.mol.data import featurize, get_featurizer
+from graph.tu.model import GINEncoder
+from graph.mol.model import MolGIN
 
 from .test_augment import _ring
 
@@ -82,7 +82,8 @@ def test_hu_featuriser_coincides_with_ogb_smiles2graph():
 def test_mol_pretraining_writes_pretrained_folder_with_card(tmp_path):
     """Molecular pretraining (1 epoch, registry on) -> out/export: MolGIN.from_pretrained equals the loaded encoder, and a
     README card with the loss, its hparams, molecule count, seed, run id and the registry's train metrics."""
-    from graph.methods.pretrain_mol import PretrainMolConfig, load_encoder, pretrain
+    from graph.mol.model import load_mol_encoder as load_encoder
+    from graph.mol.pretrain import PretrainMolConfig, pretrain
     from suite.registry import Registry
 
     from .test_mol_train import TINY, _corpus

@@ -74,7 +74,7 @@ def test_two_runners_on_overlapping_grids(tmp_path):
 
 def test_empty_split_after_scaffolding():
     """a MoleculeNet set too small for its scaffold split (a part ends up empty) -> ValueError naming the sizes"""
-    from graph.data.splits import scaffold_split
+    from graph.mol.splits import scaffold_split
 
     smiles = ["c1ccccc1", "c1ccccc1C", "c1ccccc1CC", "C1CCCCC1"]  # two scaffold sets: nothing left for test
     with pytest.raises(ValueError, match=r"left (valid|test) empty"):
@@ -85,7 +85,7 @@ def test_single_class_split_does_not_crash_finetuning(tmp_path, monkeypatch):
     """a MoleculeNet split whose labels are all one class (ROC-AUC undefined) -> the run finishes, the undefined scores are counted and not logged"""
     import math
 
-    from graph.eval.finetune import FinetuneMolConfig, finetune
+    from graph.mol.finetune import FinetuneMolConfig, finetune
     from suite.registry import Registry
 
     smiles = ["CCO", "CCN", "CCC", "c1ccccc1", "c1ccncc1", "CC(=O)O", "CC(=O)N", "C1CCCCC1", "C1CCNCC1", "c1ccc(O)cc1",

@@ -57,7 +57,7 @@ def test_text_train_cli_bad_data(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_moleculenet_latin1_and_binary(tmp_path: Path) -> None:
     """a latin-1 bbbp.csv and a binary one -> ValueError naming the file (and the line for latin-1)"""
-    from graph.data.molecules import load_moleculenet
+    from graph.mol.data import load_moleculenet
 
     (tmp_path / "bbbp.csv").write_bytes("num,name,p_np,smiles\n1,caf\u00e9,1,CCO\n".encode("latin-1"))
     with pytest.raises(ValueError, match=r"bbbp\.csv is not utf-8 text: byte 0xe9 at line 2"):
@@ -78,7 +78,7 @@ def test_finetune_cli_latin1_csv(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_smiles_file_binary_and_malformed_csv(tmp_path: Path) -> None:
     """a binary SMILES file and a CSV with a ragged row -> ValueError naming the file"""
-    from graph.data.molecules import read_smiles
+    from graph.mol.data import read_smiles
 
     p = tmp_path / "corpus.smi"
     p.write_bytes(BINARY)
@@ -133,7 +133,7 @@ def test_truncated_image_cache_rebuilt(tmp_path: Path) -> None:
 
 def test_garbage_molecule_cache_rebuilt(tmp_path: Path) -> None:
     """molecule cache overwritten with random bytes -> warning naming it, rebuilt from the SMILES"""
-    from graph.data.molecules import _cache_path, load_smiles_file
+    from graph.mol.data import _cache_path, load_smiles_file
 
     src = tmp_path / "m.smi"
     src.write_text("CCO\nCCN\nc1ccccc1\n")
@@ -146,7 +146,8 @@ def test_garbage_molecule_cache_rebuilt(tmp_path: Path) -> None:
 
 
 def test_truncated_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`suite vision eval --ckpt` on a checkpoint cut in half, on a folder, on a missing file -> exit 2, one line naming it"""
+    """`suite vision eval --ckpt` on a checkpoint cut in half, on a folder without checkpoints (a run folder is read
+    for its newest), on a missing file -> exit 2, one line naming it"""
     from suite.train import save_checkpoint
 
     p = save_checkpoint(tmp_path / "c.pt", {"method": {"w": torch.zeros(100)}, "config": {}})
@@ -154,7 +155,7 @@ def test_truncated_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert suite_main(["vision", "eval", "--ckpt", str(p), "--no-registry"]) == 2
     _one_line_error(capsys, str(p), "corrupt or unreadable")
     assert suite_main(["vision", "eval", "--ckpt", str(tmp_path), "--no-registry"]) == 2
-    _one_line_error(capsys, str(tmp_path), "is a folder")
+    _one_line_error(capsys, str(tmp_path), "no checkpoint in")
     assert suite_main(["vision", "eval", "--ckpt", str(tmp_path / "none.pt"), "--no-registry"]) == 2
     _one_line_error(capsys, "none.pt", "not found")
 

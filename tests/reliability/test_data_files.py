@@ -132,7 +132,7 @@ def test_data_root_that_does_not_exist(tmp_path, monkeypatch):
     """SUITE_DATA pointing at a folder that does not exist (a typo) -> a loader's error names SUITE_DATA and says the
     folder does not exist, instead of only 'data set not found'"""
     pytest.importorskip("torch_geometric")
-    from graph.data.tu import load_tu
+    from graph.tu.data import load_tu
 
     missing = tmp_path / "datsets"
     monkeypatch.setenv("SUITE_DATA", str(missing))

@@ -16,11 +16,11 @@ from suite.train import save_checkpoint  # noqa: E402
 
 
 def _tu_checkpoint(path: Path, **change: object) -> Path:
-    """A checkpoint as graph.methods.graphcl.save_encoder writes it, with ``change`` applied (None: key removed)."""
+    """A checkpoint as graph.tu.graphcl.save_encoder writes it, with ``change`` applied (None: key removed)."""
     import dataclasses
 
-    from graph.methods.graphcl import TUConfig
-    from graph.models.gin import GraphCLModel
+    from graph.tu.graphcl import TUConfig
+    from graph.tu.model import GraphCLModel
 
     model = GraphCLModel(7, 8, 2)
     state = {"model": model.state_dict(), "in_dim": 7, "hidden": 8, "layers": 2,
@@ -54,7 +54,7 @@ def test_tu_eval_checkpoint_with_fields_of_the_wrong_type(tmp_path, capsys, case
     """`suite graph tu-eval ckpt.pt` on a GraphCL checkpoint whose in_dim is "seven", hidden 2.5, layers 0 or true,
     whose config is a list, has an unknown key or a value its config class refuses -> ValueError naming the file and
     the field; exit 2 with one line, no traceback (in_dim "seven" was a TypeError traceback, exit 1)"""
-    from graph.methods.graphcl import load_encoder
+    from graph.tu.graphcl import load_encoder
 
     change, match = TU_BAD[case]
     path = _tu_checkpoint(tmp_path / "ckpt.pt", **change)
@@ -72,7 +72,7 @@ def _mol_checkpoint(path: Path, state: dict) -> Path:
 
 def _mol_state(kind: str) -> dict:
     """An encoder.pt ("encoder" + "spec") or a full pretraining checkpoint ("model" + "config") of a 2-layer MolGIN."""
-    from graph.models.gin_mol import MolGIN
+    from graph.mol.model import MolGIN
 
     enc = MolGIN(num_layers=2, dim=8)
     if kind == "encoder":
@@ -99,7 +99,7 @@ def test_finetune_init_checkpoint_without_a_spec(tmp_path, capsys, case):
     holds num_layers "two"), or a pretraining checkpoint without "config" (or a config that is a string or lacks
     emb_dim) -> ValueError naming the file and what is missing; exit 2 with one line, no traceback, before any data
     set is loaded (no spec was `KeyError: 'spec'`, exit 1)"""
-    from graph.methods.pretrain_mol import load_encoder
+    from graph.mol.model import load_mol_encoder as load_encoder
 
     kind, change, match = MOL_BAD[case]
     state = _mol_state(kind)
@@ -121,8 +121,8 @@ def test_finetune_init_checkpoint_without_a_spec(tmp_path, capsys, case):
 def test_valid_encoder_checkpoints_still_load(tmp_path):
     """a well-formed GraphCL checkpoint, encoder.pt and full pretraining checkpoint -> loaded as before (the new
     checks refuse nothing valid)"""
-    from graph.methods.graphcl import load_encoder as load_tu
-    from graph.methods.pretrain_mol import load_encoder as load_mol
+    from graph.tu.graphcl import load_encoder as load_tu
+    from graph.mol.model import load_mol_encoder as load_mol
 
     model, cfg, meta = load_tu(_tu_checkpoint(tmp_path / "tu.pt"))
     assert model.encoder.in_dim == 7 and cfg.dataset == "MUTAG" and meta == {}

@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("torch_geometric")
 
-from graph.models.gin import GINEncoder  # noqa: E402
-from graph.models.gin_mol import MolGIN  # noqa: E402
+from graph.tu.model import GINEncoder  # noqa: E402
+from graph.mol.model import MolGIN  # noqa: E402
 
 
 def _gin(tmp_path: Path) -> Path:

@@ -75,7 +75,7 @@ def test_text_default_out_depends_on_config(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- molecules
 
 def _mol_cfg(tmp_path: Path, **kw: object):
-    from graph.methods.pretrain_mol import PretrainMolConfig
+    from graph.mol.pretrain import PretrainMolConfig
 
     corpus = tmp_path / "corpus.csv"
     corpus.write_text("SMILES\n" + "\n".join(CORPUS) + "\n")
@@ -87,7 +87,7 @@ def _mol_cfg(tmp_path: Path, **kw: object):
 
 def test_pretrain_mol_other_loss_refused(tmp_path: Path) -> None:
     """`suite graph pretrain-mol --loss macl` into an --out holding graphcl's checkpoint -> refused naming loss; same config resumes"""
-    from graph.methods.pretrain_mol import pretrain
+    from graph.mol.pretrain import pretrain
 
     cfg = _mol_cfg(tmp_path, epochs=2)
     assert pretrain(cfg, stop_after=1)["epochs_done"] == 1
@@ -101,7 +101,7 @@ def test_pretrain_mol_other_loss_refused(tmp_path: Path) -> None:
 
 def test_pretrain_mol_default_out_depends_on_config() -> None:
     """default pretrain-mol --out for graphcl and macl -> distinct folders named by loss and config hash"""
-    from graph.methods.pretrain_mol import MolPretrainTask, PretrainMolConfig
+    from graph.mol.pretrain import MolPretrainTask, PretrainMolConfig
     from suite.train.run import run_folder
 
     def output_dir(cfg: PretrainMolConfig) -> Path:  # the folder pretrain() uses (the run owner's rule)

@@ -212,9 +212,9 @@ def test_tu_job_under_the_runner_records_the_runners_hash(tmp_path, monkeypatch)
     TU table finds it by that hash"""
     pytest.importorskip("torch_geometric")
     from benchmarks.graph_tu import table
-    from graph.data.tu import load_tu
-    from graph.methods.graphcl import TUConfig
-    from graph.methods.tu_run import run_tu
+    from graph.tu.data import load_tu
+    from graph.tu.graphcl import TUConfig
+    from graph.tu.run import run_tu
     from tests.graph.synthetic import write_synthetic_tu
 
     root = write_synthetic_tu(tmp_path / "tu", n_graphs=40)

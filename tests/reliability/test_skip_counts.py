@@ -46,7 +46,7 @@ def test_vision_pretrain_reports_skipped_images(tmp_path: Path, capsys: pytest.C
 
 def test_moleculenet_non_numeric_label_counted(tmp_path: Path) -> None:
     """bbbp.csv with label cells 'yes' and 'n/a?' -> warning naming file, line and value; counted in MolGraphs.bad_labels"""
-    from graph.data.molecules import load_moleculenet, read_moleculenet_table
+    from graph.mol.data import load_moleculenet, read_moleculenet_table
 
     (tmp_path / "bbbp.csv").write_text("num,name,p_np,smiles\n1,a,1,CCO\n2,b,yes,CCN\n3,c,,CCC\n4,d,n/a?,c1ccccc1\n")
     with pytest.warns(UserWarning, match=r"bbbp\.csv: 2 non-numeric label\(s\) treated as missing .*line 3 column 'p_np': 'yes'"):
@@ -62,7 +62,7 @@ def test_finetune_records_non_numeric_labels(tmp_path: Path, capsys: pytest.Capt
     """`suite graph finetune-mol` on a set with a non-numeric label -> stdout line and registry metric non_numeric_labels = 1"""
     import argparse
 
-    from graph.mol_cli import register_mol
+    from graph.mol.cli import register_mol
 
     from tests.graph.test_mol_train import CORPUS
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from graph.data.tu import TUFormatError, load_tu
+from graph.tu.data import TUFormatError, load_tu
 from tests.graph.synthetic import write_synthetic_tu
 
 NAME = "SYN"

@@ -98,7 +98,7 @@ def test_vision_resume_refuses_planted_checkpoint(tmp_path: Path, marker: Path) 
 
 def test_tu_eval_refuses_payload(tmp_path: Path, marker: Path) -> None:
     """`suite graph tu-eval evil.pt` (evaluate_checkpoint) -> ValueError naming the file, no code run"""
-    from graph.methods.tu_run import evaluate_checkpoint
+    from graph.tu.run import evaluate_checkpoint
 
     p = _plant_torch(tmp_path / "evil.pt", marker)
     with pytest.raises(ValueError, match=r"evil\.pt is refused"):
@@ -107,8 +107,8 @@ def test_tu_eval_refuses_payload(tmp_path: Path, marker: Path) -> None:
 
 def test_finetune_init_refuses_payload(tmp_path: Path, marker: Path) -> None:
     """`suite graph finetune-mol --init evil.pt` and a pretraining folder with a crafted encoder.pt -> refused, no code run"""
-    from graph.eval.finetune import FinetuneMolConfig, finetune
-    from graph.methods.pretrain_mol import load_encoder
+    from graph.mol.finetune import FinetuneMolConfig, finetune
+    from graph.mol.model import load_mol_encoder as load_encoder
 
     p = _plant_torch(tmp_path / "evil.pt", marker, key="encoder")
     with pytest.raises(ValueError, match=r"evil\.pt is refused"):
@@ -120,7 +120,7 @@ def test_finetune_init_refuses_payload(tmp_path: Path, marker: Path) -> None:
 
 def test_pretrain_mol_resume_refuses_payload(tmp_path: Path, marker: Path) -> None:
     """crafted epoch1.pt in a pretrain-mol --out, resume -> refused naming the file, no code run"""
-    from graph.methods.pretrain_mol import PretrainMolConfig, pretrain
+    from graph.mol.pretrain import PretrainMolConfig, pretrain
 
     corpus = tmp_path / "c.smi"
     corpus.write_text("CCO\nCCN\nCCC\nc1ccccc1\n")
@@ -132,7 +132,7 @@ def test_pretrain_mol_resume_refuses_payload(tmp_path: Path, marker: Path) -> No
 
 def test_molecule_cache_payload_rebuilt(tmp_path: Path, marker: Path) -> None:
     """pickle planted as the molecule cache -> warning naming the cache file, rebuilt from the SMILES, no code run"""
-    from graph.data.molecules import _cache_path, load_smiles_file
+    from graph.mol.data import _cache_path, load_smiles_file
 
     src = tmp_path / "m.smi"
     src.write_text("CCO\nCCN\nc1ccccc1\n")
@@ -222,7 +222,7 @@ def test_cifar_pickle_payload_refused(tmp_path: Path, marker: Path) -> None:
 
 def test_tu_processed_cache_payload_rebuilt(tmp_path: Path, marker: Path) -> None:
     """crafted PyG processed data.pt in the TU cache (PyG itself would fall back to weights_only=False) -> warning, rebuilt, no code run"""
-    from graph.data.tu import load_tu
+    from graph.tu.data import load_tu
     from suite.paths import cache_dir
     from tests.graph.synthetic import write_synthetic_tu
 

@@ -72,8 +72,8 @@ def test_front_ends_read_the_presets():
     m = build_loss("infonce", {}, "moco")
     assert (m.temperature, m.negatives, m.symmetric) == (0.2, "none", False)  # MoCo's arrangement from suite.presets
 
-    from graph.methods.presets import resolve as graph_resolve
-    from graph.methods.pretrain_mol import build_loss as mol_loss
+    from graph.tu.presets import resolve as graph_resolve
+    from graph.mol.pretrain import build_loss as mol_loss
 
     loss, mode, record = graph_resolve("cacr3")
     assert (type(loss).name, mode, record["preset"]) == ("cacr", "orig+aug+aug", "cacr3")

@@ -51,3 +51,30 @@ def test_old_database_is_migrated(tmp_path):
     with reg.run(modality="m", task="t", dataset="d", loss="l", config={}, seed=1, run_options={"x": 1}) as run:
         pass
     assert reg.get(run.id)["pid"] == os.getpid()
+
+
+def test_migrate_maps_a_renamed_argument_to_the_current_job_hash(tmp_path):
+    """a vision job recorded under its earlier spelling (out-dir, now out): `suite bench migrate` gives its runs
+    (database and snapshot) and its job record the suite job's current hash, so the runner finds it finished;
+    runs of other hashes keep theirs"""
+    from benchmarks.migrate import job_hash_map, migrate_jsonl, migrate_registry
+    from benchmarks.run import RENAMED_ARGS, load_suite
+
+    job = next(j for j in load_suite("fidelity")[1] if (j.frontend, j.command) in RENAMED_ARGS)
+    (old,) = job.earlier_hashes()
+    assert old != job.hash and job_hash_map()[old] == job.hash
+    assert dict(job.args).get("out") and "out-dir" not in dict(job.args)
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    for h in (old, "other"):
+        with reg.run(modality="vision", task="pretrain-simclr", dataset="d", loss="infonce", config={"lr": 1.0},
+                     seed=0, cfg_hash=h):
+            pass
+    assert reg.claim_job(old, job.label())
+    reg.finish_job(old, "finished")
+    snap = tmp_path / "s.jsonl"
+    snap.write_text(reg.export_jsonl())
+    migrate_registry(reg)
+    assert sorted(r["config_hash"] for r in reg.runs()) == sorted([job.hash, "other"])
+    assert reg.job_status(job.hash) == "finished" and reg.job_status(old) is None
+    migrate_jsonl(snap)
+    assert sorted(json.loads(x)["config_hash"] for x in snap.read_text().splitlines()) == sorted([job.hash, "other"])

@@ -14,9 +14,9 @@ from suite.train.run import run_folder
 
 def _folders() -> dict[str, tuple[Any, Callable[[Any], Path], dict[str, Any], dict[str, Any]]]:
     """name -> (config, its run folder rule, run-option changes, a change of the experiment)."""
-    from graph.eval.finetune import FinetuneMolConfig, FinetuneMolTask
-    from graph.methods.graphcl import TUConfig, TUTask
-    from graph.methods.pretrain_mol import MolPretrainTask, PretrainMolConfig
+    from graph.mol.finetune import FinetuneMolConfig, FinetuneMolTask
+    from graph.tu.graphcl import TUConfig, TUTask
+    from graph.mol.pretrain import MolPretrainTask, PretrainMolConfig
     from text.methods.simcse import SimCSEConfig, SimCSETask
     from vision.config import PretrainConfig
     from vision.train import PretrainTask

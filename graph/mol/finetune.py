@@ -2,7 +2,7 @@
 
 Encoder (pretrained or random) + linear head on the mean-pooled embedding, dropout 0.5, BCE with
 missing labels masked out, Adam lr 1e-3, batch 32, 100 epochs, scaffold split 80/10/10. After every
-epoch valid and test ROC-AUC (OGB convention, :class:`graph.eval.rocauc.RocAuc`) are computed; the
+epoch valid and test ROC-AUC (OGB convention, :class:`graph.mol.rocauc.RocAuc`) are computed; the
 run reports test ROC-AUC at the last epoch (``test_rocauc_last``) and at the best-valid epoch
 (``test_rocauc_bestval``), both recorded in the registry.
 
@@ -23,10 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from graph.data.molecules import MolGraphs, get_featurizer, load_moleculenet
-from graph.data.splits import split as make_split
-from graph.eval.rocauc import RocAuc
-from graph.models.gin_mol import MolGIN, MolGINConfig, MolPredictor, load_mol_encoder
+from graph.mol.data import MolGraphs, get_featurizer, load_moleculenet
+from graph.mol.splits import split as make_split
+from graph.mol.rocauc import RocAuc
+from graph.mol.model import MolGIN, MolGINConfig, MolPredictor, load_mol_encoder
 from suite import distributed as sd
 from suite.train.run import RunContext, Task, Training, run
 

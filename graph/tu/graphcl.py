@@ -3,7 +3,7 @@
 One view is the original graph, the other its augmentation (``views="orig+aug"``; also
 ``aug+aug`` and the three-view ``orig+aug+aug`` for multi-view losses). Adam, lr 0.01, batch 128,
 20 epochs, GIN 3 x 32. The encoder embeddings of the un-augmented graphs are evaluated with the
-seeded SVM protocol (:mod:`graph.eval.svm`) at ``eval_epochs`` (default 10 and the last epoch; the
+seeded SVM protocol (:mod:`graph.tu.svm`) at ``eval_epochs`` (default 10 and the last epoch; the
 reported number is the fixed last epoch, never the best one).
 
 Training runs on :class:`suite.train.Engine`. Under ``torchrun`` (``WORLD_SIZE`` > 1) the model is
@@ -25,18 +25,18 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar
 
 import torch
 from torch import Tensor, nn
 from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 
-from graph.augment import build_augmentation, split_graphs
-from graph.data.tu import TUData
-from graph.eval.svm import SVMEvaluator, embed_graphs
-from graph.methods.presets import resolve
-from graph.models.gin import GINEncoder, GraphCLModel
+from graph.augment import build_augmentation, chunk_views
+from graph.tu.data import TUData
+from graph.tu.svm import SVMEvaluator, embed_graphs
+from graph.tu.presets import resolve
+from graph.tu.model import GINEncoder, GraphCLModel
 from suite import distributed as sd
 from suite.losses import apply_loss
 from suite.metrics import alignment, uniformity
@@ -120,11 +120,6 @@ def make_views(batch: Batch, mode: str, aug: Callable[[Batch, torch.Generator | 
                generator: torch.Generator | None) -> list[Batch]:
     """The views of ``batch`` named by ``mode`` ("orig+aug", ...), each augmented independently."""
     return [batch if v == "orig" else aug(batch, generator) for v in mode.split("+")]
-
-
-def chunk_views(views: Sequence[Batch], size: int) -> list[tuple[Batch, ...]]:
-    """Gradient caching's chunks: the same ``size`` graphs of every view, chunk by chunk."""
-    return list(zip(*(split_graphs(v, size) for v in views)))
 
 
 def evaluate(model: GraphCLModel, data: TUData, seed: int, folds: int = 10, inner_folds: int = 5,
@@ -277,10 +272,10 @@ def tu_card(cfg: TUConfig, loss_name: str, loss_hparams: dict[str, Any], n_graph
         modality="graph", loss=loss_name, loss_hparams=loss_hparams, data=f"TU {cfg.dataset}", n_train=n_graphs,
         steps=None, seed=seed, run=run,
         extra={"epochs": cfg.epochs, "batch_size": cfg.batch_size, "lr": cfg.lr, "views": cfg.views},
-        load=("from graph.models.gin import GINEncoder\n"
+        load=("from graph.tu.model import GINEncoder\n"
               f"encoder = GINEncoder.from_pretrained({str(folder)!r})  # plain PyG module, eval mode\n"
               "emb = encoder(data.x, data.edge_index, data.batch)  # (B, layers * hidden)\n"
-              f"# with the projection head: graph.methods.graphcl.load_encoder({str(path)!r})"))
+              f"# with the projection head: graph.tu.graphcl.load_encoder({str(path)!r})"))
 
 
 def load_encoder(path: str | Path) -> tuple[GraphCLModel, TUConfig, dict[str, Any]]:

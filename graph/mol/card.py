@@ -19,6 +19,6 @@ def mol_card(cfg: Any, label: str, loss: Any, epoch: int, n_molecules: int, step
         modality="graph", loss=label, loss_hparams=loss.hparams(), data=f"{Path(cfg.corpus).name} (SMILES)",
         n_train=n_molecules, steps=steps, seed=cfg.seed, run=run,
         extra={"epochs": epoch, "batch_size": cfg.batch_size, "lr": cfg.lr, "featurizer": cfg.featurizer},
-        load=("from graph.models.gin_mol import MolGIN\n"
+        load=("from graph.mol.model import MolGIN\n"
               f"encoder = MolGIN.from_pretrained({folder!r}, dropout=0.5)  # plain nn.Module; .train() to fine-tune\n"
               "h = encoder(batch.x, batch.edge_index, batch.edge_attr)  # (N, D) node states; encoder.embed(b): (B, D)"))

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from graph.data.tu import TUData, load_tu
-from graph.methods.graphcl import TUConfig, TUTask, evaluate, load_encoder
+from graph.tu.data import TUData, load_tu
+from graph.tu.graphcl import TUConfig, TUTask, evaluate, load_encoder
 from suite import distributed as sd
 from suite.config import experiment_config
 from suite.registry import Registry, config_hash

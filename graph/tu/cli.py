@@ -18,7 +18,7 @@ DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "tu.yaml"
 
 
 def add_tu_parser(gsub: Any) -> argparse.ArgumentParser:
-    from graph.methods.graphcl import TUConfig
+    from graph.tu.graphcl import TUConfig
 
     p = gsub.add_parser("tu", help="GraphCL pretraining on a TU dataset + SVM evaluation (results to the registry)")
     p.add_argument("--config", default=str(DEFAULT_CONFIG), help="YAML config (CLI flags override it)")
@@ -34,8 +34,8 @@ def add_tu_parser(gsub: Any) -> argparse.ArgumentParser:
 
 
 def cmd_tu(args: argparse.Namespace) -> int:
-    from graph.methods.graphcl import TUConfig
-    from graph.methods.tu_run import run_tu
+    from graph.tu.graphcl import TUConfig
+    from graph.tu.run import run_tu
     from suite import distributed as sd
 
     cfg = config_from_args(TUConfig, args, args.config)
@@ -52,7 +52,7 @@ def cmd_tu(args: argparse.Namespace) -> int:
 
 
 def cmd_tu_eval(args: argparse.Namespace) -> int:
-    from graph.methods.tu_run import evaluate_checkpoint, summary_json
+    from graph.tu.run import evaluate_checkpoint, summary_json
 
     print(summary_json(evaluate_checkpoint(args.checkpoint, args.data_root, args.seed)))
     return 0

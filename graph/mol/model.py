@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.utils import scatter
 
-from graph.data.molecules import HU, Featurizer, MolBatch, get_featurizer
+from graph.mol.data import HU, Featurizer, MolBatch, get_featurizer
 from suite.pretrained import FRACTION, MAPPING, POSITIVE_INT, load_pretrained, load_state, save_pretrained
 from suite.train.checkpoint import latest_checkpoint, load_checkpoint
 

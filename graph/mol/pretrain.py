@@ -22,10 +22,10 @@ import torch
 from torch import Tensor, nn
 
 import suite.losses as L
-from graph.data.molecules import MolGraphs, get_featurizer, load_smiles_file
-from graph.methods.graphcl import chunk_views
-from graph.methods.mol_card import mol_card
-from graph.models.gin_mol import MolGIN, MolGINConfig, load_mol_encoder as load_encoder, projection_head  # noqa: F401 (load_encoder: its old home)
+from graph.augment import chunk_views
+from graph.mol.data import MolGraphs, get_featurizer, load_smiles_file
+from graph.mol.card import mol_card
+from graph.mol.model import MolGIN, MolGINConfig, projection_head
 from suite import presets
 from suite.paths import data_path
 from suite.train import CachedStep

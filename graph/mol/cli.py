@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from suite.config import add_config_args, config_from_args
 
-CONFIGS = Path(__file__).resolve().parent / "configs"
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 PROFILES = ("cpu", "paper")
 
 
@@ -41,7 +41,7 @@ def _run(kind: str, cls: type, fn: Callable[[Any], dict[str, Any]], args: argpar
 
 
 def _cmd_pretrain(args: argparse.Namespace) -> int:
-    from graph.methods.pretrain_mol import PretrainMolConfig, pretrain
+    from graph.mol.pretrain import PretrainMolConfig, pretrain
 
     _, s = _run("pretrain", PretrainMolConfig, pretrain, args)
     if s is not None:
@@ -52,7 +52,7 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
-    from graph.eval.finetune import FinetuneMolConfig, finetune
+    from graph.mol.finetune import FinetuneMolConfig, finetune
 
     cfg, r = _run("finetune", FinetuneMolConfig, finetune, args)
     if r is not None:
@@ -71,8 +71,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def register_mol(gsub: Any) -> None:
     """Add ``pretrain-mol`` and ``finetune-mol`` to the ``graph`` sub-parsers."""
-    from graph.eval.finetune import FinetuneMolConfig
-    from graph.methods.pretrain_mol import PretrainMolConfig
+    from graph.mol.finetune import FinetuneMolConfig
+    from graph.mol.pretrain import PretrainMolConfig
 
     p = gsub.add_parser("pretrain-mol", help="contrastive GNN pretraining on molecules (GraphCL transfer setting)")
     _common(p)
