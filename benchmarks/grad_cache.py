@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from benchmarks.measured import Measurement, record
 from suite.registry import markdown_table
 
 RESULTS = Path(__file__).resolve().parent / "results" / "grad_cache.md"
@@ -122,7 +123,9 @@ def check_args(models: tuple[str, ...], batches: tuple[int, ...], chunk: int, th
 
 
 def run(models: tuple[str, ...], batches: tuple[int, ...], chunk: int, threads: int, limit_gib: float,
-        out: Path = RESULTS) -> str:
+        out: Path = RESULTS, registry: Any = None) -> str:
+    """Measure every (model, batch, chunk) cell, record each in ``registry`` (task ``grad-cache``; None: no rows),
+    then write the table to ``out``."""
     check_args(models, batches, chunk, threads, limit_gib, out)
 
     def cell(r: dict[str, Any], key: str, fmt: str) -> str:
@@ -142,6 +145,12 @@ def run(models: tuple[str, ...], batches: tuple[int, ...], chunk: int, threads: 
             res = {c: measure(model, b, c, threads, limit_gib) for c in (0, chunk)}
             for c, r in res.items():
                 print(f"  {model} batch {b:5d} chunk {c or 'none':>4} {r}", flush=True)
+                if registry is not None:  # recorded before the table is written
+                    record(registry, Measurement(
+                        "grad-cache", f"{model}-batch{b}", "infonce",
+                        {"model": model, "batch": b, "chunk": c, "threads": threads, "limit_gib": limit_gib},
+                        {"fits": float("error" not in r), **{k: float(r[k]) for k in ("rss_growth_mib", "s") if k in r}},
+                        "rss_growth_mib"))
             full, cached = res[0], res[chunk]
             mem_ratio = time_ratio = "-"
             if "error" not in full and "error" not in cached and full["rss_growth_mib"] > 0:
@@ -165,9 +174,13 @@ def register(sub: Any) -> None:
     p.add_argument("--threads", type=int, default=max(1, torch.get_num_threads()))
     p.add_argument("--limit-gib", type=float, default=18.0, help="address-space limit of every measured process")
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--no-registry", action="store_true", help="do not record the measurements in the registry")
     p.set_defaults(func=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
-    print(run(tuple(args.models), tuple(args.batches), args.chunk, args.threads, args.limit_gib, args.out))
+    from suite.registry import Registry
+
+    print(run(tuple(args.models), tuple(args.batches), args.chunk, args.threads, args.limit_gib, args.out,
+              None if args.no_registry else Registry()))
     return 0

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,50 +22,9 @@ import torch
 import torch.nn.functional as F
 
 import suite.losses as L
+from benchmarks.measured import Measurement, record
 from suite.memory import PeakTensorMemory
 from suite.registry import Registry, markdown_table
-from suite.train.run import RunContext, Task, evaluation
-
-
-@dataclass
-class Measurement:
-    """One cell of the loss benchmark (recorded as the row's config, less the seed)."""
-
-    two_n: int
-    d: int
-    views: int
-    threads: int
-    path: str
-    seed: int = 0
-
-
-class MeasuredTask(Task[Measurement]):
-    """A timing already measured, recorded by the run owner (task ``loss-bench``, split ``bench``)."""
-
-    modality, name, eval_split, primary = "core", "loss-bench", "bench", ("fwd_bwd_ms", "bench")
-
-    def __init__(self, loss: str, metrics: dict[str, float]) -> None:
-        self.loss, self.metrics = loss, metrics
-
-    def dataset(self, cfg: Measurement) -> str:
-        return f"random-2N{cfg.two_n}-d{cfg.d}"
-
-    def loss_name(self, cfg: Measurement) -> str:
-        return self.loss
-
-    def record(self, cfg: Measurement, experiment: dict[str, Any], training: Any) -> dict[str, Any]:
-        return {k: v for k, v in experiment.items() if k != "seed"}
-
-    def evaluate(self, cfg: Measurement, ctx: RunContext[Measurement], training: Any) -> dict[str, float]:
-        return self.metrics
-
-
-@dataclass
-class _Hparams:
-    values: dict[str, Any]
-
-    def hparams(self) -> dict[str, Any]:
-        return self.values
 
 RESULTS = Path(__file__).resolve().parent / "results" / "losses.md"
 D = 128
@@ -267,9 +225,11 @@ def run(sizes: tuple[int, ...] = (256, 1024, 4096), repeats: int = 0, losses: li
     if registry is not None:  # recorded before the table is written: a table never shows what the registry lacks
         for (key, two_n), (t, mem) in res.items():
             name, _, path = key.partition("@")
-            cell = Measurement(two_n, D, V, torch.get_num_threads(), path or "dense", seed)
-            evaluation(MeasuredTask(name, {"fwd_bwd_ms": 1e3 * t, **({"peak_mib": mem / 2**20} if not path else {})}),
-                       cell, registry=registry, loss=_Hparams(L.defaults(name) if name != "floor" else {}))
+            record(registry, Measurement(
+                "loss-bench", f"random-2N{two_n}-d{D}", name,
+                {"two_n": two_n, "d": D, "views": V, "threads": torch.get_num_threads(), "path": path or "dense"},
+                {"fwd_bwd_ms": 1e3 * t, **({"peak_mib": mem / 2**20} if not path else {})}, "fwd_bwd_ms",
+                loss_hparams=L.defaults(name) if name != "floor" else {}, seed=seed))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     return text

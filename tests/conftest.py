@@ -1,4 +1,4 @@
-"""Test-wide settings: offline, no progress bars, a private registry and cache per session."""
+"""Test-wide settings: offline, no progress bars, a private registry, cache, model store and runs root per session."""
 from __future__ import annotations
 
 import os
@@ -19,6 +19,7 @@ def _private_registry(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["SUITE_REGISTRY"] = str(base / "registry.sqlite")
     os.environ["SUITE_CACHE"] = str(base / "cache")
     os.environ["SUITE_MODELS"] = str(base / "models")
+    os.environ["SUITE_RUNS"] = str(base / "runs")  # runs without --out: never in the checkout's runs/
 
 
 def data_or_skip(*parts: str) -> Path:

@@ -55,6 +55,7 @@ Example (a whole front-end; the test suite has it as ``tests/suite/test_run_owne
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from contextlib import ExitStack, contextmanager
@@ -72,7 +73,7 @@ from suite.train.loop import derive_seed, seed_everything, seeded_generator
 
 C = TypeVar("C")
 
-RUNS_ROOT = Path("runs")
+RUNS_ROOT = "runs"  # the default runs root, relative to the working folder ($SUITE_RUNS overrides it)
 CHECKPOINTS = "checkpoints"
 EXPORT = "export"
 PROVENANCE = "run.json"  # beside an export's weights: the task, loss, seed, registry run and experiment config
@@ -82,7 +83,8 @@ _CKPT = re.compile(r"step-(\d+)\.pt$")
 # ----------------------------------------------------------------------------- folder, checkpoints
 
 def run_folder(cfg: Any, task: str, stem: str = "") -> Path:
-    """``cfg.out`` (``models:NAME`` allowed), else ``runs/<task>/<stem>-<experiment hash>``: the hash leaves out the
+    """``cfg.out`` (``models:NAME`` allowed), else ``<runs root>/<task>/<stem>-<experiment hash>`` (:func:`runs_root`:
+    ``$SUITE_RUNS`` or ``runs/``): the hash leaves out the
     config's declared ``RUN_OPTIONS``, so a restart with another device or checkpoint interval finds its folder."""
     from suite.paths import resolve_model_path
 
@@ -90,7 +92,12 @@ def run_folder(cfg: Any, task: str, stem: str = "") -> Path:
     if out:
         return resolve_model_path(out)
     name = f"{stem}-{experiment_hash(cfg)}" if stem else experiment_hash(cfg)
-    return RUNS_ROOT / task / re.sub(r"[^A-Za-z0-9._=-]+", "_", name)
+    return runs_root() / task / re.sub(r"[^A-Za-z0-9._=-]+", "_", name)
+
+
+def runs_root() -> Path:
+    """Where runs without ``out`` go: ``$SUITE_RUNS``, else ``runs/`` in the working folder."""
+    return Path(os.environ.get("SUITE_RUNS") or RUNS_ROOT)
 
 
 class Checkpoints:

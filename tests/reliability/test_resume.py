@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from suite.train import ConfigMismatchError, check_resume_config, config_diff
+from suite.train.run import runs_root
 
 CORPUS = ["CCO", "CCN", "CCC", "c1ccccc1", "c1ccncc1", "CC(=O)O", "CC(=O)N", "C1CCCCC1", "C1CCNCC1", "c1ccc(O)cc1",
           "c1ccc(N)cc1", "CCOC(=O)C", "CC(C)O", "CC(C)N", "OCCO", "NCCN"]
@@ -66,7 +67,7 @@ def test_text_default_out_depends_on_config(tmp_path: Path) -> None:
         return run_folder(cfg, task.name, task.stem(cfg))
 
     a = output_dir(SimCSEConfig())
-    assert a.parent == Path("runs/simcse-unsup") and a.name.startswith("infonce-s0-")
+    assert a.parent == runs_root() / "simcse-unsup" and a.name.startswith("infonce-s0-")
     assert output_dir(SimCSEConfig(loss="macl")) != a and output_dir(SimCSEConfig(seed=1)) != a
     assert output_dir(SimCSEConfig(device="cpu", resume=False, checkpoint_every=7)) == a
     assert output_dir(SimCSEConfig(out=str(tmp_path))) == tmp_path
@@ -109,7 +110,7 @@ def test_pretrain_mol_default_out_depends_on_config() -> None:
         return run_folder(cfg, task.name, task.stem(cfg))
 
     a, b = output_dir(PretrainMolConfig()), output_dir(PretrainMolConfig(loss="macl"))
-    assert a.parent == Path("runs/mol-pretrain") == b.parent
+    assert a.parent == runs_root() / "mol-pretrain" == b.parent
     assert a != b and a.name.startswith("graphcl-") and b.name.startswith("macl-")
     assert output_dir(PretrainMolConfig(device="cpu", keep_checkpoints=9)) == a
 
@@ -151,7 +152,7 @@ def test_vision_resume_across_a_changed_run_option(tmp_path: Path, change: dict,
     --checkpoint-every -> resumes the interrupted run (same folder, from epoch 1), not a fresh one"""
     from vision.train import pretrain
 
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SUITE_RUNS", str(tmp_path / "runs"))
     cfg = _vision_cfg(None, device="auto", checkpoint_every=1)
     assert _vision_folder(dataclasses.replace(cfg, **change)) == _vision_folder(cfg)
 
@@ -188,7 +189,8 @@ def test_vision_run_in_a_folder_of_the_old_layout_resumes(tmp_path: Path, monkey
     from suite.config import experiment_hash
     from vision.train import LEGACY_ROOT, _name_stem, _oldest_hash, pretrain
 
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # the older layout's root: runs/vision in the working folder
+    monkeypatch.setenv("SUITE_RUNS", str(tmp_path / "runs"))
     cfg = _vision_cfg(None, checkpoint_every=1)
 
     with pytest.raises(KeyboardInterrupt):  # interrupted after epoch 1 (its checkpoint is written)

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from suite.config import experiment_config
-from suite.train.run import run_folder
+from suite.train.run import run_folder, runs_root
 
 
 def _folders() -> dict[str, tuple[Any, Callable[[Any], Path], dict[str, Any], dict[str, Any]]]:
@@ -54,4 +54,4 @@ def test_gmm_experiments_live_apart() -> None:
     a, b = GMMTask(GMMConfig()), GMMTask(GMMConfig(experiment="order1d"))
     assert (a.name, a.primary) == ("gmm-2d", ("ood_acc", "test"))
     assert (b.name, b.primary) == ("gmm-1d-order", ("ordered", "test"))
-    assert run_folder(GMMConfig(), a.name, a.stem(GMMConfig())).parts[:2] == ("runs", "gmm-2d")
+    assert run_folder(GMMConfig(), a.name, a.stem(GMMConfig())).parent == runs_root() / "gmm-2d"
