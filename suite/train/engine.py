@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from contextlib import ExitStack, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Generic, Sequence, TypeVar
@@ -396,19 +396,6 @@ class Engine(Generic[B]):
         return dict(state["extra"])
 
 
-def open_run(enabled: bool, stack: ExitStack, resume_id: str | None = None, **kw: Any) -> Any:
-    """A registry run entered on ``stack`` (main rank only, ``enabled``), else None: front-ends log
-    to it while the run goes and it is marked failed if the run raises. ``resume_id`` (the run id a
-    resumed checkpoint recorded, ``Engine.resume_run_id``) continues that row when this registry holds
-    it: one row per run, its metrics not split across a resume."""
-    if not enabled or not sd.is_main():
-        return None
-    from suite.registry import Registry
-
-    reg = Registry()
-    return stack.enter_context(reg.run(resume_id=resumable(reg, resume_id), **kw))
-
-
 def resumable(registry: Any, run_id: str | None) -> str | None:
     """``run_id`` if ``registry`` holds that run (a resumed run continues its row), else None (a new row:
     the checkpoint came from another registry, or the row is gone)."""
@@ -421,4 +408,4 @@ def resumable(registry: Any, run_id: str | None) -> str | None:
 
 
 __all__ = ["CachedStep", "Engine", "NonFiniteLossError", "PRECISIONS", "autocast", "epoch_batches", "eval_batches",
-           "grad_cache_embeddings", "open_run", "resolve_device", "resumable"]
+           "grad_cache_embeddings", "resolve_device", "resumable"]
