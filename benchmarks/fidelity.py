@@ -52,10 +52,22 @@ def _pick(runs: list[dict[str, Any]], pred: Callable[[dict[str, Any], dict[str, 
     return list(by_seed.values())
 
 
+VISION_SUITES = ("fidelity", "selection")  # the suites whose image runs this table reads (by job hash)
+
+
+def _vision_runs(reg: Registry) -> list[dict[str, Any]]:
+    """The finished image runs of the fidelity and selection suites' jobs (their job hashes): a run of the same
+    setting from another suite (the vision-cifar grid shares the cpu profile) is not pooled with them."""
+    from benchmarks.run import load_suite
+
+    hashes = {j.hash for s in VISION_SUITES for j in load_suite(s)[1]}
+    return [r for r in reg.runs(status="finished", modality="vision") if r["config_hash"] in hashes]
+
+
 def cmc_temperature(reg: Registry) -> tuple[float, list[list[Any]]]:
     """CMC K = 4's temperature chosen on the validation split (best mean kNN accuracy; ties: the lower
     temperature) and the search's rows; 0.1 (CMC's default) when no search is recorded."""
-    runs = [r for r in reg.runs(status="finished", modality="vision", loss="cmc") if _cfg(r).get("views") == 5]
+    runs = [r for r in _vision_runs(reg) if r["loss"] == "cmc" and _cfg(r).get("views") == 5]
     scored, rows = {}, []
     for t in sorted({float(_hp(r).get("temperature", 0.1)) for r in runs if _cfg(r).get("val_per_class")}):
         vals = _values(reg, _pick(runs, lambda r, c, h, t=t: float(h.get("temperature", 0.1)) == t, True), "knn_acc", "val")
@@ -66,7 +78,7 @@ def cmc_temperature(reg: Registry) -> tuple[float, list[list[Any]]]:
 
 
 def _vision(reg: Registry) -> list[str]:
-    runs = [r for r in reg.runs(status="finished", modality="vision")]
+    runs = _vision_runs(reg)
     cmc_tau, search = cmc_temperature(reg)
     cmc_label = f"CMC K=4 (V=5), tau {cmc_tau:g} ({'chosen on validation' if search else 'default'}), batch 64"
     rows_spec = [

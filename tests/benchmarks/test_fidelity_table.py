@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 from benchmarks.fidelity import table
+from benchmarks.run import load_suite
 from suite.registry import Registry
 
+# image runs are read by the fidelity suite's job hashes (any of its vision jobs will do here)
+JOB = next(j.hash for j in load_suite("fidelity")[1] if j.frontend == "vision")
 
-def _vision(reg, loss, seed, lin, knn, **cfg):
+
+def _vision(reg, loss, seed, lin, knn, cfg_hash=JOB, **cfg):
     hp = {"negatives": cfg.pop("negatives")} if "negatives" in cfg else {}
     with reg.run(modality="vision", task="pretrain", dataset="cifar10", loss=loss, loss_hparams=hp,
-                 config={"views": 2, "batch_size": 256, "proj_dim": 128, **cfg}, seed=seed) as r:
+                 config={"views": 2, "batch_size": 256, "proj_dim": 128, **cfg}, seed=seed, cfg_hash=cfg_hash) as r:
         r.log_many({"linear_acc": lin, "knn_acc": knn}, split="test")
 
 
@@ -18,7 +22,9 @@ def test_fidelity_table_from_constructed_registry(tmp_path):
         _vision(reg, "cacr", s, a, 0.4, views=5, batch_size=64)
         _vision(reg, "cmc", s, b, 0.4, views=5, batch_size=64)
     _vision(reg, "infonce", 0, 0.45, 0.38)
+    _vision(reg, "infonce", 0, 0.99, 0.99, cfg_hash="another suite's job")  # the same setting, not pooled
     text = table(reg)
+    assert "99.0" not in text
     assert "| CACR K=4 (V=5), paper estimator, t- = 0.9, batch 64 | 50.1 ± 0.4 (n=3)" in text
     line = next(x for x in text.splitlines() if x.startswith("| CACR K=4 beats CMC K=4"))
     assert "| confirmed |" in line
@@ -33,13 +39,14 @@ def test_cmc_temperature_is_chosen_on_validation_runs_only(tmp_path):
     reg = Registry(str(tmp_path / "r.sqlite"))
     for tau, knn in ((0.1, 0.40), (0.2, 0.45)):
         with reg.run(modality="vision", task="pretrain", dataset="cifar10", loss="cmc", loss_hparams={"temperature": tau},
-                     config={"views": 5, "batch_size": 64, "val_per_class": 100}, seed=0) as r:
+                     config={"views": 5, "batch_size": 64, "val_per_class": 100}, seed=0, cfg_hash=JOB) as r:
             r.log_many({"knn_acc": knn}, split="val")
     for s in range(3):
         _vision(reg, "cacr", s, 0.50, 0.4, views=5, batch_size=64)
         for tau, lin in ((0.1, 0.60), (0.2, 0.48)):
             with reg.run(modality="vision", task="pretrain", dataset="cifar10", loss="cmc",
-                         loss_hparams={"temperature": tau}, config={"views": 5, "batch_size": 64}, seed=s) as r:
+                         loss_hparams={"temperature": tau}, config={"views": 5, "batch_size": 64}, seed=s,
+                         cfg_hash=JOB) as r:
                 r.log_many({"linear_acc": lin + 0.001 * s, "knn_acc": 0.4}, split="test")
     with reg.run(modality="vision", task="pretrain", dataset="cifar10", loss="tsimclr",
                  loss_hparams={"temperature": 2, "t_df": 5}, config={"val_per_class": 100}, seed=0) as r:
