@@ -437,9 +437,6 @@ class MLMTask(Task[MLMConfig]):
                         size=lambda idx: int(lengths[idx].clamp(max=cfg.max_length - 2).sum()) + 2 * len(idx),
                         rate_name="tokens_per_s", data_info=data, checkpoint_unit="step", log_epochs=True)
 
-    def restore(self, cfg: MLMConfig, ctx: RunContext[MLMConfig], training: Training, state: dict[str, Any]) -> None:
-        training.data_info = {}  # logged when the run started (a run shorter than an epoch resumes in epoch 0)
-
     def evaluate(self, cfg: MLMConfig, ctx: RunContext[MLMConfig], training: Training) -> dict[str, float]:
         if not cfg.eval_every or ctx.engine.step % cfg.eval_every:  # type: ignore[union-attr]
             self.log_train()

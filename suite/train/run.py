@@ -347,7 +347,7 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
             ctx.run = stack.enter_context(_open_row(reg, task, cfg, training.loss, task.record(cfg, experiment, training),
                                                     {"folder": str(folder)}, resumable(reg, engine.resume_run_id),
                                                     cfg_hash))
-            if resumed_from == 0:
+            if engine.step == 0:  # a fresh run (a resumed one logged its data when it started)
                 ctx.log(training.data_info, split="data")
         engine.run = ctx.run
         by_step = training.checkpoint_unit == "step"
