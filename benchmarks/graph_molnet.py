@@ -206,6 +206,41 @@ def full_protocol(registry: Registry) -> list[str]:
             progress_line(jrs, FULL_SUITE), ""]
 
 
+def figures(registry: Registry) -> list[tuple[str, Any]]:
+    """Test ROC-AUC per set and initialisation (bars: mean, whiskers: sample std, dots: seeds) with the published
+    values as red markers: the `cpu` profile's eight sets, and the full fine-tuning protocol where it has runs."""
+    import matplotlib.pyplot as plt
+
+    out = []
+    for suite, sets, title in ((SUITE, DATASETS, "cpu profile (fine-tuning capped at 600 steps)"),
+                               (FULL_SUITE, FULL_SETS, "full fine-tuning protocol (100 epochs)")):
+        ft = select(suite_runs(registry, suite), command="finetune-mol")
+        sets = [d for d in sets if values(select(ft, dataset=d), "rocauc_last", "test")]
+        if not sets:
+            continue
+        variants = list(dict.fromkeys(variant(jr) for jr in ft))
+        lo = min([40.0] + values(ft, "rocauc_last", "test", scale=100)) - 3
+        fig, axes = plt.subplots(1, len(sets), figsize=(2.1 * len(sets), 3.2), squeeze=False)
+        for ax, ds in zip(axes[0], sets):
+            for i, v in enumerate(variants):
+                vals = values(runs_of(ft, ds, v), "rocauc_last", "test", scale=100)
+                if vals:
+                    ax.bar(i, statistics.fmean(vals), yerr=statistics.stdev(vals) if len(vals) > 1 else 0,
+                           color=f"C{i}", alpha=0.7, capsize=2)
+                    ax.plot([i] * len(vals), vals, "k.", ms=3)
+                if ds in PUBLISHED.get(v, {}):
+                    ax.plot(i, PUBLISHED[v][ds], "*", color="red", ms=8, label="published" if i == 0 else None)
+            ax.set_ylim(lo, 90)
+            ax.set_xticks(range(len(variants)), variants, rotation=60, fontsize=7)
+            ax.set_title(ds, fontsize=9)
+        axes[0][0].set_ylabel("test ROC-AUC, last epoch (%)")
+        axes[0][0].legend(fontsize=7, loc="lower left")
+        fig.suptitle(f"MoleculeNet, {title}: our seeds (dots), mean ± std (bars), published (*)", fontsize=9)
+        fig.tight_layout()
+        out.append((f"MoleculeNet transfer, {title}: ROC-AUC per set against the published values", fig))
+    return out
+
+
 def register(sub: Any) -> None:
     register_table(sub, "graph-molnet", "MoleculeNet transfer", SUITE, OUT, table)
 

@@ -46,7 +46,8 @@ LABELS = {"acc": "SVM accuracy (%)", "rocauc_last": "test ROC-AUC, last epoch (%
 SKIP_TASKS = ("loss-bench", "mol-pretrain", "tu-graphcl-speed")
 # benchmark modules whose own claims (``verdicts(registry)``) and pictures (``figures(registry)``) the report
 # shows beside the task tables: experiments whose evidence is not a per-data-set headline metric
-SECTIONS = ("benchmarks.graph_tu", "benchmarks.text_sts", "benchmarks.vision_cifar", "benchmarks.gmm")
+SECTIONS = ("benchmarks.graph_tu", "benchmarks.graph_molnet", "benchmarks.text_sts", "benchmarks.vision_cifar",
+            "benchmarks.gmm")
 
 
 # every table rendered from the registry: (module, its output file attribute); `suite bench report --check` rebuilds
