@@ -115,6 +115,13 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
     return load_file(folder / "export" / "model.safetensors")
 
 
+def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    """The same weights: bit for bit on one thread; with two intra-op threads the resumed steps may round
+    differently (seen: at most 1.2e-7 on LayerNorm weights, ~1e-9 elsewhere), while another mask or batch order moves
+    them by ~1e-3."""
+    return a.keys() == b.keys() and all(torch.allclose(a[k], b[k], rtol=0, atol=1e-6) for k in a)
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """One uninterrupted 12-step build (models:full) and the registry that recorded it."""
@@ -182,8 +189,8 @@ def test_interrupted_build_resumes_bit_identical(built, monkeypatch):
         pretrain_mlm(_cfg(corpus, out="models:resumed", eval_every=0, lr=1e-3), reg)
     res = pretrain_mlm(_cfg(corpus, out="models:resumed", eval_every=0, checkpoint_every=5, device="cpu"), reg)
     a, b = _weights(output_dir(_cfg(corpus, out="models:full"))), _weights(out)
-    assert all(torch.equal(a[k], b[k]) for k in a)  # bit-identical to the uninterrupted run
-    assert res["val"] == full["val"] and res["steps"] == 12
+    assert _same(a, b)  # the uninterrupted run's weights
+    assert res["val"] == pytest.approx(full["val"], rel=1e-5) and res["steps"] == 12
     rows = [r for r in reg.runs() if str(out) in (r["run_options"] or "")]
     assert [r["status"] for r in rows] == ["finished"] and rows[0]["id"] == res["run_id"]  # one row, continued
     assert rows[0]["config_hash"] == {r["id"]: r for r in reg.runs()}[full["run_id"]]["config_hash"]  # one setting
@@ -205,5 +212,5 @@ def test_a_build_of_the_older_layout_resumes(built, monkeypatch):
     (out / "tokenizer").rmdir()
     pretrain_mlm(_cfg(corpus, out="models:legacy", eval_every=0), reg)
     a, b = _weights(output_dir(_cfg(corpus, out="models:full"))), _weights(out)
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert _same(a, b)
     assert not (out / "checkpoint.pt").exists() and not (out / "tokenizer").exists()
