@@ -253,17 +253,22 @@ def _diagnosis(registry: Registry, jrs: list[JobRuns]) -> list[str]:
     diag = [jr for jr in suite_runs(registry, DIAGNOSE) if jr.runs]
     if not diag:
         return []
-    base = {"lr": 3e-5, "pooling": "mean", "mlp-head": None, "loss-hparams": None}  # None: not set in the text-sts suite
+    base = {"lr": 3e-5, "pooling": "mean", "mlp-head": None, "loss-hparams": None,  # None: not set in text-sts
+            "batch-size": 64, "mode": "unsup"}
 
-    def curve(jr: JobRuns) -> tuple[str, str]:
+    def curve(jr: JobRuns) -> tuple[str, str, str]:
         r = jr.of_task("simcse")[-1]
-        pts = [f"{m['step']}: {100 * m['value']:.1f}" for m in registry.metrics(r.row["id"], "stsb_dev")
-               if m["split"] == "train"]
+
+        def pts(name: str, scale: float, fmt: str) -> str:
+            return ", ".join(f"{m['step']}: {format(scale * m['value'], fmt)}"
+                             for m in registry.metrics(r.row["id"], name) if m["split"] == "train") or "—"
+
         best = r.metric("best_stsb_dev", "dev")
-        return ("not run" if best is None else f"{100 * best:.2f}"), ", ".join(pts) or "—"
+        return (("not run" if best is None else f"{100 * best:.2f}"), pts("stsb_dev", 100, ".1f"),
+                pts("train_loss", 1, ".3g"))
 
     rows = [[f"start model as it is, {jr.arg('pooling')} pooling", cell(values([jr], "stsb_dev", "test", EVAL),
-                                                                         show_n=False), "—"]
+                                                                         show_n=False), "—", "—"]
             for jr in jrs if jr.job.command == "eval" and start_of(jr) == MLM_START
             and jr.arg("sts_tasks") == ["STSB-dev"]]
     rows += [[f"text-sts setting, lr {jr.arg('lr'):g}", *curve(jr)] for jr in _selection(jrs) if jr.of_task("simcse")]
@@ -272,8 +277,9 @@ def _diagnosis(registry: Registry, jrs: list[JobRuns]) -> list[str]:
         rows.append([", ".join(changed) or "the text-sts setting", *curve(jr)])
     return ["### Why SimCSE loses STS-B dev from the MLM start model", "",
             f"From `benchmarks/suites/{DIAGNOSE}.yaml`: infonce, seed 0, one factor changed at a time from the text-sts "
-            "setting (lr 3e-5, mean pooling, MLP head in training, tau 0.05); STS-B dev only, no test set.", "",
-            md(["setting", "best STS-B dev", "STS-B dev by step"], rows), ""]
+            "setting (lr 3e-5, mean pooling, MLP head in training, tau 0.05, batch 64, unsupervised); STS-B dev only, "
+            "no test set. The training loss is the mean over the steps since the previous point.", "",
+            md(["setting", "best STS-B dev", "STS-B dev by step", "training loss by step"], rows), ""]
 
 
 def figures(registry: Registry, suite: str = SUITE) -> list[tuple[str, Any]]:
