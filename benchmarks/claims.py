@@ -42,6 +42,7 @@ class Verdict(str, Enum):
     CONTRADICTED = "contradicted"
     INCONCLUSIVE = "inconclusive (n < 3)"
     NOT_MEASURED = "not measured"
+    NOT_JUDGED = "not judged"  # measured, but the experiment cannot speak to the claim (its precondition failed)
 
     def __str__(self) -> str:
         return self.value
@@ -159,7 +160,9 @@ def combine(results: Sequence[Result], need: int | None = None, total: int | Non
 RULE_TEXT = (f"Verdicts (benchmarks/claims.py): Welch's t-test on the per-seed values, one-sided in the claim's "
              f"direction, alpha = {ALPHA}, minimum effect {MIN_EFFECT} points. **confirmed**: p < alpha and the gap is "
              f"at least the minimum effect; **contradicted**: the same holds the other way; **not confirmed**: neither; "
-             f"**inconclusive (n < 3)**: a side has fewer than {MIN_SEEDS} seeds. Std = sample std (ddof 1).")
+             f"**inconclusive (n < 3)**: a side has fewer than {MIN_SEEDS} seeds; **not judged**: measured, but the "
+             f"experiment cannot speak to the claim (the evidence names the failed precondition). Std = sample std "
+             f"(ddof 1).")
 
 
 # The papers' claims the report judges across the registry's tables (``benchmarks/report.py``): each compares two

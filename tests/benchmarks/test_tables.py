@@ -135,6 +135,25 @@ def test_text_sts_table_from_registry(reg, tmp_path):
     _no_cache(tmp_path)
 
 
+def test_text_claim_from_the_mlm_start_is_not_judged_when_training_does_not_move_sts(reg, tmp_path):
+    """MLM start model at 43.7 (mean pooling), its trained infonce row at 40.6 (below the start) -> the target line
+    'not met' and the MACL claim of that start model 'not judged', naming both numbers; 55 (+11.3) -> judged by the
+    rule (here: no macl runs, so inconclusive)"""
+    for pooling, avg in (("cls", 31.2), ("mean", 43.7)):
+        (job,) = _job("text-sts", command="eval", model="models:bert-mini-english", pooling=pooling, tasks="sts",
+                      label="mlm-start")
+        _record(reg, job, "text", "senteval-sts", {("avg", "test"): avg})
+    (job,) = _job("text-sts", command="train", backbone="models:bert-mini-english", loss="infonce", lr=3e-5, seed=0)
+    _record(reg, job, "text", "senteval-sts", {("avg", "test"): 40.6})
+    text = text_sts.table(reg)
+    assert "own average* (the best of its poolings, 43.70): **not met** (lowest trained unsupervised row 40.60" in text
+    assert re.search(r"\[start model: BERT-mini, MLM-pretrained here \(not contrastive\)\]\*: \*\*not judged\*\* "
+                     r"\(training does not move STS from this start model \(lowest trained unsupervised row 40\.60 "
+                     r"against the model's own 43\.70", text)
+    _record(reg, job, "text", "senteval-sts", {("avg", "test"): 55.0})  # the job's latest evaluation
+    assert "not contrastive)]*: **not judged**" not in text_sts.table(reg)
+
+
 def test_vision_cifar_table_from_registry(reg, tmp_path):
     """fake pretraining runs -> rows matched by loss / views / projection / epochs, imbalance changes, claims"""
     for seed in (0, 1, 2):
