@@ -52,6 +52,8 @@ ROWS = [
     Row("tsimclr d=128", "tsimclr"),
     Row("tsimclr d=8", "tsimclr", proj_dim=8),
     Row("infonce d=8", "infonce", proj_dim=8),
+    Row("tsimclr d=2", "tsimclr", proj_dim=2),  # App. C.7's picture (batch 256 only)
+    Row("infonce d=2", "infonce", proj_dim=2),
     Row("supcon (labels)", "supcon"),
     Row("xclr (labels + captions)", "xclr"),
 ]
