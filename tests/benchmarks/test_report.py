@@ -141,9 +141,11 @@ def test_runs_in_different_settings_are_not_pooled(tmp_path):
     assert any("[bench batch_size=64] | confirmed" in l for l in rows)  # batch 64: 50 vs 40
 
 
-def test_report_shows_the_latest_setting_and_history_on_request(tmp_path):
-    """TU runs at aug_ratio 0.1, then at 0.2 -> by default only the 0.2 cells (the older runs counted as left out); --all-settings shows both as s1 / s2; a suite grid key (batch size) splits rows, not settings, and claims
-    pair rows of equal grid keys and name them"""
+def test_report_shows_the_main_setting_and_history_on_request(tmp_path):
+    """TU runs at aug_ratio 0.1, then at 0.2 (as many), then one check run at 0.3 -> by default only the 0.2 cells
+    (the setting with the most runs, ties: the newest; the others counted as left out); --all-settings shows all
+    three; a suite grid key (batch size) splits rows, not settings, and claims pair rows of equal grid keys and name
+    them"""
     reg = Registry(str(tmp_path / "r.sqlite"))
     for ratio, acc in ((0.1, {"graphcl": 0.70, "macl": 0.71}), (0.2, {"graphcl": 0.80, "macl": 0.83})):
         for loss, v in acc.items():
@@ -151,6 +153,9 @@ def test_report_shows_the_latest_setting_and_history_on_request(tmp_path):
                 with reg.run(modality="graph", task="tu-graphcl", dataset="MUTAG", loss=loss, seed=seed,
                              config={"aug_ratio": ratio, "epochs": 20, "seeds": [seed]}) as run:
                     run.log("acc", v + 0.01 * seed, split="test")
+    with reg.run(modality="graph", task="tu-graphcl", dataset="MUTAG", loss="graphcl", seed=0,
+                 config={"aug_ratio": 0.3, "epochs": 20, "seeds": [0]}) as run:  # a one-off check, run last
+        run.log("acc", 0.5, split="test")
     for bs, acc in ((64, {"infonce": 0.50, "macl": 0.60}), (256, {"infonce": 0.55, "macl": 0.55})):
         for loss, v in acc.items():
             for seed in (0, 1, 2):
@@ -159,7 +164,7 @@ def test_report_shows_the_latest_setting_and_history_on_request(tmp_path):
                     run.log("knn_acc", v + 0.01 * seed, split="test")
     md = build(reg, tmp_path / "a")[0].read_text()
     assert "| macl | 84.00 ± 1.00 (n=3) |" in md.replace("**", "") and "71.00" not in md
-    assert "Shown: the setting of this task's latest run (aug_ratio=0.2); 6 runs of earlier settings are left out" in md
+    assert "Shown: the setting of this task with the most runs (aug_ratio=0.2); 7 runs of other settings are left out" in md
     assert "| infonce [batch_size=64] | 51.00 ± 1.00 (n=3) |" in md and "| macl [batch_size=256] |" in md.replace("**", "")
     assert "[s1]" not in md
     assert re.search(r"MACL ≥ NT-Xent on images .*\[pretrain-simclr batch_size=64\] \| confirmed \| .*rows macl "
@@ -168,6 +173,7 @@ def test_report_shows_the_latest_setting_and_history_on_request(tmp_path):
     full = build(reg, tmp_path / "b", all_settings=True)[0].read_text()
     assert "macl [s1]" in full and "macl [s2]" in full and "71.00 ± 1.00 (n=3)" in full
     assert "- s1 (6 runs): aug_ratio=0.1" in full and "- s2 (6 runs): aug_ratio=0.2" in full
+    assert "- s3 (1 runs): aug_ratio=0.3" in full
 
 
 def test_runs_recorded_before_the_config_split_are_migrated_then_pooled(tmp_path):
