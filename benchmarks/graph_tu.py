@@ -33,6 +33,11 @@ NOTES = """## Notes
   nodes, and one augmentation per graph (`--aug random4_graph`, graph/README.md).
 - The |Δ| ≤ 1.5 column compares our mean with the published mean only (a reproduction band, not a claim
   between two measured sides).
+- NCI1, outside the band: every loss is above the published GraphCL mean there, and GraphCL's released
+  augmentation draw (the section above) does not bring graphcl closer, so the shift is common to our protocol on
+  this set, not to one loss or to the augmentation draw. The other known differences (seeded folds, the fixed
+  last epoch) would lower our numbers rather than raise them; what remains (PyG's TU processing, scikit-learn's
+  SVC, the subgraph size) is not isolated.
 - Speed columns come from the runs' own records (pretraining graphs/s and time, SVM evaluation time);
   they depend on how many jobs shared the cores (`suite bench graph-tu --jobs N`).
 """
