@@ -109,6 +109,15 @@ def _interrupt_at(monkeypatch, n: int) -> None:
     monkeypatch.setattr(mlm, "mask_tokens", interrupted)
 
 
+def _interrupted(monkeypatch, corpus: Path, reg, out: str) -> Path:
+    """A build to ``out`` interrupted at its 9th training batch (its checkpoint at step 8); returns its folder."""
+    _interrupt_at(monkeypatch, 9)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain_mlm(_cfg(corpus, out=out, eval_every=0), reg)
+    monkeypatch.undo()
+    return output_dir(_cfg(corpus, out=out))
+
+
 def _weights(folder: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
@@ -179,11 +188,7 @@ def test_interrupted_build_resumes_bit_identical(built, monkeypatch):
     from suite.train import ConfigMismatchError
 
     corpus, reg, full = built
-    _interrupt_at(monkeypatch, 9)
-    with pytest.raises(KeyboardInterrupt):
-        pretrain_mlm(_cfg(corpus, out="models:resumed", eval_every=0), reg)
-    monkeypatch.undo()
-    out = output_dir(_cfg(corpus, out="models:resumed"))
+    out = _interrupted(monkeypatch, corpus, reg, "models:resumed")
     assert [p.name for p in (out / "checkpoints").iterdir()] == ["step-000000008.pt"]
     with pytest.raises(ConfigMismatchError, match="lr"):
         pretrain_mlm(_cfg(corpus, out="models:resumed", eval_every=0, lr=1e-3), reg)
@@ -201,11 +206,7 @@ def test_a_build_of_the_older_layout_resumes(built, monkeypatch):
     the top of the folder) -> resumed from that checkpoint with that tokenizer: the same weights as an uninterrupted
     build; the old checkpoint is removed once the model is built"""
     corpus, reg, _ = built
-    _interrupt_at(monkeypatch, 9)
-    with pytest.raises(KeyboardInterrupt):
-        pretrain_mlm(_cfg(corpus, out="models:legacy", eval_every=0), reg)
-    monkeypatch.undo()
-    out = output_dir(_cfg(corpus, out="models:legacy"))
+    out = _interrupted(monkeypatch, corpus, reg, "models:legacy")
     (out / "checkpoints" / "step-000000008.pt").rename(out / "checkpoint.pt")  # the older layout
     for f in (out / "tokenizer").iterdir():
         f.rename(out / f.name)
