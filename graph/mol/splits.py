@@ -1,7 +1,7 @@
 """Train/valid/test splits for MoleculeNet: scaffold (Bemis-Murcko), random, random-scaffold.
 
 As in pretrain-gnns ``splitters.py``: scaffold sets (with chirality) sorted largest first (ties by
-first index), filled into train until 80 %, then valid until 90 %, the rest test; deterministic.
+first index, the larger first), filled into train until 80 %, then valid until 90 %, the rest test; deterministic.
 ``random_scaffold`` shuffles the scaffold sets with ``seed`` instead of sorting them.
 
 Example: >>> train, valid, test = split(smiles, "scaffold")
@@ -69,7 +69,8 @@ def _nonempty(parts: tuple[Tensor, Tensor, Tensor], n: int, frac: tuple[float, f
 
 
 def scaffold_split(smiles: Sequence[str], frac: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> tuple[Tensor, Tensor, Tensor]:
-    """Deterministic scaffold split: largest scaffold sets first (ties: smaller first index first)."""
+    """Deterministic scaffold split: largest scaffold sets first (ties: the set whose first index is larger
+    first, as pretrain-gnns' ``sorted(..., key=(len, first index), reverse=True)``)."""
     _check(frac)
     sets = sorted(scaffold_sets(smiles), key=lambda s: (len(s), s[0]), reverse=True)
     return _fill(sets, len(smiles), frac)
