@@ -28,7 +28,8 @@ Every value of a suite file is checked when it is loaded (an empty grid list or 
 wrong type, a mapping as an arg, a ``{placeholder}`` that names no arg, an unknown key in a group or beside ``name`` and
 ``jobs``: one line naming the file, the group and the key),
 and before any job starts every job's front-end and command must be a ``suite`` command. A stage after one with a failed
-job is not started (its jobs are reported ``blocked``). A suite's ``name`` names its log folder, so it may hold only
+job is not started (its jobs are reported ``blocked``); a finished job whose output folder (its ``out`` arg) is gone
+while a later stage has still to run is run again first (``[rebuild]``), since the later stage reads it. A suite's ``name`` names its log folder, so it may hold only
 letters, digits, ``.``, ``_`` and ``-``. Jobs run in parallel up to
 ``--jobs``, each with a thread budget of ``max(1, cores // jobs)`` (``--threads`` overrides; set as
 ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` in the child's environment, which torch's thread pool follows), so
@@ -60,6 +61,7 @@ from typing import Any
 
 import yaml
 
+from suite.paths import resolve_model_path
 from suite.registry import Registry, config_hash
 
 SUITES = Path(__file__).resolve().parent / "suites"
@@ -92,13 +94,21 @@ class Job:
         args = {renamed.get(k, k): v for k, v in self.args}
         return [config_hash({"frontend": self.frontend, "command": self.command, "args": args, "seed": self.seed})]
 
+    def values(self) -> list[tuple[str, Any]]:
+        """The args with their ``{job}`` (the job hash), ``{seed}`` and ``{arg name}`` placeholders filled in."""
+        ctx = {**{k: v for k, v in self.args}, "seed": self.seed, "job": self.hash[:12]}
+        return [(k, v.format(**ctx) if isinstance(v, str) and "{" in v else v) for k, v in self.args]
+
+    def output(self) -> Path | None:
+        """The folder the job writes (its ``out`` arg; ``models:NAME`` is resolved), relative paths to the runner's
+        working directory, which is the job's; None without an ``out``."""
+        out = dict(self.values()).get("out")
+        return resolve_model_path(out) if isinstance(out, str) and out else None
+
     def argv(self) -> list[str]:
         """Command line; string values may use ``{job}`` (the job hash), ``{seed}`` and any arg name."""
-        ctx = {**{k: v for k, v in self.args}, "seed": self.seed, "job": self.hash[:12]}
         out = [self.frontend, self.command]
-        for k, v in self.args:
-            if isinstance(v, str) and "{" in v:
-                v = v.format(**ctx)
+        for k, v in self.values():
             flag = "--" + k.replace("_", "-")
             if v is True:
                 out.append(flag)
@@ -308,6 +318,7 @@ class Runner:
     _done: int = 0
     _total: int = 0
     estimated: tuple[float, float, int] | None = None  # dry run: (job s, wall s, jobs without a duration)
+    _rebuild: set[str] = field(default_factory=set)  # finished jobs run again: their output is gone (lost_outputs)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -348,14 +359,14 @@ class Runner:
     def run_one(self, job: Job, reg: Registry) -> str:
         if self._stop.is_set():
             return "cancelled"
-        if reg.job_status(job.hash) == "finished":
+        if self.finished(job, reg):
             if not self.dry_run:
                 self._end(job, None)
             return "skipped"
         if self.dry_run:
             print("would run:", " ".join(self.command(job)))
             return "dry-run"
-        if not reg.claim_job(job.hash, job.label()):
+        if not reg.claim_job(job.hash, job.label(), rerun=job.hash in self._rebuild):
             self._end(job, None)
             held = reg.job(job.hash) or {}
             if held.get("status") == "finished":
@@ -446,6 +457,21 @@ class Runner:
         return f"[progress] {done}/{total} done, {len(running)} running" + (
             f" ({'; '.join(running)})" if running else "") + f"; {eta}"
 
+    def finished(self, job: Job, reg: Registry) -> bool:
+        return job.hash not in self._rebuild and reg.job_status(job.hash) == "finished"
+
+    def lost_outputs(self, jobs: list[Job], reg: Registry) -> dict[str, Path]:
+        """{hash: folder} of the finished jobs whose output folder (:meth:`Job.output`) is gone while a job of a later
+        stage has still to run: later stages read what earlier ones made (a pretrained encoder, a start model), so
+        these jobs run again, and the new run supersedes the old one in the registry. Their config and seed are
+        recorded, so the rebuilt output is the same run again."""
+        status = {j.hash: reg.job_status(j.hash) for j in jobs}
+        todo = [j.stage for j in jobs if status[j.hash] != "finished"]
+        if not todo:
+            return {}
+        return {j.hash: out for j in jobs if status[j.hash] == "finished" and j.stage < max(todo)
+                and (out := j.output()) is not None and not out.exists()}
+
     def estimate(self, jobs: list[Job], reg: Registry) -> tuple[float, float, int]:
         """(job seconds, wall seconds, jobs with no recorded duration) of the jobs not finished yet: each takes the
         median recorded duration of its front-end and command (:meth:`Registry.job_durations`); the wall time
@@ -455,7 +481,7 @@ class Runner:
         for stage in sorted({j.stage for j in jobs}):
             ts = []
             for j in jobs:
-                if j.stage != stage or reg.job_status(j.hash) == "finished":
+                if j.stage != stage or self.finished(j, reg):
                     continue
                 if self.kind(j) in med:
                     ts.append(med[self.kind(j)])
@@ -492,6 +518,12 @@ class Runner:
         job the later stages are not started but counted ``blocked``: they use what the earlier stages make)."""
         reg = Registry(self.registry_url)
         counts: dict[str, int] = {}
+        lost = self.lost_outputs(jobs, reg)
+        self._rebuild = set(lost)
+        for j in jobs:
+            if j.hash in lost:
+                print(f"[rebuild] {j.label()}  (finished, but its output {lost[j.hash]} is gone and a later stage "
+                      "reads it: it runs again, and its new run supersedes the old one)", flush=True)
         if self.dry_run:
             total, wall, unknown = self.estimate(jobs, reg)
             self.estimated = (total, wall, unknown)

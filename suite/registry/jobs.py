@@ -21,9 +21,10 @@ class JobsMixin:
         with self._read() as conn:
             return conn.execute(sa.select(jobs_t.c.status).where(jobs_t.c.hash == job_hash)).scalar()
 
-    def claim_job(self, job_hash: str, command: str) -> bool:
-        """Atomically claim a job for this process. False if it is finished, or running: its runner or its
-        job process (``child_pid``, which may outlive a killed runner) is alive, or it runs on another host.
+    def claim_job(self, job_hash: str, command: str, rerun: bool = False) -> bool:
+        """Atomically claim a job for this process. False if it is finished (unless ``rerun``: a finished job run
+        again), or running: its runner or its job process (``child_pid``, which may outlive a killed runner) is
+        alive, or it runs on another host.
 
         Runs recorded by an earlier, unfinished attempt of the job are marked ``interrupted``, so a
         resumed job never leaves duplicate finished rows.
@@ -32,7 +33,7 @@ class JobsMixin:
         with self._tx() as conn:
             row = conn.execute(sa.select(jobs_t).where(jobs_t.c.hash == job_hash)).first()
             if row is not None:
-                if row.status == "finished":
+                if row.status == "finished" and not rerun:
                     return False
                 if row.status == "running" and _job_alive(row, host):
                     return False

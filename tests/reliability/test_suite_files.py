@@ -1,6 +1,7 @@
 """Benchmark suite files (`suite bench run <file>`) and config YAML files with values a runner would only trip over
 later: every one is refused when the file is loaded, with one line naming the file, the job group and the key;
-nothing is run or written. A later stage whose earlier stage failed is not started."""
+nothing is run or written. A later stage whose earlier stage failed is not started; an earlier stage's lost output is
+rebuilt before a later stage reads it."""
 from __future__ import annotations
 
 import sys
@@ -128,6 +129,45 @@ def test_later_stage_after_a_failed_stage(tmp_path, capsys):
     assert Registry(db).job_status(later.hash) is None  # never claimed: a later run starts it
     fixed = [j for j in jobs if dict(j.args)["code"] == 0]
     assert _ExitRunner(db, log_dir=tmp_path / "logs").run(fixed) == {"skipped": 1, "finished": 1}
+
+
+class _MakeRunner(Runner):
+    """Jobs that create their ``out`` folder (``models:NAME`` resolved as the runner resolves it) and exit 0."""
+
+    def command(self, job):
+        return [sys.executable, "-c", f"import pathlib; pathlib.Path({str(job.output())!r}).mkdir(parents=True)"]
+
+
+def test_lost_output_of_an_earlier_stage_is_rebuilt(tmp_path, monkeypatch, capsys):
+    """a stage-0 job finished and its output folder (models:NAME) was deleted; a stage-1 job has still to run -> the
+    stage-0 job is reported '[rebuild]' naming the folder and runs again before stage 1 (a dry run says so and changes
+    nothing); with its folder present, or with no later job left to run, a finished job is skipped as before"""
+    monkeypatch.setenv("SUITE_MODELS", str(tmp_path / "models"))
+    p = tmp_path / "staged.yaml"
+    p.write_text(yaml.safe_dump({"name": "staged", "jobs": [
+        {"frontend": "probe", "command": "make", "stage": 0, "args": {"out": "models:enc-{seed}"}, "seeds": [0]},
+        {"frontend": "probe", "command": "use", "stage": 1, "args": {"out": str(tmp_path / "use-{seed}")},
+         "seeds": [0, 1]}]}))
+    _, jobs = load_suite(p)
+    make, use0, use1 = jobs
+    db, logs = str(tmp_path / "r.sqlite"), tmp_path / "logs"
+    assert _MakeRunner(db, log_dir=logs).run([make, use0]) == {"finished": 2}
+    enc = tmp_path / "models" / "enc-0"
+    assert make.output() == enc and enc.is_dir()
+    capsys.readouterr()
+    enc.rmdir()
+    assert _MakeRunner(db, log_dir=logs).run([make, use0]) == {"skipped": 2}  # nothing left to run: not rebuilt
+    assert not enc.exists() and "[rebuild]" not in capsys.readouterr().out
+    dry = _MakeRunner(db, log_dir=logs, dry_run=True)
+    assert dry.run(jobs) == {"dry-run": 2, "skipped": 1}
+    out = capsys.readouterr().out
+    assert f"[rebuild] {make.label()}" in out and str(enc) in out and not enc.exists()
+    assert _MakeRunner(db, log_dir=logs).run(jobs) == {"finished": 2, "skipped": 1}
+    assert enc.is_dir() and "[rebuild]" in capsys.readouterr().out
+    from suite.registry import Registry
+
+    assert Registry(db).job_status(make.hash) == "finished"
+    assert _MakeRunner(db, log_dir=logs).run(jobs) == {"skipped": 3}
 
 
 # ----------------------------------------------------------------------------- config YAML files (suite.config)
