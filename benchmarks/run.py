@@ -29,8 +29,8 @@ wrong type, a mapping as an arg, a ``{placeholder}`` that names no arg, an unkno
 ``jobs``: one line naming the file, the group and the key),
 and before any job starts every job's front-end and command must be a ``suite`` command. A stage after one with a failed
 job is not started (its jobs are reported ``blocked``); a finished job whose output folder (its ``out`` arg) is gone
-while a later stage has still to run is run again first (``[rebuild]``), since the later stage reads it. A suite's ``name`` names its log folder, so it may hold only
-letters, digits, ``.``, ``_`` and ``-``. Jobs run in parallel up to
+while a later stage has still to run is run again first (``[rebuild]``), since the later stage reads it. A suite's
+``name`` names its log folder, so it may hold only letters, digits, ``.``, ``_`` and ``-``. Jobs run in parallel up to
 ``--jobs``, each with a thread budget of ``max(1, cores // jobs)`` (``--threads`` overrides; set as
 ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` in the child's environment, which torch's thread pool follows), so
 jobs x threads <= cores; ``--launcher torchrun`` starts each job with ``torch.distributed.run`` and forwards
@@ -458,7 +458,11 @@ class Runner:
             f" ({'; '.join(running)})" if running else "") + f"; {eta}"
 
     def finished(self, job: Job, reg: Registry) -> bool:
-        return job.hash not in self._rebuild and reg.job_status(job.hash) == "finished"
+        """Finished in the registry, and not a rebuild whose output is still missing (another runner on the same
+        registry may have rebuilt it in the meantime: then it is not run a second time)."""
+        if reg.job_status(job.hash) != "finished":
+            return False
+        return job.hash not in self._rebuild or ((out := job.output()) is not None and out.exists())
 
     def lost_outputs(self, jobs: list[Job], reg: Registry) -> dict[str, Path]:
         """{hash: folder} of the finished jobs whose output folder (:meth:`Job.output`) is gone while a job of a later
