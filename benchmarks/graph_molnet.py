@@ -57,8 +57,8 @@ NOTES = """## Notes
   (torch 2.13, float32 on a CPU, against torch 1.0 on a GPU), the random streams, and 3 to 5 seeds against 10. A
   fault that loses information (featurisation, split, pooling) would put our row below the published one; where
   ours is outside the published std it says whether it is above or below. Others re-running the released code
-  report ClinTox numbers inconsistent with its Table 1 (pretrain-gnns issue #33: attribute masking 82 above
-  supervised + masking 78, the reverse of the paper's order) and results that move between PyG versions (#61).
+  report ClinTox numbers they found inconsistent with its Table 1 (pretrain-gnns issue #33: attribute masking 82,
+  supervised + masking 78) and results that move between PyG versions (#61).
 - Last vs best-validation epoch: with a few short epochs the last-epoch ROC-AUC moves a lot between
   epochs; both are reported and the claim uses the last epoch.
 - Loss settings: GraphCL and MACL from suite/presets.py (graph_transfer); CACR at its defaults (t+ = 1, t- = 2, the
