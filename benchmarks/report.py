@@ -308,12 +308,15 @@ def claims(table: dict[tuple[str, str, str], Table]) -> list[tuple[str, str, str
     only within one task, data set and setting."""
     out = []
 
-    def groups(prefix: str, a: str, b: str) -> dict[str, list[tuple[str, Cell, Cell]]]:
-        """{where: [(data set, cell of a, cell of b)]}, one group per task matching ``prefix`` and setting."""
-        found: dict[str, list[tuple[str, Cell, Cell]]] = {}
+    def groups(prefix: str, a: str, b: str) -> dict[str, tuple[list[tuple[str, Cell, Cell]], list[str]]]:
+        """{where: ([(data set, cell of a, cell of b)], [data sets where only b ran])}, one group per task matching
+        ``prefix`` and setting: a data set where the baseline ran in that setting and ``a`` has not (a grid still
+        running) is a part of the claim not measured yet, so the claim cannot be confirmed without it."""
+        found: dict[str, tuple[list[tuple[str, Cell, Cell]], list[str]]] = {}
         for (mod, task, _), t in sorted(table.items()):
             if not f"{mod}/{task}".startswith(prefix):
                 continue
+            keys: dict[str, tuple[int, str, str]] = {}
             for d, cells in sorted(t.by_ds.items()):
                 for x in cells.values():  # each a-row against each b-row of the same grid keys and setting
                     for y in (c for c in cells.values() if c.loss == b and c.setting == x.setting
@@ -321,16 +324,25 @@ def claims(table: dict[tuple[str, str, str], Table]) -> list[tuple[str, str, str
                         where = (f"{task}" + (f" {x.rowkey}" if x.rowkey else "")
                                  + (f" {a} {x.hpkey} vs {b} {y.hpkey}".replace("  ", " ") if x.hpkey or y.hpkey else "")
                                  + (f" s{x.setting}" if t.settings else ""))
-                        found.setdefault(where, []).append((d, x, y))
-        return dict(sorted(found.items(), key=lambda kv: -len(kv[1])))
+                        found.setdefault(where, ([], []))[0].append((d, x, y))
+                        keys[where] = (y.setting, y.rowkey, y.hpkey)
+            for where, key in keys.items():
+                found[where][1].extend(d for d, cells in sorted(t.by_ds.items())
+                                       if d not in {p[0] for p in found[where][0]}
+                                       and any((c.setting, c.rowkey, c.hpkey) == key for c in cells.values() if c.loss == b))
+        return dict(sorted(found.items(), key=lambda kv: -len(kv[1][0])))
 
     def compare(prefix: str, a: str, b: str, claim: str) -> None:
         found = groups(prefix, a, b)
         if not found:
             out.append((claim, str(Verdict.NOT_MEASURED), f"no finished {a} and {b} runs on the same data set and setting"))
-        for where, pairs in found.items():
+        for where, (pairs, missing) in found.items():
             c = Claim(where, a, b, "headline", claim)
-            out.append((claim + (f" [{where}]" if len(found) > 1 else ""), *_verdict(pairs, c, None)))
+            total = len(pairs) + len(missing)
+            verdict, ev = _verdict(pairs, c, total if missing else None, total if missing else None)
+            if missing:
+                ev += f"; {a} not run yet on {', '.join(missing)}"
+            out.append((claim + (f" [{where}]" if len(found) > 1 else ""), verdict, ev))
 
     for c in REPORT_CLAIMS:  # declared in benchmarks/claims.py
         compare(c.task, c.a, c.b, c.text)
