@@ -108,16 +108,15 @@ def transfer_claims(ft: list[JobRuns], variants: list[str] | None = None) -> lis
 
     claims = []
     for v in variants:
-        sets = [d for d in datasets if seeds(v, d) and seeds("none", d)]
+        base = [d for d in datasets if seeds("none", d)]
         # a grid still running: the sets where both sides have 3 seeds, so that one set with a single seed
         # does not cut every set's per-seed average down to that seed
-        full = [d for d in sets if min(seeds(v, d), seeds("none", d)) >= 3]
-        left = [d for d in sets if d not in full] if full else []
-        sets = full or sets
+        sets = [d for d in base if min(seeds(v, d), seeds("none", d)) >= 3] or [d for d in base if seeds(v, d)]
+        left = [d for d in base if d not in sets]
         if v != "none" and sets:
             a, b = seed_avgs(v, sets), seed_avgs("none", sets)
             res = Claim("graph/molnet-finetune", v, "none", "rocauc_last avg").judge(a, b)
-            out = f"; {', '.join(left)} left out: fewer than 3 seeds" if left else ""
+            out = f"; {', '.join(left)} left out: fewer than 3 {v} seeds" if left else ""
             claims.append(f"- {v} pretraining beats none (rows {v} vs none, average over {', '.join(sets)}{out}): "
                           f"{mean_std(a, 1)} vs {mean_std(b, 1)} -> **{res.verdict}** ({res.evidence(1)})")
     return claims
