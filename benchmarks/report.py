@@ -327,8 +327,8 @@ def claims(table: dict[tuple[str, str, str], Table]) -> list[tuple[str, str, str
                         found.setdefault(where, ([], []))[0].append((d, x, y))
                         keys[where] = (y.setting, y.rowkey, y.hpkey)
             for where, key in keys.items():
-                found[where][1].extend(d for d, cells in sorted(t.by_ds.items())
-                                       if d not in {p[0] for p in found[where][0]}
+                both = {p[0] for p in found[where][0]}
+                found[where][1].extend(d for d, cells in sorted(t.by_ds.items()) if d not in both
                                        and any((c.setting, c.rowkey, c.hpkey) == key for c in cells.values() if c.loss == b))
         return dict(sorted(found.items(), key=lambda kv: -len(kv[1][0])))
 
@@ -339,7 +339,7 @@ def claims(table: dict[tuple[str, str, str], Table]) -> list[tuple[str, str, str
         for where, (pairs, missing) in found.items():
             c = Claim(where, a, b, "headline", claim)
             total = len(pairs) + len(missing)
-            verdict, ev = _verdict(pairs, c, total if missing else None, total if missing else None)
+            verdict, ev = _verdict(pairs, c, total, total if missing else None)
             if missing:
                 ev += f"; {a} not run yet on {', '.join(missing)}"
             out.append((claim + (f" [{where}]" if len(found) > 1 else ""), verdict, ev))
