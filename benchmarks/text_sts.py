@@ -267,7 +267,8 @@ def _diagnosis(registry: Registry, jrs: list[JobRuns]) -> list[str]:
 
     if not (SUITES / f"{DIAGNOSE}.yaml").is_file():
         return []
-    diag = [jr for jr in suite_runs(registry, DIAGNOSE) if jr.runs]
+    declared = suite_runs(registry, DIAGNOSE)
+    diag = [jr for jr in declared if jr.runs]
     if not diag:
         return []
     base = {"lr": 3e-5, "pooling": "mean", "mlp-head": None, "loss-hparams": None,  # None: not set in text-sts
@@ -290,6 +291,8 @@ def _diagnosis(registry: Registry, jrs: list[JobRuns]) -> list[str]:
             and jr.arg("sts_tasks") == ["STSB-dev"]]
     rows += [[f"text-sts setting, lr {jr.arg('lr'):g}", *curve(jr)] for jr in _selection(jrs) if jr.of_task("simcse")]
     for jr in diag:
+        if jr.job.command != "train" or start_of(jr) != MLM_START:  # the pretraining-length rows: the table below
+            continue
         changed = [f"{k} {v}" for k, v in jr.job.args if k in base and v != base[k]]
         rows.append([", ".join(changed) or "the text-sts setting", *curve(jr)])
     return ["### Why SimCSE loses STS-B dev from the MLM start model", "",
@@ -304,7 +307,39 @@ def _diagnosis(registry: Registry, jrs: list[JobRuns]) -> list[str]:
             "works from this start model, and it is dropout-noise SimCSE that finds nothing to learn in a BERT-mini "
             "with this little MLM pretraining: its dropout views are already easy to tell apart, and what the "
             "objective then teaches (uniformity) does not carry semantic similarity. The MACL claim is therefore not "
-            "judged from this start model (below).", ""]
+            "judged from this start model (below).", "", *_length(jrs, declared, curve)]
+
+
+def _length(jrs: list[JobRuns], diag: list[JobRuns], curve: Any) -> list[str]:
+    """The diagnosis by pretraining length: the same MLM recipe stopped at fewer steps (the diagnosis suite) beside
+    the start model of text-sts; for each, its held-out MLM loss, its own STS-B dev (mean pooling) and SimCSE's best
+    STS-B dev in the text-sts setting (infonce, seed 0, lr 3e-5), and the gap between the two."""
+    starts_ = {MLM_START: [jr for jr in jrs if jr.job.command == "mlm"]}
+    for jr in diag:
+        if jr.job.command == "mlm":
+            starts_[str(dict(jr.job.values())["out"])] = [jr]
+    rows = []
+    for start, mlm in starts_.items():
+        runs = [r for jr in mlm for r in jr.runs]
+        own = [jr for jr in jrs + diag if jr.job.command == "eval" and start_of(jr) == start
+               and jr.arg("sts_tasks") == ["STSB-dev"] and jr.arg("pooling") == "mean"]
+        dev = values(own, "stsb_dev", "test", EVAL)
+        trained = [jr for jr in (_selection(jrs) if start == MLM_START else diag) if jr.job.command == "train"
+                   and start_of(jr) == start and jr.arg("lr") == 3e-5 and jr.of_task("simcse")]
+        best = curve(trained[0])[0] if trained else "not run"
+        gap = f"{float(best) - dev[0]:+.2f}" if dev and trained and best != "not run" else "—"
+        rows.append([f"{mlm[0].arg('steps'):,}" if mlm and mlm[0].arg("steps") else "not run",
+                     f"{runs[-1].metric('mlm_loss', 'val'):.3f} / {100 * runs[-1].metric('mlm_acc', 'val'):.1f} %"
+                     if runs else "—", cell(dev, show_n=False) if dev else "not run", best, gap])
+    if len(rows) < 2:
+        return []
+    rows.sort(key=lambda r: int(r[0].replace(",", "")) if r[0] != "not run" else 1 << 62)
+    return ["#### By pretraining length", "",
+            f"The start model's MLM recipe stopped earlier (`{DIAGNOSE}.yaml`, stage 0; the same corpus, batch, "
+            "learning rate and schedule shape), each followed by SimCSE in the text-sts setting (infonce, seed 0, lr "
+            "3e-5, mean pooling); STS-B dev only. The gap is SimCSE's best STS-B dev minus the start model's own.", "",
+            md(["MLM steps (x 128 sentences)", "held-out MLM loss / accuracy", "start model's STS-B dev",
+                "SimCSE's best STS-B dev", "gap"], rows), ""]
 
 
 def figures(registry: Registry, suite: str = SUITE) -> list[tuple[str, Any]]:

@@ -24,7 +24,7 @@ def _job(suite: str, **want) -> list[Job]:
 
 def _record(reg: Registry, job: Job, modality: str, task: str, metrics: dict, step: int | None = None, **row) -> None:
     with reg.run(modality=modality, task=task, dataset=row.get("dataset", "d"), loss=row.get("loss", "l"),
-                 seed=job.seed, cfg_hash=job.hash) as run:
+                 seed=job.seed, cfg_hash=job.hash, config=row.get("config")) as run:
         for (name, split), v in metrics.items():
             run.log(name, v, split=split, step=step)
 
@@ -110,7 +110,7 @@ def test_molnet_full_protocol_section(reg, tmp_path):
             "-10.0, below the published mean)") in full
     assert re.search(r"macl pretraining beats none \(rows macl vs none, average over bbbp; sider, clintox, bace left "
                      r"out: fewer than 3 macl seeds\): 72\.1 ± 0\.1 \(n=3\) vs 66\.1 ± 0\.1 \(n=3\) -> \*\*confirmed\*\*", full)
-    assert "Jobs with results: 16 of 59" in full
+    assert "Jobs with results: 16 of 83" in full
     assert "beats none" not in text[:text.index("## Full fine-tuning protocol")].split("Claims:")[1].split("##")[0]
 
 
@@ -157,6 +157,35 @@ def test_text_claim_from_the_mlm_start_is_not_judged_when_training_does_not_move
                      r"against the model's own 43\.70", text)
     _record(reg, job, "text", "senteval-sts", {("avg", "test"): 55.0})  # the job's latest evaluation
     assert "not contrastive)]*: **not judged**" not in text_sts.table(reg)
+
+
+def test_text_diagnosis_by_pretraining_length(reg, tmp_path):
+    """the start models of the diagnosis suite (300, 1,000 steps) beside text-sts' own (3,000): held-out MLM loss,
+    their STS-B dev, SimCSE's best STS-B dev and the gap, ordered by steps; a length not run yet says so"""
+    (job,) = _job("text-sts", command="mlm")
+    cfg = {"layers": 4, "hidden": 256, "heads": 4, "intermediate": 1024, "vocab_size": 8192, "steps": 3000,
+           "batch_size": 128, "lr": 5e-4, "warmup": 0.06, "bf16": False}
+    _record(reg, job, "text", "mlm", {("mlm_loss", "val"): 4.5, ("mlm_acc", "val"): 0.32, ("n_sentences", "data"): 9.0,
+                                      ("n_tokens", "data"): 99.0}, config=cfg)
+    (job,) = _job("text-sts", command="eval", model="models:bert-mini-english", pooling="mean", label="mlm-start-dev")
+    _record(reg, job, "text", "senteval-sts", {("stsb_dev", "test"): 53.0})
+    (job,) = _job("text-sts", command="train", backbone="models:bert-mini-english", loss="infonce", lr=3e-5, seed=0)
+    _record(reg, job, "text", "simcse-unsup", {("best_stsb_dev", "dev"): 0.49}, step=31)
+    (job,) = _job("text-mlm-diagnose", command="mlm", steps=300)
+    _record(reg, job, "text", "mlm", {("mlm_loss", "val"): 6.25, ("mlm_acc", "val"): 0.1})
+    (job,) = _job("text-mlm-diagnose", command="eval", model="models:bert-mini-english-300")
+    _record(reg, job, "text", "senteval-sts", {("stsb_dev", "test"): 40.0})
+    (job,) = _job("text-mlm-diagnose", command="train", backbone="models:bert-mini-english-300")
+    _record(reg, job, "text", "simcse-unsup", {("best_stsb_dev", "dev"): 0.30}, step=31)
+    text = text_sts.table(reg)
+    rows = text[text.index("#### By pretraining length"):].split("## Claims")[0]
+    rows = [l for l in rows.splitlines() if re.match(r"\| [\dn]", l)]
+    assert rows == ["| 300 | 6.250 / 10.0 % | 40.00 | 30.00 | -10.00 |",
+                    "| 1,000 | — | not run | not run | — |",
+                    "| 3,000 | 4.500 / 32.0 % | 53.00 | 49.00 | -4.00 |"]
+    # the diagnosis table above lists the one-factor runs from text-sts' start model, not these
+    assert "backbone models:bert-mini-english-300" not in text
+    _no_cache(tmp_path)
 
 
 def test_vision_cifar_table_from_registry(reg, tmp_path):
