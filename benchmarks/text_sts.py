@@ -344,8 +344,8 @@ def _length(jrs: list[JobRuns], diag: list[JobRuns], curve: Any) -> list[str]:
             "faster. From the least-pretrained model SimCSE gains on STS-B dev; from 1,000 steps on it loses, by about "
             "the same amount at 1,000 and at 3,000 steps. The gap does not close as the pretraining grows, so a longer "
             "MLM run of this shape is not expected to reach the 10 points above the start model that the claim needs. "
-            "Where SimCSE's published gain comes from (BERT-base, 12 x 768, 3.3B words: +20 points on the STS average "
-            "over its first-last average) is a start model far beyond what two CPU cores can pretrain.", ""]
+            "SimCSE's published rows start from BERT-base (12 x 768, pretrained on 3.3B words), a model far beyond "
+            "what two CPU cores can pretrain.", ""]
 
 
 def figures(registry: Registry, suite: str = SUITE) -> list[tuple[str, Any]]:
