@@ -260,14 +260,17 @@ def table(registry: Registry, suite: str = SUITE) -> str:
     return "\n".join(text)
 
 
+def _diagnosis_jobs(registry: Registry) -> list[JobRuns]:
+    """Every job of the diagnosis suite with its runs; none when the suite file is absent."""
+    from benchmarks.run import SUITES
+
+    return suite_runs(registry, DIAGNOSE) if (SUITES / f"{DIAGNOSE}.yaml").is_file() else []
+
+
 def _diagnosis(registry: Registry, jrs: list[JobRuns]) -> list[str]:
     """The diagnosis suite's runs (one factor changed at a time from the MLM start model's setting): best STS-B dev
     and its curve, beside the start model's own STS-B dev and the selection runs."""
-    from benchmarks.run import SUITES
-
-    if not (SUITES / f"{DIAGNOSE}.yaml").is_file():
-        return []
-    declared = suite_runs(registry, DIAGNOSE)
+    declared = _diagnosis_jobs(registry)
     diag = [jr for jr in declared if jr.runs]
     if not diag:
         return []
@@ -393,10 +396,7 @@ def figures(registry: Registry, suite: str = SUITE) -> list[tuple[str, Any]]:
         ax.set_title("SimCSE from the MLM start model (seed 0)")
         ax.legend(fontsize=7)
         out.append(("SimCSE from the MLM start model: STS-B dev during training", fig))
-    from benchmarks.run import SUITES
-
-    points = [p for p in by_length(jrs, suite_runs(registry, DIAGNOSE) if (SUITES / f"{DIAGNOSE}.yaml").is_file()
-                                   else []) if p[2] is not None and p[3] is not None]
+    points = [p for p in by_length(jrs, _diagnosis_jobs(registry)) if p[2] is not None and p[3] is not None]
     if len(points) >= 2:
         fig, ax = plt.subplots(figsize=(5.5, 3.2))
         steps = [p[0] for p in points]
