@@ -34,11 +34,12 @@ torch.set_num_threads(int(sys.argv[4]))
 from suite.train import Engine
 model, batch, chunk = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if model == "simcse":
-    from text.methods.simcse import SimCSEConfig, _step, loss_for
+    from suite.presets import make_loss
+    from text.methods.simcse import SimCSEConfig, _step
     from text.models.encoder import build_encoder
     cfg = SimCSEConfig(batch_size=batch, grad_cache_chunk=chunk, pooling="mean", dropout=0.1)
     enc = build_encoder("default", "mean", True, False, 0.1)
-    loss = loss_for("infonce")
+    loss = make_loss("text", "infonce").loss
     words = ("the a cat dog sat on mat ran fast slow red blue green house tree car road city river hill man woman "
              "child book read wrote sang song long short day night").split()
     g = torch.Generator().manual_seed(0)

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import functools
 import itertools
 import os
 import re
@@ -72,6 +73,14 @@ RENAMED_ARGS: dict[tuple[str, str], dict[str, str]] = {
 }
 
 
+@functools.lru_cache(maxsize=None)
+def _loss_origin(loss: Any) -> dict[str, Any] | None:
+    """:func:`suite.presets.loss_origin` of a job's ``loss`` arg, once per runner (read when the suite is loaded)."""
+    from suite.presets import loss_origin
+
+    return loss_origin(loss) if isinstance(loss, str) else None
+
+
 @dataclass(frozen=True)
 class Job:
     frontend: str
@@ -84,7 +93,11 @@ class Job:
 
     @property
     def hash(self) -> str:
-        return config_hash({"frontend": self.frontend, "command": self.command, "args": dict(self.args), "seed": self.seed})
+        """Of (frontend, command, args, seed) and, for a user's loss (``loss: file.py:Class``), its origin (the
+        source's sha256, the package version): a changed loss is a new job, never a finished one skipped."""
+        key = {"frontend": self.frontend, "command": self.command, "args": dict(self.args), "seed": self.seed}
+        origin = _loss_origin(dict(self.args).get("loss"))
+        return config_hash({**key, "loss_origin": origin} if origin else key)
 
     def earlier_hashes(self) -> list[str]:
         """The job's hash under the earlier spelling of its renamed arguments (:data:`RENAMED_ARGS`), if any."""

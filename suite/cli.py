@@ -36,7 +36,9 @@ def _cmd_losses(args: argparse.Namespace) -> int:
         kind = "multi-view (V, N, d)" if cls.multi_view else "two-view (N, d)"
         extra = ", ".join(cls.requires)
         hp = ", ".join(f"{k}={v}" for k, v in L.defaults(name).items())
-        doc = (sys.modules[cls.__module__].__doc__ or cls.__doc__ or "-").strip().splitlines()[0]
+        doc = ((sys.modules[cls.__module__].__doc__ or cls.__doc__ or "-").strip() or "-").splitlines()[0]
+        if name in L.plugins():
+            doc = f"{doc} (installed: {L.plugins()[name]})"
         rows.append([name, kind, extra or "-", "sphere" if cls.hypersphere else "euclidean", hp, doc])
     al = L.aliases()
     print(markdown_table(["loss", "input", "needs", "space", "defaults", "reference"], rows))

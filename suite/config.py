@@ -137,10 +137,24 @@ def run_options(cfg: Any) -> tuple[str, ...]:
 
 def experiment_config(cfg: Any) -> dict[str, Any]:
     """The resolved experiment as plain JSON data (``dataclasses.asdict`` with the run options
-    removed): what a checkpoint records and what a resume must match."""
+    removed, and a user's loss's origin added): what a checkpoint records and what a resume must match."""
     skip = set(run_options(cfg))
     d = {k: v for k, v in to_dict(cfg).items() if k not in skip}
+    origin = _loss_origin(d.get("loss"))
+    if origin is not None:
+        d["loss_origin"] = origin
     return json.loads(json.dumps(d, sort_keys=True, default=str))
+
+
+def _loss_origin(loss: Any) -> dict[str, Any] | None:
+    """A user's loss (``cfg.loss`` naming ``module:Class``, ``file.py:Class`` or an installed package's loss) is
+    part of the experiment by its origin (import path, package version, source sha256): changing its source makes a
+    new setting, and two classes of one name never share a run. None (nothing added) for a loss of the core."""
+    if not isinstance(loss, str) or not loss.strip():
+        return None
+    from suite.presets import loss_origin
+
+    return loss_origin(loss)
 
 
 def run_option_values(cfg: Any) -> dict[str, Any]:

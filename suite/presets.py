@@ -2,27 +2,33 @@
 
 A *setting* is a modality and framework: ``simclr`` (images, in-batch), ``moco`` (images, MoCo v2),
 ``imagenet`` (t-SimCLR's ImageNet MoCo-v2 setting), ``text`` (SimCSE), ``graph_tu`` (GraphCL on TU) and
-``graph_transfer`` (molecular pretraining). A preset is a core loss name and its hyper-parameters,
+``graph_transfer`` (molecular pretraining) and ``gmm`` (t-SimCLR's Gaussian mixtures). A preset is a core loss name and its hyper-parameters,
 read from the papers (sources beside each entry); anything a user passes overrides it. Front-ends take
 their defaults from here and record the resolved hyper-parameters with every run.
 
 CACR's image temperatures depend on the data set and K (CACR App. C.1); :func:`preset` takes
 ``dataset=`` and ``views=`` for them.
 
-What a front-end builds is :func:`resolve` (the preset, the user's overrides, then the setting's fixed
-arrangement: MoCo's queue-only negatives), trained on :func:`views` views per sample, and for text an
-encoder dropout of :func:`text_dropout`. Every rule of that kind lives here, not in a front-end.
+What a front-end builds is :func:`make_loss`, the one loss factory: :func:`resolve` (the preset, the user's
+overrides, then the setting's fixed arrangement: MoCo's queue-only negatives) for a loss of the core, or a user's
+own loss (:mod:`suite.losses.user`: ``module:Class``, ``file.py:Class`` or an installed package's loss, with its
+own defaults and the overrides, checked once on random embeddings), trained on :func:`views` views per sample, and
+for text an encoder dropout of :func:`text_dropout`. Every rule of that kind lives here, not in a front-end.
 
 Example: >>> resolve("moco", "infonce", {"temperature": 0.1})
 ('infonce', {'temperature': 0.1, 'negatives': 'none', 'symmetric': False})
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-import suite.losses as L
+from torch import nn
 
-SETTINGS = ("simclr", "moco", "imagenet", "text", "graph_tu", "graph_transfer")
+import suite.losses as L
+from suite.losses import user
+
+SETTINGS = ("simclr", "moco", "imagenet", "text", "graph_tu", "graph_transfer", "gmm")
 
 # SimCSE's objective (Gao et al. 2021, released code): anchors z1, candidates z2, one direction
 SIMCSE_ARRANGEMENT = {"negatives": "cross", "symmetric": False}
@@ -67,6 +73,14 @@ _PRESETS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
         "graphcl": ("dcl", {"temperature": 0.1, **GRAPHCL_ARRANGEMENT}),
         "macl": ("macl", {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, **GRAPHCL_ARRANGEMENT}),
         "infonce": ("infonce", {"temperature": 0.1, **GRAPHCL_ARRANGEMENT}),
+    },
+    "gmm": {  # t-SimCLR's Gaussian mixtures (App. C): cosine SimCLR at tau = 0.5 ("tau = 0.5 works better for the
+        # base SimCLR"); t-SimCLR and MACL as for SimCLR images; l2 SimCLR: no value given, tau = 1 (a feature scale
+        # for unnormalised features)
+        "infonce": ("infonce", {"temperature": 0.5}),
+        "simclr_l2": ("simclr_l2", {"temperature": 1.0}),
+        "tsimclr": ("tsimclr", {"temperature": 5.0, "t_df": 5.0}),
+        "macl": ("macl", {"tau0": 0.1, "alpha": 0.5, "a0": 0.0}),
     },
 }
 
@@ -162,9 +176,82 @@ def text_dropout(loss: str, dropout: float = -1.0) -> float:
     ``macl``; SimCSE's 0.1 otherwise)."""
     if dropout >= 0:
         return dropout
-    return TEXT_DROPOUT.get(L.canonical_name(loss), TEXT_DROPOUT_DEFAULT)
+    return TEXT_DROPOUT.get(loss_label("text", loss), TEXT_DROPOUT_DEFAULT)
 
 
 def names(setting: str) -> list[str]:
     """Loss (and preset) names with a preset in ``setting``."""
     return sorted(_PRESETS[setting])
+
+
+@dataclass
+class BuiltLoss:
+    """What :func:`make_loss` gives a front-end: the loss, the name its runs record, its resolved hyper-parameters,
+    the preset that chose them (None: the loss's own defaults), the views per sample it trains on, and for a user's
+    loss its origin (:func:`suite.losses.user.origin`: import path, package and version, source sha256)."""
+
+    loss: nn.Module
+    name: str
+    hparams: dict[str, Any]
+    preset: str | None = None
+    views: int = 2
+    origin: dict[str, Any] | None = field(default=None, repr=False)
+
+
+def is_user_loss(loss: str) -> bool:
+    """A user's loss: named by its class (``module:Class``, ``file.py:Class``) or installed by a package."""
+    return user.is_spec(loss) or (isinstance(loss, str) and loss_origin(loss) is not None)
+
+
+def loss_origin(loss: str) -> dict[str, Any] | None:
+    """:func:`suite.losses.user.origin` of ``loss`` (None for a loss of the core); no user code is imported."""
+    if not isinstance(loss, str) or not loss.strip():
+        return None
+    if user.is_spec(loss):
+        return user.origin(loss)
+    key = L.aliases().get(_key(loss), _key(loss))
+    return user.origin(key) if key in L.plugins() else None
+
+
+def loss_label(setting: str, loss: str, *, presets_keep_name: bool = False) -> str:
+    """The name runs of ``loss`` record in ``setting`` (without building it): a user's loss as named, a loss of the
+    core by its canonical name, or with ``presets_keep_name`` a preset of the setting by the preset's name (the
+    graph front-ends: ``graphcl``, not its underlying ``dcl``)."""
+    _check_setting(setting)
+    if user.is_spec(loss):
+        return loss.strip()
+    if presets_keep_name and _key(loss) in _PRESETS[setting]:
+        return _key(loss)
+    return L.canonical_name(loss)
+
+
+def make_loss(setting: str, loss: str, overrides: dict[str, Any] | None = None, *, provides: tuple[str, ...] | None = None,
+              aliases: bool = True, check: bool = True, **context: Any) -> BuiltLoss:
+    """The one loss factory of the front-ends: ``loss`` (a preset or core name, a user's ``module:Class`` or
+    ``file.py:Class``, or an installed package's loss) in ``setting`` with ``overrides`` on top.
+
+    A loss of the core gets :func:`resolve` (preset, overrides, the setting's arrangement; ``aliases`` and
+    ``context`` as there) and :func:`views`. A user's loss gets its own defaults and ``overrides`` only, two views,
+    and unless ``check`` is False one run on random embeddings (:func:`suite.losses.user.self_check`). ``provides``:
+    the keyword inputs the front-end can give (``labels``, ``similarity``); a loss that requires anything else is
+    refused, naming it. Errors are ``ValueError``s of one line."""
+    _check_setting(setting)
+    if user.is_spec(loss):
+        built = user.build_user(loss, **(overrides or {}))
+        out = BuiltLoss(built, loss.strip(), built.hparams(), None, 2, user.origin(loss))
+    else:
+        key = _key(loss)
+        name, hp = resolve(setting, loss, overrides, aliases=aliases, **context)
+        origin = loss_origin(name)
+        built = L.build(name, **hp)
+        is_preset = key in _PRESETS[setting] or (aliases and L.canonical_name(key) in _PRESETS[setting])
+        out = BuiltLoss(built, name, built.hparams(), key if is_preset else None,
+                        views(setting, key) if origin is None else 2, origin)
+    if provides is not None:
+        missing = [r for r in getattr(out.loss, "requires", ()) if r not in provides]
+        if missing:
+            raise ValueError(f"loss {out.name!r} requires {missing}, which {setting} training does not provide"
+                             + (f" (it provides {list(provides)})" if provides else ""))
+    if out.origin is not None and check:
+        user.self_check(out.loss, out.name)
+    return out

@@ -47,19 +47,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-import suite.losses as L
 from suite.eval.points import log_points
-from suite.presets import preset
+from suite.presets import loss_label, make_loss
 from suite.registry import Registry
 from suite.train.run import RunContext, Task, Training, run
 
 MEANS = {"mixture2d": ((0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0), (3.0, 3.0)),
          "order1d": ((1.0,), (2.0,), (3.0,), (4.0,))}
-# cosine SimCLR: tau = 0.5 ("tau = 0.5 works better for the base SimCLR", t-SimCLR App. C); t-SimCLR: the
-# paper's defaults (simclr preset); -l2 SimCLR: no value given, tau = 1 (a feature scale for unnormalised features)
-TEMPERATURES = {"infonce": {"temperature": 0.5}, "simclr_l2": {"temperature": 1.0}}
-
-
 @dataclass
 class GMMConfig:
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("device", "points", "out", "resume", "checkpoint_every",
@@ -118,12 +112,6 @@ def encoder(d_in: int, hidden: list[int], dz: int) -> nn.Sequential:
     return nn.Sequential(*layers, nn.Linear(d_in, dz))
 
 
-def loss_for(name: str, overrides: dict[str, Any]) -> L.ContrastiveLoss:
-    key = L.canonical_name(name)
-    base = TEMPERATURES.get(key) or (preset("simclr", key)[1] if key in ("tsimclr", "macl") else {})
-    return L.build(key, **{**base, **overrides})
-
-
 def linear_accuracy(f_train: Tensor, y_train: Tensor, f_test: Tensor, y_test: Tensor) -> float:
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
@@ -169,7 +157,7 @@ class GMMTask(Task[GMMConfig]):
         return f"{cfg.experiment}-m{len(MEANS[cfg.experiment])}"
 
     def loss_name(self, cfg: GMMConfig) -> str:
-        return L.canonical_name(cfg.loss)
+        return loss_label("gmm", cfg.loss)
 
     def build(self, cfg: GMMConfig, ctx: RunContext[GMMConfig]) -> Training:
         device = ctx.device
@@ -177,7 +165,7 @@ class GMMTask(Task[GMMConfig]):
         m, d = means.shape
         if cfg.dz != 2 and cfg.experiment == "order1d":
             raise ValueError("order1d reads the order around a circle: it needs dz = 2")
-        loss = loss_for(cfg.loss, cfg.loss_hparams)
+        loss = make_loss("gmm", cfg.loss, cfg.loss_hparams, provides=()).loss
         if loss.multi_view or loss.requires:
             raise ValueError(f"loss {cfg.loss!r} needs {'views' if loss.multi_view else loss.requires}: the mixture "
                              f"experiments take two-view losses without extra inputs")

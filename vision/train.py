@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from suite import distributed as sd
 from suite.eval.points import log_points
+from suite.presets import make_loss
 from suite.config import experiment_hash, to_dict
 from suite.registry import Registry, config_hash
 from suite.train import CachedStep
@@ -27,7 +28,7 @@ from vision.card import vision_card
 from vision.config import PretrainConfig
 from vision.data import ImageData, class_subset_indices, imbalanced_indices, load_dataset
 from vision.eval import ClassificationEvaluator, GeometryEvaluator
-from vision.methods import MoCo, SimCLR, build_loss, check_views_for_loss
+from vision.methods import MoCo, SimCLR, check_views_for_loss
 from vision.models import MODEL_TYPE, Encoder, build_encoder
 from vision.transforms import EvalTransform, Recipe, ViewAugment, get_recipe
 
@@ -105,7 +106,8 @@ def check_config(cfg: PretrainConfig) -> None:
 
 
 def build_method(cfg: PretrainConfig, data: ImageData, recipe: Recipe) -> nn.Module:
-    loss = build_loss(cfg.loss, cfg.loss_hparams, cfg.framework, cfg.dataset, cfg.views)
+    context = {"dataset": cfg.dataset, "views": cfg.views} if cfg.dataset else {}
+    loss = make_loss(cfg.framework, cfg.loss, cfg.loss_hparams, provides=("labels", "similarity"), **context).loss
     check_views_for_loss(loss, cfg.views)
     if cfg.grad_cache_chunk and cfg.framework != "simclr":
         raise ValueError("grad_cache_chunk applies to SimCLR (in-batch negatives); MoCo's queue already decouples "

@@ -21,7 +21,6 @@ from typing import Any, Callable, ClassVar
 import torch
 from torch import Tensor, nn
 
-import suite.losses as L
 from graph.augment import chunk_views
 from graph.mol.data import MolGraphs, get_featurizer, load_smiles_file
 from graph.mol.card import mol_card
@@ -63,12 +62,6 @@ class PretrainMolConfig(MolGINConfig):
     keep_checkpoints: int = field(default=2, metadata={"help": "newest checkpoints kept (0: none once the run has finished)"})
     device: str = "auto"
     registry: bool = True
-
-
-def build_loss(name: str, hparams: dict[str, Any] | None = None) -> tuple[str, L.ContrastiveLoss]:
-    """A preset (``graphcl``, ``macl``) or any registered loss; ``hparams`` override the preset."""
-    base, hp = presets.resolve(SETTING, name, hparams, aliases=False)
-    return base, L.build(base, **hp)
 
 
 def resolve_corpus(corpus: str) -> Path:
@@ -122,7 +115,7 @@ class MolPretrainTask(Task[PretrainMolConfig]):
     def loss_name(self, cfg: PretrainMolConfig) -> str:
         # runs and encoders carry the name the user asked for: GraphCL pretraining is ``graphcl``, not its
         # underlying ``dcl`` (the resolved loss and hyper-parameters are in ``loss_hparams``)
-        return cfg.loss.lower() if cfg.loss.lower() in presets.names(SETTING) else build_loss(cfg.loss, cfg.loss_hparams)[0]
+        return presets.loss_label(SETTING, cfg.loss, presets_keep_name=True)
 
     def stem(self, cfg: PretrainMolConfig) -> str:
         return cfg.loss.lower()
@@ -134,7 +127,8 @@ class MolPretrainTask(Task[PretrainMolConfig]):
         if cfg.epochs < 1 or cfg.batch_size < 2 or cfg.grad_cache_chunk < 0:
             raise ValueError(f"need epochs >= 1, batch_size >= 2 and grad_cache_chunk >= 0, got {cfg.epochs}, "
                              f"{cfg.batch_size}, {cfg.grad_cache_chunk}")
-        _, loss_fn = build_loss(cfg.loss, cfg.loss_hparams)  # a bad loss is refused before the corpus is read
+        # a bad loss is refused before the corpus is read
+        loss_fn = presets.make_loss(SETTING, cfg.loss, cfg.loss_hparams, aliases=False, provides=()).loss
         graphs = self.graphs
         if graphs is None:
             t0 = time.perf_counter()

@@ -37,25 +37,21 @@ SETTING = "graph_tu"
 
 
 def resolve(name: str, overrides: dict[str, Any] | None = None, views: str | None = None) -> tuple[ContrastiveLoss, str, dict[str, Any]]:
-    """``(loss, views, record)`` for a preset or a core loss name.
+    """``(loss, views, record)`` for a preset, a core loss name or a user's loss (:func:`suite.presets.make_loss`).
 
     ``overrides`` update the preset's hyper-parameters; ``views`` (one of :data:`VIEW_MODES`)
     overrides the preset's views. ``record`` describes the choice for the registry."""
-    key = name.strip().lower()
-    loss_name, hp = presets.resolve(SETTING, key, overrides, aliases=False)
-    is_preset = key in presets.names(SETTING)
-    cls = L.loss_class(loss_name)
-    if "similarity" in cls.requires:
-        raise ValueError(f"loss {name!r} ({loss_name}) needs a sample-similarity source (similarity=(N, N)); "
-                         "TU graph pretraining has none (X-CLR is not applicable here without e.g. a label or "
-                         "caption graph, which an unsupervised benchmark must not use)")
-    if cls.requires:
-        raise ValueError(f"loss {name!r} ({loss_name}) requires {list(cls.requires)}, which unsupervised TU "
-                         "pretraining does not provide")
-    v = views or ("orig" + "+aug" * (presets.views(SETTING, key) - 1) if is_preset else "orig+aug")
+    if isinstance(name, str) and not presets.is_user_loss(name):
+        cls = L.loss_class(presets.resolve(SETTING, name, aliases=False)[0])
+        if "similarity" in cls.requires:
+            raise ValueError(f"loss {name!r} ({cls.name}) needs a sample-similarity source (similarity=(N, N)); "
+                             "TU graph pretraining has none (X-CLR is not applicable here without e.g. a label or "
+                             "caption graph, which an unsupervised benchmark must not use)")
+    built = presets.make_loss(SETTING, name, overrides, aliases=False, provides=())
+    loss = built.loss
+    v = views or "orig" + "+aug" * (built.views - 1)
     if v not in VIEW_MODES:
         raise ValueError(f"views must be one of {VIEW_MODES}, got {v!r}")
-    if len(v.split("+")) > 2 and not cls.multi_view:
-        raise ValueError(f"loss {loss_name!r} takes two views; views={v!r} needs a multi-view loss (cacr, uaur, cmc)")
-    loss = L.build(loss_name, **hp)
-    return loss, v, {"preset": key if is_preset else None, "loss": loss_name, "views": v}
+    if len(v.split("+")) > 2 and not loss.multi_view:
+        raise ValueError(f"loss {built.name!r} takes two views; views={v!r} needs a multi-view loss (cacr, uaur, cmc)")
+    return loss, v, {"preset": built.preset, "loss": built.name, "views": v}

@@ -4,7 +4,8 @@
 >>> L.available()
 >>> loss = L.build("macl", tau0=0.2)
 """
-from suite.losses.base import ContrastiveLoss, aliases, available, build, canonical_name, defaults, loss_class, register_loss
+from suite.losses.base import (ContrastiveLoss, aliases, available, build, canonical_name, defaults, loss_class, plugins,
+                               register_loss)
 from suite.losses.align_uniform import AlignUniform
 from suite.losses.cacr import CACR
 from suite.losses.cmc import CMC
@@ -19,7 +20,8 @@ from suite.losses.tsimclr import TSimCLR, iou_weights
 from suite.losses.xclr import XCLR
 
 __all__ = [
-    "ContrastiveLoss", "PairLoss", "available", "aliases", "build", "canonical_name", "defaults", "loss_class", "register_loss",
+    "ContrastiveLoss", "PairLoss", "available", "aliases", "build", "canonical_name", "defaults", "loss_class", "plugins",
+    "register_loss",
     "AlignUniform", "CACR", "CMC", "DCL", "HardNegative", "InfoNCE", "MACL", "SimCLRL2", "SupCon", "TSimCLR", "XCLR",
     "iou_weights", "apply_loss",
 ]

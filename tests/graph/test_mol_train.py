@@ -10,7 +10,8 @@ import torch
 
 from graph.mol.data import featurize
 from graph.mol.model import load_mol_encoder as load_encoder
-from graph.mol.pretrain import PretrainMolConfig, build_loss, pretrain
+from graph.mol.pretrain import PretrainMolConfig, pretrain
+from suite.presets import make_loss
 from graph.mol.model import MolGIN, MolPredictor
 
 CORPUS = ["CCO", "CCN", "CCC", "c1ccccc1", "c1ccncc1", "CC(=O)O", "CC(=O)N", "C1CCCCC1", "C1CCNCC1", "c1ccc(O)cc1",
@@ -38,6 +39,10 @@ def test_gin_shapes_and_dropout_modes() -> None:
 
 
 def test_loss_presets() -> None:
+    def build_loss(name: str) -> tuple[str, object]:
+        built = make_loss("graph_transfer", name, aliases=False)
+        return built.name, built.loss
+
     name, loss = build_loss("graphcl")
     assert name == "dcl" and loss.temperature == 0.1 and loss.negatives == "cross" and not loss.symmetric
     name, loss = build_loss("macl")

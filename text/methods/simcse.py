@@ -92,21 +92,16 @@ class SimCSEConfig:
                                                                 "(same gradient, memory of a K batch; 0 = off)"})
 
 
-def loss_for(name: str, overrides: dict[str, Any] | None = None) -> ContrastiveLoss:
-    """The loss ``name`` with its text preset, then ``overrides``."""
-    key, hp = presets.resolve("text", L.canonical_name(name), overrides)
-    return L.build(key, **hp)
-
-
 def dropout_for(cfg: SimCSEConfig) -> float:
     """The encoder dropout: ``cfg.dropout`` if set (>= 0), else the loss's text preset."""
     return presets.text_dropout(cfg.loss, cfg.dropout)
 
 
-def n_views_for(loss: ContrastiveLoss, requested: int) -> int:
-    v = requested or presets.views("text", type(loss).name or "infonce")
+def n_views_for(loss: ContrastiveLoss, requested: int, default: int) -> int:
+    """The dropout views per sentence: ``requested`` (0: the loss's ``default``, :func:`suite.presets.views`)."""
+    v = requested or default
     if v != 2 and not loss.multi_view:
-        raise ValueError(f"loss {type(loss).name!r} takes two views; n_views = {v} needs a multi-view loss (cacr, uaur, cmc)")
+        raise ValueError(f"loss {loss.name!r} takes two views; n_views = {v} needs a multi-view loss (cacr, uaur, cmc)")
     if v < 2:
         raise ValueError(f"n_views must be >= 2, got {v}")
     return v
@@ -182,7 +177,7 @@ class SimCSETask(Task[SimCSEConfig]):
         return _dataset_name(cfg)
 
     def loss_name(self, cfg: SimCSEConfig) -> str:
-        return L.canonical_name(cfg.loss)
+        return presets.loss_label("text", cfg.loss)
 
     def stem(self, cfg: SimCSEConfig) -> str:
         return f"{self.loss_name(cfg)}-s{cfg.seed}"
@@ -209,16 +204,21 @@ class SimCSETask(Task[SimCSEConfig]):
 
     def build(self, cfg: SimCSEConfig, ctx: RunContext[SimCSEConfig]) -> Training:
         check_config(cfg)
-        loss = loss_for(cfg.loss, cfg.loss_hparams)
+        built = presets.make_loss("text", cfg.loss, cfg.loss_hparams,
+                                  provides=("similarity",) if cfg.mode == "unsup" else ())
+        loss = built.loss
         device = ctx.device
-        if cfg.mode == "sup" and L.canonical_name(cfg.loss) != "infonce" and cfg.hard_negative_weight:
+        if cfg.mode == "sup" and built.name != "infonce" and cfg.hard_negative_weight:
             raise ValueError("hard_negative_weight is only defined for the supervised infonce (SimCSE) objective")
-        self.views = views = n_views_for(loss, cfg.n_views) if cfg.mode == "unsup" else 2
+        if cfg.mode == "sup" and not loss.has_negatives:
+            raise ValueError(f"loss {built.name!r} takes no extra negatives (has_negatives = False): supervised SimCSE "
+                             "passes each pair's hard negative as one (queue=); use --mode unsup")
+        self.views = views = n_views_for(loss, cfg.n_views, built.views) if cfg.mode == "unsup" else 2
         self.data = data = load_training_data(cfg)
         self.encoder = encoder = build_encoder(cfg.backbone, cfg.pooling, cfg.mlp_head, cfg.head_at_test,
                                                dropout_for(cfg)).to(device)
         graph_emb = None
-        if "similarity" in type(loss).requires:
+        if "similarity" in loss.requires:
             if cfg.mode != "unsup" or sd.world_size() > 1:
                 raise ValueError("xclr (teacher graph) is supported for single-process unsupervised SimCSE only")
             graph_emb = teacher_embeddings(cfg.teacher, list(data), device, cfg.eval_batch_size)  # type: ignore[arg-type]
@@ -330,7 +330,7 @@ def _step(model: torch.nn.Module, encoder: SentenceEncoder, loss: ContrastiveLos
                 t = graph_emb[idx].to(device)  # (B, d_t)
                 extra["similarity"] = (t @ t.T).fill_diagonal_(1.0)  # (B, B) teacher graph
             return L.apply_loss(loss, z, **extra)
-        if L.canonical_name(cfg.loss) == "infonce":  # SimCSE's objective in the loss's own arrangement
+        if getattr(loss, "name", "") == "infonce":  # SimCSE's objective in the loss's own arrangement
             return sup_simcse_loss(z[0], z[1], z[2], loss.temperature, cfg.hard_negative_weight,  # type: ignore[arg-type]
                                    loss.negatives, loss.symmetric)  # type: ignore[arg-type]
         return L.apply_loss(loss, z[:2], queue=z[2])

@@ -1,5 +1,5 @@
 """What a loss needs besides the embeddings, built from the batch: labels (supcon), the X-CLR
-soft graph indexed by labels (xclr), IoU weights (tsimclr), and the loss for a framework.
+soft graph indexed by labels (xclr), IoU weights (tsimclr).
 
 Shapes: labels (N,), class_graph (C, C), iou (N,) -> keyword arguments for ``loss(...)``.
 """
@@ -13,17 +13,6 @@ from torch import Tensor
 import suite.losses as L
 from suite import distributed as sd
 from suite.losses.graphs import sample_graph
-from suite.presets import resolve
-
-
-def build_loss(name: str, hparams: dict[str, Any] | None, framework: str, dataset: str = "", views: int = 2
-               ) -> L.ContrastiveLoss:
-    """``suite.losses.build`` with the paper's setting for the framework (:func:`suite.presets.resolve`: the
-    preset, CACR's temperatures by data set and K (App. C.1), ``hparams`` on top, and under MoCo the InfoNCE
-    family's queue-only arrangement, ``negatives="none", symmetric=False``, where ``hparams`` leave it open)."""
-    ctx = {"dataset": dataset, "views": views} if dataset else {}
-    key, hp = resolve(framework, name, hparams, **ctx)
-    return L.build(key, **hp)
 
 
 def check_views_for_loss(loss: L.ContrastiveLoss, views: int) -> None:
