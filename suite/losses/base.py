@@ -176,12 +176,54 @@ def register_loss(name: str, *aliases: str, **fixed: Any) -> Callable[[L], L]:
     return deco
 
 
+_PLUGINS: dict[str, str] = {}  # loss name -> "entry point value (package version)" of an installed package's loss
+_PLUGIN_ERRORS: dict[str, str] = {}  # loss name -> why its entry point could not be loaded
+_plugins_loaded = False
+
+
+def load_plugins() -> None:
+    """Register the losses installed packages declare under the ``suite.losses`` entry-point group (once). A
+    plugin that fails to import, or whose name is already taken, is left out; naming it gives the reason."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    from suite.losses.user import LossError, adopt, entry_points
+
+    for ep in entry_points():
+        where = f"entry point {ep.value} of {ep.dist.name if ep.dist else 'an unknown package'}"
+        if ep.name in _REGISTRY or ep.name in _ALIASES:
+            _PLUGIN_ERRORS.setdefault(ep.name, f"loss {ep.name!r}: {where} is ignored (the name is taken)")
+            continue
+        try:
+            register_loss(ep.name)(adopt(ep.load(), ep.name))
+        except LossError as exc:
+            _PLUGIN_ERRORS[ep.name] = f"{exc} ({where})"
+        except Exception as exc:  # a broken plugin must not break the suite: said when it is named
+            _PLUGIN_ERRORS[ep.name] = f"loss {ep.name!r}: {where} failed to import: {type(exc).__name__}: {exc}"
+        else:
+            _PLUGINS[ep.name] = f"{ep.value} ({ep.dist.name} {ep.dist.version})" if ep.dist else ep.value
+
+
+def plugins() -> dict[str, str]:
+    """Losses added by installed packages: name -> where from."""
+    load_plugins()
+    return dict(_PLUGINS)
+
+
 def canonical_name(name: str) -> str:
     if not isinstance(name, str):
         raise ValueError(f"loss name must be a string, got {name!r}")
     key = name.strip().lower().replace("-", "_")
     key = _ALIASES.get(key, key)
     if key not in _REGISTRY:
+        load_plugins()
+    if key in _PLUGIN_ERRORS and key not in _PLUGINS:
+        raise ValueError(_PLUGIN_ERRORS[key])
+    if key not in _REGISTRY:
+        if ":" in name:
+            raise ValueError(f"loss {name!r} names a user's class (module:Class or file.py:Class): build it with "
+                             f"suite.presets.make_loss, which imports it (suite.losses.build takes registered names)")
         close = difflib.get_close_matches(key, list(_REGISTRY) + list(_ALIASES), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise ValueError(f"unknown loss {name!r}{hint} Available: {', '.join(sorted(_REGISTRY))}")
@@ -210,12 +252,17 @@ def build(name: str, chunk_size: int | str | None = "auto", **hparams: Any) -> C
         valid = [k for k in params if k != "self"]
         raise ValueError(f"loss {key!r} has no hyper-parameter(s) {unknown}; valid: {valid}")
     loss = factory(**hparams)
-    loss.chunk_size = chunk_size
+    if isinstance(loss, ContrastiveLoss):
+        loss.chunk_size = chunk_size
+    else:  # an installed package's loss that does not derive from ContrastiveLoss (suite.losses.user.UserLoss)
+        object.__setattr__(loss, "_suite_hparams", dict(hparams))
     return loss
 
 
 def available() -> list[str]:
-    """Registered loss names (canonical, sorted; aliases are accepted by :func:`build` too)."""
+    """Registered loss names (canonical, sorted; aliases are accepted by :func:`build` too), installed packages'
+    losses (entry-point group ``suite.losses``) included."""
+    load_plugins()
     return sorted(_REGISTRY)
 
 
@@ -248,11 +295,21 @@ def _check_float(x: Any, what: str) -> Tensor:
         raise ValueError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in _FLOATS:
         raise ValueError(f"{what} must be a floating-point tensor, got dtype {x.dtype}")
+    if x.device.type == "meta":  # no values to check (shape inference)
+        return x
     if not bool(torch.isfinite(x).all()):
         n_nan = int(torch.isnan(x).sum())
         n_inf = int(torch.isinf(x).sum())
         raise ValueError(f"{what} contains non-finite values ({n_nan} NaN, {n_inf} inf)")
     return x
+
+
+def check_device(x: Tensor | None, what: str, device: torch.device, of: str = "z_a") -> None:
+    """``x`` (if given) lives on ``device`` (the embeddings'): tensors on two devices are refused naming both, before
+    any value is read (a meta or CUDA tensor beside a CPU one used to fail deep inside with another error)."""
+    if isinstance(x, Tensor) and x.device != device:
+        raise ValueError(f"{what} is on device {x.device} but {of} is on {device}: every input of a loss must be on "
+                         "one device")
 
 
 def _upcast(x: Tensor) -> Tensor:
@@ -262,6 +319,10 @@ def _upcast(x: Tensor) -> Tensor:
 
 def check_pair(z_a: Tensor, z_b: Tensor) -> tuple[Tensor, Tensor]:
     """Validate a two-view batch: both ``(N, d)``, same shape, N >= 2, finite floats."""
+    for x, what in ((z_a, "z_a"), (z_b, "z_b")):
+        if not isinstance(x, Tensor):
+            raise ValueError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
+    check_device(z_b, "z_b", z_a.device)
     _check_float(z_a, "z_a")
     _check_float(z_b, "z_b")
     if z_a.dim() != 2 or z_b.dim() != 2:
@@ -298,18 +359,22 @@ def as_views(z_a: Tensor, z_b: Tensor | None) -> Tensor:
     return torch.stack([a, b])
 
 
-def check_queue(queue: Tensor | None, d: int, dtype: torch.dtype) -> Tensor | None:
+def check_queue(queue: Tensor | None, d: int, dtype: torch.dtype, device: torch.device | None = None) -> Tensor | None:
     if queue is None:
         return None
+    if device is not None:
+        check_device(queue, "queue", device)
     _check_float(queue, "queue")
     if queue.dim() != 2 or queue.shape[1] != d:
         raise ValueError(f"queue must have shape (Q, {d}); got {tuple(queue.shape)}")
     return queue.detach().to(dtype)
 
 
-def check_labels(labels: Any, n: int, what: str = "labels") -> Tensor:
+def check_labels(labels: Any, n: int, what: str = "labels", device: torch.device | None = None) -> Tensor:
     if not isinstance(labels, Tensor):
         raise ValueError(f"{what} must be a torch.Tensor of shape ({n},), got {type(labels).__name__}")
+    if device is not None:
+        check_device(labels, what, device)
     if labels.dim() != 1 or labels.shape[0] != n:
         raise ValueError(f"{what} must have shape ({n},) (one per sample); got {tuple(labels.shape)}")
     if labels.dtype.is_floating_point or labels.dtype == torch.bool:
@@ -317,19 +382,25 @@ def check_labels(labels: Any, n: int, what: str = "labels") -> Tensor:
     return labels
 
 
-def check_weights(weights: Tensor | None, n: int) -> Tensor | None:
+def check_weights(weights: Tensor | None, n: int, device: torch.device | None = None) -> Tensor | None:
     """Per-positive-pair weights (N,) (t-SimCLR Sec. 4.1: p_ii' proportional to exp(IoU / tau')):
     validated, detached and scaled to mean 1 over all ranks, so uniform weights give the unweighted loss."""
     if weights is None:
         return None
     from suite import distributed as sd
 
+    if device is not None:
+        check_device(weights, "weights", device)
     _check_float(weights, "weights")
     if weights.shape != (n,):
         raise ValueError(f"weights must have shape ({n},) (one per positive pair); got {tuple(weights.shape)}")
     if bool((weights < 0).any()):
         raise ValueError("weights must be non-negative")
     w = _upcast(weights.detach())
+    # one power of two for every rank (the mean of their exponents): weights near float32's largest number no longer
+    # overflow the mean (they were all scaled to 0), and the scale is exact
+    exp = torch.frexp(w.max())[1].to(torch.float64)
+    w = torch.ldexp(w, -sd.all_reduce_mean(exp).round().to(torch.int32))
     mean_w = sd.all_reduce_mean(w.mean())
     if not float(mean_w) > 0:
         raise ValueError("weights must not all be zero")
@@ -360,19 +431,36 @@ def check_choice(value: str, what: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+_F32 = torch.finfo(torch.float32)
+
+
+def _in_float32(v: float, what: str, value: Any) -> float:
+    """``v`` unless a loss computing in float32 cannot hold it: above float32's largest number (it would be inf) or,
+    non-zero, below its smallest normal number (1 / v would overflow, products underflow to 0), named with the value."""
+    if abs(v) > _F32.max:
+        raise ValueError(f"{what} = {value} is above {_F32.max:.4g}, the largest float32: the loss computes in float32 "
+                         f"and {what} would be inf there")
+    if 0 < abs(v) < _F32.tiny:
+        raise ValueError(f"{what} = {value} is below {_F32.tiny:.4g}, the smallest normal float32: the computation would "
+                         f"underflow (1/{what} overflows to inf, products with it vanish)")
+    return v
+
+
 def check_positive(value: float, what: str) -> float:
-    """A finite number > 0 (NaN, inf, 0 and negatives are refused, naming the argument)."""
+    """A finite number > 0 that float32 holds (NaN, inf, 0, negatives, and values outside float32's normal range,
+    which overflow or underflow in the loss, are refused, naming the argument and the value)."""
     try:
         v = float(value)
     except (TypeError, ValueError):
         raise ValueError(f"{what} must be a number > 0, got {value!r}") from None
     if not (v > 0 and math.isfinite(v)):
         raise ValueError(f"{what} must be a finite number > 0, got {value}")
-    return v
+    return _in_float32(v, what, value)
 
 
 def check_finite(value: float, what: str, low: float = -math.inf) -> float:
-    """A finite number >= ``low`` (NaN and inf refused, naming the argument)."""
+    """A finite number >= ``low`` that float32 holds (NaN, inf and values outside float32's normal range refused,
+    naming the argument)."""
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -380,4 +468,28 @@ def check_finite(value: float, what: str, low: float = -math.inf) -> float:
     if not (math.isfinite(v) and v >= low):
         raise ValueError(f"{what} must be a finite number >= {low}, got {value}" if low > -math.inf
                          else f"{what} must be a finite number, got {value}")
-    return v
+    return _in_float32(v, what, value)
+
+
+def _pow2_scaled(x: Tensor, peak: Tensor) -> Tensor:
+    """``x`` divided by the power of two at ``peak`` (a non-negative scalar or a (..., 1) tensor of row maxima): exact
+    (only the exponent changes), so values in float32's normal range come out as they went in up to that factor, and
+    sums of squares neither overflow (1e20) nor underflow (1e-30). Zero peaks are left alone."""
+    _, exp = torch.frexp(peak.detach())
+    return torch.ldexp(x, -exp)
+
+
+def normalize_rows(x: Tensor, what: str = "embeddings") -> Tensor:
+    """Each row of ``x`` (..., d) divided by its L2 norm, for any finite scale: every row is first scaled by the power
+    of two of its largest entry (exact), so rows around 1e20 (whose squares overflow float32) or 1e-30 (whose squares
+    underflow) give the same unit vectors as at scale 1, where the result equals ``F.normalize``'s bit for bit. A row
+    of zeros has no direction (its cosine similarity is undefined): ``ValueError`` naming ``what`` and the row."""
+    peak = x.detach().abs().amax(dim=-1, keepdim=True)  # (..., 1)
+    if x.device.type != "meta":
+        zero = peak == 0
+        if bool(zero.any()):
+            rows = zero.flatten().nonzero().flatten()
+            raise ValueError(f"{what}: {rows.numel()} of {zero.numel()} embeddings are zero vectors (first: row "
+                             f"{int(rows[0])}); the cosine similarity of a zero vector is undefined (a dead encoder "
+                             f"output, or inputs that were never filled)")
+    return torch.nn.functional.normalize(_pow2_scaled(x, peak), dim=-1)
