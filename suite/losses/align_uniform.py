@@ -54,9 +54,9 @@ class AlignUniform(ContrastiveLoss):
 
     def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None) -> Tensor:
         z_a, z_b = check_pair(z_a, z_b)
-        queue = check_queue(queue, z_a.shape[1], z_a.dtype)
-        z_a, z_b = normalize(z_a), normalize(z_b)
-        q = normalize(queue) if queue is not None else None
+        queue = check_queue(queue, z_a.shape[1], z_a.dtype, z_a.device)
+        z_a, z_b = normalize(z_a, "z_a"), normalize(z_b, "z_b")
+        q = normalize(queue, "queue") if queue is not None else None
         align = alignment(z_a, z_b, self.alpha)
         ga, gb = sd.gather(z_a), sd.gather(z_b)
         chunk = self._tile(ga.shape[0], ga.shape[0] + (0 if q is None else q.shape[0]))

@@ -400,7 +400,7 @@ def check_weights(weights: Tensor | None, n: int, device: torch.device | None = 
     # one power of two for every rank (the mean of their exponents): weights near float32's largest number no longer
     # overflow the mean (they were all scaled to 0), and the scale is exact
     exp = torch.frexp(w.max())[1].to(torch.float64)
-    w = torch.ldexp(w, -sd.all_reduce_mean(exp).round().to(torch.int32))
+    w = w * _exp2(-sd.all_reduce_mean(exp).round(), w.dtype)
     mean_w = sd.all_reduce_mean(w.mean())
     if not float(mean_w) > 0:
         raise ValueError("weights must not all be zero")
@@ -476,7 +476,13 @@ def _pow2_scaled(x: Tensor, peak: Tensor) -> Tensor:
     (only the exponent changes), so values in float32's normal range come out as they went in up to that factor, and
     sums of squares neither overflow (1e20) nor underflow (1e-30). Zero peaks are left alone."""
     _, exp = torch.frexp(peak.detach())
-    return torch.ldexp(x, -exp)
+    return x * _exp2(-exp, x.dtype)
+
+
+def _exp2(k: Tensor, dtype: torch.dtype) -> Tensor:
+    """2^k for integer ``k`` in ``dtype``, exactly (k kept inside the range where 2^k and 2^-k are normal)."""
+    lim = int(math.log2(torch.finfo(dtype).max)) - 1  # 126 (float32), 1022 (float64)
+    return torch.exp2(k.clamp(-lim, lim).to(dtype))
 
 
 def normalize_rows(x: Tensor, what: str = "embeddings") -> Tensor:

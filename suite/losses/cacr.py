@@ -42,7 +42,7 @@ import torch
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import ContrastiveLoss, _check_float, as_views, check_choice, check_finite, check_queue, register_loss
+from suite.losses.base import ContrastiveLoss, _check_float, as_views, check_device, check_choice, check_finite, check_queue, register_loss
 from suite.losses.core import NEG_INF, gather_views, normalize, sq_dists_normalized
 from suite.losses.tiling import softmin_cost
 
@@ -69,17 +69,18 @@ class CACR(ContrastiveLoss):
 
     def forward(self, z_a: Tensor, z_b: Tensor | None = None, queue: Tensor | None = None,
                 keys: Tensor | None = None) -> Tensor:
-        views = normalize(as_views(z_a, z_b))  # (V, N, d)
-        queue = check_queue(queue, views.shape[2], views.dtype)
+        views = normalize(as_views(z_a, z_b), "views")  # (V, N, d)
+        queue = check_queue(queue, views.shape[2], views.dtype, views.device)
         v, n, _ = views.shape
         dev = views.device
         if keys is not None:
             if self.negatives != "same_view":
                 raise ValueError('keys= (the MoCo form, CACR Algorithm 3) needs negatives="same_view"')
+            check_device(keys, "keys", views.device, "the views")
             _check_float(keys, "keys")
             if keys.shape != views.shape:
                 raise ValueError(f"keys must have the shape of the views {tuple(views.shape)}; got {tuple(keys.shape)}")
-            keys = normalize(keys.detach().to(views.dtype))
+            keys = normalize(keys.detach().to(views.dtype), "keys")
 
         # attraction: d_pos[i, a, b] = ||q_a,i - x_b,i||^2, positives b != a (x = keys or the views)
         pos_src = views if keys is None else keys
@@ -99,7 +100,7 @@ class CACR(ContrastiveLoss):
             ia, ib = torch.triu_indices(v, v, 1, device=dev)
             anchors, cands = views[ia], gviews[ib]  # (P, N, d), (P, M, d)
         groups, m = anchors.shape[0], cands.shape[1]
-        qn = normalize(queue) if queue is not None else None
+        qn = normalize(queue, "queue") if queue is not None else None
         own = sd.rank() * n
 
         cols = m + (0 if queue is None else queue.shape[0])

@@ -30,14 +30,14 @@ class CMC(ContrastiveLoss):
         self.temperature = check_positive(temperature, "temperature")
 
     def forward(self, z_a: Tensor, z_b: Tensor | None = None, queue: Tensor | None = None) -> Tensor:
-        views = normalize(as_views(z_a, z_b))  # (V, N, d)
-        queue = check_queue(queue, views.shape[2], views.dtype)
+        views = normalize(as_views(z_a, z_b), "views")  # (V, N, d)
+        queue = check_queue(queue, views.shape[2], views.dtype, views.device)
         v, n = views.shape[:2]
         t = self.temperature
         gviews = gather_views(views)  # (V, M, d)
         m = gviews.shape[1]
         flat, cand = views.reshape(v * n, -1), gviews.reshape(v * m, -1)  # rows (a, i); columns (b, j)
-        qn = normalize(queue) if queue is not None else None
+        qn = normalize(queue, "queue") if queue is not None else None
         pos = torch.einsum("and,bnd->anb", views, views).reshape(v * n, v) / t  # (V N, V) s(z_a,i, z_b,i) / t
         off = ~torch.eye(v, dtype=torch.bool, device=views.device)
 

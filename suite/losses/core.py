@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from suite import distributed as sd
@@ -29,8 +28,12 @@ NEGATIVES = ("all", "cross", "none")
 NEG_INF = float("-inf")
 
 
-def normalize(x: Tensor) -> Tensor:
-    return F.normalize(x, dim=-1)
+def normalize(x: Tensor, what: str = "embeddings") -> Tensor:
+    """Rows of ``x`` as unit vectors at any finite scale; a zero row is a ``ValueError`` naming ``what``
+    (:func:`suite.losses.base.normalize_rows`)."""
+    from suite.losses.base import normalize_rows
+
+    return normalize_rows(x, what)
 
 
 class PairSims(NamedTuple):
@@ -72,7 +75,7 @@ def pair_setup(z_a: Tensor, z_b: Tensor, *, negatives: str = "all", symmetric: b
     off = sd.rank() * n
     ar = torch.arange(n, device=dev)
     anchors = (torch.cat([z_a, z_b]) if symmetric else z_a) * scale  # (A, d)
-    qn = normalize(queue) if queue is not None else None
+    qn = normalize(queue, "queue") if queue is not None else None
     if negatives == "all":
         cand = torch.cat([sd.gather(z_a), sd.gather(z_b)])  # (2M, d)
         m = cand.shape[0] // 2

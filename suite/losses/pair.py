@@ -61,10 +61,10 @@ class PairLoss(ContrastiveLoss):
     def pair_inputs(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None, weights: Tensor | None) -> PairInputs:
         """The validated inputs; the views L2-normalised when the loss is a hypersphere loss."""
         z_a, z_b = check_pair(z_a, z_b)
-        queue = check_queue(queue, z_a.shape[1], z_a.dtype)
-        weights = check_weights(weights, z_a.shape[0])
+        queue = check_queue(queue, z_a.shape[1], z_a.dtype, z_a.device)
+        weights = check_weights(weights, z_a.shape[0], z_a.device)
         if self.hypersphere:
-            z_a, z_b = normalize(z_a), normalize(z_b)
+            z_a, z_b = normalize(z_a, "z_a"), normalize(z_b, "z_b")
         return PairInputs(z_a, z_b, queue, weights)
 
     def setup(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None, scale: float | Tensor) -> PairSetup:

@@ -12,6 +12,9 @@ gradient instead of NaN. The paper gives no temperature for this experiment; tau
 float32: distances come from one matrix product (||a||^2 - 2 a.b + ||b||^2), which cancels badly for points
 far from the origin, so the features are first centred on the batch mean (all ranks'; distances are
 translation invariant) and each anchor's positive column takes the distance computed from the difference.
+Features with an entry above 2^40 (e.g. around 1e20, whose squares overflow float32) are divided by the power of
+two of their largest entry and tau with them: s(a, b) / tau = s(a / 2^k, b / 2^k) / (tau / 2^k) exactly, so the
+loss stays finite and matches float64 (a stable formula, not a clamp).
 
 Tiled path (``chunk_size``): row tiles of the (A, C) matrix are recomputed in the backward
 (activation checkpointing), so memory is O(tile x C); values and gradients equal the dense path.
@@ -31,6 +34,20 @@ from suite.losses.core import NEG_INF, PairSetup
 from suite.losses.pair import PairLoss
 
 _EPS2 = 1e-24  # squared-distance floor: sqrt has no gradient at 0
+_BIG = 40  # features with an entry above 2^40 are rescaled (their squared distances near float32's overflow)
+
+
+def _large_exponent(*xs: Tensor | None) -> int:
+    """0, or the power of two k to divide features by when their largest entry (on any rank: one k for all) exceeds
+    2^40."""
+    ts = [x for x in xs if x is not None and x.numel() and x.device.type != "meta"]
+    if not ts:
+        return 0
+    peak = torch.stack([x.detach().abs().max().double() for x in ts]).max()
+    k = int(torch.frexp(peak)[1])
+    if sd.is_distributed():
+        k = int(sd.all_reduce_mean(torch.tensor(float(k), device=peak.device)).round())
+    return k if k > _BIG else 0
 
 
 def neg_distances(a: Tensor, b: Tensor) -> Tensor:
@@ -47,13 +64,16 @@ class SimCLRL2(PairLoss):
         super().__init__()
         self._arrangement(negatives, symmetric, temperature)
 
-    def _rows(self, ps: PairSetup, queue: Tensor | None, pos: Tensor, start: int, stop: int) -> Tensor:
-        """Rows [start, stop) of s / tau: the candidates (own column -inf), then the queue."""
+    def _rows(self, ps: PairSetup, queue: Tensor | None, pos: Tensor, start: int, stop: int,
+              t: float | None = None) -> Tensor:
+        """Rows [start, stop) of s / t (t: the temperature at the features' scale, default tau): the candidates
+        (own column -inf), then the queue."""
+        t = self.temperature if t is None else t
         a = ps.anchors[start:stop]
         if ps.negatives == "none":
             sim = pos[start:stop, None]
         elif len(ps.cands) == 1:
-            sim = neg_distances(a, ps.cands[0]) / self.temperature
+            sim = neg_distances(a, ps.cands[0]) / t
         else:  # "cross", symmetric: rows [0, N) against z_b, rows [N, 2N) against z_a
             n = ps.n_local
             parts = []
@@ -61,20 +81,25 @@ class SimCLRL2(PairLoss):
                 parts.append(neg_distances(a[: max(0, min(stop, n) - start)], ps.cands[0]))
             if stop > n:
                 parts.append(neg_distances(a[max(0, n - start):], ps.cands[1]))
-            sim = (torch.cat(parts) if len(parts) > 1 else parts[0]) / self.temperature
+            sim = (torch.cat(parts) if len(parts) > 1 else parts[0]) / t
         rows = torch.arange(stop - start, device=a.device)
         if ps.negatives != "none":  # the positive from the difference (exact), not from the product
             sim = sim.index_put((rows, ps.pos[start:stop]), pos[start:stop])
         if ps.self_col is not None:
             sim = sim.index_put((rows, ps.self_col[start:stop]), torch.tensor(NEG_INF, dtype=sim.dtype, device=sim.device))
         if queue is not None:
-            sim = torch.cat([sim, neg_distances(a, queue) / self.temperature], dim=1)
+            sim = torch.cat([sim, neg_distances(a, queue) / t], dim=1)
         return sim
 
     def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
         z_a, z_b, queue, weights = self.pair_inputs(z_a, z_b, queue, weights)  # not normalised (hypersphere False)
         if self.negatives == "none" and queue is None:
             raise ValueError('negatives="none" needs a queue of negatives (queue=(Q, d))')
+        t, k = self.temperature, _large_exponent(z_a, z_b, queue)
+        if k:  # features beyond float32's squares: divide them (and tau) by 2^k, exact; s / tau is unchanged
+            z_a, z_b = z_a * 2.0 ** -k, z_b * 2.0 ** -k  # a power of two: exact
+            queue = queue * 2.0 ** -k if queue is not None else None
+            t = self.temperature / 2.0 ** k
         mu = torch.cat([z_a, z_b]).mean(0).detach()  # (d,) the centre: float32 products cancel less
         if sd.is_distributed():
             import torch.distributed as dist
@@ -84,14 +109,14 @@ class SimCLRL2(PairLoss):
         z_a, z_b = z_a - mu, z_b - mu
         q = queue.detach() - mu if queue is not None else None
         ps = self.setup(z_a, z_b, q, 1.0)  # ps.queue unused
-        p = -((z_a - z_b) ** 2).sum(-1).clamp_min(_EPS2).sqrt() / self.temperature  # (N,) s(z_i, z_p(i)) / tau
+        p = -((z_a - z_b) ** 2).sum(-1).clamp_min(_EPS2).sqrt() / t  # (N,) s(z_i, z_p(i)) / tau
         pos = self.per_anchor(p)  # (A,)
         n_cols = (1 if self.negatives == "none" else ps.cands[0].shape[0]) + (0 if q is None else q.shape[0])
         chunk = self._tile(ps.n_rows, n_cols)
         if chunk is None:
-            lse = torch.logsumexp(self._rows(ps, q, pos, 0, ps.n_rows), dim=1)
+            lse = torch.logsumexp(self._rows(ps, q, pos, 0, ps.n_rows, t), dim=1)
         else:  # row tiles recomputed in the backward: no (A, C) tensor is kept
-            lse = torch.cat([checkpoint(lambda s, e: torch.logsumexp(self._rows(ps, q, pos, s, e), dim=1), s,
+            lse = torch.cat([checkpoint(lambda s, e: torch.logsumexp(self._rows(ps, q, pos, s, e, t), dim=1), s,
                                         min(s + chunk, ps.n_rows), use_reentrant=False)
                              for s in range(0, ps.n_rows, chunk)])
         return self.mean(lse - pos, weights)

@@ -33,9 +33,9 @@ class SupCon(ContrastiveLoss):
         self, z_a: Tensor, z_b: Tensor, labels: Tensor, queue: Tensor | None = None, queue_labels: Tensor | None = None
     ) -> Tensor:
         z_a, z_b = check_pair(z_a, z_b)
-        labels = check_labels(labels, z_a.shape[0])
-        queue = check_queue(queue, z_a.shape[1], z_a.dtype)
-        za_n, zb_n = normalize(z_a), normalize(z_b)
+        labels = check_labels(labels, z_a.shape[0], device=z_a.device)
+        queue = check_queue(queue, z_a.shape[1], z_a.dtype, z_a.device)
+        za_n, zb_n = normalize(z_a, "z_a"), normalize(z_b, "z_b")
         ps = pair_setup(za_n, zb_n, negatives="all", symmetric=True, queue=queue, scale=1.0 / self.temperature)
         gl = sd.gather_nograd(labels)
         cand = ps.cand  # (2M, d), gathered once by pair_setup
@@ -43,8 +43,8 @@ class SupCon(ContrastiveLoss):
         if queue is not None:
             if queue_labels is None:
                 raise ValueError("supcon with a queue needs queue_labels of shape (Q,)")
-            cand = torch.cat([cand, normalize(queue)])
-            cand_y = torch.cat([cand_y, check_labels(queue_labels, queue.shape[0], "queue_labels")])
+            cand = torch.cat([cand, normalize(queue, "queue")])
+            cand_y = torch.cat([cand_y, check_labels(queue_labels, queue.shape[0], "queue_labels", z_a.device)])
         # sum_{p in P(i)} s_ip = z_i . (sum of the candidates of class y_i) - z_i . z_i: per-class sums of
         # the candidates (index_add, O(M d)) instead of a mask over the (2N, 2M) logits
         classes, cand_idx = torch.unique(cand_y, return_inverse=True)

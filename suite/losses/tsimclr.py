@@ -13,7 +13,10 @@ p normalised to mean 1 so uniform weights give the unweighted loss; t-SimCLR's I
 orders to the normaliser. Defaults tau = 5, t_df = 5 (paper's recommendation).
 
 The normaliser is computed in log space (log-sum-exp of log q), so float32 matches float64 for any
-tau, t_df and feature scale.
+tau, t_df and feature scale. Features whose squared distances could overflow float32 (any entry above 2^40, e.g.
+embeddings around 1e20, whose squares are inf in float32) are computed in float64, which holds the squares of
+every float32 (the loss is returned in the input's dtype); float64 features above 2^500 are refused by name.
+``temperature * t_df`` (the kernel's scale) must itself be a normal float32, like each of them.
 
 Shapes: z_a, z_b (N, d); weights (N,) optional; queue (Q, d) optional -> ().
 Example: >>> TSimCLR()(torch.randn(8, 16), torch.randn(8, 16))
@@ -41,6 +44,26 @@ def _sq_dists(a: Tensor, b: Tensor) -> Tensor:
     return (sq + (b * b).sum(1)[None, :]).clamp_min(0.0)
 
 
+_BIG32 = 2.0 ** 40  # above this, float32 squared distances (summed over d) near overflow
+_BIG64 = 2.0 ** 500  # the same for float64
+
+
+def _needs_float64(*xs: Tensor | None) -> bool:
+    """Whether the inputs' largest entry (on any rank: every rank must take the same path) is too large for their
+    squared distances in float32; float64 inputs too large for float64 are refused."""
+    ts = [x for x in xs if x is not None and x.numel() and x.device.type != "meta"]
+    if not ts:
+        return False
+    peak = torch.stack([x.detach().abs().max().double() for x in ts]).max()
+    peak = sd.all_reduce_mean(peak) if sd.is_distributed() else peak  # one decision (any large rank lifts the mean)
+    if ts[0].dtype == torch.float64:
+        if float(peak) > _BIG64:
+            raise ValueError(f"tsimclr: embeddings of magnitude {float(peak):.3g} are beyond what float64 can square "
+                             f"(above 2^500); rescale them")
+        return False
+    return float(peak) > _BIG32
+
+
 @register_loss("tsimclr", "t_simclr")
 class TSimCLR(ContrastiveLoss):
     hypersphere = False
@@ -49,6 +72,7 @@ class TSimCLR(ContrastiveLoss):
         super().__init__()
         self.temperature = check_positive(temperature, "temperature")
         self.t_df = check_positive(t_df, "t_df")
+        check_positive(self.temperature * self.t_df, "temperature * t_df")  # the kernel's scale: 1e-30 * 1e-30 underflows
 
     def _log_q(self, d2: Tensor) -> Tensor:
         return -(self.t_df + 1.0) / 2.0 * torch.log1p(d2 / (self.temperature * self.t_df))
@@ -56,8 +80,12 @@ class TSimCLR(ContrastiveLoss):
     def forward(self, z_a: Tensor, z_b: Tensor, weights: Tensor | None = None, queue: Tensor | None = None) -> Tensor:
         z_a, z_b = check_pair(z_a, z_b)
         n = z_a.shape[0]
-        weights = check_weights(weights, n)
-        queue = check_queue(queue, z_a.shape[1], z_a.dtype)
+        weights = check_weights(weights, n, z_a.device)
+        queue = check_queue(queue, z_a.shape[1], z_a.dtype, z_a.device)
+        out_dtype = z_a.dtype
+        if _needs_float64(z_a, z_b, queue):  # squared distances beyond float32 (1e20 -> 1e40): exact in float64
+            z_a, z_b = z_a.double(), z_b.double()
+            queue = queue.double() if queue is not None else None
         pos = self._log_q(((z_a - z_b) ** 2).sum(-1))  # (N,) log q(x_i, x_i')
         e = torch.cat([sd.gather(z_a), sd.gather(z_b)])  # (2M, d) all embeddings of all ranks
         # the normaliser in log space: log Z = logsumexp_{j != k} log q(e_j, e_k) (+ the (embedding, queue)
@@ -78,4 +106,4 @@ class TSimCLR(ContrastiveLoss):
             log_z = torch.logsumexp(log_q.flatten(), 0)
         per_pair = log_z - pos  # (N,) l(x_i, x_i') = l(x_i', x_i)
         self._record(log_normaliser=log_z, log_normaliser_per_pair=log_z - math.log(e.shape[0] * (e.shape[0] - 1)))
-        return weighted_mean(per_pair, weights)  # mean over the 2N anchors (both orders give the same term)
+        return weighted_mean(per_pair, weights).to(out_dtype)  # mean over the 2N anchors (both orders: same term)

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import ContrastiveLoss, _check_float, check_pair, check_positive, check_queue, register_loss
+from suite.losses.base import ContrastiveLoss, _check_float, check_device, check_pair, check_positive, check_queue, register_loss
 from suite.losses.core import normalize, pair_lse, pair_rows, pair_setup
 from suite.losses.tiling import weighted_cross
 
@@ -62,21 +62,23 @@ class XCLR(ContrastiveLoss):
         if (similarity is None) == (similarity_embeddings is None):
             raise ValueError("xclr needs exactly one of similarity (N, N) and similarity_embeddings (N, d_t)")
         if similarity is not None:
+            check_device(similarity, "similarity", z_a.device)
             g = _local_graph(similarity, n, w).detach().to(z_a.dtype)  # (N, W*N); targets carry no gradient
             graph_rows = lambda i: g[i]  # noqa: E731
         else:  # G = E E^T with unit rows (diagonal 1), built per tile: never an (N, N) tensor
             _check_float(similarity_embeddings, "similarity_embeddings")
             if similarity_embeddings.dim() != 2 or similarity_embeddings.shape[0] != n:
                 raise ValueError(f"similarity_embeddings must have shape ({n}, d_t); got {tuple(similarity_embeddings.shape)}")
-            e_loc = normalize(similarity_embeddings.detach().to(z_a.dtype))
+            check_device(similarity_embeddings, "similarity_embeddings", z_a.device)
+            e_loc = normalize(similarity_embeddings.detach().to(z_a.dtype), "similarity_embeddings")
             e_all = sd.gather_nograd(e_loc)
             graph_rows = lambda i: e_loc[i] @ e_all.T  # noqa: E731
-        queue = check_queue(queue, z_a.shape[1], z_a.dtype)
+        queue = check_queue(queue, z_a.shape[1], z_a.dtype, z_a.device)
         qs = None  # target logits of the queue entries; None: all pure negatives (zero mass, no (N, Q) tensor)
         if queue is not None and queue_similarity is not None:
             qs = _queue_graph(queue_similarity, n, queue.shape[0]).to(z_a.dtype) / self.target_temperature
         # logits (2N, 2M[+Q]) = cos / tau, -inf at each anchor's own entry
-        za_n, zb_n = normalize(z_a), normalize(z_b)
+        za_n, zb_n = normalize(z_a, "z_a"), normalize(z_b, "z_b")
         ps = pair_setup(za_n, zb_n, negatives="all", symmetric=True, queue=queue, scale=1.0 / self.temperature)
         m = ps.cand.shape[0] // 2
         ga, gb = ps.cand[:m], ps.cand[m:]  # (M, d) candidates of all ranks (gathered once)
