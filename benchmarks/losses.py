@@ -99,7 +99,7 @@ def _time(fn: Callable[[], torch.Tensor], leaves: list[torch.Tensor], repeats: i
     return statistics.median(_step(fn, leaves) for _ in range(repeats))
 
 
-def _time_interleaved(cases: dict[str, tuple[Callable[[], torch.Tensor], list[torch.Tensor]]], repeats: int
+def time_interleaved(cases: dict[str, tuple[Callable[[], torch.Tensor], list[torch.Tensor]]], repeats: int
                       ) -> tuple[dict[str, float], dict[str, float]]:
     """Round-robin timing: every round times each case once, so load changes on a shared machine
     hit all cases alike. Returns median times and, per case, the median over rounds of its time
@@ -116,7 +116,7 @@ def _time_interleaved(cases: dict[str, tuple[Callable[[], torch.Tensor], list[to
     return med, ratio
 
 
-def _peak(fn: Callable[[], torch.Tensor], leaves: list[torch.Tensor]) -> int:
+def peak_memory(fn: Callable[[], torch.Tensor], leaves: list[torch.Tensor]) -> int:
     for t in leaves:
         t.grad = None
     with PeakTensorMemory() as m:
@@ -154,9 +154,9 @@ def run(sizes: tuple[int, ...] = (256, 1024, 4096), repeats: int = 0, losses: li
         reps = repeats or (21 if two_n <= 256 else 9 if two_n <= 1024 else 5)
         cases = {"floor": _floor_inputs(n, gen), **{name: _inputs(name, n, gen) for name in names},
                  **{f"{name}@tiled": _inputs(name, n, gen, _tiles(name, n)) for name in names}}
-        med, ratio = _time_interleaved(cases, reps)
+        med, ratio = time_interleaved(cases, reps)
         for k, (fn, leaves) in cases.items():
-            res[(k, two_n)] = (med[k], _peak(fn, leaves) if "@" not in k else 0)
+            res[(k, two_n)] = (med[k], peak_memory(fn, leaves) if "@" not in k else 0)
             ratios[(k, two_n)] = ratio[k]
             print(f"  2N={two_n:5d} {k:20s} {1e3 * med[k]:9.2f} ms  {ratio[k]:5.2f}x infonce", flush=True)
     pml = check_pml(gen)

@@ -514,13 +514,13 @@ def build(reg: Registry, out_dir: Path = RESULTS, all_settings: bool = False) ->
             "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}figure{display:inline-block;margin:8px}"
             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}</style></head>"
             f"<body><h1>contrastive-suite: cross-modality report</h1><p>{n_runs} finished runs in the registry.</p>"
-            f"{_md_tables_to_html(md_tables)}<h2>Claims</h2>{_md_tables_to_html(claims_md)}<h2>Plots</h2>{body}</body></html>\n")
+            f"{md_tables_to_html(md_tables)}<h2>Claims</h2>{md_tables_to_html(claims_md)}<h2>Plots</h2>{body}</body></html>\n")
     html_path = out_dir / "report.html"
     html_path.write_text(page)
     return md_path, html_path, md_tables + "\n" + claims_md
 
 
-def _md_tables_to_html(md: str) -> str:
+def md_tables_to_html(md: str) -> str:
     out, rows = [], []
 
     def flush() -> None:

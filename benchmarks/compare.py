@@ -1,0 +1,488 @@
+"""``suite bench compare LOSS``: your own loss through a suite's jobs, beside the suite's losses, judged by the claims
+rule, on one page.
+
+    suite bench compare barlow_twins --suite quick --jobs 2                 # an installed package's loss
+    suite bench compare my_losses.py:CosMargin --loss-hparams margin=0.3    # a class in a file
+    suite bench compare my_pkg.losses:CosMargin --against infonce,macl,cacr,tsimclr
+
+In order:
+
+1. the loss is resolved (:func:`suite.presets.make_loss`: an installed package's name, ``module:Class`` or
+   ``file.py:Class``) and run once on random embeddings; a broken loss is one line and exit 2, before any job;
+2. the plan: every job group of the suite that names a loss is a task (TU graphs, images, sentences; with ``--suite cpu``
+   also molecular pretraining, whose fine-tuning jobs of a later stage follow the encoder each loss pretrained). Per
+   task the user's loss runs the seeds the suite gives the task, and so does every baseline of ``--against`` (default:
+   the losses the suite itself runs there; a name the front-end does not know is left out and said);
+3. baseline runs the registry lacks are imported from the committed snapshot (``benchmarks/results/registry.jsonl``)
+   where it holds them (``--no-snapshot``: never), then the runner runs only the jobs not finished (resumable, ``--jobs``
+   at a time, one thread each); a job's hash includes the user's loss's origin (its source's sha256), so a changed
+   loss runs again and never pools with the old one;
+4. the loss's forward and backward time and peak tensor memory at 2N = 256, 1,024 and 4,096 (d = 128, one thread),
+   timed round-robin with ``infonce`` in one process and recorded in the registry (task ``loss-compare``);
+5. ``results/compare/<loss>.md`` and ``.html``: per task the loss beside each baseline and the published rows, the
+   claims rule's verdict on "the loss beats the baseline" (``contradicted``: the baseline beats it), and the timings.
+
+Every number on the page is read back from the registry.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import io
+import re
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.claims import RULE_TEXT, Claim, mean_std
+from benchmarks.run import SUITES, Job, Runner, check_commands, execute, load_suite
+from suite.registry import Registry, markdown_table
+
+SNAPSHOT = Path(__file__).resolve().parent / "results" / "registry.jsonl"
+SETTING_OF = {("graph", "tu"): "graph_tu", ("graph", "pretrain-mol"): "graph_transfer", ("text", "train"): "text",
+              ("vision", "pretrain"): "simclr"}
+SIZES = (256, 1024, 4096)
+D = 128
+NO_INIT = "none"
+
+
+@dataclass
+class Task:
+    """One task of the comparison: the suite's jobs that differ only in the loss (``arms``: label -> jobs)."""
+    frontend: str
+    command: str
+    args: tuple[tuple[str, Any], ...]  # the fixed args (loss or the loss-dependent arg left out)
+    by: str  # the arg that carries the loss: "loss", or e.g. "init" for fine-tuning from each loss's encoder
+    arms: dict[str, list[Job]] = field(default_factory=dict)
+    judged: bool = True  # False: a pretraining whose own metric (its training loss) says nothing across losses
+
+    @property
+    def title(self) -> str:
+        shown = ", ".join(f"{k}={v}" for k, v in self.args if k != "out" and "{" not in str(v))
+        return f"{self.frontend} {self.command} ({shown})" if shown else f"{self.frontend} {self.command}"
+
+
+def slug(loss: str) -> str:
+    """A file-name form of a loss name (``examples/x.py:My`` -> ``x.py-My``)."""
+    tail = loss.strip().replace("\\", "/").split("/")[-1]
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", tail).strip("-") or "loss"
+
+
+def _args_with(job: Job, key: str, value: Any, extra: dict[str, Any], fill_loss: str = "") -> tuple[tuple[str, Any], ...]:
+    out = []
+    for k, v in job.args:
+        v = value if k == key else v
+        if fill_loss and isinstance(v, str) and "{loss}" in v:
+            v = v.replace("{loss}", fill_loss)
+        out.append((k, v))
+    return tuple(out) + tuple((k, v) for k, v in extra.items() if k not in dict(out))
+
+
+def _valid(frontend: str, command: str, name: str) -> str | None:
+    """Why ``name`` cannot run as a baseline of this front-end (None: it can)."""
+    from suite import presets
+
+    setting = SETTING_OF.get((frontend, command))
+    if setting is None:
+        return None
+    try:
+        presets.resolve(setting, name, aliases=setting not in ("graph_tu", "graph_transfer"))
+    except ValueError as exc:
+        return str(exc).splitlines()[0]
+    return None
+
+
+def plan(suite: str | Path, loss: str, against: list[str] | None = None,
+         loss_hparams: str = "") -> tuple[str, list[Task], list[str]]:
+    """``(suite name, tasks, notes)``: the suite's loss-dependent job groups with the user's ``loss`` (its
+    ``loss_hparams`` as ``key=value,...``) and each baseline as arms, every arm with the task's seeds."""
+    name, jobs = load_suite(suite)
+    extra = {"loss-hparams": loss_hparams} if loss_hparams else {}
+    tasks: dict[tuple[Any, ...], Task] = {}
+    outputs: dict[str, tuple[str, Job]] = {}  # an earlier stage's output folder -> (its loss, its job)
+    notes: list[str] = []
+    for job in jobs:
+        args = dict(job.args)
+        if "loss" in args:
+            by, label = "loss", str(args["loss"])
+            out = job.output()
+            if out is not None:
+                outputs[str(out)] = (label, job)
+        else:
+            dep = next(((k, outputs[str(v)]) for k, v in args.items() if isinstance(v, str) and str(v) in outputs),
+                       None)
+            init_none = next((k for k, v in args.items() if v == NO_INIT and k == "init"), None)
+            if dep is None and init_none is None:
+                continue  # not loss-dependent (e.g. the loss timings): the page measures its own
+            by, label = (dep[0], dep[1][0]) if dep is not None else (init_none, "no pretraining")
+        fixed = tuple((k, v) for k, v in job.args if k != by)
+        key = (job.frontend, job.command, fixed, by, job.stage)
+        task = tasks.setdefault(key, Task(job.frontend, job.command, fixed, by))
+        task.arms.setdefault(label, []).append(job)
+    out_tasks = list(tasks.values())
+    user_outputs: dict[str, str] = {}  # a baseline's output folder -> the user's job output in the same task
+    for task in out_tasks:
+        template = next(iter(task.arms.values()))
+        if task.by == "loss":
+            task.judged = not (task.frontend, task.command) == ("graph", "pretrain-mol")
+            wanted = against if against is not None else list(task.arms)
+            for base in wanted:
+                if base in task.arms:
+                    continue
+                why = _valid(task.frontend, task.command, base)
+                if why:
+                    notes.append(f"{task.title}: baseline {base!r} left out ({why})")
+                    continue
+                task.arms[base] = [Job(j.frontend, j.command, _args_with(j, "loss", base, {}), j.seed, j.seed_flag,
+                                       j.timeout, j.stage) for j in template]
+            if against is not None:
+                for base in [b for b in task.arms if b not in against]:
+                    del task.arms[base]
+            mine = [Job(j.frontend, j.command, _args_with(j, "loss", loss, extra, slug(loss)), j.seed, j.seed_flag,
+                        j.timeout, j.stage) for j in template]
+            for base_job, my_job in zip(template, mine):
+                if base_job.output() is not None and my_job.output() is not None:
+                    user_outputs[str(base_job.output())] = str(dict(my_job.values())["out"])
+            task.arms[loss] = mine
+        else:
+            dep_template = next((jobs_ for label, jobs_ in task.arms.items() if label != "no pretraining"), template)
+            src = str(dict(dep_template[0].args)[task.by])
+            if src not in user_outputs:
+                notes.append(f"{task.title}: no pretraining job of the loss to fine-tune from")
+                continue
+            if against is not None:
+                for label in [b for b in task.arms if b not in against and b != "no pretraining"]:
+                    del task.arms[label]
+            task.arms[loss] = [Job(j.frontend, j.command, _args_with(j, task.by, user_outputs[src], {}), j.seed,
+                                   j.seed_flag, j.timeout, j.stage) for j in dep_template]
+    return name, out_tasks, notes
+
+
+def all_jobs(tasks: list[Task]) -> list[Job]:
+    seen: dict[str, Job] = {}
+    for t in tasks:
+        for jobs in t.arms.values():
+            for j in jobs:
+                seen.setdefault(j.hash, j)
+    return sorted(seen.values(), key=lambda j: j.stage)
+
+
+def import_baselines(reg: Registry, jobs: list[Job], snapshot: Path = SNAPSHOT) -> int:
+    """Import from ``snapshot`` the runs of ``jobs`` the registry has no finished record of; returns how many."""
+    from suite.registry.snapshot import check_snapshot
+
+    if not snapshot.is_file():
+        return 0
+    missing = {j.hash for j in jobs if reg.job_status(j.hash) != "finished"}
+    if not missing:
+        return 0
+    wanted = [c for c in check_snapshot(snapshot) if c[2].get("config_hash") in missing]
+    return reg.import_jsonl(snapshot, wanted)["added"] if wanted else 0
+
+
+# ----------------------------------------------------------------------------- reading back
+
+def _final(reg: Registry, run: dict[str, Any]) -> float | None:
+    metric, split = run.get("primary_metric"), run.get("primary_split")
+    if not metric:
+        return None
+    ms = [m for m in reg.metrics(run["id"], metric) if m["split"] == split]
+    return ms[-1]["value"] if ms else None
+
+
+def arm_values(reg: Registry, jobs: list[Job]) -> tuple[list[float], str]:
+    """Per seed, the headline of the job's newest finished run that has one (in percent), and the metric's name."""
+    vals, metric = [], ""
+    for j in jobs:
+        runs = [r for r in reg.runs(status="finished", config_hash=j.hash) if r.get("primary_metric")]
+        for r in reversed(runs):
+            v = _final(reg, r)
+            if v is not None:
+                vals.append(100.0 * v)
+                metric = f"{r['primary_metric']} ({r['primary_split']})"
+                break
+    return vals, metric
+
+
+def published(task: Task) -> list[tuple[str, str]]:
+    """The papers' numbers that this task's metric can stand beside: (label, value)."""
+    args = dict(task.args)
+    if (task.frontend, task.command) == ("graph", "tu"):
+        from benchmarks.graph_tu import PUBLISHED
+
+        pub = PUBLISHED.get(str(args.get("dataset", "")))
+        if pub:
+            (g, gs), (m, ms) = pub
+            return [("GraphCL (You et al. 2020)", f"{g:.2f} ± {gs:.2f}"), ("MACL (Huang et al. 2023, T4)", f"{m:.2f} ± {ms:.2f}")]
+    if (task.frontend, task.command) == ("graph", "finetune-mol"):
+        from benchmarks.graph_molnet import PUBLISHED as MOL
+
+        ds = str(args.get("dataset", ""))
+        return [(f"{k} (Hu et al. 2020; MACL T5)", f"{v[ds]:.1f}") for k, v in MOL.items() if ds in v]
+    if (task.frontend, task.command) == ("text", "train") and args.get("final-eval") == "sts":
+        from benchmarks.text_sts import PUBLISHED as STS
+
+        return [(label, f"{vals[-1]:.2f} (STS avg)") for label, vals in STS]
+    return []
+
+
+@dataclass
+class Row:
+    label: str
+    values: list[float]
+
+
+def judge_task(reg: Registry, task: Task, loss: str) -> tuple[str, list[Row], list[list[str]]]:
+    rows = []
+    metric = ""
+    for label, jobs in task.arms.items():
+        vals, m = arm_values(reg, jobs)
+        metric = metric or m
+        rows.append(Row(label, vals))
+    verdicts = []
+    mine = next((r for r in rows if r.label == loss), None)
+    if mine is not None and task.judged:
+        for r in rows:
+            if r.label == loss:
+                continue
+            res = Claim(f"{task.frontend}/{task.command}", loss, r.label, metric).judge(mine.values, r.values)
+            verdicts.append([f"{loss} beats {r.label}", str(res.verdict), res.evidence()])
+    return metric, rows, verdicts
+
+
+# ----------------------------------------------------------------------------- timings
+
+def time_losses(loss: str, hparams: dict[str, Any], sizes: tuple[int, ...] = SIZES, repeats: int = 0
+                ) -> dict[tuple[str, int], tuple[float, int]]:
+    """Median forward+backward seconds and peak tensor bytes of the user's loss and infonce (both dense), timed
+    round-robin in this process."""
+    import torch
+
+    from benchmarks.losses import peak_memory, time_interleaved
+    from suite.presets import make_loss
+
+    built = {"infonce": make_loss("simclr", "infonce", check=False).loss,
+             loss: make_loss("simclr", loss, hparams, check=False).loss}
+    if hasattr(built["infonce"], "chunk_size"):
+        built["infonce"].chunk_size = None  # dense, as the user's loss
+    gen = torch.Generator().manual_seed(0)
+    out: dict[tuple[str, int], tuple[float, int]] = {}
+    for two_n in sizes:
+        n = two_n // 2
+        cases = {}
+        for name, fn in built.items():
+            za = torch.randn(n, D, generator=gen).requires_grad_()
+            zb = torch.randn(n, D, generator=gen).requires_grad_()
+            cases[name] = ((lambda fn=fn, za=za, zb=zb: fn(za, zb)), [za, zb])
+        reps = repeats or (15 if two_n <= 256 else 7 if two_n <= 1024 else 3)
+        med, _ = time_interleaved(cases, reps)
+        for name, (fn, leaves) in cases.items():
+            out[(name, two_n)] = (med[name], peak_memory(fn, leaves))
+    return out
+
+
+def record_timings(reg: Registry, loss: str, timings: dict[tuple[str, int], tuple[float, int]],
+                   origin: dict[str, Any] | None, hparams: dict[str, Any]) -> None:
+    import torch
+
+    from benchmarks.measured import Measurement, record
+
+    for (name, two_n), (t, mem) in timings.items():
+        config = {"two_n": two_n, "d": D, "threads": torch.get_num_threads(), "path": "dense",
+                  **({"loss_origin": origin} if name == loss and origin else {})}
+        record(reg, Measurement("loss-compare", f"random-2N{two_n}-d{D}", name, config,
+                                {"fwd_bwd_ms": 1e3 * t, "peak_mib": mem / 2**20}, "fwd_bwd_ms",
+                                loss_hparams=hparams if name == loss else {}))
+
+
+def timing_table(timings: dict[tuple[str, int], tuple[float, int]], loss: str) -> str:
+    rows = []
+    for two_n in sorted({n for _, n in timings}):
+        t, m = timings[(loss, two_n)]
+        t0, m0 = timings[("infonce", two_n)]
+        rows.append([two_n, f"{1e3 * t:.2f}", f"{1e3 * t0:.2f}", f"{t / t0:.2f}", f"{m / 2**20:.1f}", f"{m0 / 2**20:.1f}"])
+    return markdown_table(["2N", f"{loss} ms", "infonce ms", "time ratio", f"{loss} peak MiB", "infonce peak MiB"], rows)
+
+
+# ----------------------------------------------------------------------------- the page
+
+def _figure(task: Task, rows: list[Row], pub: list[tuple[str, str]], loss: str, metric: str) -> str | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [r for r in rows if r.values][:8]
+    if not shown:
+        return None
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(shown), 3.0))
+    for i, r in enumerate(shown):
+        mean = statistics.fmean(r.values)
+        sd = statistics.stdev(r.values) if len(r.values) > 1 else 0.0
+        ax.bar(i, mean, yerr=sd, color="tab:orange" if r.label == loss else "tab:blue", alpha=0.7, capsize=3)
+        ax.plot([i] * len(r.values), r.values, "k.", ms=4)
+    for label, value in pub:
+        try:
+            y = float(value.split()[0])
+        except ValueError:
+            continue
+        ax.axhline(y, ls="--", lw=1, color="red")
+    lo = min(min(r.values) for r in shown)
+    hi = max(max(r.values) for r in shown)
+    ax.set_ylim(lo - max(2.0, 0.3 * (hi - lo)), hi + max(2.0, 0.3 * (hi - lo)))
+    ax.set_xticks(range(len(shown)), [slug(r.label) if r.label == loss else r.label for r in shown], rotation=20,
+                  fontsize=8)
+    ax.set_ylabel(metric, fontsize=8)
+    ax.set_title(task.title, fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def page(reg: Registry, suite: str, tasks: list[Task], loss: str, origin: dict[str, Any] | None,
+         hparams: dict[str, Any], timings: dict[tuple[str, int], tuple[float, int]] | None,
+         notes: list[str]) -> tuple[str, str]:
+    """The comparison as Markdown and as a self-contained HTML page (figures inline)."""
+    from benchmarks.report import md_tables_to_html
+
+    who = f"`{loss}`" + (f" ({origin.get('package')} {origin.get('version')})" if origin and origin.get("package") else "")
+    head = [f"# {loss} beside the suite's losses (generated by `suite bench compare`)", "",
+            f"Loss {who}, hyper-parameters {hparams or 'its defaults'}"
+            + (f", source sha256 {origin['sha256'][:12]}" if origin else "") + f". Suite `{suite}` (its reduced CPU "
+            f"profile: small encoders, short training, so published numbers at full scale stand beside ours as "
+            f"context, not as targets). Cells: mean ± std over seeds (n) of each task's headline metric, in percent. "
+            f"{RULE_TEXT}", ""]
+    html_parts = [f"<h1>{html.escape(loss)} beside the suite's losses</h1>",
+                  md_tables_to_html("\n".join(head[2:]))]
+    md = list(head)
+    summary = []
+    for task in tasks:
+        metric, rows, verdicts = judge_task(reg, task, loss)
+        pub = published(task)
+        table = markdown_table(["loss", "seeds", metric or "headline"],
+                               [[r.label, len(r.values), mean_std(r.values, show_n=False, empty="not run")] for r in rows]
+                               + [[f"{label} (published)", "-", v] for label, v in pub])
+        md += [f"## {task.title}", "", table, ""]
+        part = [f"<h2>{html.escape(task.title)}</h2>", md_tables_to_html(table)]
+        if not task.judged:
+            md += ["A pretraining: its own headline (the training loss) says nothing across losses; the fine-tuning "
+                   "tasks from its encoders are judged.", ""]
+        if verdicts:
+            vt = markdown_table(["claim", "verdict", "evidence"], verdicts)
+            md += [vt, ""]
+            part.append(md_tables_to_html(vt))
+            summary += [[task.title, *v[:2]] for v in verdicts]
+        fig = _figure(task, rows, pub, loss, metric)
+        if fig:
+            alt = f"{task.title}: per-seed values (dots), mean ± std (bars) of each loss; published values dashed red"
+            part.append(f"<figure><img style=\"max-width:100%\" alt=\"{html.escape(alt)}\" "
+                        f"src=\"data:image/png;base64,{fig}\"/><figcaption>{html.escape(alt)}</figcaption></figure>")
+        html_parts += part
+    if timings:
+        tt = timing_table(timings, loss)
+        note = (f"Forward + backward on random (2N = 2 x N, d = {D}) embeddings, median of interleaved rounds, one "
+                f"thread; peak = live tensor memory (suite.memory). A user's loss has only its own dense path; infonce "
+                f"is shown dense too (it tiles above 2^24 similarity entries, `chunk_size=\"auto\"`).")
+        md += ["## Cost", "", note, "", tt, ""]
+        html_parts += ["<h2>Cost</h2>", f"<p>{html.escape(note)}</p>", md_tables_to_html(tt)]
+    if notes:
+        md += ["## Left out", "", *[f"- {n}" for n in notes], ""]
+        html_parts += ["<h2>Left out</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>"]
+    if summary:
+        st = markdown_table(["task", "claim", "verdict"], summary)
+        md[len(head):len(head)] = ["## Verdicts", "", st, ""]
+        html_parts[2:2] = ["<h2>Verdicts</h2>", md_tables_to_html(st)]
+    doc = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+           f"<title>{html.escape(loss)}: suite bench compare</title><style>body{{font-family:sans-serif;max-width:1100px;"
+           "margin:auto;padding:0 8px}table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ccc;"
+           "padding:2px 6px;font-size:13px}figure{margin:8px 0}</style></head><body>"
+           + "\n".join(html_parts) + "</body></html>\n")
+    return "\n".join(md) + "\n", doc
+
+
+# ----------------------------------------------------------------------------- the command
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("compare", help="run a suite's jobs for your own loss beside the suite's losses and write a "
+                                       "comparison page with verdicts (results/compare/<loss>.md / .html)")
+    p.add_argument("loss", help="an installed package's loss name, module:Class or path/to/file.py:Class")
+    p.add_argument("--against", default=None, help="comma-separated baselines (default: the losses the suite runs "
+                                                   "in each task), e.g. infonce,macl,cacr,tsimclr")
+    p.add_argument("--suite", default="quick", help="a suite name (benchmarks/suites/<name>.yaml) or a suite file")
+    p.add_argument("--loss-hparams", default="", help="the loss's hyper-parameters, key=value,...")
+    p.add_argument("--jobs", type=int, default=1, help="jobs at a time (one thread each on 2 cores: --jobs 2)")
+    p.add_argument("--registry", default=None, help="registry URL or path (default: $SUITE_REGISTRY)")
+    p.add_argument("--out", default="results/compare", help="folder of the page")
+    p.add_argument("--no-snapshot", action="store_true", help="never import baseline runs from the committed snapshot")
+    p.add_argument("--no-timing", action="store_true", help="leave out the forward/backward timings")
+    p.add_argument("--dry-run", action="store_true", help="list the jobs (and which are finished) without running")
+    p.set_defaults(func=_main)
+
+
+def _suite_path(suite: str) -> Path:
+    p = Path(suite)
+    if p.suffix in (".yaml", ".yml"):
+        if not p.is_file():
+            raise ValueError(f"--suite {suite}: file not found")
+        return p
+    named = SUITES / f"{suite}.yaml"
+    if not named.is_file():
+        known = sorted(x.stem for x in SUITES.glob("*.yaml"))
+        raise ValueError(f"--suite {suite!r}: no such suite (known: {', '.join(known)})")
+    return named
+
+
+def _main(args: argparse.Namespace) -> int:
+    from suite.config import _kv_pairs
+    from suite.paths import registry_url
+    from suite.presets import make_loss
+
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
+    try:
+        hparams = _kv_pairs(args.loss_hparams) if args.loss_hparams else {}
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(f"--loss-hparams: {exc}") from None
+    built = make_loss("simclr", args.loss, hparams)  # a broken loss: one line, before anything runs
+    against = [a.strip() for a in args.against.split(",") if a.strip()] if args.against else None
+    suite = _suite_path(args.suite)
+    name, tasks, notes = plan(suite, args.loss, against, args.loss_hparams)
+    if not tasks:
+        raise ValueError(f"suite {name} has no job that names a loss")
+    jobs = all_jobs(tasks)
+    url = args.registry or registry_url()
+    check_commands(jobs, suite)
+    reg = Registry(url)
+    if not args.no_snapshot and not args.dry_run:
+        added = import_baselines(reg, [j for t in tasks for label, js in t.arms.items() if label != args.loss for j in js])
+        if added:
+            print(f"imported {added} finished baseline run(s) from {SNAPSHOT}")
+    runner = Runner(url, jobs=args.jobs, log_dir=Path("results/bench-logs") / f"compare-{slug(args.loss)}",
+                    dry_run=args.dry_run)
+    rc = execute(runner, f"compare {built.name} ({name})", jobs)
+    if args.dry_run:
+        return rc
+    timings = None
+    if not args.no_timing:
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            timings = time_losses(built.name, hparams)
+        finally:
+            torch.set_num_threads(threads)
+        record_timings(reg, built.name, timings, built.origin, built.hparams)
+    md, doc = page(reg, name, tasks, built.name, built.origin, built.hparams, timings, notes)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{slug(built.name)}.md").write_text(md, encoding="utf-8")
+    (out / f"{slug(built.name)}.html").write_text(doc, encoding="utf-8")
+    print(md)
+    print(f"wrote {out / (slug(built.name) + '.md')} and {out / (slug(built.name) + '.html')}", file=sys.stderr)
+    return rc
