@@ -60,7 +60,7 @@ def _cmd_results(args: argparse.Namespace) -> int:
         rows = check_snapshot(args.run_id)  # every row checked before the registry is opened (or created): a bad
         reg = Registry(args.registry)       # line imports nothing and leaves no new empty database behind
         n = reg.import_jsonl(args.run_id, checked=rows)
-        print(f"imported {n['added']} runs into {reg.url}; {n['skipped']} already there (same id) skipped")
+        print(f"imported {n['added']} runs into {reg.shown}; {n['skipped']} already there (same id) skipped")
         return 0
     reg = open_registry(args.registry)
     if args.action in ("list", "reap"):  # runs whose process is gone are interrupted, not running forever
@@ -82,7 +82,7 @@ def _cmd_results(args: argparse.Namespace) -> int:
         try:
             run = reg.get(args.run_id)
         except KeyError as exc:
-            raise ValueError(f"{exc.args[0]} in the registry {reg.url} (see `suite results list`)") from None
+            raise ValueError(f"{exc.args[0]} in the registry {reg.shown} (see `suite results list`)") from None
         print(json.dumps(run, indent=2, default=str))
     elif args.action == "compare":
         metric = args.metric
@@ -194,6 +194,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f": {exc.filename}" if exc.filename and str(exc.filename) not in str(exc.strerror) else ""
         print(f"error: {_one_line(str(exc.strerror or exc))}{where}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: one line (where a run resumes), no traceback
+        folder = getattr(exc, "run_folder", None)
+        where = (f": the run in {folder} resumes from its last checkpoint when the same command is run again"
+                 if folder is not None else "")
+        print(f"suite: interrupted ({_one_line(str(exc)) or 'Ctrl-C'}){where}", file=sys.stderr)
+        return 130
 
 
 def _one_line(text: str) -> str:

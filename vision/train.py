@@ -84,6 +84,10 @@ _COUNTS = ("train_per_class", "eval_train_per_class", "eval_test_per_class", "va
            "geometry_batches", "epochs", "points")  # epochs 0: the untrained encoder evaluated (a random-init baseline)
 
 
+_DEFAULT_MIN_RATIO = PretrainConfig.__dataclass_fields__["imbalance_min_ratio"].default
+_DEFAULT_IOU_TAU = PretrainConfig.__dataclass_fields__["iou_tau"].default
+
+
 def check_config(cfg: PretrainConfig) -> None:
     """Refuse settings no run can use before the data is loaded (``ValueError`` naming the field and value)."""
     for name in _COUNTS:
@@ -98,6 +102,15 @@ def check_config(cfg: PretrainConfig) -> None:
         v = getattr(cfg, name)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+    r = cfg.imbalance_min_ratio
+    if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1:
+        raise ValueError(f"imbalance_min_ratio must be in (0, 1] (the smallest class's fraction), got {r!r}")
+    if cfg.imbalance != "exponential" and r != _DEFAULT_MIN_RATIO:  # a setting of another rule: refused, not recorded
+        raise ValueError(f"--imbalance-min-ratio {r} applies to --imbalance exponential, not {cfg.imbalance!r}")
+    if not (isinstance(cfg.iou_tau, (int, float)) and math.isfinite(cfg.iou_tau) and cfg.iou_tau > 0):
+        raise ValueError(f"iou_tau must be a finite number > 0, got {cfg.iou_tau!r}")
+    if not cfg.iou_weights and cfg.iou_tau != _DEFAULT_IOU_TAU:
+        raise ValueError(f"--iou-tau {cfg.iou_tau} sets the IoU pair weights: it needs --iou-weights")
     if cfg.points and cfg.proj_dim != 2:
         raise ValueError(f"points={cfg.points} logs 2-D projections: it needs proj_dim 2, got {cfg.proj_dim}")
     if cfg.grad_cache_chunk and cfg.framework != "simclr":

@@ -54,6 +54,28 @@ class FinetuneMolConfig(MolGINConfig):
     keep_checkpoints: int = field(default=0, metadata={"help": "checkpoints kept once the run has finished (0: none)"})
 
 
+def check_config(cfg: FinetuneMolConfig) -> None:
+    """Refuse settings no fine-tuning can use before the encoder or the data is read (``ValueError`` naming the field
+    and the value)."""
+    from graph.mol.splits import SPLITS
+
+    for name, low in (("epochs", 1), ("batch_size", 2), ("eval_batch_size", 1), ("num_layers", 1), ("emb_dim", 1)):
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+    if cfg.max_steps is not None and (isinstance(cfg.max_steps, bool) or not isinstance(cfg.max_steps, int)
+                                      or cfg.max_steps < 1):
+        raise ValueError(f"max_steps must be >= 1 or None, got {cfg.max_steps}")
+    if not (isinstance(cfg.lr, (int, float)) and math.isfinite(cfg.lr) and cfg.lr > 0):
+        raise ValueError(f"lr must be a finite number > 0, got {cfg.lr!r}")
+    if not (isinstance(cfg.weight_decay, (int, float)) and math.isfinite(cfg.weight_decay) and cfg.weight_decay >= 0):
+        raise ValueError(f"weight_decay must be a finite number >= 0, got {cfg.weight_decay!r}")
+    if not (isinstance(cfg.dropout, (int, float)) and 0 <= cfg.dropout < 1):
+        raise ValueError(f"dropout must be in [0, 1), got {cfg.dropout!r}")
+    if cfg.split not in SPLITS:
+        raise ValueError(f"unknown split {cfg.split!r}; choose from {SPLITS}")
+
+
 def masked_bce(logits: Tensor, y: Tensor) -> Tensor:
     """BCE-with-logits averaged over the labelled entries. Shapes: logits, y (B, T), NaN = missing -> ()."""
     mask = ~torch.isnan(y)
@@ -108,10 +130,7 @@ class FinetuneMolTask(Task[FinetuneMolConfig]):
         return cfg.keep_checkpoints
 
     def build(self, cfg: FinetuneMolConfig, ctx: RunContext[FinetuneMolConfig]) -> Training:
-        if cfg.epochs < 1 or cfg.batch_size < 2:
-            raise ValueError(f"need epochs >= 1 and batch_size >= 2, got {cfg.epochs}, {cfg.batch_size}")
-        if cfg.max_steps is not None and cfg.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1 or None, got {cfg.max_steps}")
+        check_config(cfg)
         featurizer = cfg.featurizer
         if cfg.init.lower() not in ("none", ""):
             pre, spec = load_mol_encoder(cfg.init)
@@ -124,9 +143,16 @@ class FinetuneMolTask(Task[FinetuneMolConfig]):
         self.graphs, self.load_s = graphs, time.perf_counter() - t0
         if graphs.y is None or not graphs.tasks:
             raise ValueError(f"{cfg.dataset}: no labels to fine-tune on")
+        if not bool((~torch.isnan(graphs.y)).any()):  # every label cell missing or not a number: nothing to learn
+            raise ValueError(f"{cfg.dataset}: no usable label ({graphs.bad_labels} non-numeric label cell(s), the rest "
+                             f"empty, in {len(graphs.tasks)} task column(s) of {len(graphs)} molecules): nothing to "
+                             "fine-tune on or score")
         # the scaffold split is deterministic; random splits follow the run's seed
         train, self.valid, self.test = make_split(graphs.smiles, cfg.split,
                                                   seed=cfg.seed if cfg.split in ("random", "random_scaffold") else 0)
+        if not bool((~torch.isnan(graphs.y[train])).any()):
+            raise ValueError(f"{cfg.dataset}: the {cfg.split} split's training part ({train.numel()} molecules) has no "
+                             "usable label: nothing to fine-tune on")
         if self.init is not None:
             spec = self.init["spec"]
             enc = MolGIN(spec["num_layers"], spec["emb_dim"], cfg.dropout, get_featurizer(spec["featurizer"]))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import statistics
 import tempfile
 import time
@@ -81,9 +82,26 @@ class TUConfig:
     checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (0: at the end only)"})
     keep_checkpoints: int = field(default=0, metadata={"help": "checkpoints kept once the run has finished (0: none)"})
 
+    DEFAULT_EVAL_EPOCHS: ClassVar[tuple[int, ...]] = (10, 20)  # GraphCL's protocol (a shorter run evaluates its last)
+
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 2 or self.lr <= 0:
-            raise ValueError(f"need epochs >= 1, batch_size >= 2, lr > 0; got {self.epochs}, {self.batch_size}, {self.lr}")
+        if self.epochs < 1 or self.batch_size < 2 or not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ValueError(f"need epochs >= 1, batch_size >= 2, lr a finite number > 0; got {self.epochs}, "
+                             f"{self.batch_size}, {self.lr}")
+        if self.hidden < 1 or self.layers < 1:
+            raise ValueError(f"need hidden >= 1 and layers >= 1, got {self.hidden}, {self.layers}")
+        if self.svm_folds < 2:
+            raise ValueError(f"--svm-folds must be >= 2 (stratified cross-validation needs two folds), got {self.svm_folds}")
+        if self.svm_inner_folds < 2:
+            raise ValueError(f"--svm-inner-folds must be >= 2 (the inner grid search needs two folds), got "
+                             f"{self.svm_inner_folds}")
+        bad = [e for e in self.eval_epochs if e < 1]
+        if bad:
+            raise ValueError(f"--eval-epochs: epochs are counted from 1, got {bad}")
+        late = [e for e in self.eval_epochs if e > self.epochs]
+        if late and tuple(self.eval_epochs) != self.DEFAULT_EVAL_EPOCHS:  # the default: GraphCL's 10 and 20
+            raise ValueError(f"--eval-epochs {' '.join(map(str, late))} after the last epoch ({self.epochs}) would never "
+                             f"be evaluated (the last epoch always is); give epochs in 1..{self.epochs}")
         if self.grad_cache_chunk < 0:
             raise ValueError(f"grad_cache_chunk must be >= 0 (0: off), got {self.grad_cache_chunk}")
         if not 0.0 <= self.aug_ratio < 1.0:

@@ -5,7 +5,12 @@ config (``seed`` in it), the loss hyper-parameters, per-epoch training stats
 (split "train": loss, the loss's diagnostics such as MACL's tau, alignment, uniformity, graphs/s)
 and the SVM results (split "test": ``acc`` at every evaluated epoch, the last epoch being the
 reported one; ``acc_ep10`` etc. by name; the protocol as metrics ``svm_folds``/``svm_seed``).
-A config that already finished in the registry is reused unless ``rerun=True``. Under the benchmark runner a
+A config that already finished in the registry is reused unless ``rerun=True``; every option is checked first
+(:func:`suite.train.run.check_run_options`: a reused run is no excuse for a bad ``--out`` or ``--keep-checkpoints``),
+and the lookup happens while this process holds the run folder (:func:`suite.train.run.hold_folder`), so two
+identical commands started together never both train: the second is refused while the first runs, and reuses its
+row once it has finished. The SVM folds are checked against the data's smallest class before training. Under the
+benchmark runner a
 run is recorded with the runner's job hash (``$SUITE_CONFIG_HASH``) instead of its own. Loops over seeds
 belong to the runner (a suite's ``seeds:`` list), not to the config.
 """
@@ -15,8 +20,9 @@ import json
 import os
 import statistics
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -25,7 +31,7 @@ from graph.tu.graphcl import TUConfig, TUTask, evaluate, load_encoder
 from suite import distributed as sd
 from suite.config import experiment_config
 from suite.registry import Registry, config_hash
-from suite.train.run import run
+from suite.train.run import check_run_options, hold_folder, run, run_folder
 
 TASK = "tu-graphcl"
 
@@ -34,21 +40,49 @@ def run_tu(cfg: TUConfig, registry: Registry | None = None, data: TUData | None 
            verbose: bool = True) -> dict[str, Any]:
     """Train and evaluate ``cfg`` (one seed); returns its accuracies and timings (``reused``: the id of the
     finished run taken from the registry instead)."""
+    check_run_options(cfg)  # before any lookup: a finished run is reused only for a command that is valid
     # the hash the run is recorded under: the runner's job hash (SUITE_CONFIG_HASH), else the setting's own
     h = os.environ.get("SUITE_CONFIG_HASH") or config_hash(experiment_config(cfg))
     # every rank reads the registry (all must agree on whether to skip); only the main rank writes
     lookup = registry if registry is not None else Registry()
-    prev = lookup.find_finished(h) if not rerun else None
-    if prev is not None:
-        fm = lookup.final_metrics(prev["id"])
-        r = {"acc": fm.get(("acc", "test")), "acc_ep10": fm.get(("acc_ep10", "test")),
-             "train_time": fm.get(("train_time_s", "train")), "reused": prev["id"]}
-        if verbose:
-            print(f"[{cfg.dataset} {cfg.loss} seed {cfg.seed}] reused finished run {prev['id'][:10]}: acc {r['acc']}")
-    else:
-        data = data if data is not None else _load_once(cfg)
-        r = _run(cfg, h, data, lookup if sd.is_main() else None, verbose)
+    folder = run_folder(cfg, TASK, TUTask(None).stem(cfg))  # type: ignore[arg-type]
+    # the main rank looks up and runs while holding the folder: a twin started at the same time is refused, one
+    # started after it finished reuses its row (never two finished rows for one run)
+    with hold_folder(folder) if sd.is_main() else _nothing():
+        prev = lookup.find_finished(h) if not rerun else None
+        if prev is not None:
+            fm = lookup.final_metrics(prev["id"])
+            r = {"acc": fm.get(("acc", "test")), "acc_ep10": fm.get(("acc_ep10", "test")),
+                 "train_time": fm.get(("train_time_s", "train")), "reused": prev["id"]}
+            if verbose:
+                print(f"[{cfg.dataset} {cfg.loss} seed {cfg.seed}] reused finished run {prev['id'][:10]}: acc {r['acc']}")
+        else:
+            data = data if data is not None else _load_once(cfg)
+            check_folds(cfg, data)
+            r = _run(cfg, h, data, lookup if sd.is_main() else None, verbose)
     return {"dataset": cfg.dataset, "loss": cfg.loss, "seed": cfg.seed, **r}
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield None
+
+
+def check_folds(cfg: TUConfig, data: TUData) -> None:
+    """The SVM protocol fits the data (checked after it is read, before any training): every class has at least
+    ``--svm-folds`` graphs (stratified outer folds), and the training part of an outer fold holds at least
+    ``--svm-inner-folds`` graphs of its largest class (scikit-learn's inner split refuses fewer)."""
+    labels = data.labels.long()
+    counts = torch.bincount(labels)
+    smallest, largest = int(counts[counts > 0].min()), int(counts.max())
+    if cfg.svm_folds > smallest:
+        raise ValueError(f"--svm-folds {cfg.svm_folds}: {cfg.dataset}'s smallest class has {smallest} graphs "
+                         f"({len(labels)} graphs in all), so it cannot be split into {cfg.svm_folds} stratified folds; "
+                         f"use at most {smallest}")
+    inner = largest - -(-largest // cfg.svm_folds)  # the largest class left in an outer fold's training part
+    if cfg.svm_inner_folds > inner:
+        raise ValueError(f"--svm-inner-folds {cfg.svm_inner_folds}: the training part of an outer fold holds at most "
+                         f"{inner} graphs of any class of {cfg.dataset}; use at most {inner} (or fewer --svm-folds)")
 
 
 def _load_once(cfg: TUConfig) -> TUData:

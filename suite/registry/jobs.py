@@ -85,6 +85,8 @@ class JobsMixin:
                 if not _pid_alive(r.pid)]
             jobs = [r.hash for r in conn.execute(sa.select(jobs_t).where(jobs_t.c.status == "running"))
                     if r.host == host and not _job_alive(r, host)]
+        if getattr(self, "read_only", None) is not None:  # a registry that cannot be written is listed as it is
+            return {"runs": 0, "jobs": 0}
         if dead or jobs:
             now = _now()
             with self._tx() as conn:

@@ -43,13 +43,30 @@ from suite.registry.queries import QueryMixin
 from suite.registry.snapshot import SnapshotMixin
 
 
-def _make_engine(url: str) -> sa.Engine:
+def _writable(folder: Path) -> bool:
+    """Whether this process may create files in ``folder`` (SQLite's WAL needs its -wal and -shm files there)."""
+    return os.access(folder, os.W_OK | os.X_OK)
+
+
+def _make_engine(url: str) -> tuple[sa.Engine, Path | None]:
+    """The engine, and the folder of a SQLite file that is opened read-only because that folder is not writable
+    (else None): reading such a registry works (``suite results list``), writing is refused by name."""
+    read_only: Path | None = None
     if "://" not in url:  # a plain path -> SQLite file
         path = Path(url).expanduser()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        url = f"sqlite:///{path}"
+        parent = path.parent
+        if parent.is_dir() and not _writable(parent):
+            if not path.is_file():
+                raise RegistryError(f"cannot create the registry {path}: the folder {parent} is read-only")
+            read_only = parent
+            url = f"sqlite:///file:{path}?immutable=1&uri=true"  # no -wal/-shm files, no locks: a read-only view
+        else:
+            parent.mkdir(parents=True, exist_ok=True)
+            url = f"sqlite:///{path}"
     if url.startswith("sqlite"):
         engine = sa.create_engine(url, connect_args={"timeout": 60, "isolation_level": None}, poolclass=sa.pool.NullPool)
+        if read_only is not None:
+            return engine, read_only
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
@@ -64,8 +81,22 @@ def _make_engine(url: str) -> sa.Engine:
         def _begin(conn: Any) -> None:
             conn.exec_driver_sql("BEGIN IMMEDIATE")  # take the write lock up front: no upgrade deadlocks
 
-        return engine
-    return sa.create_engine(url, pool_pre_ping=True)
+        return engine, None
+    return sa.create_engine(url, pool_pre_ping=True), None
+
+
+def display_url(url: str) -> str:
+    """``url`` as messages show it: a database URL's password masked (``postgresql://me:***@host/db``)."""
+    if "://" not in url:
+        return url
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except (sa.exc.ArgumentError, ValueError, TypeError):
+        return url
+
+
+_DRIVERS = {"MySQLdb": "mysqlclient", "pymysql": "pymysql", "psycopg2": "psycopg2-binary", "psycopg": "psycopg[binary]",
+            "asyncpg": "asyncpg", "cx_Oracle": "cx_Oracle", "oracledb": "oracledb", "pyodbc": "pyodbc"}
 
 
 class Registry(QueryMixin, JobsMixin, SnapshotMixin):
@@ -73,9 +104,13 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
 
     def __init__(self, url: str | None = None) -> None:
         self.url = url or registry_url()
+        self.shown = display_url(self.url)  # as messages show it (a password masked)
         self.source = self.url  # where the runs come from (a .jsonl snapshot for open_registry's copies)
+        self.read_only: Path | None = None  # the read-only folder of a SQLite registry opened for reading only
         try:
-            self.engine = _make_engine(self.url)
+            self.engine, self.read_only = _make_engine(self.url)
+            if self.read_only is not None:
+                return  # nothing is created or migrated in a folder that cannot be written
             for attempt in range(5):
                 try:
                     _meta.create_all(self.engine)
@@ -86,16 +121,24 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
                     time.sleep(0.2 * (attempt + 1))
             self._migrate()
         except (sa.exc.SQLAlchemyError, OSError) as exc:
-            raise RegistryError(f"cannot open the registry {self.url}: {_reason(exc)}") from exc
+            raise RegistryError(f"cannot open the registry {self.shown}: {_reason(exc)}") from exc
+        except ImportError as exc:  # a database URL whose driver is not installed (mysql:// without MySQLdb)
+            name = exc.name or str(exc)
+            hint = f" (pip install {_DRIVERS[name]})" if name in _DRIVERS else ""
+            raise RegistryError(f"cannot open the registry {self.shown}: its database driver {name!r} is not "
+                                f"installed{hint}") from None
 
     @contextmanager
     def _tx(self) -> Iterator[sa.Connection]:
         """One write transaction; a database error becomes a one-line RegistryError naming the registry."""
+        if self.read_only is not None:
+            raise RegistryError(f"registry {self.shown}: cannot write, the folder {self.read_only} is read-only "
+                                "(reading works: suite results list / show / export)")
         try:
             with self.engine.begin() as conn:
                 yield conn
         except sa.exc.DBAPIError as exc:
-            raise RegistryError(f"registry {self.url}: {_reason(exc)}") from exc
+            raise RegistryError(f"registry {self.shown}: {_reason(exc)}") from exc
 
     @contextmanager
     def _read(self) -> Iterator[sa.Connection]:
@@ -103,7 +146,7 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
             with self.engine.connect() as conn:
                 yield conn
         except sa.exc.DBAPIError as exc:
-            raise RegistryError(f"registry {self.url}: {_reason(exc)}") from exc
+            raise RegistryError(f"registry {self.shown}: {_reason(exc)}") from exc
 
     def _migrate(self) -> None:
         """Add the columns of newer versions to a database made by an older one (ALTER TABLE ADD COLUMN)."""
@@ -215,6 +258,7 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
         try:
             release()
             yield run
+            run.record_undefined()
         except KeyboardInterrupt:
             self.finish(run.id, "interrupted", error="KeyboardInterrupt/SIGTERM")
             raise
@@ -239,7 +283,8 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
 
     def get(self, run_id: str) -> dict[str, Any]:
         with self._read() as conn:
-            row = conn.execute(sa.select(runs_t).where(runs_t.c.id.startswith(run_id))).fetchall()
+            # a prefix taken literally: '%' and '_' are escaped (startswith builds a LIKE pattern)
+            row = conn.execute(sa.select(runs_t).where(runs_t.c.id.startswith(run_id, autoescape=True))).fetchall()
         if not row:
             raise KeyError(f"no run with id {run_id!r}")
         if len(row) > 1:
@@ -263,12 +308,33 @@ class Run:
     def __init__(self, registry: Registry, run_id: str) -> None:
         self.registry = registry
         self.id = run_id
+        self.undefined: dict[str, int] = {}  # "split/name" -> how many undefined (NaN) values were not logged
 
     def log(self, name: str, value: float, split: str | None = None, step: int | None = None) -> None:
-        self.registry.log_metric(self.id, name, value, split=split, step=step)
+        self.log_many({name: value}, split=split, step=step)
 
     def log_many(self, values: dict[str, float], split: str | None = None, step: int | None = None) -> None:
-        self.registry.log_metrics(self.id, values, split=split, step=step)
+        """Log ``values``; a value that is undefined (NaN: a rate of nothing, the ROC-AUC of one class) is not logged
+        but counted (:attr:`undefined`, recorded as ``undefined_values`` when the run ends), so that no run dies
+        at its last step over a metric. A value that is not a number at all is still refused."""
+        kept = {}
+        for k, v in values.items():
+            try:
+                f = float(v)
+            except (TypeError, ValueError):
+                raise ValueError(f"metric {k!r} must be a number, got {v!r}") from None
+            if math.isnan(f):
+                key = f"{split}/{k}" if split else k
+                self.undefined[key] = self.undefined.get(key, 0) + 1
+            else:
+                kept[k] = f
+        self.registry.log_metrics(self.id, kept, split=split, step=step)
+
+    def record_undefined(self) -> None:
+        """Write how many undefined values were left out (metric ``undefined_values``, split ``info``; named in the
+        run's error column only when the run fails)."""
+        if self.undefined:
+            self.registry.log_metrics(self.id, {"undefined_values": float(sum(self.undefined.values()))}, split="info")
 
     def set_primary(self, metric: str, split: str | None) -> None:
         """Name the run's headline metric (an evaluator's ``primary_metric``) for tables and the report."""

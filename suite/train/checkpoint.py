@@ -46,15 +46,25 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())  # the bytes are on disk before the rename makes them the checkpoint
+        with open(tmp, "wb") as raw:
+            f = _Recording(raw)
+            try:
+                torch.save(state, f)
+            except RuntimeError:  # torch's writer turns a failed write into "inline_container.cc ... unexpected pos"
+                if f.error is not None:
+                    raise f.error from None
+                raise
+            raw.flush()
+            os.fsync(raw.fileno())  # the bytes are on disk before the rename makes them the checkpoint
         tmp.replace(path)
     except OSError as e:  # disk full, quota, read-only folder: the previous checkpoint stays as it was
         tmp.unlink(missing_ok=True)
-        raise OSError(e.errno, f"could not write checkpoint {path}: {e.strerror or e}; the previous checkpoint "
-                               "(if any) is kept") from None
+        reason = (os.strerror(e.errno) if e.errno else None) or e.strerror or str(e)
+        raise OSError(e.errno, f"could not write checkpoint {path}: {reason[:1].lower()}{reason[1:]}; the previous "
+                               "checkpoint (if any) is kept") from None
+    except BaseException:  # anything else (an interruption, a bad state): no half-written temporary file is left
+        tmp.unlink(missing_ok=True)
+        raise
     try:  # the rename itself is durable once the folder is synced (not possible on every OS)
         fd = os.open(path.parent, os.O_RDONLY)
         try:
@@ -64,6 +74,25 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
     except OSError:
         pass
     return path
+
+
+class _Recording:
+    """A binary file for ``torch.save`` that keeps the first ``OSError`` of its writes (a full disk: ENOSPC), which
+    torch's writer would otherwise report as an unrelated ``RuntimeError``."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw, self.error = raw, None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.raw.write(data)
+        except OSError as exc:
+            if self.error is None:
+                self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.raw.flush()
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:

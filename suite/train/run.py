@@ -14,6 +14,15 @@ trained model (and which metric is the headline), and what to export. Everything
   written every ``cfg.checkpoint_every`` epochs and at the end, pruned to the newest ``cfg.keep_checkpoints``;
 * **resume**: the newest checkpoint of the folder, refused when it records another experiment config
   (:class:`suite.train.ConfigMismatchError` naming the keys);
+* **one writer per folder**: the run holds an exclusive lock on ``<folder>/.lock`` (``fcntl.flock``, which the kernel
+  drops when the process ends, even by SIGKILL: a crash never blocks the next run) from before it reads a checkpoint
+  until its registry row is closed; a second process on the same folder is refused at once with one line naming the
+  folder and the pid that holds it (:class:`FolderBusyError`);
+* **checks before work**: :func:`check_run_options` (the output folder is not a file, ``keep_checkpoints`` and
+  ``checkpoint_every`` are integers >= 0, the seed is valid, the device is one this machine has), before anything is
+  built; a front-end that reuses finished runs calls it before it looks one up;
+* **interruption**: Ctrl-C or SIGTERM (turned into ``KeyboardInterrupt`` while the run goes) ends the run; the
+  exception carries ``run_folder``, where the run resumes, and ``suite`` prints that as one line (exit 130);
 * **the registry row**: opened (or the interrupted run's row continued), its headline set with ``set_primary``,
   training stats logged while it runs, the evaluation logged, finished / interrupted / failed;
 * **progress**: the engine's bar (``SUITE_NO_PROGRESS=1`` turns it off);
@@ -57,6 +66,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -139,6 +149,109 @@ class Checkpoints:
         for p in gone:
             p.unlink(missing_ok=True)
         return gone
+
+
+# ----------------------------------------------------------------------------- checks, the folder's lock
+
+class FolderBusyError(ValueError):
+    """Another process (or thread) holds the run folder: one writer at a time."""
+
+
+LOCK = ".lock"
+_HELD: dict[str, tuple[int, int, int]] = {}  # lock path -> (fd, owning thread, depth): this process's held folders
+_HELD_GUARD = threading.Lock()
+
+
+def check_run_options(cfg: Any) -> None:
+    """The run options every run owner reads, checked before anything is built, read or reused (``ValueError``
+    naming the option and the value): ``out`` must name a folder (or nothing yet) and no path under a regular file;
+    ``keep_checkpoints`` and ``checkpoint_every`` integers >= 0; ``seed`` a valid seed; ``device`` one this machine has."""
+    derive_seed(getattr(cfg, "seed", 0))
+    for name in ("keep_checkpoints", "checkpoint_every"):
+        if hasattr(cfg, name):
+            v = getattr(cfg, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
+    device = getattr(cfg, "device", "auto")
+    if device != "auto":  # "auto" needs no check (and must not touch CUDA before torchrun picks this rank's GPU)
+        try:
+            dev = torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from None
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} asked for, but no CUDA GPU is available; use --device cpu or auto")
+    out = getattr(cfg, "out", "") or ""
+    if out:
+        from suite.paths import resolve_model_path
+
+        _check_folder_path(resolve_model_path(out), f"--out {out}")
+
+
+def _check_folder_path(folder: Path, what: str) -> None:
+    """``folder`` is a folder or can be made one: not a regular file, and no regular file on the way to it."""
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{what}: {folder} is a file, not a folder (the run folder holds checkpoints/ and export/)")
+    for parent in folder.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"{what}: {parent} is a file, so the run folder {folder} cannot be made")
+            break
+
+
+@contextmanager
+def hold_folder(folder: str | Path) -> Iterator[Path]:
+    """Hold ``folder`` as its only writer: an exclusive ``fcntl.flock`` on ``<folder>/.lock`` (pid written in it),
+    released on exit, and by the kernel if the process dies. Re-entrant within one thread (a front-end that looks a
+    finished run up under the lock, then runs it); another process or thread gets :class:`FolderBusyError` at once,
+    naming the folder and the pid that holds it. Non-POSIX systems (no ``fcntl``) run without the lock."""
+    folder = Path(folder)
+    _check_folder_path(folder, "run folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = str((folder / LOCK).resolve())
+    me = threading.get_ident()
+    with _HELD_GUARD:
+        held = _HELD.get(path)
+        if held is not None:
+            fd, owner, depth = held
+            if owner != me:
+                raise FolderBusyError(f"run folder {folder} is in use by another thread of this process "
+                                      f"(pid {os.getpid()}): one writer at a time")
+            _HELD[path] = (fd, owner, depth + 1)
+    if held is not None:
+        try:
+            yield folder
+        finally:
+            with _HELD_GUARD:
+                fd, owner, depth = _HELD[path]
+                _HELD[path] = (fd, owner, depth - 1)
+        return
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield folder
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        try:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        finally:
+            os.close(fd)
+        raise FolderBusyError(f"run folder {folder} is in use by another process (pid {pid}): one writer at a time; "
+                              "wait for it to end or give another --out") from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        with _HELD_GUARD:
+            _HELD[path] = (fd, me, 1)
+        try:
+            yield folder
+        finally:
+            with _HELD_GUARD:
+                _HELD.pop(path, None)
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
 
 
 # ----------------------------------------------------------------------------- what a task supplies
@@ -307,11 +420,34 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
     runner's job hash or the recorded config's); ``stop_after`` ends this call after that many epochs, as an
     interruption would (tests)."""
     seed = getattr(cfg, "seed")
-    derive_seed(seed)  # checks it
+    check_run_options(cfg)  # before anything is built, read or written
     sd.init_from_env()
+    folder = run_folder(cfg, task.name or task.modality, task.stem(cfg))
+    # the main rank holds the folder (every rank shares it; only the main rank writes) until the row is closed
+    from suite.registry.store import _sigterm_as_interrupt
+
+    with hold_folder(folder) if sd.is_main() else _nothing(folder):
+        restore = _sigterm_as_interrupt()  # SIGTERM while building or training ends the run like Ctrl-C
+        try:
+            return _run(task, cfg, folder, registry, cfg_hash, stop_after)
+        except KeyboardInterrupt as exc:  # the same exception, told where the run resumes (suite's one line says it)
+            if getattr(exc, "run_folder", None) is None:
+                exc.run_folder = folder  # type: ignore[attr-defined]
+            raise
+        finally:
+            restore()
+
+
+@contextmanager
+def _nothing(folder: Path) -> Iterator[Path]:
+    yield folder
+
+
+def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | None,
+         stop_after: int | None) -> RunResult:
+    seed = getattr(cfg, "seed")
     device = resolve_device(getattr(cfg, "device", "auto"))
     seed_everything(seed, rank=sd.rank())
-    folder = run_folder(cfg, task.name or task.modality, task.stem(cfg))
     ckpts = Checkpoints(folder / CHECKPOINTS, task.keep_checkpoints(cfg), task.legacy_checkpoints(cfg, folder))
     every = getattr(cfg, "checkpoint_every", 1)
     if isinstance(every, bool) or not isinstance(every, int) or every < 0:
@@ -437,5 +573,5 @@ def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, modul
     return path
 
 
-__all__ = ["Checkpoints", "RunContext", "RunResult", "Task", "Training", "derive_seed", "evaluation", "run", "run_folder",
-           "seeded_generator"]
+__all__ = ["Checkpoints", "FolderBusyError", "RunContext", "RunResult", "Task", "Training",
+           "check_run_options", "derive_seed", "evaluation", "hold_folder", "run", "run_folder", "seeded_generator"]

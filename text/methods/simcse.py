@@ -155,6 +155,17 @@ def check_config(cfg: SimCSEConfig) -> None:
         raise ValueError(f"lr must be a finite number >= 0, got {cfg.lr!r}")
     if not (cfg.dropout == -1 or 0 <= cfg.dropout < 1):
         raise ValueError(f"dropout must be in [0, 1) (or -1 for the loss preset), got {cfg.dropout!r}")
+    if not (isinstance(cfg.weight_decay, (int, float)) and math.isfinite(cfg.weight_decay) and cfg.weight_decay >= 0):
+        raise ValueError(f"weight_decay must be a finite number >= 0, got {cfg.weight_decay!r}")
+    if not (isinstance(cfg.hard_negative_weight, (int, float)) and math.isfinite(cfg.hard_negative_weight)):
+        raise ValueError(f"hard_negative_weight must be a finite number, got {cfg.hard_negative_weight!r}")
+    # a flag of the other mode is refused, not recorded unused (it would change the config hash of the same run)
+    if cfg.mode == "unsup" and cfg.hard_negative_weight:
+        raise ValueError(f"--hard-negative-weight {cfg.hard_negative_weight} applies to --mode sup (the triplets' hard "
+                         "negatives); unsupervised SimCSE has none")
+    if cfg.mode == "sup" and cfg.add_sts_sick_train:
+        raise ValueError("--add-sts-sick-train adds unlabelled sentences to --mode unsup; supervised SimCSE trains on "
+                         "triplets")
 
 
 class SimCSETask(Task[SimCSEConfig]):
@@ -169,6 +180,7 @@ class SimCSETask(Task[SimCSEConfig]):
     modality, primary, eval_split = "text", ("best_stsb_dev", "dev"), "dev"
 
     def __init__(self, cfg: SimCSEConfig) -> None:
+        check_config(cfg)  # before the run owner takes the folder or reads anything
         self.name = f"simcse-{cfg.mode}"  # type: ignore[misc]
         self.best, self.best_state = -math.inf, None
         self.history: list[dict[str, float]] = []
