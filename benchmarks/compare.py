@@ -17,8 +17,9 @@ In order:
    where it holds them (``--no-snapshot``: never), then the runner runs only the jobs not finished (resumable, ``--jobs``
    at a time, one thread each); a job's hash includes the user's loss's origin (its source's sha256), so a changed
    loss runs again and never pools with the old one;
-4. the loss's forward and backward time and peak tensor memory at 2N = 256, 1,024 and 4,096 (d = 128, one thread),
-   timed round-robin with ``infonce`` in one process and recorded in the registry (task ``loss-compare``);
+4. the loss's forward and backward time and peak tensor memory at 2N = 256, 1,024 and 4,096 (d = 128, one thread;
+   ``$SUITE_COMPARE_SIZES``, e.g. ``256``, changes the sizes), timed round-robin with ``infonce`` in one process and
+   recorded in the registry (task ``loss-compare``);
 5. ``results/compare/<loss>.md`` and ``.html``: per task the loss beside each baseline and the published rows, the
    claims rule's verdict on "the loss beats the baseline" (``contradicted``: the baseline beats it), and the timings.
 
@@ -30,6 +31,7 @@ import argparse
 import base64
 import html
 import io
+import os
 import re
 import statistics
 import sys
@@ -474,7 +476,8 @@ def _main(args: argparse.Namespace) -> int:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            timings = time_losses(built.name, hparams)
+            sizes = tuple(int(x) for x in os.environ.get("SUITE_COMPARE_SIZES", "").split(",") if x.strip()) or SIZES
+            timings = time_losses(built.name, hparams, sizes)
         finally:
             torch.set_num_threads(threads)
         record_timings(reg, built.name, timings, built.origin, built.hparams)

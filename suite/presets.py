@@ -250,8 +250,10 @@ def make_loss(setting: str, loss: str, overrides: dict[str, Any] | None = None, 
     if provides is not None:
         missing = [r for r in getattr(out.loss, "requires", ()) if r not in provides]
         if missing:
+            hint = (" (a sample-similarity graph (N, N), as X-CLR's; an unsupervised benchmark must not make one from "
+                    "labels)" if "similarity" in missing else "")
             raise ValueError(f"loss {out.name!r} requires {missing}, which {setting} training does not provide"
-                             + (f" (it provides {list(provides)})" if provides else ""))
+                             + (f" (it provides {list(provides)})" if provides else "") + hint)
     if out.origin is not None and check:
         user.self_check(out.loss, out.name)
     return out

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import suite.losses as L
 from suite import presets
 from suite.losses import ContrastiveLoss
 
@@ -41,12 +40,6 @@ def resolve(name: str, overrides: dict[str, Any] | None = None, views: str | Non
 
     ``overrides`` update the preset's hyper-parameters; ``views`` (one of :data:`VIEW_MODES`)
     overrides the preset's views. ``record`` describes the choice for the registry."""
-    if isinstance(name, str) and not presets.is_user_loss(name):
-        cls = L.loss_class(presets.resolve(SETTING, name, aliases=False)[0])
-        if "similarity" in cls.requires:
-            raise ValueError(f"loss {name!r} ({cls.name}) needs a sample-similarity source (similarity=(N, N)); "
-                             "TU graph pretraining has none (X-CLR is not applicable here without e.g. a label or "
-                             "caption graph, which an unsupervised benchmark must not use)")
     built = presets.make_loss(SETTING, name, overrides, aliases=False, provides=())
     loss = built.loss
     v = views or "orig" + "+aug" * (built.views - 1)

@@ -28,6 +28,42 @@ def test_suite_imports_no_front_end():
     assert not bad
 
 
+def _imports(path: pathlib.Path) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        out += [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+    return out
+
+
+def test_front_ends_import_only_suite_and_themselves():
+    """every direction of the dependency rule: benchmarks -> front-ends -> suite; no front-end imports another"""
+    bad = []
+    for fe in ("vision", "graph", "text"):
+        for path in (ROOT / fe).rglob("*.py"):
+            bad += [f"{path.relative_to(ROOT)}: {n}" for n in _imports(path)
+                    if n.split(".")[0] in {"vision", "graph", "text", "benchmarks"} - {fe}]
+    assert not bad
+
+
+def test_front_ends_build_losses_only_through_the_factory():
+    """one loss factory (suite.presets.make_loss): no front-end calls suite.losses.build or the presets' resolve"""
+    bad = []
+    for fe in ("vision", "graph", "text"):
+        for path in (ROOT / fe).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    base = node.func.value
+                    owner = base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")
+                    if (owner, node.func.attr) in {("L", "build"), ("losses", "build"), ("presets", "resolve"),
+                                                   ("presets", "preset")}:
+                        bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+                if isinstance(node, ast.ImportFrom) and node.module in ("suite.losses", "suite.presets"):
+                    bad += [f"{path.relative_to(ROOT)}: imports {a.name}" for a in node.names
+                            if a.name in ("build", "resolve", "preset")]
+    assert not bad, bad
+
+
 def test_cli_losses_and_results(capsys, tmp_path, monkeypatch):
     assert main(["losses"]) == 0
     out = capsys.readouterr().out

@@ -57,25 +57,31 @@ def test_views_and_text_dropout():
 
 
 def test_front_ends_read_the_presets():
-    from text.methods.simcse import SimCSEConfig, dropout_for, loss_for
-    from vision.methods import build_loss
+    """the front-ends' settings through the one factory (suite.presets.make_loss) give the papers' values"""
+    from suite.presets import make_loss
+    from text.methods.simcse import SimCSEConfig, dropout_for
+
+    def build_loss(name, hp, framework, dataset="", views=2):
+        ctx = {"dataset": dataset, "views": views} if dataset else {}
+        return make_loss(framework, name, hp, **ctx).loss
 
     m = build_loss("macl", {}, "moco")
     assert (m.tau0, m.alpha, m.a0) == (0.15, 0.5, 0.2)
     assert build_loss("macl", {"tau0": 0.3}, "moco").tau0 == 0.3  # the user's value wins
     assert build_loss("cacr", {}, "simclr", "cifar10", 5).t_neg == 0.9
-    t = loss_for("infonce")
+    t = make_loss("text", "infonce").loss
     assert (t.negatives, t.symmetric, t.temperature) == ("cross", False, 0.05)
-    assert loss_for("infonce", {"negatives": "all", "symmetric": True}).symmetric is True  # 2N form on request
+    assert make_loss("text", "infonce", {"negatives": "all", "symmetric": True}).loss.symmetric is True  # 2N form
     assert dropout_for(SimCSEConfig(loss="macl")) == 0.2 and dropout_for(SimCSEConfig(loss="infonce")) == 0.1
     assert dropout_for(SimCSEConfig(loss="macl", dropout=0.1)) == 0.1
     m = build_loss("infonce", {}, "moco")
     assert (m.temperature, m.negatives, m.symmetric) == (0.2, "none", False)  # MoCo's arrangement from suite.presets
+    assert make_loss("gmm", "ntxent").hparams["temperature"] == 0.5  # t-SimCLR App. C: cosine SimCLR at 0.5
 
     from graph.tu.presets import resolve as graph_resolve
-    from graph.mol.pretrain import build_loss as mol_loss
 
     loss, mode, record = graph_resolve("cacr3")
     assert (type(loss).name, mode, record["preset"]) == ("cacr", "orig+aug+aug", "cacr3")
     assert graph_resolve("ntxent")[2]["preset"] is None and graph_resolve("ntxent")[0].negatives == "all"
-    assert mol_loss("graphcl")[1].hparams() == {"temperature": 0.1, "negatives": "cross", "symmetric": False}
+    mol = make_loss("graph_transfer", "graphcl", aliases=False)
+    assert mol.hparams == {"temperature": 0.1, "negatives": "cross", "symmetric": False} and mol.preset == "graphcl"

@@ -1,4 +1,4 @@
 """Training methods of the text front-end."""
-from text.methods.simcse import LOSS_PRESETS, SimCSEConfig, sup_simcse_loss, train_simcse
+from text.methods.simcse import SimCSEConfig, sup_simcse_loss, train_simcse
 
-__all__ = ["LOSS_PRESETS", "SimCSEConfig", "sup_simcse_loss", "train_simcse"]
+__all__ = ["SimCSEConfig", "sup_simcse_loss", "train_simcse"]

@@ -10,7 +10,7 @@ in ``loss_hparams`` is used and recorded, as the sentence-transformers adapter d
 hard negatives as extra negatives via ``queue=`` (the core detaches queue entries, so no gradient
 flows through the hard negatives for them).
 
-Losses by name with text presets (:data:`LOSS_PRESETS`); ``xclr`` gets a soft graph from a frozen
+Losses by name with the text presets of :mod:`suite.presets`, or a user's own loss (``file.py:Class``); ``xclr`` gets a soft graph from a frozen
 teacher sentence model (default: the packaged all-MiniLM-L6-v2): cosine similarities of the
 teacher's embeddings of the batch sentences, diagonal 1.
 
@@ -47,8 +47,6 @@ from text.models.save import load_encoder, save_encoder, simcse_card
 # Text settings of each loss, views and dropout: suite.presets, setting "text" (SimCSE's tau = 0.05 and its
 # one-directional cross-view arrangement, anchors z1 and candidates z2, for the InfoNCE family; MACL App. B.4 for
 # macl). The symmetric 2N arrangement stays available: loss_hparams={"negatives": "all", "symmetric": True}.
-# LOSS_PRESETS is that table as read from there (name -> hyper-parameters).
-LOSS_PRESETS: dict[str, dict[str, Any]] = {name: presets.preset("text", name)[1] for name in presets.names("text")}
 WIKI = ("wiki", "wiki1m_head11914.txt")
 
 
