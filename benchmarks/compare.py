@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.claims import RULE_TEXT, Claim, mean_std
+from benchmarks.claims import RULE_TEXT, Claim, Verdict, mean_std
 from benchmarks.run import SUITES, Job, Runner, check_commands, execute, load_suite
 from suite.registry import Registry, markdown_table
 
@@ -250,6 +250,10 @@ def judge_task(reg: Registry, task: Task, loss: str) -> tuple[str, list[Row], li
         for r in rows:
             if r.label == loss:
                 continue
+            if not mine.values or not r.values:
+                missing = " and ".join(x.label for x in (mine, r) if not x.values)
+                verdicts.append([f"{loss} beats {r.label}", str(Verdict.NOT_MEASURED), f"no finished run of {missing}"])
+                continue
             res = Claim(f"{task.frontend}/{task.command}", loss, r.label, metric).judge(mine.values, r.values)
             verdicts.append([f"{loss} beats {r.label}", str(res.verdict), res.evidence()])
     return metric, rows, verdicts
@@ -338,12 +342,18 @@ def _figure(task: Task, rows: list[Row], pub: list[tuple[str, str]], loss: str, 
     ax.set_xticks(range(len(shown)), [slug(r.label) if r.label == loss else r.label for r in shown], rotation=20,
                   fontsize=8)
     ax.set_ylabel(metric, fontsize=8)
-    ax.set_title(task.title, fontsize=8)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode()
+
+
+def _paragraph(text: str) -> str:
+    """A Markdown line as an HTML paragraph: **bold** and `code` kept, everything else escaped."""
+    out = html.escape(text)
+    out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
+    return "<p>" + re.sub(r"`(.+?)`", r"<code>\1</code>", out) + "</p>"
 
 
 def page(reg: Registry, suite: str, tasks: list[Task], loss: str, origin: dict[str, Any] | None,
@@ -359,8 +369,7 @@ def page(reg: Registry, suite: str, tasks: list[Task], loss: str, origin: dict[s
             f"profile: small encoders, short training, so published numbers at full scale stand beside ours as "
             f"context, not as targets). Cells: mean ± std over seeds (n) of each task's headline metric, in percent. "
             f"{RULE_TEXT}", ""]
-    html_parts = [f"<h1>{html.escape(loss)} beside the suite's losses</h1>",
-                  md_tables_to_html("\n".join(head[2:]))]
+    html_parts = [f"<h1>{html.escape(loss)} beside the suite's losses</h1>", _paragraph(head[2])]
     md = list(head)
     summary = []
     for task in tasks:
