@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import types
 import typing
 from pathlib import Path
@@ -177,26 +178,51 @@ def _unwrap_optional(tp: Any) -> Any:
     return tp
 
 
+# A help text that states its field's default in its own words ("(default: the preset's)", "default: $SUITE_DATA"):
+# add_config_args then appends nothing, so every option states its default once (tests/docs/test_cli_help.py).
+DEFAULT_STATEMENT = re.compile(r"\(default\b|\bdefault:|\bdefaults? to\b", re.IGNORECASE)
+
+
+def _shown(default: Any) -> str:
+    """A default as the help prints it: ``''`` for the empty string, lists space-separated, else ``str``."""
+    if isinstance(default, str):
+        return default if default else "''"
+    if isinstance(default, (list, tuple)):
+        return " ".join(map(str, default)) if default else "[]"
+    return str(default)
+
+
+def option_help(f: dataclasses.Field, default: Any, suffix: str = "") -> str:  # type: ignore[type-arg]
+    """The ``--help`` text of the config field ``f``: its ``metadata["help"]``, then ``suffix`` (a value format),
+    then ``(default: X)`` unless the help already states its default (the field's own words win: a sentinel such as
+    None or '' is better described than printed)."""
+    text = (f.metadata.get("help", "") if f.metadata else "").strip()
+    text = f"{text} {suffix}".strip()
+    if DEFAULT_STATEMENT.search(text):
+        return text
+    return f"{text} (default: {_shown(default)})".strip()
+
+
 def add_config_args(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = ()) -> None:
-    """One ``--flag`` per dataclass field (default None = keep the config/file value)."""
+    """One ``--flag`` per dataclass field (default None = keep the config/file value); the help states the field's
+    default once (:func:`option_help`)."""
     hints = typing.get_type_hints(cls)
     for name, f in _fields(cls).items():
         if name in skip:
             continue
         tp = _unwrap_optional(hints[name])
         flag = "--" + name.replace("_", "-")
-        help_ = f.metadata.get("help", "") if f.metadata else ""
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
-        help_ = f"{help_} (default: {default})".strip()
         origin = typing.get_origin(tp)
+        help_ = option_help(f, default, "(key=value,...)" if origin is dict else "")
         if tp is bool:
             parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_)
         elif origin in (list, tuple):
             (elem, *_) = typing.get_args(tp) or (str,)
             parser.add_argument(flag, dest=name, nargs="+", type=elem, default=None, help=help_)
         elif origin is dict:
-            parser.add_argument(flag, dest=name, type=_kv_pairs, default=None, help=help_ + " (key=value,...)")
+            parser.add_argument(flag, dest=name, type=_kv_pairs, default=None, help=help_)
         elif typing.get_origin(tp) is typing.Literal:
             choices = typing.get_args(tp)
             parser.add_argument(flag, dest=name, choices=choices, default=None, help=help_)

@@ -88,7 +88,7 @@ class MLMConfig:
                                                         "the optimiser stay float32)"})
     seed: int = 0
     out: str = field(default="", metadata={"help": "output folder; 'models:NAME' is NAME under $SUITE_MODELS "
-                                                   "(default ~/.cache/suite/models); '' = models:mlm-<config hash>"})
+                                                   "(~/.cache/suite/models when unset) (default: models:mlm-<config hash>)"})
     device: str = "auto"
     resume: bool = True
     checkpoint_every: int = 500

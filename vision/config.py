@@ -32,7 +32,7 @@ class PretrainConfig:
     views: int = field(default=2, metadata={"help": "views per image (K = views - 1 positives for cacr/cmc)"})
     # model
     encoder: Literal["resnet18", "alexnet", "convnet"] = "resnet18"
-    width: float = field(default=0.0, metadata={"help": "encoder width (0 = default: resnet18 64, alexnet 1.0, convnet 32)"})
+    width: float = field(default=0.0, metadata={"help": "encoder width; 0 = the encoder's own (resnet18 64, alexnet 1.0, convnet 32)"})
     proj_dim: int = 128
     proj_hidden: int = 0
     # framework and loss

@@ -73,7 +73,7 @@ class GMMConfig:
     seed: int = 0
     device: str = "cpu"
     points: int = field(default=0, metadata={"help": "feature points per split logged to the registry (pictures)"})
-    out: str = field(default="", metadata={"help": "run folder ('' = runs/<task>/<experiment>-m<m>-<loss>-s<seed>-"
+    out: str = field(default="", metadata={"help": "run folder (default: runs/<task>/<experiment>-m<m>-<loss>-s<seed>-"
                                                    "<hash>)"})
     resume: bool = True
     checkpoint_every: int = field(default=0, metadata={"help": "checkpoint every N steps (0: at the end only)"})

@@ -41,14 +41,15 @@ class FinetuneMolConfig(MolGINConfig):
                                                    "it is random); one seed per run"})
     split: str = "scaffold"
     max_steps: int | None = field(default=None, metadata={
-        "help": "stop after this many optimiser steps (the cut epoch is evaluated as the last); None = all epochs"})
+        "help": "stop after this many optimiser steps (the cut epoch is evaluated as the last) (default: all epochs)"})
     batch_size: int = 32
     dropout: float = 0.5
     eval_batch_size: int = 512
-    data_root: str | None = None
+    data_root: str | None = field(default=None, metadata={"help": "folder holding the MoleculeNet CSV files "
+                                                                   "(default: $SUITE_DATA/moleculenet)"})
     device: str = "auto"
     registry: bool = True
-    out: str = field(default="", metadata={"help": "run folder ('' = runs/molnet-finetune/<set>-<init>-s<seed>-<hash>)"})
+    out: str = field(default="", metadata={"help": "run folder (default: runs/molnet-finetune/<set>-<init>-s<seed>-<hash>)"})
     resume: bool = True
     checkpoint_every: int = field(default=10, metadata={"help": "checkpoint every N epochs (0: at the end only)"})
     keep_checkpoints: int = field(default=0, metadata={"help": "checkpoints kept once the run has finished (0: none)"})

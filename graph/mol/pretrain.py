@@ -43,7 +43,7 @@ class PretrainMolConfig(MolGINConfig):
     # where and how it runs, not what: left out of the experiment config a resume must match
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "resume", "keep_checkpoints", "device", "registry")
     corpus: str = field(default="zinc", metadata={"help": "'zinc' (local MOSES train set) or a SMILES file path"})
-    limit: int | None = field(default=None, metadata={"help": "seeded random subset of the corpus"})
+    limit: int | None = field(default=None, metadata={"help": "a seeded random subset of this many molecules (default: the whole corpus)"})
     subset_seed: int = 0
     loss: str = field(default="graphcl", metadata={"help": "preset (graphcl, macl) or any suite.losses name"})
     loss_hparams: dict[str, Any] = field(default_factory=dict)
@@ -57,7 +57,7 @@ class PretrainMolConfig(MolGINConfig):
                                                                 "GIN's BatchNorm sees chunks, so K is part of the "
                                                                 "experiment (0 = off)", "omit_default": True})
     seed: int = 0
-    out: str = field(default="", metadata={"help": "output folder ('' = runs/mol-pretrain/<loss>-<config hash>)"})
+    out: str = field(default="", metadata={"help": "output folder (default: runs/mol-pretrain/<loss>-<config hash>)"})
     resume: bool = True
     keep_checkpoints: int = field(default=2, metadata={"help": "newest checkpoints kept (0: none once the run has finished)"})
     device: str = "auto"

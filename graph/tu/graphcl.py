@@ -53,7 +53,7 @@ class TUConfig:
     dataset: str = field(default="MUTAG", metadata={"help": "TU dataset name"})
     loss: str = field(default="graphcl", metadata={"help": "preset (graphcl, macl, infonce, cacr, cacr3, tsimclr) or core loss"})
     loss_hparams: dict[str, Any] = field(default_factory=dict, metadata={"help": "loss hyper-parameter overrides"})
-    views: str | None = field(default=None, metadata={"help": "orig+aug | aug+aug | orig+aug+aug (default: preset's)"})
+    views: str | None = field(default=None, metadata={"help": "orig+aug | aug+aug | orig+aug+aug (default: the loss preset's views)"})
     aug: str = field(default="random4", metadata={"help": "augmentation (drop_nodes, perturb_edges, subgraph, mask_attributes, random2-4)"})
     aug_ratio: float = field(default=0.2, metadata={"help": "augmentation strength"})
     epochs: int = 20
@@ -72,10 +72,10 @@ class TUConfig:
                                                                "GridSearchCV(SVC), ~2x faster); false: the GridSearchCV reference"})
     seed: int = field(default=0, metadata={"help": "seed of the pretraining and of the SVM fold split (one seed per run: "
                                                    "a benchmark suite's seeds list loops over seeds)"})
-    data_root: str | None = field(default=None, metadata={"help": "folder holding <NAME>/raw (default $SUITE_DATA/TU)"})
+    data_root: str | None = field(default=None, metadata={"help": "folder holding <NAME>/raw (default: $SUITE_DATA/TU)"})
     download: bool = field(default=False, metadata={"help": "let PyG download a dataset absent from the data root"})
     out: str = field(default="", metadata={"help": "run folder: checkpoints, the encoder export (export/) "
-                                                   "('' = runs/tu-graphcl/<set>-<loss>-s<seed>-<hash>)"})
+                                                   "(default: runs/tu-graphcl/<set>-<loss>-s<seed>-<hash>)"})
     save_embeddings: bool = field(default=False, metadata={"help": "also save the final embeddings (<out>/embeddings.pt)"})
     device: str = field(default="cpu", metadata={"help": "cpu or cuda"})
     resume: bool = True

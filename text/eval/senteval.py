@@ -37,7 +37,7 @@ class EvalConfig:
     inner_kfold: int = 10
     cache: bool = True
     device: str = "auto"
-    label: str = field(default="", metadata={"help": "loss / method name recorded in the registry"})
+    label: str = field(default="", metadata={"help": "loss / method name recorded in the registry (default: none)"})
     seed: int = 0
 
 

@@ -65,7 +65,7 @@ class SimCSEConfig:
     loss: str = "infonce"
     loss_hparams: dict[str, Any] = field(default_factory=dict, metadata={"help": "overrides of the loss preset"})
     n_views: int = field(default=0, metadata={"help": "dropout views per sentence (0: 3 for cacr/uaur/cmc, else 2)"})
-    data: str = field(default="", metadata={"help": "sentences file (unsup) / triplet CSV (sup); '' = local wiki / NLI"})
+    data: str = field(default="", metadata={"help": "sentences file (unsup) / triplet CSV (sup) (default: the local wiki sentences / NLI triplets)"})
     add_sts_sick_train: bool = field(default=False, metadata={"help": "unsup: add STS-B + SICK train sentences"})
     limit: int = field(default=0, metadata={"help": "use the first N sentences / triplets (0 = all)"})
     max_length: int = 32
@@ -80,7 +80,7 @@ class SimCSEConfig:
     teacher: str = field(default="default", metadata={"help": "xclr: frozen teacher sentence model"})
     seed: int = 0
     out: str = field(default="", metadata={"help": "run folder: checkpoints, the trained model in export/ "
-                                                   "('' = runs/simcse-<mode>/<loss>-s<seed>-<config hash>)"})
+                                                   "(default: runs/simcse-<mode>/<loss>-s<seed>-<config hash>)"})
     bf16: bool = False
     device: str = "auto"
     resume: bool = True

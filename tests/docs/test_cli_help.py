@@ -1,0 +1,54 @@
+"""Help texts are written once: every option of every ``suite`` command states its default at most once.
+
+The generic ``(default: X)`` comes from :func:`suite.config.option_help`; a field whose help states its default in
+its own words gets nothing appended. This walks the whole command tree of :func:`suite.cli.build_parser`.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+
+from suite.cli import build_parser
+from suite.config import DEFAULT_STATEMENT, option_help
+
+
+def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("suite",)):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _walk(sub, path + (name,))
+
+
+def test_no_help_states_its_default_twice() -> None:
+    seen, bad = 0, []
+    commands = list(_walk(build_parser()))
+    assert {path[1] for path, _ in commands if len(path) > 1} >= {"losses", "results", "bench", "graph", "text", "vision"}
+    for path, parser in commands:
+        for action in parser._actions:
+            text = action.help
+            if not text or text == argparse.SUPPRESS or isinstance(action, argparse._SubParsersAction):
+                continue
+            seen += 1
+            where = f"{' '.join(path)} {'/'.join(action.option_strings) or action.dest}: {text}"
+            if len(DEFAULT_STATEMENT.findall(text)) > 1:
+                bad.append("states its default twice: " + where)
+            if re.search(r"\(default: (None)?\)", text):
+                bad.append("an empty default: " + where)
+    assert seen > 200, seen  # the tree was walked, not one parser
+    assert not bad, "\n".join(bad)
+
+
+def test_a_help_that_states_its_default_gets_none_appended() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class C:
+        a: str | None = dataclasses.field(default=None, metadata={"help": "views (default: the preset's)"})
+        b: int = dataclasses.field(default=3, metadata={"help": "epochs"})
+        c: str = ""
+
+    fa, fb, fc = dataclasses.fields(C)
+    assert option_help(fa, None) == "views (default: the preset's)"
+    assert option_help(fb, 3) == "epochs (default: 3)"
+    assert option_help(fc, "") == "(default: '')"
