@@ -47,13 +47,14 @@ SKIP_TASKS = ("loss-bench", "mol-pretrain", "tu-graphcl-speed")
 # benchmark modules whose own claims (``verdicts(registry)``) and pictures (``figures(registry)``) the report
 # shows beside the task tables: experiments whose evidence is not a per-data-set headline metric
 SECTIONS = ("benchmarks.graph_tu", "benchmarks.graph_molnet", "benchmarks.text_sts", "benchmarks.vision_cifar",
-            "benchmarks.gmm")
+            "benchmarks.gmm", "benchmarks.xclr")
 
 
 # every table rendered from the registry: (module, its output file attribute); `suite bench report --check` rebuilds
 # them all from the committed snapshot and compares them with the committed files
 TABLES = (("benchmarks.graph_tu", "OUT"), ("benchmarks.graph_molnet", "OUT"), ("benchmarks.text_sts", "OUT"),
-          ("benchmarks.vision_cifar", "OUT"), ("benchmarks.gmm", "OUT"), ("benchmarks.fidelity", "RESULTS"))
+          ("benchmarks.vision_cifar", "OUT"), ("benchmarks.gmm", "OUT"), ("benchmarks.fidelity", "RESULTS"),
+          ("benchmarks.xclr", "OUT"))
 SNAPSHOT = RESULTS / "registry.jsonl"
 
 

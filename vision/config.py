@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 class PretrainConfig:
     # where and how it runs, not what: left out of the experiment config a resume must match
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("device", "out", "resume", "registry", "eval_every", "checkpoint_every",
-                                              "keep_checkpoints", "points")
+                                              "keep_checkpoints", "points", "class_similarity")
     # run options of older versions: out_dir / run_name (now ``out``), ckpt_every (now ``checkpoint_every``)
     RETIRED_RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out_dir", "run_name", "ckpt_every")
     # data
@@ -35,6 +35,10 @@ class PretrainConfig:
     width: float = field(default=0.0, metadata={"help": "encoder width; 0 = the encoder's own (resnet18 64, alexnet 1.0, convnet 32)"})
     proj_dim: int = 128
     proj_hidden: int = 0
+    init: str = field(default="", metadata={
+        "help": "start from the encoder (backbone and projection head) of a finished run folder (its export/) or an "
+                "encoder export (model.safetensors + config.json), e.g. to fine-tune a SimCLR encoder with X-CLR; the "
+                "encoder settings must match (\"\" = random initialisation)", "omit_default": True})
     # framework and loss
     framework: Literal["simclr", "moco"] = "simclr"
     loss: str = "infonce"
@@ -45,8 +49,10 @@ class PretrainConfig:
     iou_weights: bool = field(default=False, metadata={"help": "IoU-weighted positive pairs, p ~ exp(IoU / iou_tau) "
                                                                 "(t-SimCLR Sec. 4.1, Fig. 2a; any loss taking weights)"})
     iou_tau: float = 1.0
-    text_model: str = field(default="", metadata={"help": "sentence-transformers model for X-CLR captions "
-                                                            "(default: packaged all-MiniLM-L6-v2; 'labels' = hard label graph)"})
+    text_model: str = field(default="", metadata={"help": "X-CLR's class graph: a sentence-transformers model for the "
+                                                            "captions (default: packaged all-MiniLM-L6-v2); 'labels' = "
+                                                            "hard label graph; 'random' or 'random:<seed>' = a seeded "
+                                                            "random graph per class pair (X-CLR Table 8)"})
     caption_template: str = "a photo of a {}"
     # optimisation
     epochs: int = 200
@@ -73,6 +79,10 @@ class PretrainConfig:
     points: int = field(default=0, metadata={
         "help": "with proj_dim 2: log the 2-D projections of this many test images (balanced over classes) to the "
                 "registry for the report's pictures (split test-2d; 0 = off)", "omit_default": True})
+    class_similarity: int = field(default=0, metadata={
+        "help": "log the mean cosine similarity of backbone features between every pair of classes over this many "
+                "test images per class (X-CLR Fig. 4 / App. A.6: 100), split 'class-sim' (0 = off)",
+        "omit_default": True})
     out: str = field(default="", metadata={"help": "run folder: checkpoints/, the encoder export (export/) (default: "
                                                    "runs/pretrain-<framework>/<dataset>-...-<experiment hash>)"})
     resume: bool = True

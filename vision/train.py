@@ -81,7 +81,7 @@ def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, ImageData, dict[str, A
 _COUNTS = ("train_per_class", "eval_train_per_class", "eval_test_per_class", "val_per_class", "image_size",
            "proj_hidden", "warmup_epochs", "max_steps_per_epoch", "grad_cache_chunk", "eval_every", "checkpoint_every",
            "keep_checkpoints",
-           "geometry_batches", "epochs", "points")  # epochs 0: the untrained encoder evaluated (a random-init baseline)
+           "geometry_batches", "epochs", "points", "class_similarity")  # epochs 0: the untrained encoder evaluated (a random-init baseline)
 
 
 _DEFAULT_MIN_RATIO = PretrainConfig.__dataclass_fields__["imbalance_min_ratio"].default
@@ -116,6 +116,14 @@ def check_config(cfg: PretrainConfig) -> None:
     if cfg.grad_cache_chunk and cfg.framework != "simclr":
         raise ValueError("grad_cache_chunk applies to SimCLR (in-batch negatives); MoCo's queue already decouples "
                          "the negatives from the batch")
+    if cfg.text_model.startswith("random"):
+        from vision.graph import random_graph_seed
+
+        random_graph_seed(cfg.text_model)
+    if cfg.init:
+        from vision.models import init_folder
+
+        init_folder(cfg.init)
 
 
 def build_method(cfg: PretrainConfig, data: ImageData, recipe: Recipe) -> nn.Module:
@@ -269,6 +277,12 @@ class PretrainTask(Task[PretrainConfig]):
                   f"test images whose size differs from the first image ({data.info.get('source', '')})", flush=True)
         self.recipe = recipe_for(cfg, data)
         self.method = method = build_method(cfg, data, self.recipe).to(device)
+        if cfg.init:  # fine-tuning: the encoder starts from an export (a resumed run's checkpoint replaces it)
+            from vision.models import load_init
+
+            load_init(method.query_encoder, cfg.init)  # type: ignore[arg-type]
+            if hasattr(method, "key_encoder"):  # MoCo: the key encoder starts as the query encoder
+                method.key_encoder.load_state_dict(method.query_encoder.state_dict())  # type: ignore[union-attr,operator]
         self.loss = method.loss  # type: ignore[union-attr]
         augment = ViewAugment(self.recipe, cfg.views, return_iou=cfg.iou_weights).to(device)
         opt, base_lr = build_optimizer(cfg, [p for p in method.parameters() if p.requires_grad])
@@ -319,6 +333,14 @@ class PretrainTask(Task[PretrainConfig]):
         if ctx.run is not None and cfg.points:
             log_points(ctx.run, *projections_2d(self.method.query_encoder, self.eval_data, self.recipe, ctx.device,  # type: ignore[arg-type]
                                                 cfg.points, self.loss.hypersphere), "test-2d")
+        if cfg.class_similarity:  # learned class similarities and, for X-CLR, its target graph (X-CLR Fig. 4)
+            ctx.log(class_similarities(self.method.query_encoder, self.eval_data, self.recipe, ctx.device,  # type: ignore[arg-type]
+                                       cfg.class_similarity), split="class-sim")
+            graph = getattr(self.method, "class_graph", None)
+            if graph is not None:
+                from vision.eval.class_sim import as_metrics
+
+                ctx.log(as_metrics(graph.float().cpu()), split="class-graph")
         return self.metrics
 
     def export_module(self, cfg: PretrainConfig, training: Training) -> nn.Module | None:
@@ -398,6 +420,22 @@ def projections_2d(model: Encoder, data: ImageData, recipe: Recipe, device: torc
                    for b in idx.split(512)])
     model.train(was)
     return (torch.nn.functional.normalize(z, dim=-1) if normalise else z), data.test_y[idx]
+
+
+@torch.no_grad()
+def class_similarities(model: Encoder, data: ImageData, recipe: Recipe, device: torch.device,
+                       per_class: int) -> dict[str, float]:
+    """Mean cosine similarity of backbone features between every pair of classes over ``per_class`` test images
+    of each (a fixed subset; :mod:`vision.eval.class_sim`), as ``sim_<i>_<j>`` metrics."""
+    from vision.eval.class_sim import as_metrics, class_similarity
+
+    idx = class_subset_indices(data.test_y, per_class, seed=0)
+    was = model.training
+    model.eval()
+    h = torch.cat([model.features(EvalTransform(recipe).to(device)(data.test_x[b].to(device))).float().cpu()
+                   for b in idx.split(512)])
+    model.train(was)
+    return as_metrics(class_similarity(h, data.test_y[idx], data.num_classes))
 
 
 def _dataset_label(cfg: PretrainConfig) -> str:

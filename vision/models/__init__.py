@@ -71,6 +71,35 @@ class Encoder(nn.Module):
         return enc.eval()
 
 
+def init_folder(path: str | Path) -> Path:
+    """The encoder export that ``--init path`` names: a run folder's ``export/`` or an export folder itself; a
+    ``ValueError`` naming the path when it is neither (checked before any data is read)."""
+    from suite.pretrained import CONFIG, WEIGHTS
+
+    p = Path(path)
+    for cand in (p / "export", p):
+        if (cand / WEIGHTS).is_file() and (cand / CONFIG).is_file():
+            return cand
+    raise ValueError(f"--init {path}: neither a finished run folder (with export/{WEIGHTS}) nor an encoder export "
+                     f"({WEIGHTS} + {CONFIG})")
+
+
+def load_init(encoder: Encoder, path: str | Path) -> Encoder:
+    """Load the weights of the export ``--init path`` names (:func:`init_folder`) into ``encoder``, through the safe
+    loaders (safetensors, JSON config). The export's encoder settings (name, width, image size, projection) must be
+    ``encoder``'s: a difference is a ``ValueError`` naming the setting and both values."""
+    folder = init_folder(path)
+    cfg, state = load_pretrained(folder, MODEL_TYPE)
+    spec = encoder.spec or {}
+    for k, v in spec.items():
+        have = cfg.get(k, 0 if k == "proj_hidden" else None)
+        if have is None or (float(have) if isinstance(v, float) else have) != v:
+            raise ValueError(f"--init {path}: the export's {k} is {have!r}, this run's is {v!r}; the encoder settings "
+                             f"must match to start from it")
+    load_state(encoder, state, folder)
+    return encoder
+
+
 def build_encoder(name: str, width: float = 0, image_size: int = 32, proj_dim: int = 128, proj_hidden: int = 0) -> Encoder:
     enc = Encoder(build_backbone(name, width, image_size), proj_dim, proj_hidden)
     enc.spec = {"encoder": name, "width": float(width), "image_size": int(image_size), "proj_dim": int(proj_dim),
@@ -79,4 +108,4 @@ def build_encoder(name: str, width: float = 0, image_size: int = 32, proj_dim: i
 
 
 __all__ = ["ENCODERS", "MODEL_TYPE", "CifarResNet18", "Encoder", "ProjectionHead", "SmallAlexNet", "SmallConvNet", "build_backbone",
-           "build_encoder"]
+           "build_encoder", "init_folder", "load_init"]

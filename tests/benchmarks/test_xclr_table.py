@@ -1,0 +1,130 @@
+"""The X-CLR table renders from a registry alone: a tmp SQLite holding fake runs that carry the xclr suite's job
+hashes; every claim judged by the claims rule, the learned-vs-target numbers and the timing ratio from the rows."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import xclr
+from benchmarks.claims import Claim
+from benchmarks.run import Job, load_suite
+from suite.registry import Registry
+
+EYE = {f"sim_{i}_{j}": float(i == j) for i in range(10) for j in range(i, 10)}
+
+
+def _caption_graph() -> dict[str, float]:  # two groups of classes, as the caption graph's animals and vehicles
+    return {f"sim_{i}_{j}": 1.0 if i == j else (0.7 if (i < 5) == (j < 5) else 0.3 + 0.01 * (i + j) / 18)
+            for i in range(10) for j in range(i, 10)}
+
+
+def _learned(follow: float, within: float) -> dict[str, float]:
+    """Learned similarities: ``within`` on the diagonal, off-diagonal ``follow`` x the caption graph's + a floor."""
+    g = _caption_graph()
+    return {k: within if k.split("_")[1] == k.split("_")[2] else 0.2 + follow * (g[k] - 0.3) for k in g}
+
+
+def _unrelated(within: float) -> dict[str, float]:
+    """Learned similarities with no relation to the caption graph's two groups."""
+    return {f"sim_{i}_{j}": within if i == j else 0.2 + 0.02 * ((i * 7 + j * 3) % 5) for i in range(10)
+            for j in range(i, 10)}
+
+
+def _jobs(**want) -> list[Job]:
+    _, jobs = load_suite("xclr")
+    out = []
+    for j in jobs:
+        args = {k.replace("-", "_"): v for k, v in j.args}
+        if all((getattr(j, k) if k in ("frontend", "seed") else args.get(k)) == v for k, v in want.items()):
+            out.append(j)
+    return out
+
+
+def _record(reg: Registry, job: Job, task: str, metrics: dict, loss: str = "l") -> None:
+    with reg.run(modality="vision", task=task, dataset="cifar10", loss=loss, seed=job.seed, cfg_hash=job.hash) as run:
+        for (name, split), v in metrics.items():
+            run.log(name, v, split=split)
+
+
+@pytest.fixture()
+def reg(tmp_path, monkeypatch):
+    monkeypatch.setenv("SUITE_CACHE", str(tmp_path / "cache"))
+    return Registry(str(tmp_path / "r.sqlite"))
+
+
+def _vision(reg: Registry, rows: dict[str, tuple[float, dict | None, dict | None]], **want) -> None:
+    for job in _jobs(frontend="vision", **want):
+        args = {k.replace("-", "_"): v for k, v in job.args}
+        key = args.get("text_model", args["loss"]) if args["loss"] == "xclr" else args["loss"]
+        if key not in rows:
+            continue
+        acc, sim, graph = rows[key]
+        m = {("linear_acc", "test"): acc + 0.002 * (job.seed or 0), ("knn_acc", "test"): acc - 0.05}
+        m.update({(k, "class-sim"): v for k, v in (sim or {}).items()})
+        m.update({(k, "class-graph"): v for k, v in (graph or {}).items()})
+        _record(reg, job, "pretrain-simclr", m, args["loss"])
+
+
+def test_table_renders_claims_figure_numbers_and_timing(reg, tmp_path):
+    g = _caption_graph()
+    _vision(reg, {"infonce": (0.40, _learned(0.0, 0.5), None), "supcon": (0.50, _unrelated(0.6), None),
+                  "": (0.55, _learned(1.0, 1.2), g), "labels": (0.50, None, EYE), "random": (0.45, None, None)},
+            train_per_class=500, init=None, val_per_class=None)
+    for tpc, base in ((50, 0.25), (100, 0.30)):
+        _vision(reg, {"infonce": (base, None, None), "supcon": (base + 0.05, None, None), "": (base + 0.04, None, None)},
+                train_per_class=tpc)
+    (timing,) = _jobs(frontend="bench")
+    with reg.run(modality="core", task=xclr.TIMING_TASK, dataset="cifar10", loss="xclr", seed=0,
+                 cfg_hash=timing.hash) as run:
+        rounds = {f"simclr_round_{i}": 1.00 + 0.01 * i for i in range(5)}
+        rounds.update({f"xclr_round_{i}": 1.01 + 0.01 * i for i in range(5)})
+        for k, v in {**rounds, "simclr_s_per_step": 1.02, "xclr_s_per_step": 1.03, "ratio": 1.03 / 1.02}.items():
+            run.log(k, v, split="bench")
+    # a run of another setting (no job hash of the suite) never enters
+    with reg.run(modality="vision", task="pretrain-simclr", dataset="cifar10", loss="xclr", seed=0) as run:
+        run.log("linear_acc", 0.99, split="test")
+
+    text = xclr.table(reg)
+    assert "99.0" not in text and "Reduced protocol, not the paper's" in text
+    row = next(l for l in text.splitlines() if l.startswith("| X-CLR (captions) |"))
+    assert "55.4 ± 0.3 (n=5)" in row and "75.56 ± 0.09" in row
+    line = lambda start: next(l for l in text.splitlines() if l.startswith("| " + start))  # noqa: E731
+    assert line("X-CLR beats SimCLR on linear").endswith("| confirmed |")
+    assert line("X-CLR beats SupCon on linear").endswith("| confirmed |")
+    assert line("X-CLR stays above SimCLR").endswith("| inconclusive (n < 3) |")  # 500 has 5 seeds, 50/100 have 3
+    assert line("the caption graph beats").endswith("| confirmed |")
+    assert line("fine-tuning a SimCLR").endswith("| inconclusive (n < 3) |")  # not run: n = 0
+    assert line("X-CLR adds almost no time").endswith("| confirmed |")  # 1 % slower, inside the 5 % margin
+    assert line("the learned class similarities follow").endswith("| confirmed |")
+    assert line("X-CLR has the highest intra-class").endswith("| confirmed |")
+    assert "| 1.020 | 1.030 | 1.010 |" in text
+    assert len(xclr.verdicts(reg)) == len(xclr.CLAIMS)
+    # Table 9 numbers from the learned matrix: X-CLR's diagonal 0.8 over its mean off-diagonal similarity
+    le, conn = xclr.connectivity(_learned(1.0, 0.8))
+    assert conn == pytest.approx(0.8 / le)
+    assert xclr.graph_correlation(_learned(1.0, 0.8), g) == pytest.approx(1.0)
+    assert xclr.graph_correlation(_learned(1.0, 0.8), EYE) is None  # the label graph: constant off-diagonal
+    (fig,) = xclr.figures(reg)
+    assert "Figure 4" in fig[0]
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.json"))
+
+
+def test_time_claim_is_contradicted_when_xclr_is_clearly_slower():
+    c = xclr.CLAIMS["time"].claim
+    simclr = [1000.0, 1001.0, 1002.0, 999.0, 1000.0]
+    assert c.judge_contrast([(1 + xclr.TIME_MARGIN, simclr), (-1, [1200.0, 1201.0, 1199.0, 1200.0, 1202.0])]
+                            ).verdict.value == "contradicted"
+    assert isinstance(c, Claim)
+
+
+def test_every_claim_is_declared_once_with_the_papers_numbers():
+    texts = [x.claim.text for x in xclr.CLAIMS.values()]
+    assert len(set(texts)) == len(texts) >= 4
+    assert all(x.paper and x.source for x in xclr.CLAIMS.values())
+
+
+def test_timing_measures_both_methods_in_one_process():
+    from benchmarks.xclr_timing import measure
+
+    m = measure(steps=1, repeats=3, batch_size=8, width=4, text_model="labels")
+    assert m["ratio"] == pytest.approx(m["xclr_s_per_step"] / m["simclr_s_per_step"])
+    assert sorted(k for k in m if "_round_" in k) == [f"{k}_round_{i}" for k in ("simclr", "xclr") for i in range(3)]
