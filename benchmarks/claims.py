@@ -34,6 +34,7 @@ from typing import Sequence
 ALPHA = 0.05
 MIN_SEEDS = 3
 MIN_EFFECT = 0.5  # points, for metrics in percent
+POWER = 0.8  # the power at which a verdict's "detectable" gap is stated
 
 
 class Verdict(str, Enum):
@@ -74,10 +75,16 @@ class Result:
     p_reverse: float  # one-sided p-value of the opposite
     df: float
     ns: tuple[int, ...]  # seeds per cell
+    ci: tuple[float, float] = (math.nan, math.nan)  # two-sided 95 % confidence interval of the gap (Welch)
+    detectable: float = math.nan  # the smallest gap these seeds detect (one-sided alpha, power POWER), from the spread
 
     def evidence(self, digits: int = 2) -> str:
         p = "p n/a" if self.p != self.p else f"p = {self.p:.3g}"
-        return f"gap {self.gap:+.{digits}f}, {p}, n = {'/'.join(map(str, self.ns))}"
+        out = f"gap {self.gap:+.{digits}f}, {p}, n = {'/'.join(map(str, self.ns))}"
+        if self.ci[0] == self.ci[0]:
+            out += (f", 95 % CI [{self.ci[0]:+.{digits}f}, {self.ci[1]:+.{digits}f}], detectable "
+                    f"{self.detectable:.{digits}f}")
+        return out
 
 
 def welch(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, float, float, float]:
@@ -124,6 +131,7 @@ class Claim:
         terms = [(sign * c, [float(x) for x in v if x == x]) for c, v in terms]
         est, p, p_rev, df = welch(terms)
         ns = tuple(len(v) for _, v in terms)
+        ci, detectable = interval(terms, df, self.alpha)
         if min(ns) < MIN_SEEDS:
             verdict = Verdict.INCONCLUSIVE
         elif p < self.alpha and est >= self.min_effect:
@@ -132,7 +140,50 @@ class Claim:
             verdict = Verdict.CONTRADICTED
         else:
             verdict = Verdict.NOT_CONFIRMED
-        return Result(verdict, est, p, p_rev, df, ns)
+        return Result(verdict, est, p, p_rev, df, ns, ci, detectable)
+
+    def judge_rate(self, successes: int, n: int, chance: float) -> Result:
+        """Verdict on "the rate of successes (in percent) beats ``chance`` (a known constant, in percent)": the exact
+        one-sided binomial test (``scipy.stats.binomtest``), not Welch's (a constant has no seeds); the gap is the
+        observed rate minus chance, its interval the Clopper-Pearson 95 % interval minus chance, and the detectable
+        gap the smallest rate above chance that ``n`` trials could show at ``alpha`` (power aside: n is fixed)."""
+        from scipy import stats
+
+        if n < MIN_SEEDS:
+            return Result(Verdict.INCONCLUSIVE, math.nan, math.nan, math.nan, math.nan, (n,))
+        test = stats.binomtest(successes, n, chance / 100, alternative="greater")
+        rev = stats.binomtest(successes, n, chance / 100, alternative="less")
+        gap = 100 * successes / n - chance
+        ci = stats.binomtest(successes, n).proportion_ci(0.95, method="exact")  # Clopper-Pearson
+        lo, hi = ci.low, ci.high
+        k_min = next((k for k in range(n + 1)
+                      if stats.binomtest(k, n, chance / 100, alternative="greater").pvalue < self.alpha), n + 1)
+        detectable = 100 * k_min / n - chance if k_min <= n else math.inf
+        if test.pvalue < self.alpha and gap >= self.min_effect:
+            verdict = Verdict.CONFIRMED
+        elif rev.pvalue < self.alpha and -gap >= self.min_effect:
+            verdict = Verdict.CONTRADICTED
+        else:
+            verdict = Verdict.NOT_CONFIRMED
+        return Result(verdict, gap, float(test.pvalue), float(rev.pvalue), math.nan, (n,),
+                      (100 * lo - chance, 100 * hi - chance), detectable)
+
+
+def interval(terms: Sequence[tuple[float, Sequence[float]]], df: float, alpha: float = ALPHA
+             ) -> tuple[tuple[float, float], float]:
+    """The two-sided 95 % confidence interval of the contrast ``sum(c * mean(values))`` (Welch's standard error
+    and degrees of freedom ``df``) and the smallest contrast a one-sided test at ``alpha`` detects with power
+    :data:`POWER` given that standard error: ``(t_{1-alpha} + t_{POWER}) * se``. NaN without two values a cell."""
+    from scipy import stats
+
+    if any(len(v) < 2 for _, v in terms) or df != df:
+        return (math.nan, math.nan), math.nan
+    est = sum(c * statistics.fmean(v) for c, v in terms)
+    se = math.sqrt(sum(c * c * statistics.variance(v) / len(v) for c, v in terms))
+    if se == 0.0:
+        return (est, est), 0.0
+    half = float(stats.t.ppf(0.975, df)) * se
+    return (est - half, est + half), float(stats.t.ppf(1 - alpha, df) + stats.t.ppf(POWER, df)) * se
 
 
 def combine(results: Sequence[Result], need: int | None = None, total: int | None = None) -> Verdict:
@@ -161,19 +212,9 @@ RULE_TEXT = (f"Verdicts (benchmarks/claims.py): Welch's t-test on the per-seed v
              f"direction, alpha = {ALPHA}, minimum effect {MIN_EFFECT} points. **confirmed**: p < alpha and the gap is "
              f"at least the minimum effect; **contradicted**: the same holds the other way; **not confirmed**: neither; "
              f"**inconclusive (n < 3)**: a side has fewer than {MIN_SEEDS} seeds; **not judged**: measured, but the "
-             f"experiment cannot speak to the claim (the evidence names the failed precondition). Std = sample std "
-             f"(ddof 1).")
+             f"experiment cannot speak to the claim (the evidence names the failed precondition). Each gap has its "
+             f"95 % confidence interval and the smallest gap the seeds could detect (one-sided alpha, power {POWER}, "
+             f"from the measured spread); a paper's gap below it could not have been confirmed here. An ordering "
+             f"against a known chance rate is judged by the exact binomial test. Std = sample std (ddof 1).")
 
 
-# The papers' claims the report judges across the registry's tables (``benchmarks/report.py``): each compares two
-# losses' headline within one task, data set and setting; ``task`` is the prefix of the "modality/task" it reads.
-# The benchmarks' own claims (TU, text, CIFAR grid, Gaussian mixtures, fidelity) are judged by their tables and
-# reach the report through their ``verdicts(registry)``.
-REPORT_CLAIMS: tuple[Claim, ...] = (
-    Claim("graph/molnet", "graphcl", "none", "headline",
-          "GraphCL pretraining beats no pretraining on MoleculeNet (GraphCL Table 5)"),
-    Claim("graph/molnet", "macl", "none", "headline",
-          "MACL pretraining beats no pretraining on MoleculeNet (MACL Table 5)"),
-    Claim("vision/", "cacr", "cmc", "headline", "CACR beats CMC on images (CACR Table 2; same views, batch and data)"),
-    Claim("vision/", "macl", "infonce", "headline", "MACL ≥ NT-Xent on images (MACL Table 9)"),
-)

@@ -204,7 +204,8 @@ def _graphs(reg: Registry) -> list[str]:
 def _molecules(reg: Registry) -> list[str]:
     """MoleculeNet transfer from CACR pretraining (paper estimator) against no pretraining: the ``molnet`` suite's
     runs (cpu profile); the full table with GraphCL and MACL is graph_molnet.md. Left out without cacr runs."""
-    from benchmarks.graph_molnet import DATASETS, runs_of, transfer_claims
+    from benchmarks.catalogue import line
+    from benchmarks.graph_molnet import DATASETS, runs_of
     from benchmarks.tables import select, suite_runs, values
 
     ft = select(suite_runs(reg, "molnet"), command="finetune-mol")
@@ -218,7 +219,7 @@ def _molecules(reg: Registry) -> list[str]:
             "no graph setting). GraphCL and MACL, the best-validation epoch and the published numbers: "
             "`graph_molnet.md`.", "",
             markdown_table(["data set", "no pretraining", "CACR pretraining"], rows), "",
-            *transfer_claims(ft, ["none", "cacr"]), ""]
+            f"- {line('mol-cacr-cpu', reg)}", ""]
 
 
 def _sensitivity(reg: Registry) -> list[str]:

@@ -16,7 +16,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.claims import RULE_TEXT, Claim, mean_std
+from benchmarks.catalogue import BY_ID, Judged, line
+from benchmarks.claims import RULE_TEXT, Claim, Verdict, mean_std
 from benchmarks.tables import (RESULTS, JobRuns, cell, md, progress_line, select,
                                suite_runs, values, register_table, table_cli)
 from suite.registry import Registry
@@ -87,39 +88,69 @@ def runs_of(ft: list[JobRuns], ds: str, v: str) -> list[JobRuns]:
     return [jr for jr in select(ft, dataset=ds) if variant(jr) == v]
 
 
-def transfer_claims(ft: list[JobRuns], variants: list[str] | None = None) -> list[str]:
-    """One line per pretrained variant: does it beat no pretraining on the last-epoch ROC-AUC averaged over the
-    sets both ran (those where both have 3 seeds, if any; the line names the sets left out), judged
-    (benchmarks/claims.py) on the per-seed averages (seeds that ran every such set)."""
-    variants = variants or list(dict.fromkeys(variant(jr) for jr in ft))
+def transfer_judged(ft: list[JobRuns], v: str) -> Judged:
+    """Does variant ``v`` beat no pretraining on the last-epoch ROC-AUC averaged over the sets both ran (those where
+    both have 3 seeds, if any; the evidence names the sets left out), judged (benchmarks/claims.py) on the per-seed
+    averages (seeds that ran every such set)."""
     datasets = [d for d in DATASETS if select(ft, dataset=d)]
 
-    def seed_avgs(v: str, sets: list[str]) -> list[float]:
+    def seed_avgs(var: str, sets: list[str]) -> list[float]:
         per: dict[int | None, list[float]] = {}
         for ds in sets:
-            for jr in runs_of(ft, ds, v):
+            for jr in runs_of(ft, ds, var):
                 x = jr.metric("rocauc_last", "test")
                 if x is not None:
                     per.setdefault(jr.seed, []).append(100 * x)
         return [statistics.fmean(xs) for xs in per.values() if len(xs) == len(sets)]
 
-    def seeds(v: str, ds: str) -> int:
-        return len(values(runs_of(ft, ds, v), "rocauc_last", "test"))
+    def seeds(var: str, ds: str) -> int:
+        return len(values(runs_of(ft, ds, var), "rocauc_last", "test"))
 
-    claims = []
-    for v in variants:
-        base = [d for d in datasets if seeds("none", d)]
-        # a grid still running: the sets where both sides have 3 seeds, so that one set with a single seed
-        # does not cut every set's per-seed average down to that seed
-        sets = [d for d in base if min(seeds(v, d), seeds("none", d)) >= 3] or [d for d in base if seeds(v, d)]
-        left = [d for d in base if d not in sets]
-        if v != "none" and sets:
-            a, b = seed_avgs(v, sets), seed_avgs("none", sets)
-            res = Claim("graph/molnet-finetune", v, "none", "rocauc_last avg").judge(a, b)
-            out = f"; {', '.join(left)} left out: fewer than 3 {v} seeds" if left else ""
-            claims.append(f"- {v} pretraining beats none (rows {v} vs none, average over {', '.join(sets)}{out}): "
-                          f"{mean_std(a, 1)} vs {mean_std(b, 1)} -> **{res.verdict}** ({res.evidence(1)})")
-    return claims
+    base = [d for d in datasets if seeds("none", d)]
+    # a grid still running: the sets where both sides have 3 seeds, so that one set with a single seed
+    # does not cut every set's per-seed average down to that seed
+    sets = [d for d in base if min(seeds(v, d), seeds("none", d)) >= 3] or [d for d in base if seeds(v, d)]
+    left = [d for d in base if d not in sets]
+    if not sets:
+        return Judged(Verdict.NOT_MEASURED, None, f"no fine-tuning runs from the {v} encoder and without pretraining "
+                                                  "on a common set")
+    a, b = seed_avgs(v, sets), seed_avgs("none", sets)
+    res = Claim("graph/molnet-finetune", v, "none", "rocauc_last avg").judge(a, b)
+    out = f"; {', '.join(left)} left out: fewer than 3 {v} seeds" if left else ""
+    return Judged(res.verdict, res, f"rows {v} vs none, average over {', '.join(sets)}{out}: {mean_std(a, 1)} vs "
+                                    f"{mean_std(b, 1)}, {res.evidence(1)}")
+
+
+def _judge(registry: Registry, suite: str, v: str) -> Judged:
+    return transfer_judged(select(suite_runs(registry, suite), command="finetune-mol"), v)
+
+
+def judge_full_graphcl(registry: Registry) -> Judged:
+    return _judge(registry, FULL_SUITE, "graphcl")
+
+
+def judge_full_macl(registry: Registry) -> Judged:
+    return _judge(registry, FULL_SUITE, "macl")
+
+
+def judge_full_cacr(registry: Registry) -> Judged:
+    return _judge(registry, FULL_SUITE, "cacr")
+
+
+def judge_cpu_graphcl(registry: Registry) -> Judged:
+    return _judge(registry, SUITE, "graphcl")
+
+
+def judge_cpu_macl(registry: Registry) -> Judged:
+    return _judge(registry, SUITE, "macl")
+
+
+def judge_cpu_cacr(registry: Registry) -> Judged:
+    return _judge(registry, SUITE, "cacr")
+
+
+def _claim_lines(registry: Registry, profile: str, variants: list[str]) -> list[str]:
+    return [f"- {line(f'mol-{v}-{profile}', registry)}" for v in variants if v != "none" and f"mol-{v}-{profile}" in BY_ID]
 
 
 def table(registry: Registry, suite: str = SUITE) -> str:
@@ -149,7 +180,7 @@ def table(registry: Registry, suite: str = SUITE) -> str:
         avg += [f"{statistics.fmean(means[v][d] for d in common):.1f}" if common and v in ran else "-", "",
                 f"{statistics.fmean(pub):.1f}" if common and None not in pub else "-"]  # type: ignore[arg-type]
     rows.append(avg)
-    claims = transfer_claims(ft, variants)
+    claims = _claim_lines(registry, "cpu", variants) if suite == SUITE else []
     budget = []  # epochs of fine-tuning each set gets under the profile's step cap, from the runs' own records
     for ds in datasets:
         views = [r for jr in select(ft, dataset=ds) for r in jr.of_task("molnet-finetune")]
@@ -208,7 +239,7 @@ def full_protocol(registry: Registry) -> list[str]:
                    "sets: the harness is " + ("validated." if not misses else f"not validated (outside: {'; '.join(misses)})."))
     else:
         verdict = f"not judged yet ({judged} of {len(FULL_SETS)} sets have 3 or more seeds)."
-    claims = transfer_claims(ft, variants)
+    claims = _claim_lines(registry, "full", variants)
     epochs = sorted({int(json.loads(r.row["config"]).get("epochs", 0)) for jr in ft for r in jr.of_task("molnet-finetune")})
     header = ["dataset", "none last (ours)", "none best-val (ours)", "none published (Hu et al.)", "|Δ| ≤ std?"]
     header += [f"{v} last (ours)" for v in variants if v != "none"]

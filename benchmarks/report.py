@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.claims import REPORT_CLAIMS, RULE_TEXT, Claim, Verdict, combine, mean_std, std
+from benchmarks.claims import RULE_TEXT, Verdict, mean_std, std
 from suite.registry import Registry, markdown_table, open_registry
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -44,8 +44,8 @@ LABELS = {"acc": "SVM accuracy (%)", "rocauc_last": "test ROC-AUC, last epoch (%
           "stsb": "STS-B test Spearman (%)", "best_stsb_dev": "STS-B dev Spearman, best step (%)",
           "knn_acc": "kNN accuracy (%)", "linear_acc": "linear-probe accuracy (%)"}
 SKIP_TASKS = ("loss-bench", "mol-pretrain", "tu-graphcl-speed")
-# benchmark modules whose own claims (``verdicts(registry)``) and pictures (``figures(registry)``) the report
-# shows beside the task tables: experiments whose evidence is not a per-data-set headline metric
+# benchmark modules whose pictures (``figures(registry)``) the report shows beside the task tables (their claims are
+# in benchmarks/catalogue.py)
 SECTIONS = ("benchmarks.graph_tu", "benchmarks.graph_molnet", "benchmarks.text_sts", "benchmarks.vision_cifar",
             "benchmarks.gmm", "benchmarks.xclr")
 
@@ -304,65 +304,6 @@ def markdown_tables(table: dict[tuple[str, str, str], Table], pub: dict[tuple[st
     return "\n".join(parts) if parts else "_No finished runs in the registry yet: run `suite bench run quick`._\n"
 
 
-def claims(table: dict[tuple[str, str, str], Table]) -> list[tuple[str, str, str]]:
-    """(claim, verdict, evidence) for the papers' claims that the registry can speak to. Losses are compared
-    only within one task, data set and setting."""
-    out = []
-
-    def groups(prefix: str, a: str, b: str) -> dict[str, tuple[list[tuple[str, Cell, Cell]], list[str]]]:
-        """{where: ([(data set, cell of a, cell of b)], [data sets where only b ran])}, one group per task matching
-        ``prefix`` and setting: a data set where the baseline ran in that setting and ``a`` has not (a grid still
-        running) is a part of the claim not measured yet, so the claim cannot be confirmed without it."""
-        found: dict[str, tuple[list[tuple[str, Cell, Cell]], list[str]]] = {}
-        for (mod, task, _), t in sorted(table.items()):
-            if not f"{mod}/{task}".startswith(prefix):
-                continue
-            keys: dict[str, tuple[int, str, str]] = {}
-            for d, cells in sorted(t.by_ds.items()):
-                for x in cells.values():  # each a-row against each b-row of the same grid keys and setting
-                    for y in (c for c in cells.values() if c.loss == b and c.setting == x.setting
-                              and c.rowkey == x.rowkey and x.loss == a):
-                        where = (f"{task}" + (f" {x.rowkey}" if x.rowkey else "")
-                                 + (f" {a} {x.hpkey} vs {b} {y.hpkey}".replace("  ", " ") if x.hpkey or y.hpkey else "")
-                                 + (f" s{x.setting}" if t.settings else ""))
-                        found.setdefault(where, ([], []))[0].append((d, x, y))
-                        keys[where] = (y.setting, y.rowkey, y.hpkey)
-            for where, key in keys.items():
-                both = {p[0] for p in found[where][0]}
-                found[where][1].extend(d for d, cells in sorted(t.by_ds.items()) if d not in both
-                                       and any((c.setting, c.rowkey, c.hpkey) == key for c in cells.values() if c.loss == b))
-        return dict(sorted(found.items(), key=lambda kv: -len(kv[1][0])))
-
-    def compare(prefix: str, a: str, b: str, claim: str) -> None:
-        found = groups(prefix, a, b)
-        if not found:
-            out.append((claim, str(Verdict.NOT_MEASURED), f"no finished {a} and {b} runs on the same data set and setting"))
-        for where, (pairs, missing) in found.items():
-            c = Claim(where, a, b, "headline", claim)
-            total = len(pairs) + len(missing)
-            verdict, ev = _verdict(pairs, c, total, total if missing else None)
-            if missing:
-                ev += f"; {a} not run yet on {', '.join(missing)}"
-            out.append((claim + (f" [{where}]" if len(found) > 1 else ""), verdict, ev))
-
-    for c in REPORT_CLAIMS:  # declared in benchmarks/claims.py
-        compare(c.task, c.a, c.b, c.text)
-    return out
-
-
-def _verdict(pairs: list[tuple[str, Cell, Cell]], claim: Claim, need: int | None,
-             total: int | None = None) -> tuple[str, str]:
-    """(verdict, evidence) of ``claim`` on ``need`` (default: all) of the data sets in ``pairs``, each judged by
-    the one rule of benchmarks/claims.py on its per-seed values."""
-    results = [claim.judge(x.values, y.values) for _, x, y in pairs]
-    verdict = combine(results, need, total)
-    k = need if need is not None else len(pairs)
-    ev = "; ".join(f"{d}: rows {x.name or claim.a} {mean_std(x.values)} vs {y.name or claim.b} {mean_std(y.values)}, "
-                   f"{r.evidence()} -> {r.verdict}" for (d, x, y), r in zip(pairs, results))
-    done = sum(r.verdict is Verdict.CONFIRMED for r in results)
-    return str(verdict), f"confirmed on {done} of {len(pairs)} measured (needs {k}" + (f" of {total}" if total else "") + f"): {ev}"
-
-
 # ----------------------------------------------------------------------------- plots
 
 def _png(fig: Any) -> str:
@@ -488,37 +429,61 @@ def _series(reg: Registry, metric: str, only_loss: str | None) -> dict[str, tupl
 
 
 def build(reg: Registry, out_dir: Path = RESULTS, all_settings: bool = False) -> tuple[Path, Path, str]:
+    """``README.md`` and ``report.html`` from ``reg``: first the findings (every claim of the catalogue, judged once,
+    benchmarks/catalogue.py, and their forest plot), then the task tables and the plots."""
+    from benchmarks.catalogue import findings, findings_table, forest
+
     table = collect(reg, all_settings)
     pub = published()
     md_tables = markdown_tables(table, pub)
-    # claims are judged in every setting that has both sides (a table shows one setting per task; a claim is not
-    # left unmeasured because its runs belong to another); the sections' claims come from their own modules
-    cl = claims(table if all_settings else collect(reg, True)) + [
-        c for mod in _sections() for c in getattr(mod, "verdicts", lambda r: [])(reg)]
-    claims_md = markdown_table(["claim", "verdict at this scale", "evidence"], [list(c) for c in cl])
+    judged = findings(reg)
+    found_md = findings_table(judged)
     n_runs = len(reg.runs(status="finished"))
+    held = sum(j.verdict is Verdict.CONFIRMED for _, j in judged)
+    measured = sum(j.verdict not in (Verdict.NOT_MEASURED, Verdict.NOT_JUDGED) for _, j in judged)
+    lead = (f"Of the {len(judged)} claims declared in `benchmarks/catalogue.py`, {measured} are measured here and "
+            f"{held} hold up at this scale (confirmed); the rest are listed with the gap our seeds could have "
+            f"detected, so that a \"not confirmed\" can be read.")
+    evidence = "\n".join(f"- **{e.id}**: {j.evidence}" for e, j in judged)
     md = (f"# Cross-modality results (generated by `suite bench report` from the registry)\n\n"
-          f"Registry: `{reg.source}`; {n_runs} finished runs. Cells: mean ± std over seeds (n = seeds) of each "
+          f"Registry: `{reg.source}`; {n_runs} finished runs.\n\n## Findings\n\n{lead}\n\n{found_md}\n"
+          f"{RULE_TEXT}\n\n"
+          f"## Tables\n\nCells: mean ± std over seeds (n = seeds) of each "
           f"task's headline metric over runs that differ only in seed; rows are losses, split by the keys the suites "
           f"vary (batch size, views, ...) where they differ. Each task shows its setting with the most runs (other "
           f"config differences are other settings, counted below the table); `--all-settings` shows every setting, "
-          f"one row per loss and setting, listed below its table. Each claim names the rows it compares. Best per column in bold; published rows are the papers' numbers at full "
+          f"one row per loss and setting, listed below its table. Best per column in bold; published rows are the papers' numbers at full "
           f"scale (GPU, full data), ours are at this repository's CPU profiles, so gaps are expected.\n\n"
-          f"{md_tables}\n## Papers' claims at this scale\n\n{RULE_TEXT}\n\n{claims_md}")
+          f"{md_tables}\n## Evidence of each claim\n\n{evidence}\n")
     out_dir.mkdir(parents=True, exist_ok=True)
     md_path = out_dir / "README.md"
     md_path.write_text(md)
     figs = plots(reg, table)
-    body = "".join(f"<figure><img alt=\"{html.escape(t)}\" src=\"data:image/png;base64,{b}\"/>"
-                   f"<figcaption>{html.escape(t)}</figcaption></figure>\n" for t, b in figs)
+    body = "".join(_figure_html(t, b) for t, b in figs)
+    forest_png = _png(forest(judged))
+    forest_alt = ("Forest plot: for each claim, our gap with its 95 % confidence interval (line) and the paper's gap "
+                  "(red diamond); zero marked")
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>contrastive-suite report</title>"
-            "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}figure{display:inline-block;margin:8px}"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            "<style>body{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 8px}"
+            "figure{display:inline-block;margin:8px;max-width:100%}img{max-width:100%;height:auto}"
+            ".scroll{overflow-x:auto;max-width:100%}"
             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}</style></head>"
             f"<body><h1>contrastive-suite: cross-modality report</h1><p>{n_runs} finished runs in the registry.</p>"
-            f"{md_tables_to_html(md_tables)}<h2>Claims</h2>{md_tables_to_html(claims_md)}<h2>Plots</h2>{body}</body></html>\n")
+            f"<h2>Findings</h2><p>{html.escape(lead)}</p><div class=\"scroll\">{md_tables_to_html(found_md)}</div>"
+            f"{_figure_html(forest_alt, forest_png)}<p>{html.escape(RULE_TEXT.replace('**', ''))}</p>"
+            f"<h2>Tables</h2><div class=\"scroll\">{md_tables_to_html(md_tables)}</div><h2>Plots</h2>{body}"
+            f"<h2>Evidence of each claim</h2><ul>"
+            + "".join(f"<li><b>{html.escape(e.id)}</b>: {html.escape(j.evidence)}</li>" for e, j in judged)
+            + "</ul></body></html>\n")
     html_path = out_dir / "report.html"
     html_path.write_text(page)
-    return md_path, html_path, md_tables + "\n" + claims_md
+    return md_path, html_path, found_md + "\n" + md_tables
+
+
+def _figure_html(title: str, png: str) -> str:
+    alt = html.escape(title)
+    return f"<figure><img alt=\"{alt}\" src=\"data:image/png;base64,{png}\"/><figcaption>{alt}</figcaption></figure>\n"
 
 
 def md_tables_to_html(md: str) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from benchmarks.catalogue import Judged, line
 from benchmarks.claims import RULE_TEXT, Claim, Verdict
 from benchmarks.tables import (RESULTS, JobRuns, RunView, cell, md, progress_line, suite_runs,
                                values, register_table, table_cli)
@@ -134,28 +135,34 @@ def move(jrs: list[JobRuns], start: str) -> tuple[float, float] | None:
     return (max(own), min(trained)) if own and trained else None
 
 
-def verdicts(registry: Registry, suite: str = SUITE) -> list[tuple[str, str, str]]:
-    """(claim, verdict, evidence) of the text claim on each start model (claims rule, this suite's runs only). From the
-    MLM start model the claim is judged only when training moves STS at least MOVE_TARGET points above the model's
-    own average; otherwise the runs cannot separate the losses, and the verdict says so."""
-    jrs = suite_runs(registry, suite)
-    out = []
-    for start, label in starts(jrs).items():
-        a, b = _unsup(jrs, start, "macl"), _unsup(jrs, start, "infonce")
-        if not a and not b:
-            continue
-        moved = move(jrs, start) if start == MLM_START else None
-        if moved is not None and moved[1] - moved[0] < MOVE_TARGET:
-            out.append((f"{CLAIM.text} [start model: {label}]", str(Verdict.NOT_JUDGED),
-                        f"training does not move STS from this start model (lowest trained unsupervised row "
-                        f"{moved[1]:.2f} against the model's own {moved[0]:.2f}; {MOVE_TARGET:.0f} points above it are "
-                        f"needed), so these runs cannot separate the losses; text_sts.md's diagnosis section says why "
-                        f"(macl {cell(a)}, infonce {cell(b)})"))
-            continue
-        res = CLAIM.judge(a, b)
-        out.append((f"{CLAIM.text} [start model: {label}]", str(res.verdict),
-                    f"unsupervised SimCSE macl {cell(a)} vs infonce {cell(b)}: {res.evidence()}"))
-    return out
+def _judge_start(registry: Registry, start: str) -> Judged:
+    """The text claim from one start model (claims rule, this suite's runs only). From the MLM start model it is
+    judged only when training moves STS at least MOVE_TARGET points above the model's own average; otherwise the
+    runs cannot separate the losses, and the verdict says so."""
+    jrs = suite_runs(registry, SUITE)
+    a, b = _unsup(jrs, start, "macl"), _unsup(jrs, start, "infonce")
+    if not a and not b:
+        return Judged(Verdict.NOT_MEASURED, None, f"no unsupervised macl or infonce runs from {start}")
+    moved = move(jrs, start) if start == MLM_START else None
+    if moved is not None and moved[1] - moved[0] < MOVE_TARGET:
+        return Judged(Verdict.NOT_JUDGED, None,
+                      f"training does not move STS from this start model (lowest trained unsupervised row "
+                      f"{moved[1]:.2f} against the model's own {moved[0]:.2f}; {MOVE_TARGET:.0f} points above it are "
+                      f"needed), so these runs cannot separate the losses; text_sts.md's diagnosis section says why "
+                      f"(macl {cell(a)}, infonce {cell(b)})")
+    res = CLAIM.judge(a, b)
+    return Judged(res.verdict, res, f"unsupervised SimCSE macl {cell(a)} vs infonce {cell(b)}: {res.evidence()}")
+
+
+def judge_minilm(registry: Registry) -> Judged:
+    return _judge_start(registry, "default")
+
+
+def judge_mlm(registry: Registry) -> Judged:
+    return _judge_start(registry, MLM_START)
+
+
+CLAIM_IDS = {"default": "text-macl-minilm", MLM_START: "text-macl-mlm"}
 
 
 def _mlm_section(jrs: list[JobRuns]) -> list[str]:
@@ -192,7 +199,8 @@ def table(registry: Registry, suite: str = SUITE) -> str:
             "mean ± sample std over seeds (Spearman x 100). Published rows are BERT-base trained on the full wiki1m on "
             "a GPU (MACL paper, Table B.4): a different backbone and budget, printed for reference.", ""]
     text += _mlm_section(jrs)
-    notes = [f"- *{c}*: **{v}** ({e})." for c, v, e in verdicts(registry, suite)]
+    notes = ([f"- {line(CLAIM_IDS[start], registry)}." for start in starts(jrs) if start in CLAIM_IDS]
+             if suite == SUITE else [f"- judged on the headline suite's runs (`{SUITE}`): text_sts.md"])
     for start, label in starts(jrs).items():
         mine = [jr for jr in jrs if jr.job.command in ("eval", "train") and start_of(jr) == start]
         if not mine:

@@ -17,7 +17,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.claims import RULE_TEXT, Claim, combine, mean_std
+from benchmarks.catalogue import Judged, line
+from benchmarks.claims import RULE_TEXT, Claim, Verdict, combine, mean_std
 from benchmarks.tables import RESULTS, JobRuns, md, progress_line, suite_runs, register_table, table_cli
 from suite.registry import Registry
 
@@ -149,7 +150,8 @@ def table(registry: Registry, suite: str = SUITE) -> str:
                  "kNN exp-imb (change)", "linear exp-imb (change)", "seeds", "run s (summed over its runs)",
                  "published (CIFAR-10, full scale)"], rows), "",
              "## Claims at this scale", ""]
-    lines += [f"- {c}" for c in _claims(res, batch_sizes or (64, 256))]
+    lines += ([f"- {line(c, registry)}" for c in CLAIM_IDS] if suite == SUITE
+              else [f"- judged on the headline suite's runs (`{SUITE}`): vision_cifar.md"])
     lines += ["", "Each claim is a set of margins (contrasts of cell means, linear probe unless stated) that must all be "
               "positive; each margin is judged by Welch's t-test on the per-seed values of its cells (Welch-Satterthwaite "
               "degrees of freedom for contrasts of more than two cells), and the claim is confirmed when every margin is. "
@@ -159,72 +161,113 @@ def table(registry: Registry, suite: str = SUITE) -> str:
 
 
 
-def _judge(res: Cells, text: str, margins: list[list[tuple[float, Key]]]) -> str:
-    """Verdict of a claim whose ``margins`` (each a contrast: [(coefficient, cell)]) must all be positive."""
-    claim = Claim("vision-cifar", "", "", "accuracy (%)", text)
+Margins = list[list[tuple[float, Key]]]
+
+
+def _judged(res: Cells, detail: str, margins: Margins | None, missing: str) -> Judged:
+    """A claim whose ``margins`` (each a contrast: [(coefficient, cell)]) must all be positive; the summary gap is
+    the first margin's. ``margins`` None: not measured (``missing`` says what is missing)."""
+    if margins is None:
+        return Judged(Verdict.NOT_MEASURED, None, f"needs {missing}")
+    claim = Claim("vision-cifar", "", "", "accuracy (%)")
 
     def vals(row: str, bs: int, imb: str, k: str) -> list[float]:
         return [100 * v for v in res.get((row, bs, imb), {}).get(k, [])]
 
     results = [claim.judge_contrast([(c, vals(*key)) for c, key in m]) for m in margins]
-    return f"**{combine(results)}** (" + "; ".join(f"margin {i + 1}: {r.evidence(1)}" for i, r in enumerate(results)) + ")"
+    return Judged(combine(results), results[0], f"{detail}; " + "; ".join(f"margin {i + 1}: {r.evidence(1)}"
+                                                                          for i, r in enumerate(results)))
 
 
-def _claims(res: Cells, batch_sizes: tuple[int, ...]) -> list[str]:
-    def acc(row: str, bs: int, imb: str = "none", k: str = "lin") -> float | None:
-        return _mean(res.get((row, bs, imb)), k)
+NCE, CACR4, CMC4 = "infonce (SimCLR)", "cacr K=4 (V=5)", "cmc K=4 (V=5)"
 
-    nce, cacr, cmc = "infonce (SimCLR)", "cacr K=4 (V=5)", "cmc K=4 (V=5)"
-    out = []
-    small, large = min(batch_sizes), max(batch_sizes)
-    m_s, n_s, m_l, n_l = (acc("macl", small), acc(nce, small), acc("macl", large), acc(nce, large))
+
+def _acc(res: Cells, row: str, bs: int, imb: str = "none", k: str = "lin") -> float | None:
+    return _mean(res.get((row, bs, imb)), k)
+
+
+def _macl(res: Cells, small: int, large: int) -> Judged:
+    """MACL beats NT-Xent most at small batch (MACL Table 9): the gain at the small batch, and that gain minus the
+    gain at the large one."""
+    m_s, n_s, m_l, n_l = (_acc(res, "macl", small), _acc(res, NCE, small), _acc(res, "macl", large), _acc(res, NCE, large))
     if None in (m_s, n_s, m_l, n_l):
-        out.append(f"MACL beats NT-Xent most at small batch (MACL Table 9): **not checked** (needs macl and infonce at "
-                   f"batch {small} and {large}).")
-    else:
-        gs, gl = m_s - n_s, m_l - n_l  # type: ignore[operator]
-        gain_small = [(1.0, ("macl", small, "none", "lin")), (-1.0, (nce, small, "none", "lin"))]
-        gain_large = [(1.0, ("macl", large, "none", "lin")), (-1.0, (nce, large, "none", "lin"))]
-        out.append(f"MACL beats NT-Xent most at small batch (MACL Table 9): gain {100 * gs:+.1f} at {small}, "
-                   f"{100 * gl:+.1f} at {large} (linear) -> "
-                   + _judge(res, "MACL beats NT-Xent most at small batch",
-                            [gain_small, gain_small + [(-c, k) for c, k in gain_large]]) + ".")
-    c, m = acc(cacr, small), acc(cmc, small)
+        return _judged(res, "", None, f"macl and infonce at batch {small} and {large}")
+    gain_small = [(1.0, ("macl", small, "none", "lin")), (-1.0, (NCE, small, "none", "lin"))]
+    gain_large = [(1.0, ("macl", large, "none", "lin")), (-1.0, (NCE, large, "none", "lin"))]
+    return _judged(res, f"gain {100 * (m_s - n_s):+.1f} at {small}, {100 * (m_l - n_l):+.1f} at {large} (linear)",  # type: ignore[operator]
+                   [gain_small, gain_small + [(-c, k) for c, k in gain_large]], "")
+
+
+def _cacr_cmc(res: Cells, small: int, large: int) -> Judged:
+    """CACR K=4 beats CMC K=4 (CACR Table 2), linear probe at the small batch."""
+    c, m = _acc(res, CACR4, small), _acc(res, CMC4, small)
     if None in (c, m):
-        out.append("CACR K=4 beats CMC K=4 (CACR Table 2): **not checked**.")
-    else:
-        out.append(f"CACR K=4 beats CMC K=4 (CACR Table 2): {100 * c:.1f} vs {100 * m:.1f} (linear, batch {small}) -> "  # type: ignore[operator]
-                   + _judge(res, "CACR K=4 beats CMC K=4", [[(1.0, (cacr, small, "none", "lin")),
-                                                               (-1.0, (cmc, small, "none", "lin"))]]) + ".")
-    rows3 = (nce, cacr, cmc)
-    drops = {(r, i): acc(r, small) - acc(r, small, i)  # type: ignore[operator]
-             for r in rows3 for i in ("linear", "exponential") if acc(r, small) is not None and acc(r, small, i) is not None}
-    if len(drops) == 6:
-        parts, margins = [], []
-        for imb in ("linear", "exponential"):
-            for r in (nce, cmc):  # CACR's drop must be smaller than each other row's: drop(r) - drop(cacr) > 0
-                margins.append([(1.0, (r, small, "none", "lin")), (-1.0, (r, small, imb, "lin")),
-                                (-1.0, (cacr, small, "none", "lin")), (1.0, (cacr, small, imb, "lin"))])
-            parts.append(f"{imb}: " + ", ".join(f"{r} {100 * drops[(r, imb)]:.1f}" for r in rows3))
-        out.append(f"CACR loses least under imbalance (CACR Tables 2, 8): linear-probe drops {'; '.join(parts)} -> "
-                   + _judge(res, "CACR loses least under imbalance", margins) + ".")
-    else:
-        out.append("CACR loses least under imbalance (CACR Tables 2, 8): **not checked** (imbalanced runs missing).")
-    t8, t128, s8, s128 = (acc("tsimclr d=8", small, k="knn"), acc("tsimclr d=128", small, k="knn"),
-                          acc("infonce d=8", small, k="knn"), acc(nce, small, k="knn"))
+        return _judged(res, "", None, f"cacr and cmc with 5 views at batch {small}")
+    return _judged(res, f"{100 * c:.1f} vs {100 * m:.1f} (linear, batch {small})",  # type: ignore[operator]
+                   [[(1.0, (CACR4, small, "none", "lin")), (-1.0, (CMC4, small, "none", "lin"))]], "")
+
+
+def _cacr_imbalance(res: Cells, small: int, large: int) -> Judged:
+    """CACR loses least under imbalance (CACR Tables 2, 8): its drop is smaller than SimCLR's and CMC's, at both
+    imbalances."""
+    rows3 = (NCE, CACR4, CMC4)
+    drops = {(r, i): _acc(res, r, small) - _acc(res, r, small, i)  # type: ignore[operator]
+             for r in rows3 for i in ("linear", "exponential")
+             if _acc(res, r, small) is not None and _acc(res, r, small, i) is not None}
+    if len(drops) != 6:
+        return _judged(res, "", None, "the imbalanced runs of infonce, cacr and cmc")
+    parts, margins = [], []
+    for imb in ("linear", "exponential"):
+        for r in (NCE, CMC4):  # CACR's drop must be smaller than each other row's: drop(r) - drop(cacr) > 0
+            margins.append([(1.0, (r, small, "none", "lin")), (-1.0, (r, small, imb, "lin")),
+                            (-1.0, (CACR4, small, "none", "lin")), (1.0, (CACR4, small, imb, "lin"))])
+        parts.append(f"{imb}: " + ", ".join(f"{r} {100 * drops[(r, imb)]:.1f}" for r in rows3))
+    return _judged(res, f"linear-probe drops {'; '.join(parts)}", margins, "")
+
+
+def _tsimclr_d8(res: Cells, small: int, large: int) -> Judged:
+    """t-SimCLR keeps its kNN accuracy at d = 8 better than SimCLR (t-SimCLR Fig. 2b)."""
+    t8, t128, s8, s128 = (_acc(res, "tsimclr d=8", small, k="knn"), _acc(res, "tsimclr d=128", small, k="knn"),
+                          _acc(res, "infonce d=8", small, k="knn"), _acc(res, NCE, small, k="knn"))
     if None in (t8, t128, s8, s128):
-        out.append("t-SimCLR keeps its accuracy at d = 8 better than SimCLR (t-SimCLR Fig. 2b): **not checked**.")
-    else:
-        dt, ds = t128 - t8, s128 - s8  # type: ignore[operator]
-        # SimCLR's drop minus t-SimCLR's drop > 0, and t-SimCLR d=8 above SimCLR d=8
-        smaller_drop = [(1.0, (nce, small, "none", "knn")), (-1.0, ("infonce d=8", small, "none", "knn")),
-                        (-1.0, ("tsimclr d=128", small, "none", "knn")), (1.0, ("tsimclr d=8", small, "none", "knn"))]
-        above_at_8 = [(1.0, ("tsimclr d=8", small, "none", "knn")), (-1.0, ("infonce d=8", small, "none", "knn"))]
-        out.append(f"t-SimCLR keeps its accuracy at d = 8 better than SimCLR (t-SimCLR Fig. 2b): kNN drop 128 -> 8 "
-                   f"t-SimCLR {100 * dt:+.1f}, SimCLR {100 * ds:+.1f}; t-SimCLR d=8 {100 * t8:.1f} vs SimCLR d=8 "  # type: ignore[operator]
-                   f"{100 * s8:.1f} -> " + _judge(res, "t-SimCLR keeps its accuracy at d = 8", [smaller_drop, above_at_8])
-                   + ".")
-    return out
+        return _judged(res, "", None, "tsimclr and infonce at d = 128 and 8")
+    # SimCLR's drop minus t-SimCLR's drop > 0, and t-SimCLR d=8 above SimCLR d=8
+    smaller_drop = [(1.0, (NCE, small, "none", "knn")), (-1.0, ("infonce d=8", small, "none", "knn")),
+                    (-1.0, ("tsimclr d=128", small, "none", "knn")), (1.0, ("tsimclr d=8", small, "none", "knn"))]
+    above_at_8 = [(1.0, ("tsimclr d=8", small, "none", "knn")), (-1.0, ("infonce d=8", small, "none", "knn"))]
+    return _judged(res, f"kNN drop 128 -> 8 t-SimCLR {100 * (t128 - t8):+.1f}, SimCLR {100 * (s128 - s8):+.1f}; "  # type: ignore[operator]
+                        f"t-SimCLR d=8 {100 * t8:.1f} vs SimCLR d=8 {100 * s8:.1f}", [smaller_drop, above_at_8], "")  # type: ignore[operator]
+
+
+JUDGES = {"img-macl": _macl, "img-cacr-cmc": _cacr_cmc, "img-cacr-imbalance": _cacr_imbalance,
+          "img-tsimclr-d8": _tsimclr_d8}
+CLAIM_IDS = tuple(JUDGES)
+
+
+def judge_cells(claim_id: str, res: Cells, batch_sizes: tuple[int, ...] = (64, 256)) -> Judged:
+    """The claim ``claim_id`` on the cells ``res`` (:func:`collect`) at the smallest and largest batch size."""
+    return JUDGES[claim_id](res, min(batch_sizes), max(batch_sizes))
+
+
+def _judge(registry: Registry, claim_id: str) -> Judged:
+    jrs = suite_runs(registry, SUITE)
+    return judge_cells(claim_id, collect(jrs), tuple(sorted({int(jr.arg("batch_size", 256)) for jr in jrs})) or (64, 256))
+
+
+def judge_macl(registry: Registry) -> Judged:
+    return _judge(registry, "img-macl")
+
+
+def judge_cacr_cmc(registry: Registry) -> Judged:
+    return _judge(registry, "img-cacr-cmc")
+
+
+def judge_cacr_imbalance(registry: Registry) -> Judged:
+    return _judge(registry, "img-cacr-imbalance")
+
+
+def judge_tsimclr_d8(registry: Registry) -> Judged:
+    return _judge(registry, "img-tsimclr-d8")
 
 
 def figures(registry: Registry, suite: str = SUITE) -> list[tuple[str, Any]]:

@@ -1,5 +1,5 @@
 """The vision table's claim verdicts: every margin judged by the one rule of benchmarks/claims.py."""
-from benchmarks.vision_cifar import _claims, _fmt
+from benchmarks.vision_cifar import _fmt, judge_cells
 
 NCE, CACR, CMC = "infonce (SimCLR)", "cacr K=4 (V=5)", "cmc K=4 (V=5)"
 
@@ -8,8 +8,13 @@ def cell(*lin: float, knn: tuple[float, ...] = ()) -> dict[str, list[float]]:
     return {"lin": list(lin), "knn": list(knn), "seeds": list(range(len(lin))), "wall": []}
 
 
+IDS = {"CACR K=4 beats CMC": "img-cacr-cmc", "MACL": "img-macl", "MACL beats NT-Xent": "img-macl",
+       "CACR loses least": "img-cacr-imbalance"}
+
+
 def _line(res, start):
-    return next(c for c in _claims(res, (64, 256)) if c.startswith(start))
+    j = judge_cells(IDS[start], res)
+    return f"-> **{j.verdict}** ({j.evidence})"
 
 
 def test_cells_use_the_sample_std():
@@ -22,11 +27,11 @@ def test_claims_read_seed_spreads_from_the_cells():
     loose = {(CACR, 64, "none"): cell(0.50, 0.55, 0.45), (CMC, 64, "none"): cell(0.49, 0.44, 0.54)}
     reversed_ = {(CACR, 64, "none"): cell(0.450, 0.452, 0.448), (CMC, 64, "none"): cell(0.490, 0.491, 0.489)}
     two_seeds = {(CACR, 64, "none"): cell(0.60, 0.61), (CMC, 64, "none"): cell(0.40, 0.41)}
-    assert "-> **confirmed** (margin 1: gap +1.0" in _line(tight, "CACR K=4 beats CMC")
+    assert "-> **confirmed** (50.0 vs 49.0 (linear, batch 64); margin 1: gap +1.0" in _line(tight, "CACR K=4 beats CMC")
     assert "-> **not confirmed**" in _line(loose, "CACR K=4 beats CMC")
     assert "-> **contradicted**" in _line(reversed_, "CACR K=4 beats CMC")
     assert "-> **inconclusive (n < 3)**" in _line(two_seeds, "CACR K=4 beats CMC")
-    assert "**not checked**" in _line(tight, "MACL")
+    assert "**not measured**" in _line(tight, "MACL")
 
 
 def test_macl_claim_needs_both_margins():

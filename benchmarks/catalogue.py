@@ -1,0 +1,200 @@
+"""Every claim the benchmarks judge, declared once: which paper and table, the claim as the paper makes it, the rows
+compared, how data sets combine and why, the paper's own gap, the protocol, and the one function that judges it.
+
+Every document (the per-task tables, ``results/README.md``, ``report.html``) shows a claim through :func:`line` or
+:func:`findings`, which call that one judgement; a test checks that no results file states a claim with another
+verdict. How sets combine follows the paper: where it reports an average, the average is judged; where it claims
+wins "on k of N" sets, each set is judged and the verdicts combined (:func:`benchmarks.claims.combine`). A verdict
+carries its gap with the 95 % confidence interval and the smallest gap the seeds could have detected, so that
+"not confirmed" can be read: a paper's gap below the detectable gap could not have been confirmed here.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from benchmarks.claims import Result, Verdict
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One claim's verdict and its evidence; ``summary`` is the gap the findings table shows (in the claim's
+    direction, points), with its interval and detectable gap; None when nothing was measured."""
+    verdict: Verdict
+    summary: Result | None
+    evidence: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    paper: str  # the paper and its table or figure
+    claim: str  # the claim as the paper makes it
+    rows: str  # what we compare
+    combine: str  # how data sets / margins combine, and why
+    paper_gap: float | None  # the paper's own gap for the same comparison (points), None if it gives none
+    paper_gap_note: str  # where the paper's gap comes from
+    protocol: str  # "paper protocol" or the reduction, in a few words
+    judge: str  # "module:function" taking the registry, returning a Judged
+    modality: str = ""
+
+    def judged(self, registry: Any) -> Judged:
+        mod, fn = self.judge.split(":")
+        func: Callable[[Any], Judged] = getattr(importlib.import_module(mod), fn)
+        return func(registry)
+
+
+_MOL_CPU = "reduced: 20k-molecule, 5-epoch pretraining; 10 fine-tuning epochs capped at 600 steps"
+_MOL_FULL = "fine-tuning at the paper's protocol (100 epochs); pretraining reduced (20k molecules x 5 epochs)"
+_IMG = "reduced: CIFAR-10 500 images per class, ConvNet width 16, 6 epochs (ResNet-18 / AlexNet, 200+ epochs published)"
+
+ENTRIES: tuple[Entry, ...] = (
+    Entry("tu-macl", "MACL (Huang et al. 2023), Table 4", "MACL improves GraphCL on unsupervised TU graph "
+          "classification", "macl vs graphcl, GraphCL's TU protocol, six data sets",
+          "per set, confirmed on at least 4 of 6 (the paper reports each set; MACL is above GraphCL on all six)",
+          0.73, "mean over the six sets of MACL minus GraphCL (Table 4)", "paper protocol (seeded folds, last epoch)",
+          "benchmarks.graph_tu:judge_claim", "graphs"),
+    Entry("mol-graphcl-full", "GraphCL (You et al. 2020), Table 5", "GraphCL pretraining beats no pretraining on "
+          "MoleculeNet transfer", "graphcl-pretrained vs randomly initialised GIN, BBBP, SIDER, ClinTox, BACE",
+          "the average over the sets (the paper's Avg column)", 7.6, "mean over the four sets (Table 5)", _MOL_FULL,
+          "benchmarks.graph_molnet:judge_full_graphcl", "graphs"),
+    Entry("mol-macl-full", "MACL (Huang et al. 2023), Table 5", "MACL pretraining beats no pretraining on "
+          "MoleculeNet transfer", "macl-pretrained vs randomly initialised GIN, BBBP, SIDER, ClinTox, BACE",
+          "the average over the sets (the paper's Avg column)", 3.17, "mean over BBBP and SIDER, the two of these "
+          "sets MACL reports", _MOL_FULL, "benchmarks.graph_molnet:judge_full_macl", "graphs"),
+    Entry("mol-cacr-full", "none (this suite's question; CACR's paper has no molecules)", "CACR pretraining beats no "
+          "pretraining on MoleculeNet transfer", "cacr-pretrained vs randomly initialised GIN, BBBP, SIDER, ClinTox, "
+          "BACE", "the average over the sets, as for GraphCL and MACL", None, "-", _MOL_FULL,
+          "benchmarks.graph_molnet:judge_full_cacr", "graphs"),
+    Entry("mol-graphcl-cpu", "GraphCL (You et al. 2020), Table 5", "GraphCL pretraining beats no pretraining on "
+          "MoleculeNet transfer (reduced fine-tuning)", "graphcl-pretrained vs randomly initialised GIN, eight sets",
+          "the average over the sets (the paper's Avg column)", 3.81, "mean over the eight sets (Table 5)", _MOL_CPU,
+          "benchmarks.graph_molnet:judge_cpu_graphcl", "graphs"),
+    Entry("mol-macl-cpu", "MACL (Huang et al. 2023), Table 5", "MACL pretraining beats no pretraining on MoleculeNet "
+          "transfer (reduced fine-tuning)", "macl-pretrained vs randomly initialised GIN, eight sets",
+          "the average over the sets (the paper's Avg column)", 1.57, "mean over the four sets MACL reports",
+          _MOL_CPU, "benchmarks.graph_molnet:judge_cpu_macl", "graphs"),
+    Entry("mol-cacr-cpu", "none (this suite's question)", "CACR pretraining beats no pretraining on MoleculeNet "
+          "transfer (reduced fine-tuning)", "cacr-pretrained vs randomly initialised GIN, eight sets",
+          "the average over the sets", None, "-", _MOL_CPU, "benchmarks.graph_molnet:judge_cpu_cacr", "graphs"),
+    Entry("img-macl", "MACL (Huang et al. 2023), Table 9", "MACL beats NT-Xent, most at small batch",
+          "macl vs infonce (SimCLR) at batch 64 and 256, linear probe",
+          "two margins, both must hold: the gain at the small batch, and that gain minus the gain at the large one",
+          4.80, "the gain at batch 64 (82.31 -> 87.11; 2.62 at 256)", _IMG, "benchmarks.vision_cifar:judge_macl",
+          "images"),
+    Entry("img-cacr-cmc", "CACR (Zheng et al. 2021), Table 2", "CACR (K = 4) beats CMC (K = 4)",
+          "cacr vs cmc, 5 views, batch 64, linear probe", "one comparison (balanced CIFAR-10)", 1.00,
+          "86.54 vs 85.54, balanced CIFAR-10", _IMG, "benchmarks.vision_cifar:judge_cacr_cmc", "images"),
+    Entry("img-cacr-imbalance", "CACR (Zheng et al. 2021), Tables 2, 8", "CACR loses the least accuracy under class "
+          "imbalance", "the drop from balanced to linear / exponential imbalance: cacr vs infonce and vs cmc",
+          "four margins, all must hold (each imbalance, each other row)", 0.12,
+          "the smallest of the paper's four margins (vs CMC, exponential)", _IMG,
+          "benchmarks.vision_cifar:judge_cacr_imbalance", "images"),
+    Entry("img-tsimclr-d8", "t-SimCLR (Böhm et al. 2023), Figure 2b", "t-SimCLR keeps its kNN accuracy at d = 8 "
+          "better than SimCLR", "tsimclr vs infonce at output dimension 128 and 8, kNN",
+          "two margins, both must hold: a smaller drop from 128 to 8, and t-SimCLR above SimCLR at 8", None,
+          "the figure gives no SimCLR number at d = 8", _IMG, "benchmarks.vision_cifar:judge_tsimclr_d8", "images"),
+    Entry("text-macl-minilm", "MACL (Huang et al. 2023), Table B.4", "MACL improves SimCSE on the STS average",
+          "macl vs infonce, unsupervised SimCSE from all-MiniLM-L6-v2, STS average", "one comparison", 0.41,
+          "76.66 vs 76.25 (BERT-base)", "reduced: 1,024 wiki sentences; an already contrastive start model",
+          "benchmarks.text_sts:judge_minilm", "sentences"),
+    Entry("text-macl-mlm", "MACL (Huang et al. 2023), Table B.4", "MACL improves SimCSE on the STS average (from an "
+          "MLM-pretrained start model)", "macl vs infonce, unsupervised SimCSE from the BERT-mini MLM start model",
+          "one comparison, if training moves STS 10 points above the start model (its precondition)", 0.41,
+          "76.66 vs 76.25 (BERT-base)", "reduced: BERT-mini pretrained here for 3,000 steps",
+          "benchmarks.text_sts:judge_mlm", "sentences"),
+    Entry("gmm-l2", "t-SimCLR (Böhm et al. 2023), Figure 1 d, e", "SimCLR with -l2 similarity keeps the shifted "
+          "clusters more separable than cosine SimCLR", "simclr_l2 vs infonce, OOD linear accuracy",
+          "one comparison", 51.6, "100.0 vs 48.4 OOD accuracy", "paper protocol (the means' layout is ours)",
+          "benchmarks.gmm:judge_l2", "synthetic"),
+    Entry("gmm-tsimclr", "t-SimCLR (Böhm et al. 2023), Sec. 3.1.4, 4", "t-SimCLR keeps the shifted clusters more "
+          "separable than cosine SimCLR", "tsimclr vs infonce, OOD linear accuracy", "one comparison", None,
+          "no number given", "paper protocol (the means' layout is ours)", "benchmarks.gmm:judge_tsimclr",
+          "synthetic"),
+    Entry("gmm-order", "t-SimCLR (Böhm et al. 2023), Sec. 3.1.3", "SimCLR orders four 1-D clusters a -> b -> c -> d "
+          "('consistently')", "the share of seeds ordered against chance (1 of 3 cyclic orders)",
+          "one rate against a known constant: the exact binomial test", 66.7, "always (100 %) against chance 33.3 %",
+          "paper protocol", "benchmarks.gmm:judge_order", "synthetic"),
+)
+BY_ID = {e.id: e for e in ENTRIES}
+
+
+def entry(claim_id: str) -> Entry:
+    return BY_ID[claim_id]
+
+
+def _gap(r: Result | None) -> str:
+    if r is None or r.gap != r.gap:
+        return "-"
+    if r.ci[0] != r.ci[0]:
+        return f"{r.gap:+.2f}"
+    return f"{r.gap:+.2f} [{r.ci[0]:+.2f}, {r.ci[1]:+.2f}]"
+
+
+def _detectable(r: Result | None) -> str:
+    return "-" if r is None or r.detectable != r.detectable else f"{r.detectable:.2f}"
+
+
+def reading(e: Entry, j: Judged) -> str:
+    """Whether our seeds could have seen the paper's effect: the paper's gap against the detectable gap."""
+    if j.summary is None or e.paper_gap is None or j.summary.detectable != j.summary.detectable:
+        return ""
+    if e.paper_gap < j.summary.detectable:
+        return (f"the paper's gap ({e.paper_gap:+.2f}) is below what these seeds detect ({j.summary.detectable:.2f}): "
+                "not confirming it says little")
+    return f"these seeds detect the paper's gap ({e.paper_gap:+.2f} >= {j.summary.detectable:.2f})"
+
+
+def line(claim_id: str, registry: Any) -> str:
+    """The one way a document states a claim: ``claim (paper): **verdict** (evidence)``."""
+    e = BY_ID[claim_id]
+    j = e.judged(registry)
+    read = reading(e, j)
+    return f"{e.claim} ({e.paper}): **{j.verdict}** ({j.evidence}{'; ' + read if read else ''})"
+
+
+def findings(registry: Any) -> list[tuple[Entry, Judged]]:
+    return [(e, e.judged(registry)) for e in ENTRIES]
+
+
+def findings_table(judged: list[tuple[Entry, Judged]]) -> str:
+    from suite.registry import markdown_table
+
+    rows = []
+    for e, j in judged:
+        ns = "-" if j.summary is None else (f"{j.summary.ns[0]}" if len(set(j.summary.ns)) == 1 else
+                                            f"{min(j.summary.ns)}-{max(j.summary.ns)}")
+        rows.append([e.paper, e.claim, "-" if e.paper_gap is None else f"{e.paper_gap:+.2f}", _gap(j.summary),
+                     _detectable(j.summary), ns, f"**{j.verdict}**", e.protocol])
+    return markdown_table(["paper", "claim", "paper's gap", "our gap [95 % CI]", "detectable gap", "seeds a side",
+                           "verdict",
+                           "protocol"], rows)
+
+
+def forest(judged: list[tuple[Entry, Judged]]) -> Any:
+    """One line per measured claim: our gap and its 95 % interval, the paper's gap as a red marker, zero marked (a
+    symmetric-log axis: linear within +-5 points, so small and large gaps both read)."""
+    import matplotlib.pyplot as plt
+
+    shown = [(e, j) for e, j in judged if j.summary is not None and j.summary.gap == j.summary.gap]
+    fig, ax = plt.subplots(figsize=(8.5, 0.42 * len(shown) + 1.2))
+    colours = {Verdict.CONFIRMED: "tab:green", Verdict.CONTRADICTED: "tab:red"}
+    for i, (e, j) in enumerate(shown):
+        y = len(shown) - 1 - i
+        r = j.summary
+        assert r is not None
+        c = colours.get(j.verdict, "tab:gray")
+        if r.ci[0] == r.ci[0]:
+            ax.plot([r.ci[0], r.ci[1]], [y, y], color=c, lw=2)
+        ax.plot([r.gap], [y], "o", color=c, ms=5)
+        if e.paper_gap is not None:
+            ax.plot([e.paper_gap], [y], "D", color="red", ms=5, mfc="none")
+    ax.axvline(0.0, color="black", lw=0.8)
+    ax.set_xscale("symlog", linthresh=5.0)
+    ax.set_yticks(range(len(shown)), [f"{e.id} ({j.verdict})" for e, j in reversed(shown)], fontsize=8)
+    ax.set_xlabel("gap in the claim's direction (points): ours with 95 % CI (line), paper's (red diamond)", fontsize=8)
+    ax.tick_params(axis="x", labelsize=8)
+    fig.tight_layout()
+    return fig
+

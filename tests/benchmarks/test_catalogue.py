@@ -1,0 +1,75 @@
+"""One judgement per claim (benchmarks/catalogue.py): every claim declared once, and no results file states a claim
+with a verdict other than the findings table's; the intervals and the exact test behind the verdicts."""
+from __future__ import annotations
+
+import html
+import importlib
+import math
+import re
+from pathlib import Path
+
+from scipy import stats
+
+from benchmarks.catalogue import ENTRIES, findings_table, forest, reading, Judged
+from benchmarks.claims import Claim, Verdict, interval
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+VERDICTS = "|".join(re.escape(str(v)) for v in Verdict)
+
+
+def test_every_claim_is_declared_once_with_a_judge() -> None:
+    assert len({e.id for e in ENTRIES}) == len(ENTRIES)
+    assert len({(e.claim, e.paper) for e in ENTRIES}) == len(ENTRIES)
+    for e in ENTRIES:
+        mod, fn = e.judge.split(":")
+        assert callable(getattr(importlib.import_module(mod), fn)), e.judge
+
+
+def test_no_document_gives_a_claim_another_verdict() -> None:
+    """the findings table of results/README.md is the catalogue's verdict; every other mention of the claim in
+    benchmarks/results (the task tables, the report page) says the same"""
+    readme = (RESULTS / "README.md").read_text(encoding="utf-8")
+    docs = {p.name: p.read_text(encoding="utf-8") for p in RESULTS.glob("*.md")}
+    docs["report.html"] = (RESULTS / "report.html").read_text(encoding="utf-8")
+    for e in ENTRIES:
+        row = re.search(rf"\| {re.escape(e.paper)} \| {re.escape(e.claim)} \|.*\| \*\*({VERDICTS})\*\* \|", readme)
+        assert row, f"{e.id} is missing from the findings table"
+        verdict = row.group(1)
+        for name, text in docs.items():
+            said = re.findall(rf"{re.escape(e.claim)} \({re.escape(e.paper)}\): \*\*({VERDICTS})\*\*", text)
+            assert all(v == verdict for v in said), (e.id, name, said, verdict)
+        html_row = re.search(rf"<td>{re.escape(html.escape(e.claim))}</td>(?:<td>[^<]*</td>){{4}}<td>({VERDICTS})</td>",
+                             docs["report.html"])
+        assert html_row and html_row.group(1) == verdict, e.id
+
+
+def test_interval_and_detectable_gap() -> None:
+    a, b = [10.0, 11.0, 12.0, 13.0], [9.0, 9.5, 10.5, 11.0]
+    res = Claim("t", "a", "b", "m").judge(a, b)
+    t = stats.ttest_ind(a, b, equal_var=False)
+    ci = t.confidence_interval(0.95)
+    assert math.isclose(res.ci[0], ci.low, rel_tol=1e-9) and math.isclose(res.ci[1], ci.high, rel_tol=1e-9)
+    se = (res.gap - res.ci[0]) / stats.t.ppf(0.975, res.df)
+    assert math.isclose(res.detectable, (stats.t.ppf(0.95, res.df) + stats.t.ppf(0.8, res.df)) * se, rel_tol=1e-9)
+    (lo, hi), det = interval([(1.0, [1.0, 1.0]), (-1.0, [0.0, 0.0])], math.inf)
+    assert (lo, hi, det) == (1.0, 1.0, 0.0)  # no spread: the gap is exact
+
+
+def test_a_rate_against_chance_uses_the_exact_binomial_test() -> None:
+    c = Claim("order", "x", "chance", "ordered")
+    ten = c.judge_rate(10, 10, 100 / 3)
+    assert ten.verdict is Verdict.CONFIRMED and math.isclose(ten.p, (1 / 3) ** 10, rel_tol=1e-9)
+    assert c.judge_rate(5, 10, 100 / 3).verdict is Verdict.NOT_CONFIRMED  # p = 0.21
+    assert c.judge_rate(0, 10, 100 / 3).verdict is Verdict.CONTRADICTED
+    assert c.judge_rate(2, 2, 100 / 3).verdict is Verdict.INCONCLUSIVE
+    assert ten.detectable == 100 * 7 / 10 - 100 / 3  # 7 of 10 is the fewest with p < 0.05
+
+
+def test_findings_table_forest_and_reading() -> None:
+    res = Claim("t", "a", "b", "m").judge([1.0, 3.0, -1.0], [1.0, 2.0, 0.0])
+    judged = [(ENTRIES[0], Judged(res.verdict, res, "e")), (ENTRIES[1], Judged(Verdict.NOT_MEASURED, None, "none"))]
+    table = findings_table(judged)
+    assert "| +0.73 | +0.00 [" in table and "**not measured**" in table and table.count("\n") == 4
+    assert "below what these seeds detect" in reading(ENTRIES[0], judged[0][1])  # 0.73 < detectable
+    fig = forest(judged)
+    assert len(fig.axes[0].get_yticks()) == 1  # measured claims only

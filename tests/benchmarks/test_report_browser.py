@@ -1,0 +1,52 @@
+"""report.html as a person sees it: rendered from the committed snapshot and opened in headless Chromium at 1,280 px
+(Debian's ``chromium``; ``.ci/run`` installs it where it is missing). No horizontal scrolling, every image loads, no
+console error, the findings table is the first table, the page under 1.5 MB. No screenshot is kept."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from benchmarks.report import SNAPSHOT, build
+from suite.registry import open_registry
+
+CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
+PROBE = """<script>
+window.__errors = [];
+window.addEventListener('error', e => window.__errors.push(String(e.message || e.target && e.target.src)), true);
+const _err = console.error; console.error = (...a) => { window.__errors.push(a.join(' ')); _err(...a); };
+window.addEventListener('load', () => {
+  const imgs = [...document.images];
+  const first = document.querySelector('table');
+  const out = {scroll: document.documentElement.scrollWidth, width: window.innerWidth,
+               images: imgs.length, broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).length,
+               alt: imgs.filter(i => !i.alt).length, errors: window.__errors,
+               first: first ? [...first.rows[0].cells].map(c => c.textContent) : []};
+  const pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs Debian's chromium package)")
+def test_report_page_in_a_real_browser(tmp_path: Path) -> None:
+    _, page, _ = build(open_registry(os.path.relpath(SNAPSHOT)), tmp_path)
+    assert page.stat().st_size < 1.5 * 2**20
+    html = page.read_text(encoding="utf-8")
+    probed = tmp_path / "probed.html"
+    probed.write_text(html.replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
+    res = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,900",
+                          "--virtual-time-budget=10000", "--dump-dom", probed.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="probe">(.*?)</pre>', res.stdout, flags=re.S)
+    assert found, res.stderr[-2000:]
+    out = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+    assert out["scroll"] <= out["width"], out  # no horizontal scrolling at 1,280 px
+    assert out["images"] > 0 and out["broken"] == 0 and out["alt"] == 0, out
+    assert out["errors"] == [], out
+    assert out["first"][:3] == ["paper", "claim", "paper's gap"], out  # the findings table comes first
