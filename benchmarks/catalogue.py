@@ -36,13 +36,13 @@ class Entry:
     paper_gap: float | None  # the paper's own gap for the same comparison (points), None if it gives none
     paper_gap_note: str  # where the paper's gap comes from
     protocol: str  # "paper protocol" or the reduction, in a few words
-    judge: str  # "module:function" taking the registry, returning a Judged
+    judge: str  # "module:function" or "module:function:arg,arg": function(registry, *args) -> Judged
     modality: str = ""
 
     def judged(self, registry: Any) -> Judged:
-        mod, fn = self.judge.split(":")
-        func: Callable[[Any], Judged] = getattr(importlib.import_module(mod), fn)
-        return func(registry)
+        mod, fn, *args = self.judge.split(":", 2)
+        func: Callable[..., Judged] = getattr(importlib.import_module(mod), fn)
+        return func(registry, *(args[0].split(",") if args else ()))
 
 
 _MOL_CPU = "reduced: 20k-molecule, 5-epoch pretraining; 10 fine-tuning epochs capped at 600 steps"
@@ -58,52 +58,52 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("mol-graphcl-full", "GraphCL (You et al. 2020), Table 5", "GraphCL pretraining beats no pretraining on "
           "MoleculeNet transfer", "graphcl-pretrained vs randomly initialised GIN, BBBP, SIDER, ClinTox, BACE",
           "the average over the sets (the paper's Avg column)", 7.6, "mean over the four sets (Table 5)", _MOL_FULL,
-          "benchmarks.graph_molnet:judge_full_graphcl", "graphs"),
+          "benchmarks.graph_molnet:judge:molnet-full,graphcl", "graphs"),
     Entry("mol-macl-full", "MACL (Huang et al. 2023), Table 5", "MACL pretraining beats no pretraining on "
           "MoleculeNet transfer", "macl-pretrained vs randomly initialised GIN, BBBP, SIDER, ClinTox, BACE",
           "the average over the sets (the paper's Avg column)", 3.17, "mean over BBBP and SIDER, the two of these "
-          "sets MACL reports", _MOL_FULL, "benchmarks.graph_molnet:judge_full_macl", "graphs"),
+          "sets MACL reports", _MOL_FULL, "benchmarks.graph_molnet:judge:molnet-full,macl", "graphs"),
     Entry("mol-cacr-full", "none (this suite's question; CACR's paper has no molecules)", "CACR pretraining beats no "
           "pretraining on MoleculeNet transfer", "cacr-pretrained vs randomly initialised GIN, BBBP, SIDER, ClinTox, "
           "BACE", "the average over the sets, as for GraphCL and MACL", None, "-", _MOL_FULL,
-          "benchmarks.graph_molnet:judge_full_cacr", "graphs"),
+          "benchmarks.graph_molnet:judge:molnet-full,cacr", "graphs"),
     Entry("mol-graphcl-cpu", "GraphCL (You et al. 2020), Table 5", "GraphCL pretraining beats no pretraining on "
           "MoleculeNet transfer (reduced fine-tuning)", "graphcl-pretrained vs randomly initialised GIN, eight sets",
           "the average over the sets (the paper's Avg column)", 3.81, "mean over the eight sets (Table 5)", _MOL_CPU,
-          "benchmarks.graph_molnet:judge_cpu_graphcl", "graphs"),
+          "benchmarks.graph_molnet:judge:molnet,graphcl", "graphs"),
     Entry("mol-macl-cpu", "MACL (Huang et al. 2023), Table 5", "MACL pretraining beats no pretraining on MoleculeNet "
           "transfer (reduced fine-tuning)", "macl-pretrained vs randomly initialised GIN, eight sets",
           "the average over the sets (the paper's Avg column)", 1.57, "mean over the four sets MACL reports",
-          _MOL_CPU, "benchmarks.graph_molnet:judge_cpu_macl", "graphs"),
+          _MOL_CPU, "benchmarks.graph_molnet:judge:molnet,macl", "graphs"),
     Entry("mol-cacr-cpu", "none (this suite's question)", "CACR pretraining beats no pretraining on MoleculeNet "
           "transfer (reduced fine-tuning)", "cacr-pretrained vs randomly initialised GIN, eight sets",
-          "the average over the sets", None, "-", _MOL_CPU, "benchmarks.graph_molnet:judge_cpu_cacr", "graphs"),
+          "the average over the sets", None, "-", _MOL_CPU, "benchmarks.graph_molnet:judge:molnet,cacr", "graphs"),
     Entry("img-macl", "MACL (Huang et al. 2023), Table 9", "MACL beats NT-Xent, most at small batch",
           "macl vs infonce (SimCLR) at batch 64 and 256, linear probe",
           "two margins, both must hold: the gain at the small batch, and that gain minus the gain at the large one",
-          4.80, "the gain at batch 64 (82.31 -> 87.11; 2.62 at 256)", _IMG, "benchmarks.vision_cifar:judge_macl",
+          4.80, "the gain at batch 64 (82.31 -> 87.11; 2.62 at 256)", _IMG, "benchmarks.vision_cifar:judge:img-macl",
           "images"),
     Entry("img-cacr-cmc", "CACR (Zheng et al. 2021), Table 2", "CACR (K = 4) beats CMC (K = 4)",
           "cacr vs cmc, 5 views, batch 64, linear probe", "one comparison (balanced CIFAR-10)", 1.00,
-          "86.54 vs 85.54, balanced CIFAR-10", _IMG, "benchmarks.vision_cifar:judge_cacr_cmc", "images"),
+          "86.54 vs 85.54, balanced CIFAR-10", _IMG, "benchmarks.vision_cifar:judge:img-cacr-cmc", "images"),
     Entry("img-cacr-imbalance", "CACR (Zheng et al. 2021), Tables 2, 8", "CACR loses the least accuracy under class "
           "imbalance", "the drop from balanced to linear / exponential imbalance: cacr vs infonce and vs cmc",
           "four margins, all must hold (each imbalance, each other row)", 0.12,
           "the smallest of the paper's four margins (vs CMC, exponential)", _IMG,
-          "benchmarks.vision_cifar:judge_cacr_imbalance", "images"),
+          "benchmarks.vision_cifar:judge:img-cacr-imbalance", "images"),
     Entry("img-tsimclr-d8", "t-SimCLR (Böhm et al. 2023), Figure 2b", "t-SimCLR keeps its kNN accuracy at d = 8 "
           "better than SimCLR", "tsimclr vs infonce at output dimension 128 and 8, kNN",
           "two margins, both must hold: a smaller drop from 128 to 8, and t-SimCLR above SimCLR at 8", None,
-          "the figure gives no SimCLR number at d = 8", _IMG, "benchmarks.vision_cifar:judge_tsimclr_d8", "images"),
+          "the figure gives no SimCLR number at d = 8", _IMG, "benchmarks.vision_cifar:judge:img-tsimclr-d8", "images"),
     Entry("text-macl-minilm", "MACL (Huang et al. 2023), Table B.4", "MACL improves SimCSE on the STS average",
           "macl vs infonce, unsupervised SimCSE from all-MiniLM-L6-v2, STS average", "one comparison", 0.41,
           "76.66 vs 76.25 (BERT-base)", "reduced: 1,024 wiki sentences; an already contrastive start model",
-          "benchmarks.text_sts:judge_minilm", "sentences"),
+          "benchmarks.text_sts:judge:default", "sentences"),
     Entry("text-macl-mlm", "MACL (Huang et al. 2023), Table B.4", "MACL improves SimCSE on the STS average (from an "
           "MLM-pretrained start model)", "macl vs infonce, unsupervised SimCSE from the BERT-mini MLM start model",
           "one comparison, if training moves STS 10 points above the start model (its precondition)", 0.41,
           "76.66 vs 76.25 (BERT-base)", "reduced: BERT-mini pretrained here for 3,000 steps",
-          "benchmarks.text_sts:judge_mlm", "sentences"),
+          "benchmarks.text_sts:judge:models:bert-mini-english", "sentences"),
     Entry("gmm-l2", "t-SimCLR (Böhm et al. 2023), Figure 1 d, e", "SimCLR with -l2 similarity keeps the shifted "
           "clusters more separable than cosine SimCLR", "simclr_l2 vs infonce, OOD linear accuracy",
           "one comparison", 51.6, "100.0 vs 48.4 OOD accuracy", "paper protocol (the means' layout is ours)",

@@ -121,32 +121,9 @@ def transfer_judged(ft: list[JobRuns], v: str) -> Judged:
                                     f"{mean_std(b, 1)}, {res.evidence(1)}")
 
 
-def _judge(registry: Registry, suite: str, v: str) -> Judged:
+def judge(registry: Registry, suite: str, v: str) -> Judged:
+    """The catalogue's judgement of "``v`` pretraining beats none" on the fine-tuning runs of ``suite``."""
     return transfer_judged(select(suite_runs(registry, suite), command="finetune-mol"), v)
-
-
-def judge_full_graphcl(registry: Registry) -> Judged:
-    return _judge(registry, FULL_SUITE, "graphcl")
-
-
-def judge_full_macl(registry: Registry) -> Judged:
-    return _judge(registry, FULL_SUITE, "macl")
-
-
-def judge_full_cacr(registry: Registry) -> Judged:
-    return _judge(registry, FULL_SUITE, "cacr")
-
-
-def judge_cpu_graphcl(registry: Registry) -> Judged:
-    return _judge(registry, SUITE, "graphcl")
-
-
-def judge_cpu_macl(registry: Registry) -> Judged:
-    return _judge(registry, SUITE, "macl")
-
-
-def judge_cpu_cacr(registry: Registry) -> Judged:
-    return _judge(registry, SUITE, "cacr")
 
 
 def _claim_lines(registry: Registry, profile: str, variants: list[str]) -> list[str]:

@@ -135,7 +135,7 @@ def move(jrs: list[JobRuns], start: str) -> tuple[float, float] | None:
     return (max(own), min(trained)) if own and trained else None
 
 
-def _judge_start(registry: Registry, start: str) -> Judged:
+def judge(registry: Registry, start: str) -> Judged:
     """The text claim from one start model (claims rule, this suite's runs only). From the MLM start model it is
     judged only when training moves STS at least MOVE_TARGET points above the model's own average; otherwise the
     runs cannot separate the losses, and the verdict says so."""
@@ -152,14 +152,6 @@ def _judge_start(registry: Registry, start: str) -> Judged:
                       f"(macl {cell(a)}, infonce {cell(b)})")
     res = CLAIM.judge(a, b)
     return Judged(res.verdict, res, f"unsupervised SimCSE macl {cell(a)} vs infonce {cell(b)}: {res.evidence()}")
-
-
-def judge_minilm(registry: Registry) -> Judged:
-    return _judge_start(registry, "default")
-
-
-def judge_mlm(registry: Registry) -> Judged:
-    return _judge_start(registry, MLM_START)
 
 
 CLAIM_IDS = {"default": "text-macl-minilm", MLM_START: "text-macl-mlm"}

@@ -249,25 +249,10 @@ def judge_cells(claim_id: str, res: Cells, batch_sizes: tuple[int, ...] = (64, 2
     return JUDGES[claim_id](res, min(batch_sizes), max(batch_sizes))
 
 
-def _judge(registry: Registry, claim_id: str) -> Judged:
+def judge(registry: Registry, claim_id: str) -> Judged:
+    """The catalogue's judgement of ``claim_id`` on the headline suite's runs."""
     jrs = suite_runs(registry, SUITE)
     return judge_cells(claim_id, collect(jrs), tuple(sorted({int(jr.arg("batch_size", 256)) for jr in jrs})) or (64, 256))
-
-
-def judge_macl(registry: Registry) -> Judged:
-    return _judge(registry, "img-macl")
-
-
-def judge_cacr_cmc(registry: Registry) -> Judged:
-    return _judge(registry, "img-cacr-cmc")
-
-
-def judge_cacr_imbalance(registry: Registry) -> Judged:
-    return _judge(registry, "img-cacr-imbalance")
-
-
-def judge_tsimclr_d8(registry: Registry) -> Judged:
-    return _judge(registry, "img-tsimclr-d8")
 
 
 def figures(registry: Registry, suite: str = SUITE) -> list[tuple[str, Any]]:
