@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -77,53 +76,59 @@ def cmc_temperature(reg: Registry) -> tuple[float, list[list[Any]]]:
     return (max(sorted(scored), key=lambda t: scored[t]) if scored else 0.1), rows
 
 
-def _vision(reg: Registry) -> list[str]:
+BASE = "InfoNCE (SimCLR), batch 256"
+CACR4, CACR1 = "CACR K=4 (V=5), paper estimator, t- = 0.9, batch 64", "CACR K=1 (V=2), paper estimator, t- = 2, batch 256"
+IOU_TAUS = (0.1, 0.5, 1.0, 5.0)
+
+
+def _vision_cells(reg: Registry) -> tuple[dict[str, dict[str, list[float]]], str, list[list[Any]]]:
+    """({row label: {metric: per-seed values}}, the CMC row's label, the CMC temperature search's rows)."""
     runs = _vision_runs(reg)
     cmc_tau, search = cmc_temperature(reg)
     cmc_label = f"CMC K=4 (V=5), tau {cmc_tau:g} ({'chosen on validation' if search else 'default'}), batch 64"
     rows_spec = [
-        ("InfoNCE (SimCLR), batch 256", lambda r, c, h: r["loss"] == "infonce" and c.get("batch_size") == 256
+        (BASE, lambda r, c, h: r["loss"] == "infonce" and c.get("batch_size") == 256
          and c.get("proj_dim", 128) == 128 and not c.get("iou_weights")),
-        ("CACR K=1 (V=2), paper estimator, t- = 2, batch 256", lambda r, c, h: r["loss"] == "cacr" and c.get("views") == 2
-         and h.get("negatives", "same_view") == "same_view"),
-        ("CACR K=4 (V=5), paper estimator, t- = 0.9, batch 64", lambda r, c, h: r["loss"] == "cacr" and c.get("views") == 5
-         and h.get("negatives", "same_view") == "same_view"),
+        (CACR1, lambda r, c, h: r["loss"] == "cacr" and c.get("views") == 2 and h.get("negatives", "same_view") == "same_view"),
+        (CACR4, lambda r, c, h: r["loss"] == "cacr" and c.get("views") == 5 and h.get("negatives", "same_view") == "same_view"),
         ("CACR K=4 (V=5), released-code arrangement (cross_view), batch 64", lambda r, c, h: r["loss"] == "cacr"
          and c.get("views") == 5 and h.get("negatives") == "cross_view"),
         (cmc_label, lambda r, c, h: r["loss"] == "cmc" and c.get("views") == 5
          and float(h.get("temperature", 0.1)) == cmc_tau),
         ("InfoNCE d = 8, batch 64", lambda r, c, h: r["loss"] == "infonce" and c.get("proj_dim") == 8),
         ("t-SimCLR d = 8, batch 64", lambda r, c, h: r["loss"] == "tsimclr" and c.get("proj_dim") == 8),
-    ]
-    cells: dict[str, dict[str, list[float]]] = {}
-    rows = []
+    ] + [(f"InfoNCE + IoU weights, tau' = {tau:g}", lambda r, c, h, t=tau: r["loss"] == "infonce"
+          and c.get("iou_weights") and c.get("iou_tau") == t) for tau in IOU_TAUS]
+    cells = {}
     for label, pred in rows_spec:
         sel = _pick(runs, pred)
         cells[label] = {m: _values(reg, sel, m) for m in ("linear_acc", "knn_acc")}
-        rows.append([label, mean_std(cells[label]["linear_acc"], 1), mean_std(cells[label]["knn_acc"], 1)])
-    iou_rows = []
-    for tau in (0.1, 0.5, 1.0, 5.0):
-        sel = _pick(runs, lambda r, c, h, t=tau: r["loss"] == "infonce" and c.get("iou_weights") and c.get("iou_tau") == t)
-        iou_rows.append([f"InfoNCE + IoU weights, tau' = {tau:g}", mean_std(_values(reg, sel, "linear_acc"), 1),
-                         mean_std(_values(reg, sel, "knn_acc"), 1)])
-    base = cells["InfoNCE (SimCLR), batch 256"]
-    claims = [
-        (Claim("vision", "CACR K=4 (V=5), paper estimator, t- = 0.9, batch 64", cmc_label,
-               "linear_acc", "CACR K=4 beats CMC K=4 (CACR Table 2: 86.54 vs 85.54 on CIFAR-10, AlexNet)"), "linear_acc"),
-        (Claim("vision", "CACR K=1 (V=2), paper estimator, t- = 2, batch 256", "InfoNCE (SimCLR), batch 256", "linear_acc",
-               "CACR K=1 beats SimCLR (CACR Table 2: 83.73 vs 83.47)"), "linear_acc"),
-        (Claim("vision", "t-SimCLR d = 8, batch 64", "InfoNCE d = 8, batch 64", "knn_acc",
-               "t-SimCLR keeps accuracy at low feature dimension (t-SimCLR Fig. 2b: kNN at d = 8 above SimCLR)"), "knn_acc"),
-    ]
-    crow = []
-    for cl, metric in claims:
-        res = cl.judge(cells[cl.a][metric], cells[cl.b][metric])
-        crow.append([cl.text, f"{cl.a} vs {cl.b}", metric, str(res.verdict), res.evidence()])
-    for tau, r in zip((0.1, 0.5, 1.0, 5.0), iou_rows):
-        sel = _pick(runs, lambda r_, c, h, t=tau: r_["loss"] == "infonce" and c.get("iou_weights") and c.get("iou_tau") == t)
-        res = Claim("vision", r[0], "InfoNCE (SimCLR), batch 256", "knn_acc").judge(_values(reg, sel, "knn_acc"), base["knn_acc"])
-        crow.append(["IoU weighting helps SimCLR (t-SimCLR Fig. 2a: 80.7 -> 82.1 kNN at tau' = 1)", f"{r[0]} vs InfoNCE",
-                     "knn_acc", str(res.verdict), res.evidence()])
+    return cells, cmc_label, search
+
+
+def judge(reg: Registry, claim_id: str) -> Any:
+    """The catalogue's judgement of this table's image claims: ``img-cacr-cmc-tuned``, ``img-cacr-k1``, ``img-iou``."""
+    from benchmarks.catalogue import Judged
+    from benchmarks.claims import Verdict
+
+    cells, cmc_label, _ = _vision_cells(reg)
+    a, b, metric = {"img-cacr-cmc-tuned": (CACR4, cmc_label, "linear_acc"), "img-cacr-k1": (CACR1, BASE, "linear_acc"),
+                    "img-iou": ("InfoNCE + IoU weights, tau' = 1", BASE, "knn_acc")}[claim_id]
+    va, vb = (cells[x][metric] for x in (a, b))
+    if not va or not vb:
+        return Judged(Verdict.NOT_MEASURED, None, f"needs runs of {a} and {b}")
+    res = Claim("vision", a, b, metric).judge(va, vb)
+    return Judged(res.verdict, res, f"{a} {mean_std(va, 1)} vs {b} {mean_std(vb, 1)} ({metric}): {res.evidence()}")
+
+
+def _vision(reg: Registry) -> list[str]:
+    from benchmarks.catalogue import line
+
+    cells, _, search = _vision_cells(reg)
+    rows = [[label, mean_std(c["linear_acc"], 1), mean_std(c["knn_acc"], 1)] for label, c in cells.items()]
+    claims = [f"- {line(c, reg)}" for c in ("img-cacr-cmc-tuned", "img-cacr-k1", "img-iou")]
+    claims.append("- t-SimCLR at d = 8 against SimCLR at d = 8: judged with its drop from d = 128 in `vision_cifar.md` "
+                  "(catalogue `img-tsimclr-d8`).")
     return ["## Images (CIFAR-10, cpu profile: ConvNet width 16, 500 images per class, 6 epochs, Adam 1e-3; "
             "full test set)", "",
             "The K = 4 rows use the paper's batch rule: the K = 1 mini-batch divided by 4 (256 -> 64), so every row "
@@ -133,8 +138,8 @@ def _vision(reg: Registry) -> list[str]:
             "temperature), its rows below are on the test set.", "",
             markdown_table(["CMC K=4 temperature", "validation kNN acc %"], search or [["(no search recorded)", ""]]),
             "",
-            markdown_table(["row", "linear acc %", "kNN acc %"], rows + iou_rows), "",
-            markdown_table(["claim", "rows", "metric", "verdict", "evidence"], crow), ""]
+            markdown_table(["row", "linear acc %", "kNN acc %"], rows), "",
+            *claims, ""]
 
 
 def _text(reg: Registry) -> list[str]:
@@ -165,40 +170,28 @@ def _text(reg: Registry) -> list[str]:
         vals = _values(reg, _pick(evals, pred), "avg")
         cells[label] = vals
         rows.append([label, mean_std(vals, 2)])
-    a, _, m = (s[0] for s in spec)
-    crow = []
-    for cl in (Claim("text", m, a, "avg", "MACL beats SimCSE's InfoNCE on STS (MACL Table 3 / B.4)"),):
-        res = cl.judge(cells[cl.a], cells[cl.b])
-        crow.append([cl.text, str(res.verdict), res.evidence()])
+    from benchmarks.catalogue import line
+
     return ["## Sentences (unsupervised SimCSE, packaged MiniLM, 1,024 wiki sentences, 1 epoch; STS average "
             "Spearman x 100 over the seven tasks)", "",
-            markdown_table(["row", "STS avg"], rows), "", markdown_table(["claim", "verdict", "evidence"], crow), ""]
+            markdown_table(["row", "STS avg"], rows), "", f"- {line('text-macl-minilm', reg)}", ""]
 
 
 def _graphs(reg: Registry) -> list[str]:
-    # one run per (data set, loss, seed): the first recorded, the fidelity re-measurement (the graph-tu suite runs the
-    # same setting later with the same seed numbers; pooled, each seed was counted twice). The fidelity runs' recorded
-    # job hashes are those of an older suite version, so they cannot be selected by job yet.
-    runs = sorted(reg.runs(status="finished", modality="graph", task="tu-graphcl"), key=lambda r: r["started_at"])
-    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    seen: set[tuple[str, str, Any]] = set()
-    for r in runs:
-        if (r["dataset"], r["loss"], r["seed"]) not in seen:
-            seen.add((r["dataset"], r["loss"], r["seed"]))
-            by[(r["dataset"], r["loss"])].append(r)
-    rows, crow = [], []
-    for ds in sorted({d for d, _ in by}):
-        vals = {loss: _values(reg, by.get((ds, loss), []), "acc") for loss in ("graphcl", "dcl", "cacr")}
-        g = vals["graphcl"] or vals["dcl"]
-        scale = 100.0 if g and max(g) <= 1.0 else 1.0
-        g = [scale * x for x in g]
-        c = [scale * x for x in vals["cacr"]]
-        rows.append([ds, mean_std(g, 2), mean_std(c, 2)])
-        res = Claim("graph", "cacr", "graphcl", "acc").judge(c, g)
-        crow.append([ds, str(res.verdict), res.evidence()])
-    return ["## Graphs (GraphCL TU protocol, 20 epochs, SVM accuracy %, 5 seeds)", "",
+    """CACR (the paper's estimator) beside GraphCL on the TU sets: the runs of the graph-tu suite, the headline runs of
+    that setting (graph_tu.md shows the same cells; the older fidelity runs of the same setting are superseded)."""
+    from benchmarks.graph_tu import DATASETS
+    from benchmarks.tables import select, suite_runs, values
+
+    jrs = suite_runs(reg, "graph-tu")
+    rows = []
+    for ds in DATASETS:
+        g, c = (values(select(jrs, dataset=ds, loss=loss), "acc", "test", scale=100) for loss in ("graphcl", "cacr"))
+        if g or c:
+            rows.append([ds, mean_std(g, 2), mean_std(c, 2)])
+    return ["## Graphs (GraphCL TU protocol, 20 epochs, SVM accuracy %; the graph-tu suite's runs)", "",
             markdown_table(["data set", "GraphCL", "CACR (paper estimator)"], rows), "",
-            markdown_table(["CACR beats GraphCL on", "verdict", "evidence"], crow), ""]
+            "The same cells and the TU claim: `graph_tu.md`.", ""]
 
 
 def _molecules(reg: Registry) -> list[str]:

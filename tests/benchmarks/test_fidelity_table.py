@@ -26,10 +26,10 @@ def test_fidelity_table_from_constructed_registry(tmp_path):
     text = table(reg)
     assert "99.0" not in text
     assert "| CACR K=4 (V=5), paper estimator, t- = 0.9, batch 64 | 50.1 ± 0.4 (n=3)" in text
-    line = next(x for x in text.splitlines() if x.startswith("| CACR K=4 beats CMC K=4"))
-    assert "| confirmed |" in line
-    line = next(x for x in text.splitlines() if x.startswith("| CACR K=1 beats SimCLR"))
-    assert "inconclusive (n < 3)" in line  # one InfoNCE seed, no CACR K=1 run
+    line = next(x for x in text.splitlines() if x.startswith("- CACR (K = 4) beats CMC (K = 4) with CMC's temperature"))
+    assert "): **confirmed**" in line
+    line = next(x for x in text.splitlines() if x.startswith("- CACR (K = 1) beats SimCLR"))
+    assert "): **not measured**" in line  # one InfoNCE seed, no CACR K=1 run
 
 
 def test_cmc_temperature_is_chosen_on_validation_runs_only(tmp_path):
@@ -57,8 +57,8 @@ def test_cmc_temperature_is_chosen_on_validation_runs_only(tmp_path):
     text = table(reg)
     assert "| 0.1 | 40.0 (n=1) |" in text and "| 0.2 | 45.0 (n=1) |" in text
     assert "| CMC K=4 (V=5), tau 0.2 (chosen on validation), batch 64 | 48.1 ± 0.1 (n=3)" in text
-    line = next(x for x in text.splitlines() if x.startswith("| CACR K=4 beats CMC K=4"))
-    assert "tau 0.2" in line and "| confirmed |" in line  # 50 vs 48.1; the tau 0.1 test rows (60) are not used
+    line = next(x for x in text.splitlines() if x.startswith("- CACR (K = 4) beats CMC (K = 4) with CMC's temperature"))
+    assert "tau 0.2" in line and "): **confirmed**" in line  # 50 vs 48.1; the tau 0.1 test rows (60) are not used
     images = text[text.index("t_df on images"):]
     assert "| tau = 2 | – | – | 31.0 (n=1) | – |" in images
     sentences = text[text.index("t_df on sentences"):]
