@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.claims import RULE_TEXT, Claim, Verdict, mean_std
-from benchmarks.run import SUITES, Job, Runner, check_commands, execute, load_suite
+from benchmarks.run import SUITES, Job, Runner, check_commands, execute, load_suite, require_committed_code
 from suite.registry import Registry, markdown_table
 
 SNAPSHOT = Path(__file__).resolve().parent / "results" / "registry.jsonl"
@@ -432,6 +432,8 @@ def register(sub: Any) -> None:
     p.add_argument("--no-snapshot", action="store_true", help="never import baseline runs from the committed snapshot")
     p.add_argument("--no-timing", action="store_true", help="leave out the forward/backward timings")
     p.add_argument("--dry-run", action="store_true", help="list the jobs (and which are finished) without running")
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="run although the suite's tracked code differs from its commit (runs recorded as -dirty)")
     p.set_defaults(func=_main)
 
 
@@ -460,6 +462,8 @@ def _main(args: argparse.Namespace) -> int:
     except argparse.ArgumentTypeError as exc:
         raise ValueError(f"--loss-hparams: {exc}") from None
     built = make_loss("simclr", args.loss, hparams)  # a broken loss: one line, before anything runs
+    if not args.dry_run:
+        require_committed_code(args.allow_dirty)
     against = [a.strip() for a in args.against.split(",") if a.strip()] if args.against else None
     suite = _suite_path(args.suite)
     name, tasks, notes = plan(suite, args.loss, against, args.loss_hparams)

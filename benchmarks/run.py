@@ -591,10 +591,27 @@ def register(sub: Any) -> None:
                                                            "take, from durations recorded in the registry")
     p.add_argument("--only", default=None, metavar="REGEX",
                    help="run only the jobs whose command line matches this regular expression (a part of a grid)")
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="run although tracked code differs from the commit (a try-out: runs are recorded as -dirty)")
     p.add_argument("--budget", type=float, default=0.0,
                    help="with --dry-run: exit 1 if the estimated wall time exceeds this many seconds (or a job's "
                         "duration is unknown)")
     p.set_defaults(func=_main)
+
+
+def require_committed_code(allow_dirty: bool) -> None:
+    """Benchmark runs record the commit their code is, so it must name code that exists: a checkout whose tracked code
+    differs from its commit is refused (results files and prose may differ), unless ``allow_dirty`` (a try-out; its
+    runs are recorded with a ``-dirty`` code version) or ``$SUITE_ALLOW_DIRTY=1``."""
+    from suite.registry.schema import code_version
+
+    if allow_dirty or os.environ.get("SUITE_ALLOW_DIRTY") == "1":
+        return
+    version = code_version()
+    if version.endswith("-dirty"):
+        raise ValueError(f"uncommitted code changes (commit {version[:-6]} plus `git status`): benchmark runs must come "
+                         "from committed code, so that their recorded code version names code that exists; commit "
+                         "first, or pass --allow-dirty for a try-out (its runs are recorded as -dirty)")
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -609,6 +626,8 @@ def _main(args: argparse.Namespace) -> int:
         jobs = [j for j in jobs if pattern.search(j.label())]
         if not jobs:
             raise ValueError(f"--only {args.only!r} matches no job of suite {name}")
+    if not args.dry_run:
+        require_committed_code(args.allow_dirty)
     url = args.registry or registry_url()
     runner = Runner(url, jobs=args.jobs, launcher=args.launcher, nproc_per_node=args.nproc_per_node,
                     nnodes=args.nnodes, rdzv_endpoint=args.rdzv_endpoint, log_dir=Path("results/bench-logs") / name,

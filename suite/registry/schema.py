@@ -154,13 +154,22 @@ def config_hash(config: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def code_version() -> str:
+# What a changed file does not make "-dirty": results and prose written while a grid runs (the snapshot, the rendered
+# tables, the documentation), never code.
+NOT_CODE = ("benchmarks/results", "*.md", "docs")
+
+
+def code_version(root: Path | None = None) -> str:
+    """The commit the code of this checkout (``root``, default: the repository of this package) is (12 hex digits),
+    ``-dirty`` when tracked code differs from it (results files and prose do not count: :data:`NOT_CODE`), or
+    ``v<version>`` outside a git checkout."""
     try:
-        root = Path(__file__).resolve().parents[2]  # the repository
+        root = root or Path(__file__).resolve().parents[2]  # the repository
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
         if out.returncode == 0:
             sha = out.stdout.strip()[:12]
-            dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--",
+                                    ".", *(f":(exclude){p}" for p in NOT_CODE)],
                                    capture_output=True, text=True, timeout=5).stdout.strip()
             return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
