@@ -7,13 +7,13 @@ STAMP := $(VENV)/.installed
 # e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu: the CPU build of torch (a much smaller download)
 TORCH_INDEX ?=
 
-.PHONY: install demo test test-all bench-losses clean
+.PHONY: install demo test test-all docs gpu-check bench-losses clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PIP) install -q -e ".[all,test]"
+	$(PIP) install -q -e ".[all,test,docs]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -31,5 +31,16 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest -q
 
+# The documentation site (Sphinx + MyST), offline, a warning is an error: the API reference from the docstrings, the
+# CLI reference from the parsers (docs/_ext/suite_docs.py). Open docs/_build/html/index.html.
+docs: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m sphinx -b html -W --keep-going -q docs docs/_build/html
+	@echo "docs: docs/_build/html/index.html"
+
+# Every front-end a few steps on CUDA in bf16 autocast (2 processes under torchrun where there are 2 GPUs), the
+# losses' CUDA values against the CPU's, throughput into the registry; without a GPU it says so and exits 0.
+gpu-check: $(STAMP)
+	$(PY) -m suite.gpu_check
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info docs/_build

@@ -1,0 +1,62 @@
+"""``make gpu-check`` (suite/gpu_check.py) on a machine without a GPU, and its parts that do not need one: the loss
+comparison (CPU against CPU here), the scratch data and the front-end commands (parsed by the real ``suite`` parser,
+so a renamed option breaks this test, not the first GPU run)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from suite import gpu_check
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_without_a_gpu_it_says_so_and_exits_0() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    res = subprocess.run([sys.executable, "-m", "suite.gpu_check"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith(gpu_check.NO_GPU), res.stdout
+    assert "nothing was run" in res.stdout
+
+
+def test_every_loss_is_compared_dense_and_tiled() -> None:
+    import suite.losses as L
+
+    results = gpu_check.check_losses(torch.device("cpu"), n=8, d=4)
+    core = [n for n in L.available() if n not in L.plugins()]
+    assert {(r.name, r.path) for r in results} == {(n, p) for n in core for p in ("dense", "tiled")}
+    assert all(r.ok and r.max_rel_diff == 0.0 for r in results), [r for r in results if not r.ok]
+
+
+def test_the_front_end_commands_parse(tmp_path: Path) -> None:
+    from suite.cli import build_parser
+
+    fes = gpu_check.front_ends(gpu_check.write_data(tmp_path))
+    assert {fe.name for fe in fes} == {"graph-tu", "graph-mol", "vision-simclr", "vision-moco", "text-simcse"}
+    parser = build_parser()
+    for fe in fes:
+        cmd = gpu_check._command(fe, "cuda", tmp_path / "out", nproc=1)
+        argv = cmd[cmd.index("exec-bf16") + 1:] if fe.autocast else cmd[3:]
+        assert argv[:2] == fe.argv[:2] and "--bf16" in argv or fe.autocast, fe.name
+        args = parser.parse_args(argv)
+        assert args.device == "cuda" and getattr(args, "func", None) is not None, fe.name
+        two = gpu_check._command(fe, "cuda", tmp_path / "out", nproc=2)
+        assert two[1:4] == ["-m", "torch.distributed.run", "--standalone"] and "2" in two
+    assert (tmp_path / "TU" / "GPUCHECK" / "raw" / "GPUCHECK_A.txt").stat().st_size > 0
+    assert (tmp_path / "senteval" / "downstream" / "STS" / "STSBenchmark" / "sts-dev.csv").exists()
+
+
+@pytest.mark.slow
+def test_the_whole_check_runs_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SUITE_REGISTRY", str(tmp_path / "registry.sqlite"))
+    assert gpu_check.main(["--device", "cpu", "--keep", str(tmp_path / "scratch")]) == 0
+    from suite.registry import Registry
+
+    runs = Registry(str(tmp_path / "registry.sqlite")).runs(task="gpu-check")
+    assert {r["dataset"] for r in runs} == {"graph-tu", "graph-mol", "vision-simclr", "vision-moco", "text-simcse"}
+    assert all(r["status"] == "finished" for r in runs)
