@@ -331,7 +331,8 @@ class Runner:
     _done: int = 0
     _total: int = 0
     estimated: tuple[float, float, int] | None = None  # dry run: (job s, wall s, jobs without a duration)
-    _rebuild: set[str] = field(default_factory=set)  # finished jobs run again: their output is gone (lost_outputs)
+    _rebuild: set[str] = field(default_factory=set)  # finished jobs run again: output gone, or runs only from dirty code
+    _dirty: set[str] = field(default_factory=set)  # finished jobs whose every run comes from uncommitted code
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -475,7 +476,22 @@ class Runner:
         registry may have rebuilt it in the meantime: then it is not run a second time)."""
         if reg.job_status(job.hash) != "finished":
             return False
+        if job.hash in self._dirty:  # its runs came from uncommitted code: finished once a clean run exists
+            return not self.dirty_only([job], reg)
         return job.hash not in self._rebuild or ((out := job.output()) is not None and out.exists())
+
+    @staticmethod
+    def dirty_only(jobs: list[Job], reg: Registry) -> dict[str, str]:
+        """{hash: code versions} of the finished jobs whose every finished run comes from uncommitted code (a code
+        version ending ``-dirty``): no table uses those runs, so the jobs run again."""
+        out = {}
+        for j in jobs:
+            if reg.job_status(j.hash) != "finished":
+                continue
+            versions = {str(r.get("code_version") or "") for r in reg.runs(status="finished", config_hash=j.hash)}
+            if versions and all(v.endswith("-dirty") for v in versions):
+                out[j.hash] = ", ".join(sorted(versions))
+        return out
 
     def lost_outputs(self, jobs: list[Job], reg: Registry) -> dict[str, Path]:
         """{hash: folder} of the finished jobs whose output folder (:meth:`Job.output`) is gone while a job of a later
@@ -536,11 +552,18 @@ class Runner:
         reg = Registry(self.registry_url)
         counts: dict[str, int] = {}
         lost = self.lost_outputs(jobs, reg)
-        self._rebuild = set(lost)
+        from suite.registry import schema
+
+        # runs from uncommitted code run again from a commit (from uncommitted code again they would stay -dirty)
+        dirty = {} if schema.code_version().endswith("-dirty") else self.dirty_only(jobs, reg)
+        self._rebuild, self._dirty = set(lost) | set(dirty), set(dirty) - set(lost)
         for j in jobs:
             if j.hash in lost:
                 print(f"[rebuild] {j.label()}  (finished, but its output {lost[j.hash]} is gone and a later stage "
                       "reads it: it runs again, and its new run supersedes the old one)", flush=True)
+            elif j.hash in dirty:
+                print(f"[rerun] {j.label()}  (finished, but only from uncommitted code ({dirty[j.hash]}): it runs "
+                      "again from this commit, and its new run supersedes the old one)", flush=True)
         if self.dry_run:
             total, wall, unknown = self.estimate(jobs, reg)
             self.estimated = (total, wall, unknown)
