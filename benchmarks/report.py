@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.claims import RULE_TEXT, Verdict, mean_std, std
+from benchmarks.tables import committed
 from suite.registry import Registry, markdown_table, open_registry
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -182,11 +183,12 @@ def collect(reg: Registry, all_settings: bool = False) -> dict[tuple[str, str, s
     with the most runs, or every setting with ``all_settings``."""
     hits: dict[tuple[str, str, str], list[tuple[str, str, dict[str, str], float, str]]] = defaultdict(list)
     # an evaluation run of a trained sentence model records the model as a run option; its training run (same job
-    # hash) names the start model, which is part of the evaluation's setting (not pooled across start models)
-    backbone = {r["config_hash"]: json.loads(r["config"]).get("backbone")
-                for r in reg.runs(status="finished", modality="text") if r["task"].startswith("simcse")}
+    # hash) names the start model and the training mode, which are part of the evaluation's setting (an evaluation of
+    # a supervised model is never pooled with those of unsupervised ones, nor across start models)
+    trained = {r["config_hash"]: {k: json.loads(r["config"]).get(k) for k in ("backbone", "mode")}
+               for r in reg.runs(status="finished", modality="text") if r["task"].startswith("simcse")}
     for r in reg.runs(status="finished"):
-        if r["modality"] == "core" or r["task"].startswith(SKIP_TASKS):
+        if r["modality"] == "core" or r["task"].startswith(SKIP_TASKS) or not committed(r):
             continue
         fm = reg.final_metrics(r["id"])
         for mod, prefix, cands in HEADLINES:
@@ -197,13 +199,25 @@ def collect(reg: Registry, all_settings: bool = False) -> dict[tuple[str, str, s
                 break
             label = f"{LABELS.get(hit[0], hit[0])} [{hit[0]}, {hit[1]}]"
             setting = _setting(r["config"])
-            if r["task"].startswith("senteval") and backbone.get(r["config_hash"]):
-                setting["backbone"] = str(backbone[r["config_hash"]])
+            if r["task"].startswith("senteval"):
+                setting.update({k: str(v) for k, v in trained.get(r["config_hash"], {}).items() if v})
             hits[(mod, r["task"], label)].append((r["dataset"], r["loss"], setting, _pct(fm[hit]),
                                                   r["started_at"], _setting(r["loss_hparams"]), r["seed"]))
             break
     keys = row_keys()
-    return {key: _table(rows, keys, all_settings) for key, rows in hits.items()}
+    return {key: _table(_newest(rows), keys, all_settings) for key, rows in hits.items()}
+
+
+def _newest(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """One run per (data set, loss, setting, hyper-parameters, seed): the newest. A setting run again (under newer
+    code, by another suite) supersedes its older runs in every table; they stay in the registry."""
+    latest: dict[str, tuple[Any, ...]] = {}
+    for r in rows:
+        ds, loss, setting, _, started, hp, seed = r
+        key = json.dumps([ds, loss, setting, hp, seed], sort_keys=True, default=str)
+        if key not in latest or str(started) > str(latest[key][4]):
+            latest[key] = r
+    return list(latest.values())
 
 
 def _table(rows: list[tuple[Any, ...]], keys: frozenset[str] = frozenset(), all_settings: bool = True) -> Table:

@@ -14,6 +14,7 @@ other settings (another suite file, an older version of this one) carry other ha
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -71,6 +72,12 @@ class JobRuns:
         return None
 
 
+def committed(run: dict[str, Any]) -> bool:
+    """Whether a run may stand in a table: its code version names a commit (not ``-dirty``). ``$SUITE_ALLOW_DIRTY=1``
+    (a try-out of uncommitted code, the tests) lets every run in."""
+    return not str(run.get("code_version")).endswith("-dirty") or os.environ.get("SUITE_ALLOW_DIRTY") == "1"
+
+
 def suite_runs(reg: Registry, suite: str | Path) -> list[JobRuns]:
     """Every job of ``suite`` with its finished runs (by the job hash), in the suite's order."""
     _, jobs = load_suite(suite)
@@ -78,6 +85,8 @@ def suite_runs(reg: Registry, suite: str | Path) -> list[JobRuns]:
     hashes = list(by_hash)
     for i in range(0, len(hashes), 500):  # SQL IN lists of modest length
         for r in reg.runs(status="finished", config_hash=hashes[i:i + 500]):
+            if not committed(r):  # no cell from uncommitted code (the runner reruns it from a commit)
+                continue
             steps: dict[tuple[str, str | None], int | None] = {}
             final = {}
             for m in reg.metrics(r["id"]):  # in logging order: the last one wins, as final_metrics
@@ -129,6 +138,14 @@ def progress_line(jrs: Sequence[JobRuns], suite: str) -> str:
     line = f"Jobs with results: {done} of {len(jrs)} (suite `benchmarks/suites/{suite}.yaml`)."
     if done < len(jrs):
         line += f" The others say `{NOT_RUN}`; `suite bench run {suite}` runs them (finished jobs are skipped)."
+    versions: dict[str, int] = {}
+    for jr in jrs:
+        for r in jr.runs:
+            v = str(r.row.get("code_version") or "?")
+            versions[v] = versions.get(v, 0) + 1
+    if versions:
+        line += " Code versions of these runs (commit: runs): " + ", ".join(
+            f"{v}: {n}" for v, n in sorted(versions.items(), key=lambda kv: -kv[1])) + "."
     return line
 
 
