@@ -97,13 +97,12 @@ def test_preset_with_an_unknown_setting_or_loss():
 
 def test_override_contradicting_a_fixed_variant_through_a_preset():
     """vision/text build with `--loss uaur --loss-hparams t_neg=2` (uaur fixes it) -> ValueError naming t_neg"""
-    from text.methods.simcse import loss_for
-    from vision.methods.common import build_loss
+    from suite.presets import make_loss
 
     with pytest.raises(ValueError, match="t_neg"):
-        build_loss("uaur", {"t_neg": 2.0}, "simclr", "cifar10", 2)
+        make_loss("simclr", "uaur", {"t_neg": 2.0}, dataset="cifar10", views=2)
     with pytest.raises(ValueError, match="t_neg"):
-        loss_for("uaur", {"t_neg": 2.0})
+        make_loss("text", "uaur", {"t_neg": 2.0})
 
 
 # ----------------------------------------------------------------------------- supervised SimCSE (item 1)
@@ -137,10 +136,11 @@ TRIPLETS = [(f"a{i} man", f"a{i} person", f"no{i} cat") for i in range(6)]
 def test_supervised_simcse_honours_the_arrangement(hp):
     """`suite text train --mode sup --loss infonce --loss-hparams negatives=all,symmetric=true` -> the step computes
     SimCSE's supervised loss with those settings (they were silently ignored), as the ST adapter does"""
-    from text.methods.simcse import SimCSEConfig, _step, loss_for
+    from suite.presets import make_loss
+    from text.methods.simcse import SimCSEConfig, _step
 
     cfg = SimCSEConfig(mode="sup", loss="infonce", loss_hparams=hp, max_length=8)
-    loss = loss_for(cfg.loss, cfg.loss_hparams)
+    loss = make_loss("text", cfg.loss, cfg.loss_hparams).loss
     enc = _StubEncoder()
     idx = torch.arange(len(TRIPLETS))
     got = _step(enc, enc, loss, TRIPLETS, idx, cfg, 2, None, torch.device("cpu"))

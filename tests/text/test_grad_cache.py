@@ -4,7 +4,8 @@ from __future__ import annotations
 import torch
 
 from suite.train import CachedStep, Engine
-from text.methods.simcse import SimCSEConfig, _step, loss_for, train_simcse
+from suite.presets import make_loss
+from text.methods.simcse import SimCSEConfig, _step, train_simcse
 from text.models import build_encoder, load_encoder
 
 
@@ -39,7 +40,7 @@ def test_grad_cache_replays_dropout_masks(tiny_model_dir):
     """a cached SimCSE step with dropout 0.3 -> every chunk re-encoded with gradients equals its cached embedding exactly"""
     enc = build_encoder(str(tiny_model_dir), pooling="cls", dropout=0.3)
     cfg = SimCSEConfig(backbone=str(tiny_model_dir), max_length=12, grad_cache_chunk=3)
-    loss = loss_for("infonce")
+    loss = make_loss("text", "infonce").loss
     data = [f"sentence number {i} about a {w}" for i, w in enumerate(["dog", "cat", "car", "tree", "house", "boat", "ball"])]
     eng = Engine(enc, torch.optim.SGD(enc.parameters(), lr=0.1), device="cpu", loss=loss)
     cs = _step(eng.ddp, enc, loss, data, torch.arange(7), cfg, 2, None, torch.device("cpu"))
@@ -69,7 +70,7 @@ def test_grad_cache_supervised_gradient_equals_full_batch(tiny_model_dir):
         enc = build_encoder(str(tiny_model_dir), pooling="cls", dropout=0.0).train().double()
         cfg = SimCSEConfig(backbone=str(tiny_model_dir), max_length=12, mode="sup", grad_cache_chunk=chunk,
                            hard_negative_weight=0.5)
-        loss = loss_for("infonce")
+        loss = make_loss("text", "infonce").loss
         eng = Engine(enc, torch.optim.SGD(enc.parameters(), lr=0.0), device="cpu", loss=loss, accumulate=2)
         eng.backward(_step(eng.ddp, enc, loss, data, torch.arange(8), cfg, 2, None, torch.device("cpu")))
         grads.append(torch.cat([p.grad.flatten() for p in enc.parameters() if p.grad is not None]))  # kept: no step yet

@@ -5,7 +5,12 @@ import torch
 
 import suite.losses as L
 from vision.eval import ClassificationEvaluator
-from vision.methods import KeyQueue, MoCo, SimCLR, build_loss, momentum_update
+from suite.presets import make_loss
+from vision.methods import KeyQueue, MoCo, SimCLR, momentum_update
+
+
+def build_loss(name, hp, framework):
+    return make_loss(framework, name, hp).loss
 from vision.models import build_encoder
 
 
