@@ -206,6 +206,7 @@ def hold_folder(folder: str | Path) -> Iterator[Path]:
     naming the folder and the pid that holds it. Non-POSIX systems (no ``fcntl``) run without the lock."""
     folder = Path(folder)
     _check_folder_path(folder, "run folder")
+    created = [p for p in (folder, *folder.parents) if not p.exists()]  # made here: removed again if left empty
     folder.mkdir(parents=True, exist_ok=True)
     path = str((folder / LOCK).resolve())
     me = threading.get_ident()
@@ -250,6 +251,13 @@ def hold_folder(folder: str | Path) -> Iterator[Path]:
         finally:
             with _HELD_GUARD:
                 _HELD.pop(path, None)
+            if created and [p.name for p in folder.iterdir()] == [LOCK]:  # refused before writing anything: the
+                os.unlink(path)  # folders this call made are removed (a refused command leaves nothing behind)
+                for p in created:
+                    try:
+                        p.rmdir()
+                    except OSError:
+                        break
     finally:
         os.close(fd)  # closing the descriptor releases the flock
 
