@@ -124,6 +124,12 @@ def _cases(f: dict[str, str], d: Path) -> list[list[str]]:
         ["bench", "reliability", "--out", nodir + ".md"],
         # the benchmarks that run a shipped suite, then write a table: bad runner flags, a missing or bad registry
         ["bench", "gmm", "--jobs", "0"], ["bench", "gmm", "--profile", "nosuch"],
+        ["bench", "xclr", "--jobs", "0"], ["bench", "xclr", "--table-only", "--registry", str(d / "none.jsonl")],
+        ["bench", "xclr-timing", "--steps", "0", "--no-registry"],
+        ["bench", "xclr-timing", "--batch-size", "1", "--no-registry"],
+        # a user's loss compared with the suite's: an unknown name, a broken class, bad runner flags, no such suite
+        ["bench", "compare", "nosuch_loss_xyz"], ["bench", "compare", str(d / "missing.py") + ":Loss"],
+        ["bench", "compare", "infonce", "--jobs", "0"], ["bench", "compare", "infonce", "--suite", "nosuch"],
         ["bench", "gmm", "--table-only", "--registry", str(d / "none.jsonl")],
         ["bench", "graph-molnet", "--threads", "-1"], ["bench", "graph-molnet", "--registry", f["bad.jsonl"]],
         ["bench", "graph-molnet", "--table-only", "--registry", f["bad.jsonl"]],
