@@ -309,6 +309,11 @@ def table(registry: Registry, suite: str = SUITE) -> str:
         c = res.get((section, row, tpc))
         return ",".join(map(str, sorted(c.lin))) if c and c.lin else "-"
 
+    def accuracy_table(first: str, published: str, section: str, rows: tuple[str, ...], pub: dict[str, str]) -> str:
+        """Linear and kNN accuracy, seeds and the paper's number of each row of ``section``."""
+        return md([first, "linear", "kNN", "seeds", published],
+                  [[r, cell(section, r), cell(section, r, k="knn"), seeds(section, r), pub.get(r, "")] for r in rows])
+
     tau_rows, best = _tau_rows(res)
     used = _grid_hparams(jrs)
     lines = ["# X-CLR at small scale (CIFAR-10, cpu profile)", "",
@@ -326,13 +331,11 @@ def table(registry: Registry, suite: str = SUITE) -> str:
              md(["X-CLR loss hyper-parameters", "val linear", "val kNN", "seeds"], tau_rows) if tau_rows else "not run",
              "", f"Best on validation: `{best or '-'}`; the grid uses `{used}`.", "",
              "## Table 1 / 7: linear and kNN accuracy (batch 256, 500 images per class)", "",
-             md(["row", "linear", "kNN", "seeds", "published linear (ImageNet, Table 7)"],
-                [[r, cell("main", r), cell("main", r, k="knn"), seeds("main", r), PUBLISHED_LINEAR.get(r, "")]
-                 for r in (SIMCLR, SUPCON, XCLR)]), "",
+             accuracy_table("row", "published linear (ImageNet, Table 7)", "main", (SIMCLR, SUPCON, XCLR),
+                            PUBLISHED_LINEAR), "",
              "## Table 8: the graph source", "",
-             md(["X-CLR graph", "linear", "kNN", "seeds", "published (ImageNet, Table 8)"],
-                [[r, cell("main", r), cell("main", r, k="knn"), seeds("main", r), PUBLISHED_GRAPH.get(r, "")]
-                 for r in (XCLR, XLAB, XRND)]), "",
+             accuracy_table("X-CLR graph", "published (ImageNet, Table 8)", "main", (XCLR, XLAB, XRND),
+                            PUBLISHED_GRAPH), "",
              "Random graph: one uniform [0, 1) strength per class pair, seed 0 (`--text-model random`), the same "
              "for every run.", "",
              "## Figure 3a: data efficiency (linear, images per class)", "",
@@ -341,9 +344,8 @@ def table(registry: Registry, suite: str = SUITE) -> str:
              "Fewer images per class train fewer steps (6 epochs of the subset); the probe's bank is 500 per class "
              "throughout.", "",
              "## Table 5: fine-tuning a SimCLR encoder", "",
-             md(["row", "linear", "kNN", "seeds", "published (ImageNet, Table 5)"],
-                [[r, cell("finetune", r), cell("finetune", r, k="knn"), seeds("finetune", r), PUBLISHED_FT.get(r, "")]
-                 for r in (BEFORE, FT_SIMCLR, FT_XCLR)]), "",
+             accuracy_table("row", "published (ImageNet, Table 5)", "finetune", (BEFORE, FT_SIMCLR, FT_XCLR),
+                            PUBLISHED_FT), "",
              "Each seed's SimCLR encoder (3 epochs) is trained 3 more epochs with X-CLR or with SimCLR (fresh Adam, "
              "the same schedule): the comparison holds the steps equal. The paper fine-tunes 10 ImageNet epochs.", "",
              "## Table 4: time per step (X-CLR beside SimCLR, one process)", ""]

@@ -14,7 +14,7 @@ import signal
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from suite.registry import STATUSES, Registry, markdown_table, open_registry
 
@@ -108,6 +108,16 @@ def _cmd_results(args: argparse.Namespace) -> int:
         else:
             print(text)
     return 0
+
+
+def walk_commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("suite",)
+                  ) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every command of the tree under ``parser`` with its path (``("suite", "graph", "tu")``), depth first."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from walk_commands(sub, path + (name,))
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

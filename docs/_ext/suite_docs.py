@@ -36,23 +36,15 @@ SKIP = {"__main__"}
 
 # ----------------------------------------------------------------------------- CLI reference
 
-def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...]):
-    yield path, parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                yield from _walk(sub, path + (name,))
-
-
 def cli_rst() -> str:
-    from suite.cli import build_parser
+    from suite.cli import build_parser, walk_commands
 
     os.environ["COLUMNS"] = "110"  # argparse wraps at $COLUMNS: a fixed width, the same page on every machine
     out = [".. This page is written by docs/_ext/suite_docs.py from suite.cli.build_parser(); do not edit.", "",
            "CLI reference", "=============", "",
            "Every command of ``suite``, with the help text its parser prints (``suite <command> --help``). The page is",
            "generated from the parsers at every build, so it cannot drift from them.", ""]
-    for path, parser in _walk(build_parser(), ("suite",)):
+    for path, parser in walk_commands(build_parser()):
         title = " ".join(path)
         out += [title, "-" * len(title), "", ".. code-block:: text", ""]
         out += ["   " + line if line.strip() else "" for line in parser.format_help().rstrip().splitlines()]

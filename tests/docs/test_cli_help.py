@@ -8,21 +8,13 @@ from __future__ import annotations
 import argparse
 import re
 
-from suite.cli import build_parser
+from suite.cli import build_parser, walk_commands
 from suite.config import DEFAULT_STATEMENT, option_help
-
-
-def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("suite",)):
-    yield path, parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                yield from _walk(sub, path + (name,))
 
 
 def test_no_help_states_its_default_twice() -> None:
     seen, bad = 0, []
-    commands = list(_walk(build_parser()))
+    commands = list(walk_commands(build_parser()))
     assert {path[1] for path, _ in commands if len(path) > 1} >= {"losses", "results", "bench", "graph", "text", "vision"}
     for path, parser in commands:
         for action in parser._actions:
