@@ -495,15 +495,18 @@ class Runner:
 
     def lost_outputs(self, jobs: list[Job], reg: Registry) -> dict[str, Path]:
         """{hash: folder} of the finished jobs whose output folder (:meth:`Job.output`) is gone while a job of a later
-        stage has still to run: later stages read what earlier ones made (a pretrained encoder, a start model), so
-        these jobs run again, and the new run supersedes the old one in the registry. Their config and seed are
+        stage that names the folder in its args (``init``, ``checkpoint``...) has still to run: it reads what the
+        earlier job made (a pretrained encoder, a start model), so these jobs run again, and the new run supersedes the old one in the registry. Their config and seed are
         recorded, so the rebuilt output is the same run again."""
         status = {j.hash: reg.job_status(j.hash) for j in jobs}
-        todo = [j.stage for j in jobs if status[j.hash] != "finished"]
-        if not todo:
-            return {}
-        return {j.hash: out for j in jobs if status[j.hash] == "finished" and j.stage < max(todo)
-                and (out := j.output()) is not None and not out.exists()}
+        todo = [j for j in jobs if status[j.hash] != "finished"]
+
+        def read_later(j: Job, out: Path) -> bool:  # a job still to run, of a later stage, names ``out`` in its args
+            return any(t.stage > j.stage and any(isinstance(v, str) and v and k != "out" and resolve_model_path(v) == out
+                                                 for k, v in t.values()) for t in todo)
+
+        return {j.hash: out for j in jobs if status[j.hash] == "finished" and (out := j.output()) is not None
+                and not out.exists() and read_later(j, out)}
 
     def estimate(self, jobs: list[Job], reg: Registry) -> tuple[float, float, int]:
         """(job seconds, wall seconds, jobs with no recorded duration) of the jobs not finished yet: each takes the

@@ -139,15 +139,16 @@ class _MakeRunner(Runner):
 
 
 def test_lost_output_of_an_earlier_stage_is_rebuilt(tmp_path, monkeypatch, capsys):
-    """a stage-0 job finished and its output folder (models:NAME) was deleted; a stage-1 job has still to run -> the
-    stage-0 job is reported '[rebuild]' naming the folder and runs again before stage 1 (a dry run says so and changes
-    nothing); with its folder present, or with no later job left to run, a finished job is skipped as before"""
+    """a stage-0 job finished and its output folder (models:NAME) was deleted; a stage-1 job that reads it has still
+    to run -> the stage-0 job is reported '[rebuild]' naming the folder and runs again before stage 1 (a dry run says
+    so and changes nothing); with its folder present, with no later job left to run, or where no later job names the
+    folder (a finished job whose output nothing reads), a finished job is skipped as before"""
     monkeypatch.setenv("SUITE_MODELS", str(tmp_path / "models"))
     p = tmp_path / "staged.yaml"
     p.write_text(yaml.safe_dump({"name": "staged", "jobs": [
         {"frontend": "probe", "command": "make", "stage": 0, "args": {"out": "models:enc-{seed}"}, "seeds": [0]},
-        {"frontend": "probe", "command": "use", "stage": 1, "args": {"out": str(tmp_path / "use-{seed}")},
-         "seeds": [0, 1]}]}))
+        {"frontend": "probe", "command": "use", "stage": 1,
+         "args": {"init": "models:enc-0", "out": str(tmp_path / "use-{seed}")}, "seeds": [0, 1]}]}))
     _, jobs = load_suite(p)
     make, use0, use1 = jobs
     db, logs = str(tmp_path / "r.sqlite"), tmp_path / "logs"
@@ -168,6 +169,19 @@ def test_lost_output_of_an_earlier_stage_is_rebuilt(tmp_path, monkeypatch, capsy
 
     assert Registry(db).job_status(make.hash) == "finished"
     assert _MakeRunner(db, log_dir=logs).run(jobs) == {"skipped": 3}
+    enc.rmdir()  # gone again; a later job still to run that names it -> rebuilt, one that does not -> not
+    later = {"frontend": "probe", "command": "use", "stage": 1, "seeds": [5]}
+    _, (reads,) = load_suite(_suite(tmp_path, "reads", {**later, "args": {"init": "models:enc-0", "out": "x"}}))
+    _, (other,) = load_suite(_suite(tmp_path, "other", {**later, "args": {"out": "y"}}))
+    runner = _MakeRunner(db, log_dir=logs)
+    assert runner.lost_outputs([make, use0, use1, reads], Registry(db)) == {make.hash: enc}
+    assert runner.lost_outputs([make, use0, use1, other], Registry(db)) == {}
+
+
+def _suite(tmp_path, name, job):
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump({"name": name, "jobs": [job]}))
+    return p
 
 
 # ----------------------------------------------------------------------------- config YAML files (suite.config)
