@@ -36,6 +36,7 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.transforms import BaseTransform
 
 from graph.augment import build_augmentation, canonical
+from suite.train.seeding import fixed_generator
 
 __all__ = ["Augment", "DropNodes", "PerturbEdges", "MaskAttributes", "Subgraph", "Random4"]
 
@@ -55,7 +56,7 @@ class Augment(BaseTransform):
         self.ratio = float(ratio)
         self.opts = dict(opts)
         self._aug = build_augmentation(self.name, self.ratio, **opts)  # validates ratio and options
-        self.generator = torch.Generator().manual_seed(int(seed)) if seed is not None else generator
+        self.generator = fixed_generator(int(seed)) if seed is not None else generator
 
     def forward(self, data: Any) -> Any:
         if isinstance(data, Batch):

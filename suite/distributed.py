@@ -74,6 +74,15 @@ def all_reduce_mean(x: torch.Tensor) -> torch.Tensor:
     return y / dist.get_world_size()
 
 
+def wrap_ddp(model: torch.nn.Module) -> torch.nn.Module:
+    """DistributedDataParallel when a process group is active, else the model itself."""
+    if not is_distributed():
+        return model
+    dev = next(model.parameters()).device
+    ids = [dev.index] if dev.type == "cuda" else None
+    return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+
+
 def init_from_env(backend: str | None = None) -> bool:
     """Initialise the default process group when launched by torchrun (``WORLD_SIZE`` > 1).
 

@@ -32,6 +32,7 @@ from torch import Tensor
 
 from suite.paths import cache_dir, data_path, missing_root_note
 from suite.safeio import cache_unreadable, load_arrays, save_arrays
+from suite.train.seeding import fixed_generator
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp")
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -355,7 +356,7 @@ def imbalanced_indices(labels: Tensor, rule: ImbalanceRule, seed: int = 0, min_r
     Class l keeps floor(p_l * n_l) of its n_l samples (at least 1), chosen by a seeded permutation."""
     c = num_classes or int(labels.max()) + 1
     props = imbalance_proportions(c, rule, min_ratio)
-    g = torch.Generator().manual_seed(seed)
+    g = fixed_generator(seed)
     keep, counts = [], []
     for cls in range(c):  # a loop over classes, not samples
         idx = (labels == cls).nonzero().flatten()
@@ -367,7 +368,7 @@ def imbalanced_indices(labels: Tensor, rule: ImbalanceRule, seed: int = 0, min_r
 
 def class_subset_indices(labels: Tensor, per_class: int, seed: int = 0) -> Tensor:
     """A balanced subset: ``per_class`` samples of every class (all if fewer), seeded."""
-    g = torch.Generator().manual_seed(seed)
+    g = fixed_generator(seed)
     out = []
     for cls in labels.unique().tolist():
         idx = (labels == cls).nonzero().flatten()

@@ -29,6 +29,7 @@ from torch import Tensor
 
 from suite.paths import cache_dir, data_path
 from suite.safeio import cache_unreadable, load_arrays, read_text, save_arrays
+from suite.train.seeding import fixed_numpy_rng
 
 CACHE_VERSION = "v2"  # v2: .npz of plain arrays (v1 was a pickle)
 
@@ -324,7 +325,7 @@ def read_smiles(path: str | Path, column: str | None = None, limit: int | None =
     if not out:
         raise ValueError(f"{path}: no SMILES found")
     if limit is not None and 0 < limit < len(out):
-        idx = np.sort(np.random.default_rng(seed).choice(len(out), size=limit, replace=False))
+        idx = np.sort(fixed_numpy_rng(seed).choice(len(out), size=limit, replace=False))
         out = [out[i] for i in idx]
     return out
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
 import torch
 from torch import Tensor
+
+from suite.train.seeding import fixed_random_state
 
 SPLITS = ("scaffold", "random", "random_scaffold")
 
@@ -81,13 +82,13 @@ def random_scaffold_split(smiles: Sequence[str], seed: int = 0,
     """Scaffold sets in a seeded random order (pretrain-gnns ``random_scaffold_split``)."""
     _check(frac)
     sets = scaffold_sets(smiles)
-    order = np.random.RandomState(seed).permutation(len(sets))
+    order = fixed_random_state(seed).permutation(len(sets))
     return _fill([sets[i] for i in order], len(smiles), frac)
 
 
 def random_split(n: int, seed: int = 0, frac: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> tuple[Tensor, Tensor, Tensor]:
     _check(frac)
-    perm = torch.from_numpy(np.random.RandomState(seed).permutation(n))
+    perm = torch.from_numpy(fixed_random_state(seed).permutation(n))
     a, b = int(frac[0] * n), int((frac[0] + frac[1]) * n)
     return perm[:a].sort().values, perm[a:b].sort().values, perm[b:].sort().values
 

@@ -1,15 +1,21 @@
 """Shared training: the engine (device, precision, optimiser step, checkpoints, resume, logging),
-seeding, checkpoints with RNG state, progress, DDP wrapping."""
+seeding and every random generator (:mod:`suite.train.seeding`), checkpoints with RNG state, progress and meters
+(:mod:`suite.train.meters`), DDP wrapping."""
 from suite.train.checkpoint import (ConfigMismatchError, check_resume_config, config_diff, latest_checkpoint,
                                    load_checkpoint, load_for_resume, rng_state, save_checkpoint, set_rng_state)
 from suite.train.engine import (CachedStep, Engine, NonFiniteLossError, autocast, epoch_batches, eval_batches,
                                 resolve_device, resumable)
-from suite.train.loop import LossLogger, Throughput, derive_seed, progress, seed_everything, seeded_generator, wrap_ddp
+from suite.distributed import wrap_ddp
+from suite.train.meters import LossLogger, Throughput, progress
+from suite.train.seeding import (derive_seed, fixed_generator, fixed_numpy_rng, fixed_random_state, forked_rng,
+                                 seed_everything, seeded_generator)
 
 __all__ = [
     "ConfigMismatchError", "check_resume_config", "config_diff", "latest_checkpoint", "load_checkpoint",
     "load_for_resume", "rng_state", "save_checkpoint", "set_rng_state",
     "CachedStep", "Engine", "NonFiniteLossError", "autocast", "epoch_batches", "eval_batches",
     "resolve_device", "resumable",
-    "LossLogger", "Throughput", "derive_seed", "progress", "seed_everything", "seeded_generator", "wrap_ddp",
+    "LossLogger", "Throughput", "progress", "wrap_ddp",
+    "derive_seed", "fixed_generator", "fixed_numpy_rng", "fixed_random_state", "forked_rng", "seed_everything",
+    "seeded_generator",
 ]

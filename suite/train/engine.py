@@ -50,7 +50,8 @@ from torch import Tensor, nn
 
 from suite import distributed as sd
 from suite.train.checkpoint import load_for_resume, rng_state, save_checkpoint, set_rng_state
-from suite.train.loop import LossLogger, Throughput, progress, seeded_generator, wrap_ddp
+from suite.train.meters import LossLogger, Throughput, progress
+from suite.train.seeding import seeded_generator
 
 B = TypeVar("B")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -196,7 +197,7 @@ class Engine(Generic[B]):
         self.device = device if isinstance(device, torch.device) else resolve_device(device)
         self.precision = check_precision(precision)
         self.model = model
-        self.ddp = wrap_ddp(model)
+        self.ddp = sd.wrap_ddp(model)
         self.optimizer, self.scheduler = optimizer, scheduler
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
         self.grad_clip, self.accumulate = grad_clip, accumulate

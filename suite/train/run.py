@@ -79,7 +79,7 @@ from torch import Tensor, nn
 from suite import distributed as sd
 from suite.config import experiment_config, experiment_hash, run_option_values, run_options
 from suite.train.engine import CachedStep, Engine, epoch_batches, resolve_device, resumable
-from suite.train.loop import derive_seed, seed_everything, seeded_generator
+from suite.train.seeding import derive_seed, seed_everything, seeded_generator
 
 C = TypeVar("C")
 

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from suite.metrics import alignment, conditional_entropy, uniformity
+from suite.train.seeding import forked_rng
 from vision.transforms import ViewAugment
 
 
@@ -32,8 +33,7 @@ class GeometryEvaluator:
             raise ValueError(f"need at least batch_size = {self.batch_size} test images, got {self.test_x.shape[0]}")
         sums = {"alignment": 0.0, "uniformity": 0.0, "cond_entropy": 0.0}
         nb = min(n_full, self.max_batches)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
+        with forked_rng(self.seed):
             for b in range(nb):  # a loop over batches
                 x = self.test_x[b * self.batch_size : (b + 1) * self.batch_size]
                 v = self.augment(x).views[:2]  # (2, B, C, S, S)
