@@ -5,7 +5,7 @@
     suite vision pretrain --config vision/configs/digits_smoke.yaml --loss macl
     torchrun --nproc_per_node 4 -m suite vision pretrain ...      # DDP, negatives gathered over ranks
     suite vision eval --ckpt runs/pretrain-simclr/<run>         # its newest checkpoint (or a checkpoint file)
-    suite vision gmm --experiment mixture2d --loss simclr_l2   # t-SimCLR paper, Figure 1
+    suite vision gmm --experiment mixture2d --loss simclr_l2   # t-SimCLR paper, Figure 1 (suite/gmm.py)
 """
 from __future__ import annotations
 
@@ -42,10 +42,10 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _gmm(args: argparse.Namespace) -> int:
-    from vision.gmm import GMMConfig, run_gmm
+    from suite.gmm import GMMConfig, run_gmm
 
-    m = run_gmm(config_from_args(GMMConfig, args, args.config))
-    print(json.dumps(m, indent=1))
+    res = run_gmm(config_from_args(GMMConfig, args, args.config))
+    print(json.dumps(res.metrics, indent=1))
     return 0
 
 
@@ -68,7 +68,7 @@ def register(sub: Any) -> None:
     pe.add_argument("--no-linear", dest="no_linear", action="store_true")
     pe.add_argument("--no-registry", dest="no_registry", action="store_true")
     pe.set_defaults(func=_eval)
-    from vision.gmm import GMMConfig
+    from suite.gmm import GMMConfig  # 2-D synthetic data: the core's own experiment, its command kept here
 
     pg = vs.add_parser("gmm", help="the t-SimCLR paper's Gaussian-mixture experiments (Sec. 3, Figure 1)")
     pg.add_argument("--config", default=None)

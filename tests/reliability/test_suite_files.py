@@ -221,7 +221,7 @@ def test_config_yaml_valid_values_are_not_refused(tmp_path):
 
 @pytest.mark.parametrize("cls_path,text,key", [
     ("text.methods.simcse:SimCSEConfig", "epochz: 3\n", "epochz"),
-    ("vision.gmm:GMMConfig", "epochs: 10\n", "epochs"),
+    ("suite.gmm:GMMConfig", "epochs: 10\n", "epochs"),
     ("text.mlm:MLMConfig", "stepz: 10\n", "stepz"),
 ])
 def test_config_yaml_with_an_unknown_key(tmp_path, cls_path, text, key):

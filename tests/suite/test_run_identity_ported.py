@@ -1,4 +1,4 @@
-"""Run identity of the two front-ends ported to the run owner last (text/mlm.py, vision/gmm.py), beside
+"""Run identity of the two front-ends ported to the run owner last (text/mlm, suite/gmm.py), beside
 tests/suite/test_run_identity.py: their declared run options (device, checkpoint interval, ...) never change where a
 run lives, so a restart with other run options resumes it; a field that changes results gives another folder; and the
 recorded experiment config leaves the run options out."""
@@ -17,7 +17,7 @@ from suite.train.run import run_folder, runs_root
 def _folders() -> dict[str, tuple[Any, Callable[[Any], Path], dict[str, Any], dict[str, Any]]]:
     """name -> (config, the folder its command uses, run-option changes, a change of the experiment)."""
     from text.mlm import MLMConfig, output_dir
-    from vision.gmm import GMMConfig, GMMTask
+    from suite.gmm import GMMConfig, GMMTask
 
     def gmm(cfg: GMMConfig) -> Path:
         task = GMMTask(cfg)
@@ -49,7 +49,7 @@ def test_run_options_keep_the_folder_and_experiment_fields_change_it(name: str) 
 
 def test_gmm_experiments_live_apart() -> None:
     """the two mixture experiments are two registry tasks with their own headline, under their own folders"""
-    from vision.gmm import GMMConfig, GMMTask
+    from suite.gmm import GMMConfig, GMMTask
 
     a, b = GMMTask(GMMConfig()), GMMTask(GMMConfig(experiment="order1d"))
     assert (a.name, a.primary) == ("gmm-2d", ("ood_acc", "test"))

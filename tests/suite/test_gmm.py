@@ -1,4 +1,4 @@
-"""The t-SimCLR Gaussian-mixture experiments (vision/gmm.py): sampling, the order check, and a short run
+"""The t-SimCLR Gaussian-mixture experiments (suite/gmm.py, `suite vision gmm`): sampling, the order check, and a short run
 that records its metrics and feature points."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 
 from suite.config import experiment_config
 from suite.eval.points import read_points as points
-from vision.gmm import MEANS, GMMConfig, cyclic_order, is_ordered, mixture, run_gmm
+from suite.gmm import MEANS, GMMConfig, cyclic_order, is_ordered, mixture, run_gmm
 
 
 def test_positives_come_from_the_same_component():
@@ -37,7 +37,7 @@ def test_a_short_run_records_metrics_and_points(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)  # the run folder: runs/gmm-1d-order/...
     reg = Registry(str(tmp_path / "r.sqlite"))
-    m = run_gmm(GMMConfig(experiment="order1d", loss="infonce", steps=150, batch_size=64, n_eval=100, points=20), reg)
+    m = run_gmm(GMMConfig(experiment="order1d", loss="infonce", steps=150, batch_size=64, n_eval=100, points=20), reg).metrics
     assert set(m) >= {"id_acc", "ood_acc", "ood_transfer_acc", "ordered", "order_code"}
     assert m["id_acc"] > 0.9  # four well-separated clusters are linearly separable after 150 steps
     run = reg.runs()[0]
@@ -55,13 +55,13 @@ def test_an_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     """a run interrupted at step 101 (checkpoint every 50 steps), continued with another device spelling and
     checkpoint interval -> the same folder and registry row and the same metrics and points as an uninterrupted run;
     another experiment on that folder is refused naming the field"""
-    import vision.gmm as gmm
+    import suite.gmm as gmm
     from suite.registry import Registry
     from suite.train import ConfigMismatchError
 
     reg = Registry(str(tmp_path / "r.sqlite"))
     base = dict(experiment="mixture2d", loss="tsimclr", steps=150, batch_size=64, n_eval=100, points=10)
-    full = run_gmm(GMMConfig(**base, out=str(tmp_path / "full")), reg)
+    full = run_gmm(GMMConfig(**base, out=str(tmp_path / "full")), reg).metrics
     calls, real = {"n": 0}, gmm.mixture
 
     def interrupted(*a, **k):
@@ -78,7 +78,7 @@ def test_an_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     assert [p.name for p in (tmp_path / "resumed" / "checkpoints").iterdir()] == ["step-000000100.pt"]
     with pytest.raises(ConfigMismatchError, match="sigma"):
         run_gmm(GMMConfig(**{**base, "sigma": 0.2}, out=out), reg)
-    resumed = run_gmm(GMMConfig(**base, out=out, checkpoint_every=70, device="auto"), reg)
+    resumed = run_gmm(GMMConfig(**base, out=out, checkpoint_every=70, device="auto"), reg).metrics
     assert resumed == full
     rows = {r["id"]: r for r in reg.runs()}
     mine = [r for r in rows.values() if out in r["run_options"]]

@@ -1,5 +1,9 @@
 """The t-SimCLR paper's Gaussian-mixture experiments (Hu et al. 2023, Sec. 3, Figure 1), at the paper's scale.
 
+Two-dimensional synthetic data, no front-end's: the experiment probes the losses of the core themselves, so it lives
+beside them. Its command stays ``suite vision gmm`` (the benchmark grid ``benchmarks/suites/gmm.yaml`` names it so,
+and a job's identity holds its command), registered by :mod:`vision.cli`.
+
     suite vision gmm --experiment mixture2d --loss infonce      # Figure 1 (b, d): cosine SimCLR
     suite vision gmm --experiment mixture2d --loss simclr_l2    # Figure 1 (c, e): SimCLR with -l2 similarity
     suite vision gmm --experiment mixture2d --loss tsimclr      # t-SimCLR
@@ -49,8 +53,7 @@ from torch import Tensor, nn
 
 from suite.eval.points import log_points
 from suite.presets import loss_label, make_loss
-from suite.registry import Registry
-from suite.train.run import RunContext, Task, Training, run
+from suite.train.run import RunContext, RunResult, Task, Training, run
 
 MEANS = {"mixture2d": ((0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0), (3.0, 3.0)),
          "order1d": ((1.0,), (2.0,), (3.0,), (4.0,))}
@@ -210,6 +213,7 @@ class GMMTask(Task[GMMConfig]):
         return metrics
 
 
-def run_gmm(cfg: GMMConfig, registry: Registry | None = None) -> dict[str, float]:
-    """Train and evaluate one mixture experiment through the run owner; returns its test metrics."""
-    return run(GMMTask(cfg), cfg, registry=registry).metrics
+def run_gmm(cfg: GMMConfig, registry: Any = None) -> RunResult:
+    """Train and evaluate one mixture experiment through the run owner (``registry`` as :func:`suite.train.run.run`
+    takes it: None the default registry, False no row); its test metrics are the result's ``metrics``."""
+    return run(GMMTask(cfg), cfg, registry=registry)
