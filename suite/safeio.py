@@ -87,9 +87,11 @@ def decode_text(data: bytes, path: str | Path, encoding: str = "utf-8", what: st
                          f"{exc.start}); save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
 
 
-def read_text(path: str | Path, encoding: str = "utf-8", what: str = "text file") -> str:
-    """The text of ``path`` (gzip-compressed or plain) checked by :func:`decode_text`."""
+def read_bytes(path: str | Path, what: str = "file") -> bytes:
+    """The bytes of ``path``, decompressed when it starts with the gzip magic. A missing file, a folder, or a gzip
+    file cut short or corrupt raise a one-line ``ValueError`` naming ``what`` and the path."""
     import gzip
+    import zlib
 
     path = Path(path)
     if not path.is_file():
@@ -98,9 +100,14 @@ def read_text(path: str | Path, encoding: str = "utf-8", what: str = "text file"
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise ValueError(f"{path} is a corrupt gzip file: {exc}") from exc
-    return decode_text(data, path, encoding, what)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ValueError(f"{what} {path} is not a complete gzip file ({exc}); fetch it again") from None
+    return data
+
+
+def read_text(path: str | Path, encoding: str = "utf-8", what: str = "text file") -> str:
+    """The text of ``path`` (gzip-compressed or plain, :func:`read_bytes`) checked by :func:`decode_text`."""
+    return decode_text(read_bytes(path, what), path, encoding, what)
 
 
 def write_atomic(path: str | Path, data: str | bytes, what: str = "file") -> Path:

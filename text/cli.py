@@ -3,7 +3,7 @@
     suite text train --loss macl --backbone default --data wiki.txt --out runs/macl
     suite text train --config text/configs/unsup_minilm.yaml --loss cacr --seed 1
     suite text eval --model runs/macl --tasks all
-    suite text mlm --out models:bert-mini-english    # the MLM start model (text/mlm.py)
+    suite text mlm --out models:bert-mini-english    # the MLM start model (text/mlm/)
 Under torchrun, ``train`` runs DDP (in-batch negatives gathered across ranks by the losses).
 """
 from __future__ import annotations

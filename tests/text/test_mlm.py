@@ -1,4 +1,4 @@
-"""MLM pretraining (text/mlm.py; its bad inputs: tests/reliability/test_mlm_corpus.py): BERT's masking, batching, the
+"""MLM pretraining (text/mlm/; its bad inputs: tests/reliability/test_mlm_corpus.py): BERT's masking, batching, the
 masked-position loss against transformers' full-logit loss, resume, the built-model marker, and that
 SimCSE takes the result as its backbone."""
 from __future__ import annotations
@@ -96,7 +96,7 @@ def test_masked_position_loss_equals_the_full_logit_loss():
 
 def _interrupt_at(monkeypatch, n: int) -> None:
     """The ``n``-th training batch raises an interruption (``eval_every=0``: no held-out masks are drawn)."""
-    import text.mlm as mlm
+    import text.mlm.task as mlm  # the task's step draws the masks
 
     calls, real = {"n": 0}, mlm.mask_tokens
 
