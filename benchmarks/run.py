@@ -157,8 +157,8 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
         raise ValueError(f"suite {p}: must be a mapping with 'name' and 'jobs', got {type(spec).__name__}")
     unknown = sorted(map(str, set(spec) - SUITE_KEYS))
     if unknown:  # e.g. `seeds:` beside `jobs:` was silently ignored: every group ran without seeds
-        raise ValueError(f"suite {p}: unknown top-level key(s) {unknown}; a suite file holds only name and jobs "
-                         "(seeds, grid, args, stage and timeout belong in a job group)")
+        raise ValueError(f"suite {p}: unknown top-level key(s) {unknown}; a suite file holds only name, jobs "
+                         "and report (seeds, grid, args, stage and timeout belong in a job group)")
     if not isinstance(spec.get("jobs"), list) or not spec["jobs"]:
         raise ValueError(f"suite {p} must have a non-empty 'jobs' list")
     name = suite_name(spec["name"], p) if "name" in spec else _SAFE_CHARS.sub("_", p.stem)
@@ -171,7 +171,7 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
     return name, jobs
 
 
-SUITE_KEYS = {"name", "jobs"}
+SUITE_KEYS = {"name", "jobs", "report"}  # report: what benchmarks/report shows of the suite
 GROUP_KEYS = {"frontend", "command", "grid", "args", "seeds", "seed_flag", "timeout", "stage"}
 _SAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
