@@ -56,6 +56,7 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: dict[st
     values.update(given)
     source.update({k: f"{cls.__name__} override" for k in given})
     known = _fields(cls)
+    _rename(cls, values, source)
     unknown = sorted(set(values) - set(known), key=str)
     if unknown:
         hint = ("; a run takes one `seed` (a benchmark suite's `seeds:` list loops over seeds)"
@@ -65,6 +66,26 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: dict[st
     hints = typing.get_type_hints(cls)
     values = {k: _typed(k, v, hints[k], source[k]) for k, v in values.items()}
     return cls(**values)
+
+
+def renamed_fields(cls: type) -> dict[str, str]:
+    """The earlier names of fields a config class renamed: its ``RENAMED_FIELDS: ClassVar[dict[str, str]]``
+    (earlier name -> field). A file, an override or a flag of the earlier name still sets the field."""
+    return dict(getattr(cls, "RENAMED_FIELDS", {}))
+
+
+def _rename(cls: type, values: dict[str, Any], source: dict[str, str]) -> None:
+    """Move values given under an earlier name (:func:`renamed_fields`) to their field; a bool given for an int field
+    (a switch that became a count, e.g. ``keep_checkpoint: false`` for ``keep_checkpoints``) counts 0 or 1."""
+    hints = typing.get_type_hints(cls)
+    for old, new in renamed_fields(cls).items():
+        if old not in values:
+            continue
+        where = source.pop(old)
+        if new in values:
+            raise ValueError(f"{where}: {old} is the earlier name of {new}; give one of them")
+        v = values.pop(old)
+        values[new], source[new] = (int(v) if isinstance(v, bool) and _unwrap_optional(hints[new]) is int else v), where
 
 
 def _typed(name: str, value: Any, tp: Any, where: str) -> Any:
@@ -228,6 +249,13 @@ def add_config_args(parser: argparse.ArgumentParser, cls: type, skip: tuple[str,
             parser.add_argument(flag, dest=name, choices=choices, default=None, help=help_)
         else:
             parser.add_argument(flag, dest=name, type=tp if tp in (int, float, str) else str, default=None, help=help_)
+    for old, new in renamed_fields(cls).items():  # an earlier flag still works (a recorded command line), unlisted
+        if new in skip:
+            continue
+        new_tp = _unwrap_optional(hints[new])
+        kind: dict[str, Any] = ({"action": argparse.BooleanOptionalAction} if new_tp in (bool, int)
+                                else {"type": new_tp if new_tp in (float, str) else str})
+        parser.add_argument("--" + old.replace("_", "-"), dest=old, default=None, help=argparse.SUPPRESS, **kind)
 
 
 def _kv_pairs(text: str) -> dict[str, Any]:
@@ -241,6 +269,6 @@ def _kv_pairs(text: str) -> dict[str, Any]:
 
 
 def config_from_args(cls: type[C], args: argparse.Namespace, path: str | Path | None = None) -> C:
-    names = _fields(cls)
+    names = [*_fields(cls), *renamed_fields(cls)]
     overrides = {k: getattr(args, k) for k in names if hasattr(args, k)}
     return load_config(cls, path, overrides)

@@ -110,6 +110,29 @@ def test_config_yaml_then_cli_overrides(tmp_path):
         load_config(_Cfg, tmp_path / "missing.yaml")
 
 
+
+def test_a_renamed_field_keeps_its_earlier_spelling(tmp_path):
+    """SimCSE's keep_checkpoint (a switch) became keep_checkpoints (a count, as every front-end has): a recorded
+    command line (`--no-keep-checkpoint`, the text-sts suite's) or YAML key of the earlier name still sets it, false as
+    0; both names at once are refused; the setting (its hash) is the same either way"""
+    import argparse
+
+    from suite.config import experiment_hash
+    from text.methods.simcse import SimCSEConfig
+
+    p = argparse.ArgumentParser()
+    add_config_args(p, SimCSEConfig)
+    old = config_from_args(SimCSEConfig, p.parse_args(["--no-keep-checkpoint"]))
+    assert old.keep_checkpoints == 0 and old == SimCSEConfig(keep_checkpoints=0)
+    assert config_from_args(SimCSEConfig, p.parse_args(["--keep-checkpoints", "3"])).keep_checkpoints == 3
+    y = tmp_path / "c.yaml"
+    y.write_text("keep_checkpoint: true\n")
+    assert load_config(SimCSEConfig, y).keep_checkpoints == 1
+    with pytest.raises(ValueError, match="keep_checkpoint is the earlier name of keep_checkpoints"):
+        load_config(SimCSEConfig, y, {"keep_checkpoints": 2})
+    assert experiment_hash(old) == experiment_hash(SimCSEConfig())
+    assert "keep-checkpoint " not in p.format_help()
+
 def _blobs(n=200, seed=0, shuffle=False):
     g = torch.Generator().manual_seed(seed)
     y = torch.arange(n) % 4

@@ -32,7 +32,7 @@ def _folders() -> dict[str, tuple[Any, Callable[[Any], Path], dict[str, Any], di
         "graph finetune-mol": (FinetuneMolConfig(), owner(FinetuneMolTask()),
                                {"device": "cuda", "checkpoint_every": 1, "eval_batch_size": 7}, {"dropout": 0.1}),
         "text train": (SimCSEConfig(), owner(SimCSETask(SimCSEConfig())),
-                       {"device": "cuda", "checkpoint_every": 50, "keep_checkpoint": False}, {"lr": 1e-4}),
+                       {"device": "cuda", "checkpoint_every": 50, "keep_checkpoints": 0}, {"lr": 1e-4}),
         "vision pretrain": (PretrainConfig(), owner(PretrainTask(PretrainConfig())),
                             {"device": "cuda", "checkpoint_every": 3, "keep_checkpoints": 5, "eval_every": 2},
                             {"lr": 0.5}),

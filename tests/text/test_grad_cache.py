@@ -5,7 +5,7 @@ import torch
 
 from suite.train import CachedStep, Engine
 from suite.presets import make_loss
-from text.methods.simcse import SimCSEConfig, _step, train_simcse
+from text.methods.simcse import SimCSEConfig, simcse_step, train_simcse
 from text.models import build_encoder, load_encoder
 
 
@@ -26,7 +26,7 @@ def test_grad_cache_gives_the_full_batch_parameters(tiny_model_dir, data_env, tm
     states = []
     for chunk in (0, 4):
         train_simcse(_cfg(tmp_path / f"c{chunk}", tiny_model_dir, mode=mode, batch_size=bs, grad_cache_chunk=chunk,
-                          keep_checkpoint=False))
+                          keep_checkpoints=0))
         states.append(load_encoder(str(tmp_path / f"c{chunk}")).state_dict())
     init = build_encoder(str(tiny_model_dir), pooling="cls", dropout=0.0).state_dict()
     moved = 0
@@ -43,7 +43,7 @@ def test_grad_cache_replays_dropout_masks(tiny_model_dir):
     loss = make_loss("text", "infonce").loss
     data = [f"sentence number {i} about a {w}" for i, w in enumerate(["dog", "cat", "car", "tree", "house", "boat", "ball"])]
     eng = Engine(enc, torch.optim.SGD(enc.parameters(), lr=0.1), device="cpu", loss=loss)
-    cs = _step(eng.ddp, enc, loss, data, torch.arange(7), cfg, 2, None, torch.device("cpu"))
+    cs = simcse_step(eng.ddp, enc, loss, data, torch.arange(7), cfg, 2, None, torch.device("cpu"))
     assert isinstance(cs, CachedStep) and [len(c) for c in cs.chunks] == [3, 3, 1]
     seen: list[torch.Tensor] = []
     inner = cs.encode
@@ -72,7 +72,7 @@ def test_grad_cache_supervised_gradient_equals_full_batch(tiny_model_dir):
                            hard_negative_weight=0.5)
         loss = make_loss("text", "infonce").loss
         eng = Engine(enc, torch.optim.SGD(enc.parameters(), lr=0.0), device="cpu", loss=loss, accumulate=2)
-        eng.backward(_step(eng.ddp, enc, loss, data, torch.arange(8), cfg, 2, None, torch.device("cpu")))
+        eng.backward(simcse_step(eng.ddp, enc, loss, data, torch.arange(8), cfg, 2, None, torch.device("cpu")))
         grads.append(torch.cat([p.grad.flatten() for p in enc.parameters() if p.grad is not None]))  # kept: no step yet
     scale = float(grads[0].abs().max())
     assert scale > 0 and float((grads[0] - grads[1]).norm()) <= 1e-10 * float(grads[0].norm())

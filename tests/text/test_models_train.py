@@ -126,7 +126,7 @@ def test_resume_continues(tiny_model_dir, data_env, tmp_path, monkeypatch):
     import text.methods.simcse as simcse
 
     cfg = _cfg(tmp_path, tiny_model_dir, max_steps=4, eval_every=2)
-    real_step, calls = simcse._step, []
+    real_step, calls = simcse.simcse_step, []
 
     def interrupted_step(*a, **kw):  # the run is killed during its 3rd step (after the step-2 checkpoint)
         calls.append(1)
@@ -137,10 +137,10 @@ def test_resume_continues(tiny_model_dir, data_env, tmp_path, monkeypatch):
     from suite.registry import Registry
 
     reg = Registry(str(tmp_path / "r.sqlite"))
-    monkeypatch.setattr(simcse, "_step", interrupted_step)
+    monkeypatch.setattr(simcse, "simcse_step", interrupted_step)
     with pytest.raises(KeyboardInterrupt):
         train_simcse(cfg, registry=reg)
-    monkeypatch.setattr(simcse, "_step", real_step)
+    monkeypatch.setattr(simcse, "simcse_step", real_step)
     s = train_simcse(cfg, registry=reg)
     assert s["steps"] == 4 and [h["step"] for h in s["history"]] == [2.0, 4.0]  # the history is in the checkpoint
     runs = reg.runs(task="simcse-unsup")  # the resumed run continued its own row: one run, both evaluations

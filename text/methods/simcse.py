@@ -36,7 +36,7 @@ from suite.objectives import sup_simcse_loss  # noqa: F401 (re-exported: text.me
 from suite.paths import data_path
 from suite import presets
 from suite.registry import Registry
-from suite.train import CachedStep, LossLogger, Throughput
+from suite.train import CachedStep
 from suite.train.run import RunContext, Task, Training, run
 from text.data import Triplet, nli_triplets, read_sentences, read_triplets_csv, unlabelled_sentences
 from text.eval.encode import EncodeFn
@@ -53,8 +53,9 @@ WIKI = ("wiki", "wiki1m_head11914.txt")
 @dataclass
 class SimCSEConfig:
     # where and how it runs, not what: left out of the experiment config a resume must match
-    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "device", "resume", "checkpoint_every", "keep_checkpoint",
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "device", "resume", "checkpoint_every", "keep_checkpoints",
                                               "grad_cache_chunk")
+    RENAMED_FIELDS: ClassVar[dict[str, str]] = {"keep_checkpoint": "keep_checkpoints"}  # a switch before (false: 0)
     mode: Literal["unsup", "sup"] = "unsup"
     backbone: str = field(default="default", metadata={"help": "HF path/name or 'default' (packaged all-MiniLM-L6-v2)"})
     pooling: str = field(default="auto", metadata={"help": "cls|mean|max|auto (auto: the backbone's ST pooling, else cls)"})
@@ -85,7 +86,8 @@ class SimCSEConfig:
     device: str = "auto"
     resume: bool = True
     checkpoint_every: int = field(default=0, metadata={"help": "resume checkpoint every N steps (0 = at each eval)"})
-    keep_checkpoint: bool = field(default=True, metadata={"help": "keep the last checkpoint (optimizer state) after training"})
+    keep_checkpoints: int = field(default=1, metadata={"help": "checkpoints (optimizer state) kept after training "
+                                                              "(0: none)"})
     grad_cache_chunk: int = field(default=0, metadata={"help": "gradient caching: encode the batch in chunks of K sentences "
                                                                 "(same gradient, memory of a K batch; 0 = off)"})
 
@@ -206,9 +208,6 @@ class SimCSETask(Task[SimCSEConfig]):
             return {}
         return {"backbone_run": rec.get("run_id"), "backbone_code_version": rec.get("code_version")}
 
-    def keep_checkpoints(self, cfg: SimCSEConfig) -> int:
-        return 1 if cfg.keep_checkpoint else 0
-
     def legacy_checkpoints(self, cfg: SimCSEConfig, folder: Path) -> list[Path]:
         return [folder / "checkpoint.pt"]  # the layout before the run owner
 
@@ -251,13 +250,13 @@ class SimCSETask(Task[SimCSEConfig]):
             engine = ctx.engine
             assert engine is not None
             if cfg.eval_every and engine.step % cfg.eval_every == 0:
-                self.history.append(_log_eval(ctx.run, engine.logger, engine.throughput, engine.step, evaluate()))
+                self.history.append(_log_eval(ctx, evaluate()))
                 ctx.checkpoint()
 
         self.evaluate_dev, self.ctx = evaluate, ctx
         self.t0 = time.perf_counter()
         return Training(encoder, opt, lambda epoch: ctx.epoch_batches(len(data), cfg.batch_size, epoch),
-                        lambda idx: _step(ctx.engine.ddp, encoder, loss, data, idx, cfg, views, graph_emb, device),  # type: ignore[union-attr]
+                        lambda idx: simcse_step(ctx.engine.ddp, encoder, loss, data, idx, cfg, views, graph_emb, device),  # type: ignore[union-attr]
                         epochs=None if cfg.max_steps else cfg.epochs, max_steps=total, scheduler=sched, loss=loss,
                         precision="bf16" if cfg.bf16 else "fp32", on_step=on_step, rate_name="sentences_per_s",
                         checkpoint_unit="step", log_epochs=False)
@@ -273,7 +272,7 @@ class SimCSETask(Task[SimCSEConfig]):
         engine = ctx.engine
         assert engine is not None
         if not self.history or self.history[-1]["step"] != engine.step:
-            self.history.append(_log_eval(ctx.run, engine.logger, engine.throughput, engine.step, self.evaluate_dev()))
+            self.history.append(_log_eval(ctx, self.evaluate_dev()))
         if self.best_state is not None:
             self.encoder.load_state_dict(self.best_state)
         return {"best_stsb_dev": self.best, "train_wall_s": time.perf_counter() - self.t0}
@@ -306,15 +305,18 @@ def _dataset_name(cfg: SimCSEConfig) -> str:
     return "wiki1m_head11914" if cfg.mode == "unsup" else "nli-local"
 
 
-def _log_eval(run: Any, logger: LossLogger, tput: Throughput, step: int, dev: float) -> dict[str, float]:
-    rec = {**{f"train_{k}": v for k, v in logger.means().items()}, "stsb_dev": dev, "sentences_per_s": tput.rate, "step": float(step)}
-    if run is not None:
-        run.log_many({k: v for k, v in rec.items() if k != "step"}, split="train", step=step)
-    logger.reset()
-    return rec
+def _log_eval(ctx: RunContext[SimCSEConfig], dev: float) -> dict[str, float]:
+    """The training means since the last evaluation, the dev Spearman and the throughput, logged through the run."""
+    engine = ctx.engine
+    assert engine is not None
+    rec = {**{f"train_{k}": v for k, v in engine.logger.means().items()}, "stsb_dev": dev,
+           "sentences_per_s": engine.throughput.rate}
+    ctx.log(rec, split="train", step=engine.step)
+    engine.logger.reset()
+    return {**rec, "step": float(engine.step)}
 
 
-def _step(model: torch.nn.Module, encoder: SentenceEncoder, loss: ContrastiveLoss, data: list[Any], idx: Tensor,
+def simcse_step(model: torch.nn.Module, encoder: SentenceEncoder, loss: ContrastiveLoss, data: list[Any], idx: Tensor,
           cfg: SimCSEConfig, views: int, graph_emb: Tensor | None, device: torch.device) -> Tensor | CachedStep:
     """The loss of one batch, or with ``cfg.grad_cache_chunk`` the :class:`suite.train.CachedStep`
     that encodes it in chunks of that many sentences (all views of a sentence in its chunk)."""
