@@ -210,6 +210,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                  if folder is not None else "")
         print(f"suite: interrupted ({_one_line(str(exc)) or 'Ctrl-C'}){where}", file=sys.stderr)
         return 130
+    finally:
+        _end_distributed()
+
+
+def _end_distributed() -> None:
+    """The process group a run owner set up under torchrun ends with the command (never imports torch itself)."""
+    if "torch.distributed" in sys.modules:
+        from suite import distributed as sd
+
+        sd.cleanup()
 
 
 def _one_line(text: str) -> str:

@@ -83,6 +83,12 @@ def wrap_ddp(model: torch.nn.Module) -> torch.nn.Module:
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
 
 
+def barrier() -> None:
+    """Wait for every rank (nothing to wait for in one process)."""
+    if is_distributed():
+        dist.barrier()
+
+
 def init_from_env(backend: str | None = None) -> bool:
     """Initialise the default process group when launched by torchrun (``WORLD_SIZE`` > 1).
 

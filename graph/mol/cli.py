@@ -26,18 +26,13 @@ def _config_path(kind: str, args: argparse.Namespace) -> Path:
 
 
 def _run(kind: str, cls: type, fn: Callable[[Any], dict[str, Any]], args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
-    """The config of ``kind`` from the profile / file and flags, ``fn(cfg)`` under torch.distributed when launched so;
-    the summary on the main rank (None elsewhere)."""
+    """The config of ``kind`` from the profile / file and flags, ``fn(cfg)`` (under torchrun the run owner sets up
+    torch.distributed); the summary on the main rank (None elsewhere)."""
     from suite import distributed as sd
 
     cfg = config_from_args(cls, args, _config_path(kind, args))
-    sd.init_from_env()
-    main = sd.is_main()
-    try:
-        s = fn(cfg)
-    finally:
-        sd.cleanup()
-    return cfg, (s if main else None)
+    s = fn(cfg)
+    return cfg, (s if sd.is_main() else None)
 
 
 def _cmd_pretrain(args: argparse.Namespace) -> int:

@@ -39,13 +39,8 @@ def cmd_tu(args: argparse.Namespace) -> int:
     from suite import distributed as sd
 
     cfg = config_from_args(TUConfig, args, args.config)
-    sd.init_from_env()
-    main = sd.is_main()
-    try:
-        s = run_tu(cfg, rerun=args.rerun, verbose=main)
-    finally:
-        sd.cleanup()
-    if main and s.get("acc") is not None:
+    s = run_tu(cfg, rerun=args.rerun).info  # under torchrun the run owner sets up torch.distributed
+    if sd.is_main() and s.get("acc") is not None:
         print(f"{cfg.dataset} {cfg.loss} seed {cfg.seed}: SVM accuracy (epoch {cfg.epochs}) {100 * s['acc']:.2f}"
               + (f"; epoch-10 accuracy {100 * s['acc_ep10']:.2f}" if s.get("acc_ep10") is not None else ""))
     return 0

@@ -76,7 +76,8 @@ class TUConfig:
     download: bool = field(default=False, metadata={"help": "let PyG download a dataset absent from the data root"})
     out: str = field(default="", metadata={"help": "run folder: checkpoints, the encoder export (export/) "
                                                    "(default: runs/tu-graphcl/<set>-<loss>-s<seed>-<hash>)"})
-    save_embeddings: bool = field(default=False, metadata={"help": "also save the final embeddings (<out>/embeddings.pt)"})
+    save_embeddings: bool = field(default=False, metadata={"help": "also save the final embeddings and labels "
+                                                                   "(<out>/embeddings.npz)"})
     device: str = field(default="cpu", metadata={"help": "cpu or cuda"})
     resume: bool = True
     checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (0: at the end only)"})
@@ -173,8 +174,9 @@ class TUTask(Task[TUConfig]):
 
     modality, name, primary = "graph", "tu-graphcl", ("acc", "test")
 
-    def __init__(self, data: TUData, log: Callable[[dict[str, float], int], None] | None = None) -> None:
-        self.data, self.log = data, log
+    def __init__(self, data: TUData | None, log: Callable[[dict[str, float], int], None] | None = None,
+                 load: Callable[[], TUData] | None = None, check: Callable[[TUData], None] | None = None) -> None:
+        self.data, self.log, self.load, self.check = data, log, load, check  # data None: load() in build
         self.stats: list[dict[str, float]] = []
         self.evals: dict[int, dict[str, Any]] = {}
         self.t_eval = 0.0
@@ -190,7 +192,12 @@ class TUTask(Task[TUConfig]):
                              "embeddings": "encoder (pre-projection) of un-augmented graphs, eval mode"}}
 
     def build(self, cfg: TUConfig, ctx: RunContext[TUConfig]) -> Training:
+        if self.data is None and self.load is not None:
+            self.data = self.load()
+        if self.check is not None:
+            self.check(self.data)  # type: ignore[arg-type]
         data, device = self.data, ctx.device
+        assert data is not None, "TUTask needs its data or a loader"
         loss, view_mode, record = resolve(cfg.loss, cfg.loss_hparams, cfg.views)
         self.loss_record = {**record, "hparams": loss.hparams()}
         aug = build_augmentation(cfg.aug, cfg.aug_ratio)

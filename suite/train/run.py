@@ -24,7 +24,12 @@ trained model (and which metric is the headline), and what to export. Everything
 * **interruption**: Ctrl-C or SIGTERM (turned into ``KeyboardInterrupt`` while the run goes) ends the run; the
   exception carries ``run_folder``, where the run resumes, and ``suite`` prints that as one line (exit 130);
 * **the registry row**: opened (or the interrupted run's row continued), its headline set with ``set_primary``,
-  training stats logged while it runs, the evaluation logged, finished / interrupted / failed;
+  training stats logged while it runs, the evaluation logged, finished / interrupted / failed; ``registry`` is one
+  word for every entry function: None the default registry (``$SUITE_REGISTRY``; none when ``cfg.registry`` is
+  false), False no row, or a :class:`suite.registry.Registry`;
+* **reuse**: with ``reuse=True`` a finished row of the same setting (:func:`row_hash`) is looked up while the folder is
+  held, and returned instead of a new run (:attr:`RunResult.reused`): two identical commands started together never
+  both train;
 * **progress**: the engine's bar (``SUITE_NO_PROGRESS=1`` turns it off);
 * **export**: ``<folder>/export``, written by the module's ``save_pretrained`` or
   :func:`suite.pretrained.save_pretrained` (safetensors weights + ``config.json``), the model card (``README.md``) and ``run.json`` (task, loss, seed, registry
@@ -408,6 +413,11 @@ class RunContext(Generic[C]):
 
 @dataclass
 class RunResult:
+    """What every entry function returns: the run's folder, registry row, evaluation (``metrics``, the task's
+    :attr:`Task.eval_split`), progress, time and export; ``reused``: the id of the finished row returned instead of a
+    run, whose final metrics of every split are ``recorded`` (``"<split>/<name>"``); ``info``: the task's own summary
+    (data counts, training stats)."""
+
     folder: Path
     run_id: str | None
     metrics: dict[str, float]
@@ -416,25 +426,33 @@ class RunResult:
     resumed_from: int  # the epoch the run resumed at (0: a fresh run)
     wall_s: float
     export: Path | None
+    reused: str | None = None
+    recorded: dict[str, float] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- the owner
 
 def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = None,
-        stop_after: int | None = None) -> RunResult:
+        stop_after: int | None = None, reuse: bool = False) -> RunResult:
     """Build, train (or resume), evaluate, record and export one run of ``task`` with ``cfg`` (see the module
     docstring). ``registry``: a :class:`suite.registry.Registry` (default: ``$SUITE_REGISTRY`` when
     ``cfg.registry`` is true; ``False``: no row); ``cfg_hash`` the hash the row is recorded under (default: the
-    runner's job hash or the recorded config's); ``stop_after`` ends this call after that many epochs, as an
-    interruption would (tests)."""
-    seed = getattr(cfg, "seed")
-    check_run_options(cfg)  # before anything is built, read or written
+    runner's job hash or the recorded config's; with ``reuse`` :func:`row_hash`); ``stop_after`` ends this call
+    after that many epochs, as an interruption would (tests); ``reuse``: a finished row of the setting is returned
+    instead of a new run (every rank reads it, so all agree)."""
+    check_run_options(cfg)  # before anything is built, read, reused or written
     sd.init_from_env()
     folder = run_folder(cfg, task.name or task.modality, task.stem(cfg))
     # the main rank holds the folder (every rank shares it; only the main rank writes) until the row is closed
     from suite.registry.store import _sigterm_as_interrupt
 
     with hold_folder(folder) if sd.is_main() else _nothing(folder):
+        if reuse:
+            cfg_hash = row_hash(cfg, cfg_hash)
+            found = _finished(task, open_registry(cfg, registry, every_rank=True), cfg_hash, folder)
+            if found is not None:
+                return found
         restore = _sigterm_as_interrupt()  # SIGTERM while building or training ends the run like Ctrl-C
         try:
             return _run(task, cfg, folder, registry, cfg_hash, stop_after)
@@ -449,6 +467,38 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
 @contextmanager
 def _nothing(folder: Path) -> Iterator[Path]:
     yield folder
+
+
+def open_registry(cfg: Any, registry: Any = None, every_rank: bool = False) -> Any:
+    """The registry a run records in (the one meaning of ``registry`` for every entry function): None the default
+    (:class:`suite.registry.Registry`, ``$SUITE_REGISTRY``), False none, else ``registry`` itself; none when
+    ``cfg.registry`` is false, and none off the main rank unless ``every_rank`` (a lookup all ranks must agree on)."""
+    if registry is False or not getattr(cfg, "registry", True) or not (every_rank or sd.is_main()):
+        return None
+    if registry is not None:
+        return registry
+    from suite.registry import Registry
+
+    return Registry()
+
+
+def row_hash(cfg: Any, cfg_hash: str | None = None) -> str:
+    """The hash a run's row is found and recorded under: ``cfg_hash``, else the runner's job hash
+    (``$SUITE_CONFIG_HASH``), else the hash of the experiment config."""
+    from suite.registry import config_hash
+
+    return cfg_hash or os.environ.get("SUITE_CONFIG_HASH") or config_hash(experiment_config(cfg))
+
+
+def _finished(task: Task[C], reg: Any, cfg_hash: str, folder: Path) -> RunResult | None:
+    """The finished row of ``cfg_hash`` as a result (its evaluation split's final metrics), or None."""
+    prev = reg.find_finished(cfg_hash) if reg is not None else None
+    if prev is None:
+        return None
+    final = reg.final_metrics(prev["id"])
+    metrics = {name: v for (name, split), v in final.items() if split == task.eval_split}
+    recorded = {f"{split}/{name}": v for (name, split), v in final.items()}
+    return RunResult(folder, prev["id"], metrics, 0, 0, 0, 0.0, None, reused=prev["id"], recorded=recorded)
 
 
 def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | None,
@@ -473,11 +523,7 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
     resumed_from = engine.epoch
     epochs = training.epochs if stop_after is None or training.epochs is None else min(training.epochs,
                                                                                          engine.epoch + stop_after)
-    reg = None
-    if registry is not False and getattr(cfg, "registry", True) and sd.is_main():
-        from suite.registry import Registry
-
-        reg = registry if registry is not None else Registry()
+    reg = open_registry(cfg, registry)
     t0 = time.perf_counter()
     metrics: dict[str, float] = {}
     export: Path | None = None
@@ -536,11 +582,7 @@ def evaluation(task: Task[C], cfg: C, *, registry: Any = None, loss: Any = None,
     device = resolve_device(getattr(cfg, "device", "auto"))
     seed_everything(seed, rank=sd.rank())
     ctx: RunContext[C] = RunContext(cfg, device, Path(folder), seed)
-    reg = None
-    if registry is not False and getattr(cfg, "registry", True) and sd.is_main():
-        from suite.registry import Registry
-
-        reg = registry if registry is not None else Registry()
+    reg = open_registry(cfg, registry)
     t0 = time.perf_counter()
     with ExitStack() as stack:
         if reg is not None:
@@ -582,4 +624,5 @@ def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, modul
 
 
 __all__ = ["Checkpoints", "FolderBusyError", "RunContext", "RunResult", "Task", "Training",
-           "check_run_options", "derive_seed", "evaluation", "hold_folder", "run", "run_folder", "seeded_generator"]
+           "check_run_options", "derive_seed", "evaluation", "hold_folder", "open_registry", "row_hash", "run",
+           "run_folder", "seeded_generator"]

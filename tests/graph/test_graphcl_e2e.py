@@ -47,24 +47,27 @@ def test_run_tu_registry_and_reload(synth_root: Path, tmp_path: Path) -> None:
     cfg = TUConfig(dataset="SYNTH", loss="macl", epochs=2, batch_size=32, eval_epochs=[1], svm_folds=4,
                    svm_inner_folds=2, seed=0, data_root=str(synth_root), out=str(tmp_path / "enc"),
                    save_embeddings=True)
-    s = run_tu(cfg, registry=reg, verbose=False)
-    s1 = run_tu(dataclasses.replace(cfg, seed=1, out=str(tmp_path / "enc1")), registry=reg, verbose=False)
+    s = run_tu(cfg, registry=reg, verbose=False).info
+    s1 = run_tu(dataclasses.replace(cfg, seed=1, out=str(tmp_path / "enc1")), registry=reg, verbose=False).info
     assert (s["seed"], s1["seed"]) == (0, 1) and s["acc"] is not None and "reused" not in s1
     runs = reg.runs(task="tu-graphcl")
     assert len(runs) == 2 and all(r["status"] == "finished" for r in runs)
     fm = reg.final_metrics(runs[0]["id"])
     assert ("acc", "test") in fm and ("acc_ep1", "test") in fm and ("tau", "train") in fm
     # a finished config is reused, not rerun; run options (here: where the encoder is saved) are not the setting
-    again = run_tu(dataclasses.replace(cfg, out="", save_embeddings=False), registry=reg, verbose=False)
+    again = run_tu(dataclasses.replace(cfg, out="", save_embeddings=False), registry=reg, verbose=False).info
     assert again["reused"] in {r["id"] for r in runs} and again["acc"] == s["acc"]
     assert len(reg.runs(task="tu-graphcl")) == 2 and {json.loads(r["config"])["seed"] for r in runs} == {0, 1}
-    ckpt = tmp_path / "enc"  # the run folder: checkpoints (removed once finished), export/, embeddings.pt
+    ckpt = tmp_path / "enc"  # the run folder: checkpoints (removed once finished), export/, embeddings.npz
     assert not list((ckpt / "checkpoints").glob("*.pt"))
     model, cfg2, meta = load_encoder(ckpt)
     assert cfg2.loss == "macl" and cfg2.seed == 0
     ev = evaluate_checkpoint(ckpt, data_root=str(synth_root))
     assert ev["acc"] == pytest.approx(meta["acc"])  # same encoder, same seeded folds
-    assert (tmp_path / "enc" / "embeddings.pt").exists()
+    from suite.safeio import load_arrays
+
+    arrays, _ = load_arrays(tmp_path / "enc" / "embeddings.npz")  # data, not a pickle
+    assert arrays["embeddings"].shape[0] == arrays["labels"].shape[0] > 0
     # the export: plain encoder + model card + run record; the card carries the run's registry metrics
     enc = GINEncoder.from_pretrained(tmp_path / "enc" / "export")
     torch.testing.assert_close(enc.state_dict()["convs.0.nn.0.weight"], model.encoder.state_dict()["convs.0.nn.0.weight"])
