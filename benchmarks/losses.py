@@ -7,12 +7,16 @@ implementation pays: the bare similarity product ``e @ e.T`` of the 2N normalise
 forward and backward. Where ``pytorch-metric-learning`` is installed, ``infonce`` is checked against
 its ``NTXentLoss`` for equal values (timed only at N <= 128: its cost grows cubically).
 
-Run: ``suite bench losses`` (or ``python -m benchmarks.losses``). Writes
-``benchmarks/results/losses.md`` and registry entries (modality "core", task "loss-bench").
+Run: ``suite bench losses`` (or ``python -m benchmarks.losses``; the suite ``benchmarks/suites/losses.yaml``
+runs both). Every number is recorded as a registry row first (modality "core"; task "loss-bench": per loss, path
+and 2N the median time, peak and per-round ratio to infonce; "loss-bench-pml": the pytorch-metric-learning check;
+``--large``: :data:`LARGE_TASKS`), then ``benchmarks/results/losses.md`` (:func:`table`) and ``losses_large.md``
+(:func:`table_large`) are rendered from the registry alone: the newest committed run per cell.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
 from pathlib import Path
@@ -22,11 +26,14 @@ import torch
 import torch.nn.functional as F
 
 import suite.losses as L
-from benchmarks.measured import Measurement, record
+from benchmarks.measured import Measurement, latest, one, record, versions_line
 from suite.memory import PeakTensorMemory
 from suite.registry import Registry, markdown_table
 
 RESULTS = Path(__file__).resolve().parent / "results" / "losses.md"
+OUT = RESULTS  # the file :func:`table` renders (benchmarks/report.py: TABLES)
+RESULTS_LARGE = RESULTS.with_name("losses_large.md")  # :func:`table_large` (module benchmarks.losses_large)
+PML_N = 128
 D = 128
 V = 5
 
@@ -129,7 +136,7 @@ def check_pml(gen: torch.Generator) -> dict[str, float] | None:
         from pytorch_metric_learning.losses import NTXentLoss
     except ImportError:
         return None
-    n = 128
+    n = PML_N
     a, b = torch.randn(n, D, generator=gen), torch.randn(n, D, generator=gen)
     ours = float(L.build("infonce", temperature=0.1)(a, b))
     emb = torch.cat([a, b])
@@ -144,11 +151,13 @@ def check_pml(gen: torch.Generator) -> dict[str, float] | None:
 
 def run(sizes: tuple[int, ...] = (256, 1024, 4096), repeats: int = 0, losses: list[str] | None = None,
         registry: Registry | None = None, out: Path = RESULTS, seed: int = 0) -> str:
+    """Time and measure every loss at ``sizes``, record every number in ``registry`` (None: a temporary one, for a
+    try-out's table), then write :func:`table` of it to ``out``."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     names = losses or L.available()
-    res: dict[tuple[str, int], tuple[float, int]] = {}
-    ratios: dict[tuple[str, int], float] = {}
+    threads = torch.get_num_threads()
+    taken: list[Measurement] = []
     for two_n in sizes:
         n = two_n // 2
         reps = repeats or (21 if two_n <= 256 else 9 if two_n <= 1024 else 5)
@@ -156,64 +165,135 @@ def run(sizes: tuple[int, ...] = (256, 1024, 4096), repeats: int = 0, losses: li
                  **{f"{name}@tiled": _inputs(name, n, gen, _tiles(name, n)) for name in names}}
         med, ratio = time_interleaved(cases, reps)
         for k, (fn, leaves) in cases.items():
-            res[(k, two_n)] = (med[k], peak_memory(fn, leaves) if "@" not in k else 0)
-            ratios[(k, two_n)] = ratio[k]
+            mem = peak_memory(fn, leaves) if "@" not in k else 0
             print(f"  2N={two_n:5d} {k:20s} {1e3 * med[k]:9.2f} ms  {ratio[k]:5.2f}x infonce", flush=True)
+            name, _, path = k.partition("@")
+            multi = name != "floor" and L.loss_class(name).multi_view
+            metrics = {"fwd_bwd_ms": 1e3 * med[k], **({"peak_mib": mem / 2**20} if not path else {}),
+                       **({"ratio_infonce": ratio[k]} if math.isfinite(ratio[k]) else {})}
+            taken.append(Measurement(
+                "loss-bench", f"random-2N{two_n}-d{D}", name,
+                {"two_n": two_n, "d": D, "views": V if multi else 2, "threads": threads, "path": path or "dense",
+                 "repeats": reps}, metrics, "fwd_bwd_ms", loss_hparams=L.defaults(name) if name != "floor" else {},
+                seed=seed))
     pml = check_pml(gen)
+    if pml:
+        taken.append(Measurement("loss-bench-pml", f"random-N{PML_N}-d{D}", "infonce",
+                                 {"n": PML_N, "d": D, "temperature": 0.1, "threads": threads, "repeats": 5}, pml,
+                                 "abs_diff", loss_hparams={**L.defaults("infonce"), "temperature": 0.1}, seed=seed))
+    return _record_and_write(taken, registry, out, table)
 
-    def best(name: str, two_n: int) -> tuple[float, str]:  # the faster path's ratio to dense infonce, and its name
-        d, t = ratios[(name, two_n)], ratios[(f"{name}@tiled", two_n)]
+
+def _record_and_write(taken: list[Measurement], registry: Registry | None, out: Path,
+                      render: Callable[..., str]) -> str:
+    """Record every measurement (after all are taken: recording seeds the global generator), then render the table
+    from the registry and write it; without a registry, from a temporary one holding only these rows."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        reg = registry if registry is not None else Registry(str(Path(tmp) / "registry.sqlite"))
+        for m in taken:
+            record(reg, m)
+        text = render(reg, allow_dirty=registry is None)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    return text
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def table(registry: Registry, allow_dirty: bool = False) -> str:
+    """``losses.md`` from the registry alone: the newest committed ``loss-bench`` run per (loss, path, 2N) and the
+    newest ``loss-bench-pml`` check. Every number shown is a recorded metric (times, peaks, per-round ratios to
+    infonce); the verdicts are computed here from them."""
+    cells = latest(registry, "loss-bench", lambda m: (m.row["loss"], m.config.get("path", "dense"),
+                                                      m.config.get("two_n")), allow_dirty)
+    pmls = latest(registry, "loss-bench-pml", lambda m: "pml", allow_dirty)
+    head = "# Loss benchmark (generated by `suite bench losses`)"
+    if not cells:
+        return f"{head}\n\nNo committed `loss-bench` runs in the registry yet: `suite bench run losses` records them.\n"
+    sizes = sorted({s for _, _, s in cells})
+    names = sorted({name for name, _, _ in cells} - {"floor"})
+
+    def get(name: str, path: str, two_n: int, metric: str) -> float | None:
+        m = cells.get((name, path, two_n))
+        return None if m is None else m.metrics.get(metric)
+
+    def multi(name: str) -> bool:
+        return any(m.config.get("views", 2) > 2 for (l, _, _), m in cells.items() if l == name)
+
+    def best(name: str, two_n: int) -> tuple[float, str] | None:  # the faster path's ratio to dense infonce, and its name
+        d, t = get(name, "dense", two_n, "ratio_infonce"), get(name, "tiled", two_n, "ratio_infonce")
+        if d is None or t is None:
+            return None if d is None and t is None else ((d, "dense") if t is None else (t, "tiled"))  # type: ignore[return-value]
         return (d, "dense") if d <= t else (t, "tiled")
 
     rows = []
-    verdicts = []
+    verdicts: list[bool] = []
+    judged = []
     for name in names:
-        cls = L.loss_class(name)
         for two_n in sizes:
-            t, mem = res[(name, two_n)]
-            ratio = ratios[(name, two_n)]  # median over rounds of t / t_infonce (same round)
-            ref = "cmc" if cls.multi_view else "infonce"
-            b, path = best(name, two_n)
-            target_ratio = b / best(ref, two_n)[0]  # each at its faster path
+            t = get(name, "dense", two_n, "fwd_bwd_ms")
+            if t is None and get(name, "tiled", two_n, "fwd_bwd_ms") is None:
+                continue
+            ratio = get(name, "dense", two_n, "ratio_infonce")  # median over rounds of t / t_infonce (same round)
+            ref = "cmc" if multi(name) else "infonce"
+            b, rb = best(name, two_n), best(ref, two_n)
+            ok: bool | None = None
+            note = "-"
             if name == "infonce":
-                floor_ratio = 1.0 / ratios[("floor", two_n)]
-                ok = floor_ratio <= 2.0
-                note = f"{floor_ratio:.2f}x floor"
+                fr = get("floor", "dense", two_n, "ratio_infonce")
+                if fr:
+                    ok, note = 1.0 / fr <= 2.0, f"{1.0 / fr:.2f}x floor"
             elif name == "cmc":
                 ok, note = True, "(multi-view reference)"
-            else:
-                ok = target_ratio <= 1.5
-                note = f"{target_ratio:.2f}x {ref}"
-            verdicts.append(ok)
-            rows.append([name, "V=5" if cls.multi_view else "V=2", two_n, f"{1e3 * t:.2f}",
-                         f"{1e3 * res[(f'{name}@tiled', two_n)][0]:.2f}", f"{ratio:.2f}", path, note,
-                         "yes" if ok else "**no**", f"{mem / 2**20:.1f}"])
-    floor_rows = [["bare e@e.T (floor)", "-", s, f"{1e3 * res[('floor', s)][0]:.2f}", "-", "-", "-", "-", "-",
-                   f"{res[('floor', s)][1] / 2**20:.1f}"] for s in sizes]
-    table = markdown_table(["loss", "views", "2N", "dense ms (median)", "tiled ms", "dense x infonce dense",
-                            "faster path", "target measure (faster paths)", "target met", "dense peak tensor MiB"],
-                           floor_rows + rows)
-    mem_note = _memory_scaling(res, names, sizes)
+            elif b is not None and rb is not None:
+                target_ratio = b[0] / rb[0]  # each at its faster path
+                ok, note = target_ratio <= 1.5, f"{target_ratio:.2f}x {ref}"
+            mem = get(name, "dense", two_n, "peak_mib")
+            rows.append([name, "V=5" if multi(name) else "V=2", two_n, _fmt(t, ".2f"),
+                         _fmt(get(name, "tiled", two_n, "fwd_bwd_ms"), ".2f"), _fmt(ratio, ".2f"),
+                         b[1] if b else "-", note, "-" if ok is None else "yes" if ok else "**no**", _fmt(mem, ".1f")])
+            if ok is not None:
+                verdicts.append(ok)
+                judged.append(rows[-1])
+    floor_rows = [["bare e@e.T (floor)", "-", s, _fmt(get("floor", "dense", s, "fwd_bwd_ms"), ".2f"), "-", "-", "-",
+                   "-", "-", _fmt(get("floor", "dense", s, "peak_mib"), ".1f")]
+                  for s in sizes if ("floor", "dense", s) in cells]
+    md = markdown_table(["loss", "views", "2N", "dense ms (median)", "tiled ms", "dense x infonce dense",
+                         "faster path", "target measure (faster paths)", "target met", "dense peak tensor MiB"],
+                        floor_rows + rows)
+    mem_note = _memory_scaling({(name, s): get(name, "dense", s, "peak_mib") for name in names for s in sizes},
+                               names, tuple(sizes))
+    runs = list(cells.values()) + list(pmls.values())
+    views = one(m.config.get("views") for m in cells.values() if m.config.get("views", 2) > 2) or str(V)
     lines = [
-        "# Loss benchmark (generated by `suite bench losses`)",
+        head,
         "",
-        f"CPU float32, d = {D}, multi-view losses V = {V} views of N = 2N/2 samples; median of repeated "
+        f"CPU float32, d = {one(m.config.get('d') for m in cells.values())}, multi-view losses V = {views} views of "
+        f"N = 2N/2 samples; median of repeated "
         f"forward+backward passes, timed round-robin (each round times every loss once; ratios are medians of "
         f"per-round ratios, so machine load hits all losses alike); peak = live tensor memory during forward+backward (suite.memory). "
-        f"Torch threads: {torch.get_num_threads()}. Every loss on its dense path (`chunk_size=None`) and its tiled "
+        f"Torch threads: {one(m.config.get('threads') for m in cells.values())}. Every loss on its dense path (`chunk_size=None`) and its tiled "
         f"path (tiles of about 2^22 entries and at most a quarter of the rows, so small batches are tiled too; "
         f"`losses_large.md` has the tiled path at large batches and the default `\"auto\"` rule). Targets: every "
         f"two-view loss within 1.5x of `infonce` and multi-view losses within 1.5x of `cmc` at the same V, each "
         f"on its faster path; `infonce` (dense) within 2x of the bare similarity product.",
         "",
-        table,
+        versions_line(runs),
+        "",
+        md,
         mem_note,
     ]
-    if pml:
-        lines += ["", f"`infonce` vs pytorch-metric-learning `NTXentLoss` (N = 128, tau = 0.1): ours {pml['ours']:.6f}, "
-                      f"theirs {pml['pml']:.6f}, |diff| = {pml['abs_diff']:.2e}; fwd+bwd {pml['t_ours_ms']:.2f} ms vs "
-                      f"{pml['t_pml_ms']:.2f} ms."]
-    misses = [r for r, ok in zip(rows, verdicts) if not ok]
+    if pmls:
+        p = pmls["pml"].metrics
+        n = pmls["pml"].config.get("n")
+        lines += ["", f"`infonce` vs pytorch-metric-learning `NTXentLoss` (N = {n}, tau = 0.1): ours {p['ours']:.6f}, "
+                      f"theirs {p['pml']:.6f}, |diff| = {p['abs_diff']:.2e}; fwd+bwd {p['t_ours_ms']:.2f} ms vs "
+                      f"{p['t_pml_ms']:.2f} ms."]
+    misses = [r for r, ok in zip(judged, verdicts) if not ok]
     lines += ["", f"Targets met: {sum(verdicts)}/{len(verdicts)}." + (
         " Missed: " + "; ".join(f"{r[0]} at 2N={r[2]} ({r[7]})" for r in misses) + "." if misses else "")]
     why = [f"- `{name}`: {OPERATION_COUNTS[name]}" for name in dict.fromkeys(r[0] for r in misses) if name in OPERATION_COUNTS]
@@ -221,31 +301,18 @@ def run(sizes: tuple[int, ...] = (256, 1024, 4096), repeats: int = 0, losses: li
         lines += ["", "Why a miss is not closed, by operation counts per tile of the (anchors x candidates) similarities "
                       "(InfoNCE on its tiled path: 3 matrix products, one exp per pair; at d = 128 a product costs "
                       "about 128 multiply-adds per pair):", "", *why]
-    text = "\n".join(lines) + "\n"
-    if registry is not None:  # recorded before the table is written: a table never shows what the registry lacks
-        for (key, two_n), (t, mem) in res.items():
-            name, _, path = key.partition("@")
-            record(registry, Measurement(
-                "loss-bench", f"random-2N{two_n}-d{D}", name,
-                {"two_n": two_n, "d": D, "views": V, "threads": torch.get_num_threads(), "path": path or "dense"},
-                {"fwd_bwd_ms": 1e3 * t, **({"peak_mib": mem / 2**20} if not path else {})}, "fwd_bwd_ms",
-                loss_hparams=L.defaults(name) if name != "floor" else {}, seed=seed))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    return text
+    return "\n".join(lines) + "\n"
 
 
-def _memory_scaling(res: dict[tuple[str, int], tuple[float, int]], names: list[str], sizes: tuple[int, ...]) -> str:
-    """Fit the exponent of peak memory in N between the two largest sizes (2 = O(N^2))."""
+def _memory_scaling(peak: dict[tuple[str, int], float | None], names: list[str], sizes: tuple[int, ...]) -> str:
+    """Fit the exponent of peak memory (MiB, None: not measured) in N between the two largest sizes (2 = O(N^2))."""
     if len(sizes) < 2:
         return ""
-    import math
-
     s0, s1 = sizes[-2], sizes[-1]
     parts = []
     for name in names:
-        m0, m1 = res[(name, s0)][1], res[(name, s1)][1]
-        if m0 > 0:
+        m0, m1 = peak.get((name, s0)), peak.get((name, s1))
+        if m0 and m1:
             parts.append(f"{name} {math.log(m1 / m0) / math.log(s1 / s0):.2f}")
     return f"\nPeak-memory growth exponent in N between 2N = {s0} and {s1} (2.0 = O(N^2)): " + ", ".join(parts) + "."
 
@@ -315,15 +382,17 @@ def _samples(name: str, two_n: int) -> tuple[int, int]:
     return two_n // 2, two_n ** 2
 
 
+LARGE_TASKS = {"speed": "loss-bench-tiled", "auto": "loss-bench-auto", "rss": "loss-bench-rss"}
+
+
 def run_large(sizes: tuple[int, ...] = (4096, 16384), losses: list[str] | None = None, repeats: int = 5,
-              out: Path = RESULTS.with_name("losses_large.md"), auto_sizes: tuple[int, ...] = (2048, 4096, 8192),
-              huge: tuple[str, ...] = (), huge_size: int = 65536) -> str:
+              out: Path = RESULTS_LARGE, auto_sizes: tuple[int, ...] = (2048, 4096, 8192),
+              huge: tuple[str, ...] = (), huge_size: int = 65536, registry: Registry | None = None) -> str:
     """The tiled path (``chunk_size``): speed against the dense path at 2N = sizes[0] (interleaved rounds,
     median ratio), the ``"auto"`` rule against dense at ``auto_sizes``, peak RSS growth per loss in fresh
     processes at ``sizes`` (and ``huge_size`` for the losses in ``huge``; ``("all",)``: every loss), and the
-    time per similarity entry as 2N grows, from the same processes."""
-    import math
-
+    time per similarity entry as 2N grows, from the same processes. Every cell is recorded in ``registry`` (tasks
+    :data:`LARGE_TASKS`; None: a temporary one), then :func:`table_large` of it is written to ``out``."""
     from suite.losses.tiling import AUTO_DENSE_ELEMENTS, AUTO_TILE_ELEMENTS
 
     threads = torch.get_num_threads()
@@ -331,83 +400,149 @@ def run_large(sizes: tuple[int, ...] = (4096, 16384), losses: list[str] | None =
     huge = tuple(names) if "all" in huge else huge
     gen = torch.Generator().manual_seed(0)
     base = sizes[0]
-    lines = ["# Tiled (memory-bounded) losses (generated by `suite bench losses --large`)", "",
-             f"CPU float32, d = {D}, torch threads {threads}, one measuring process (on the shared 2-core machine "
-             f"another single-threaded job may use the second core); multi-view losses "
-             f"V = {V} views of N samples, two-view losses 2N embeddings. Tiles: `chunk_size` = rows per tile such "
-             f"that a tile holds about 2^22 entries (what `\"auto\"` uses above its dense limit of 2^24 entries). "
-             f"X-CLR's tiled rows get its graph as `similarity_embeddings` (never N x N), the dense rows the "
-             f"(N, N) graph. Ratios are medians over rounds that time both paths back to back.", ""]
+    taken: list[Measurement] = []
+
+    def setting(name: str, two_n: int, n: int, **more: Any) -> dict[str, Any]:
+        return {"two_n": two_n, "n": n, "d": D, "views": V if L.loss_class(name).multi_view else 2,
+                "threads": threads, **more}
+
     # 1. speed against dense at the base size (same process, interleaved)
-    rows = []
     for name in names:
         n, entries = _samples(name, base)
         chunk = max(1, AUTO_TILE_ELEMENTS // math.isqrt(entries))
         med, ratio = _interleaved_ratio({"dense": _inputs(name, n, gen), "tiled": _inputs(name, n, gen, chunk)}, repeats)
-        rows.append([name, base, chunk, f"{1e3 * med['dense']:.1f}", f"{1e3 * med['tiled']:.1f}", f"{ratio:.2f}",
-                     "yes" if ratio <= 1.3 else "**no**"])
+        taken.append(Measurement(LARGE_TASKS["speed"], f"random-2N{base}-d{D}", name,
+                                 setting(name, base, n, chunk_size=chunk, repeats=repeats),
+                                 {"dense_ms": 1e3 * med["dense"], "tiled_ms": 1e3 * med["tiled"], "tiled_over_dense": ratio},
+                                 "tiled_over_dense", loss_hparams=L.defaults(name)))
         print(f"  speed {name:14s} tiled/dense {ratio:.2f}", flush=True)
-    lines += [f"## Speed at 2N = {base}: tiled against dense (target <= 1.3x)", "",
-              markdown_table(["loss", "2N", "rows per tile", "dense ms", "tiled ms", "tiled / dense", "target met"], rows), ""]
     # 2. the "auto" rule against dense (the default must never be more than 10 % slower)
-    arows, worst = [], 0.0
     for name in names:
-        cells = []
         for two_n in auto_sizes:
             n, entries = _samples(name, two_n)
-            if entries <= AUTO_DENSE_ELEMENTS:
-                cells.append("1.00 (dense)")
+            cfg = setting(name, two_n, n, entries=entries, auto_dense_limit=AUTO_DENSE_ELEMENTS)
+            if entries <= AUTO_DENSE_ELEMENTS:  # auto is the dense path: the ratio is 1 by construction, not timed
+                taken.append(Measurement(LARGE_TASKS["auto"], f"random-2N{two_n}-d{D}", name, cfg,
+                                         {"auto_is_dense": 1.0}, "auto_is_dense", loss_hparams=L.defaults(name)))
                 continue
-            _, ratio = _interleaved_ratio({"dense": _inputs(name, n, gen), "auto": _inputs(name, n, gen, "auto")},
-                                          max(3, repeats // 2))
-            worst = max(worst, ratio)
-            cells.append(f"{ratio:.2f}")
+            reps = max(3, repeats // 2)
+            med, ratio = _interleaved_ratio({"dense": _inputs(name, n, gen), "auto": _inputs(name, n, gen, "auto")}, reps)
+            taken.append(Measurement(LARGE_TASKS["auto"], f"random-2N{two_n}-d{D}", name, {**cfg, "repeats": reps},
+                                     {"auto_is_dense": 0.0, "dense_ms": 1e3 * med["dense"], "auto_ms": 1e3 * med["auto"],
+                                      "auto_over_dense": ratio}, "auto_over_dense", loss_hparams=L.defaults(name)))
             print(f"  auto  {name:14s} 2N={two_n} auto/dense {ratio:.2f}", flush=True)
-        arows.append([name] + cells)
-    lines += ['## `chunk_size="auto"` (the default) against dense (target: never more than 1.10x)', "",
-              f"Auto is the dense path up to 2^24 similarity entries (then the ratio is 1 by construction) and tiles "
-              f"above. Worst ratio measured: {worst:.2f} ({'target met' if worst <= 1.10 else '**target missed**'}).", "",
-              markdown_table(["loss"] + [f"2N={s}" for s in auto_sizes], arows), ""]
     # 3. peak RSS growth and time in fresh processes
     all_sizes = tuple(sizes) + ((huge_size,) if huge else ())
-    mrows, trows = [], []
     for name in names:
-        multi = L.loss_class(name).multi_view
-        vals = []
+        last: tuple[int, int, dict[str, float]] | None = None  # (2N, N, metrics) of the last measurement
         for two_n in all_sizes:
             if two_n == huge_size and name not in huge:
-                vals.append((0, 0, float("nan"), float("nan")))
-                continue
+                continue  # not run
             n, entries = _samples(name, two_n)
-            if vals and vals[-1][0] == n:  # a multi-view loss at its N cap: the same measurement
-                vals.append(vals[-1])
+            chunk = max(1, AUTO_TILE_ELEMENTS // math.isqrt(entries))
+            cfg = setting(name, two_n, n, entries=entries, chunk_size=chunk, warm=two_n <= 16384)
+            if last is not None and last[1] == n:  # a multi-view loss at its N cap: the same measurement, said so
+                taken.append(Measurement(LARGE_TASKS["rss"], f"random-2N{two_n}-d{D}", name,
+                                         {**cfg, "warm": last[0] <= 16384, "measured_at_two_n": last[0]}, last[2],
+                                         "rss_growth_mib", loss_hparams=L.defaults(name)))
                 continue
-            res = _rss_growth(name, n, max(1, AUTO_TILE_ELEMENTS // math.isqrt(entries)), threads,
-                              warm=two_n <= 16384)
-            vals.append((n, entries, res["rss_growth_mib"], res["s_warm"]))
+            res = _rss_growth(name, n, chunk, threads, warm=two_n <= 16384)
             print(f"  memory {name:14s} 2N={two_n:6d} {res}", flush=True)
-        measured = [v for v in vals if v[0] > 0 and v[2] == v[2]]
-        (n0, _, m0, _), (n1, _, m1, _) = measured[0], measured[-1]
-        e = math.log(m1 / m0) / math.log(n1 / n0) if m0 > 0 and m1 > 0 and n1 != n0 else float("nan")
-        mrows.append([name, f"V={V}" if multi else "V=2"] + [("not run" if v[0] == 0 else f"{v[2]:.0f}") for v in vals] +
-                     [f"{e:.2f}", "yes" if max(v[2] for v in measured) <= 512 and e <= 1.1 else "**no**"])
-        per = [v[3] / v[1] * 1e9 for v in measured]
-        trows.append([name] + [("not run" if v[0] == 0 else f"{v[3] / v[1] * 1e9:.2f}") for v in vals] +
-                     [f"{max(per) / min(per):.2f}", "yes" if max(per) / min(per) <= 1.5 else "**no**"])
-    head = [f"2N={s}" for s in all_sizes]
-    lines += ["## Peak RSS growth (MiB) of one forward+backward, tiled (target <= 512 MiB; exponent <= 1.1)", "",
-              f"Multi-view losses: N capped at 8,192 samples (V = {V}), so their 2N = {huge_size} column repeats N = 8,192.", "",
-              "RSS growth is the process's peak resident memory during the call minus its resident memory just "
-              "before (the peak reset there: `suite.memory.reset_peak_rss`), allocator pools included, in a fresh "
-              "process per cell; the exponent is fitted between the first and last measured sizes.", "",
-              markdown_table(["loss", "views"] + head + ["exponent in N", "target met"], mrows), "",
-              "## Time per similarity entry (ns) of the tiled path as 2N grows (target: within 1.5x)", "",
-              f"From the same processes: a second call's time up to 2N = 16,384 (the first carries one-off costs), "
-              f"the only call's above.", "",
-              markdown_table(["loss"] + head + ["max / min", "target met"], trows), ""]
-    text = "\n".join(lines)
-    out.write_text(text)
-    return text
+            metrics = ({"ok": 0.0} if "error" in res else
+                       {"ok": 1.0, **{k: float(res[k]) for k in ("rss_growth_mib", "s", "s_warm")}})
+            taken.append(Measurement(LARGE_TASKS["rss"], f"random-2N{two_n}-d{D}", name, cfg, metrics,
+                                     "rss_growth_mib" if "error" not in res else "ok", loss_hparams=L.defaults(name)))
+            last = (two_n, n, metrics)
+    return _record_and_write(taken, registry, out, table_large)
+
+
+def table_large(registry: Registry, allow_dirty: bool = False) -> str:
+    """``losses_large.md`` from the registry alone: the newest committed run per cell of :data:`LARGE_TASKS`
+    (speed: per loss; auto and peak RSS: per loss and 2N). Verdicts, the memory exponent and the time per
+    similarity entry are computed here from the recorded metrics."""
+    def key(m: Any) -> tuple[str, int]:
+        return m.row["loss"], m.config.get("two_n")
+
+    speed, auto, rss = (latest(registry, LARGE_TASKS[k], key, allow_dirty) for k in ("speed", "auto", "rss"))
+    runs = [*speed.values(), *auto.values(), *rss.values()]
+    lines = ["# Tiled (memory-bounded) losses (generated by `suite bench losses --large`)", ""]
+    if not runs:
+        return "\n".join(lines + ["No committed tiled-path runs in the registry yet: `suite bench run losses` records "
+                                   "them.", ""])
+    lines += [f"CPU float32, d = {one(m.config.get('d') for m in runs)}, torch threads "
+              f"{one(m.config.get('threads') for m in runs)}, one measuring process (on the shared 2-core machine "
+              f"another single-threaded job may use the second core); multi-view losses "
+              f"V = {V} views of N samples, two-view losses 2N embeddings. Tiles: `chunk_size` = rows per tile such "
+              f"that a tile holds about 2^22 entries (what `\"auto\"` uses above its dense limit of 2^24 entries). "
+              f"X-CLR's tiled rows get its graph as `similarity_embeddings` (never N x N), the dense rows the "
+              f"(N, N) graph. Ratios are medians over rounds that time both paths back to back.", "",
+              versions_line(runs), ""]
+    # 1. speed against dense
+    rows = []
+    for (name, two_n), m in sorted(speed.items()):
+        ratio = m.metrics["tiled_over_dense"]
+        rows.append([name, two_n, m.config.get("chunk_size"), f"{m.metrics['dense_ms']:.1f}", f"{m.metrics['tiled_ms']:.1f}",
+                     f"{ratio:.2f}", "yes" if ratio <= 1.3 else "**no**"])
+    if rows:
+        lines += [f"## Speed at 2N = {one(s for _, s in speed)}: tiled against dense (target <= 1.3x)", "",
+                  markdown_table(["loss", "2N", "rows per tile", "dense ms", "tiled ms", "tiled / dense", "target met"],
+                                 rows), ""]
+    # 2. the "auto" rule against dense
+    if auto:
+        cols = sorted({s for _, s in auto})
+        measured = [m.metrics["auto_over_dense"] for m in auto.values() if "auto_over_dense" in m.metrics]
+        worst = max([0.0, *measured])
+
+        def auto_cell(m: Any) -> str:
+            if m is None:
+                return "not run"
+            if m.metrics.get("auto_is_dense") == 1.0:
+                return "1.00 (dense)"
+            return f"{m.metrics['auto_over_dense']:.2f}"
+
+        arows = [[name] + [auto_cell(auto.get((name, s))) for s in cols] for name in sorted({l for l, _ in auto})]
+        lines += ['## `chunk_size="auto"` (the default) against dense (target: never more than 1.10x)', "",
+                  f"Auto is the dense path up to 2^24 similarity entries (then the ratio is 1 by construction) and tiles "
+                  f"above. Worst ratio measured: {worst:.2f} ({'target met' if worst <= 1.10 else '**target missed**'}).", "",
+                  markdown_table(["loss"] + [f"2N={s}" for s in cols], arows), ""]
+    # 3. peak RSS growth and time per entry
+    if rss:
+        cols = sorted({s for _, s in rss})
+        mrows, trows = [], []
+        for name in sorted({l for l, _ in rss}):
+            cells = [rss.get((name, s)) for s in cols]
+            ok = [m for m in cells if m is not None and m.metrics.get("ok") == 1.0]
+            multi = any(m.config.get("views", 2) > 2 for m in cells if m is not None)
+
+            def show(m: Any, value: str) -> str:
+                return "not run" if m is None else "failed" if m.metrics.get("ok") != 1.0 else value
+
+            e, top, spread = float("nan"), float("nan"), float("nan")
+            if ok:
+                (n0, m0), (n1, m1) = [(m.config["n"], m.metrics["rss_growth_mib"]) for m in (ok[0], ok[-1])]
+                if m0 > 0 and m1 > 0 and n1 != n0:
+                    e = math.log(m1 / m0) / math.log(n1 / n0)
+                top = max(m.metrics["rss_growth_mib"] for m in ok)
+                per = [m.metrics["s_warm"] / m.config["entries"] * 1e9 for m in ok]
+                spread = max(per) / min(per)
+            mrows.append([name, f"V={V}" if multi else "V=2"] +
+                         [show(m, f"{m.metrics['rss_growth_mib']:.0f}" if m else "") for m in cells] +
+                         [f"{e:.2f}", "yes" if top <= 512 and e <= 1.1 else "**no**"])
+            trows.append([name] + [show(m, f"{m.metrics['s_warm'] / m.config['entries'] * 1e9:.2f}"
+                                         if m and m.metrics.get("ok") == 1.0 else "") for m in cells] +
+                         [f"{spread:.2f}", "yes" if spread <= 1.5 else "**no**"])
+        head = [f"2N={s}" for s in cols]
+        lines += ["## Peak RSS growth (MiB) of one forward+backward, tiled (target <= 512 MiB; exponent <= 1.1)", "",
+                  f"Multi-view losses: N capped at 8,192 samples (V = {V}), so their 2N = {cols[-1]} column repeats N = 8,192.", "",
+                  "RSS growth is the process's peak resident memory during the call minus its resident memory just "
+                  "before (the peak reset there: `suite.memory.reset_peak_rss`), allocator pools included, in a fresh "
+                  "process per cell; the exponent is fitted between the first and last measured sizes.", "",
+                  markdown_table(["loss", "views"] + head + ["exponent in N", "target met"], mrows), "",
+                  "## Time per similarity entry (ns) of the tiled path as 2N grows (target: within 1.5x)", "",
+                  f"From the same processes: a second call's time up to 2N = 16,384 (the first carries one-off costs), "
+                  f"the only call's above.", "",
+                  markdown_table(["loss"] + head + ["max / min", "target met"], trows), ""]
+    return "\n".join(lines)
 
 
 def register(sub: Any) -> None:
@@ -433,7 +568,8 @@ def _main(args: argparse.Namespace) -> int:
         raise ValueError(f"--out {args.out}: folder {Path(args.out).parent} not found")
     if args.large:
         sizes = tuple(args.sizes) if args.sizes != [256, 1024, 4096] else (4096, 16384)
-        print(run_large(sizes, args.losses, args.repeats or 5, huge=tuple(args.huge)))
+        reg = None if args.no_registry else Registry()
+        print(run_large(sizes, args.losses, args.repeats or 5, huge=tuple(args.huge), registry=reg))
         return 0
     reg = None if args.no_registry else Registry()
     print(run(tuple(args.sizes), args.repeats, args.losses, reg, args.out))

@@ -1,10 +1,13 @@
 """A measurement a benchmark has already taken (a timing, a memory peak), recorded as a registry row through the
 run owner's :func:`suite.train.run.evaluation`, so a benchmark records before it renders and every row follows the
-one rule (task, dataset, loss, config, headline, seed)."""
+one rule (task, dataset, loss, config, headline, seed); and read back (:func:`latest`: the newest committed run per
+cell) by the tables that show them."""
 from __future__ import annotations
 
+import json
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Hashable, Iterable
 
 from suite.train.run import RunContext, Task, evaluation
 
@@ -52,3 +55,44 @@ class _Hparams:
 def record(registry: Any, m: Measurement) -> str | None:
     """Record ``m`` in ``registry``; returns the run id."""
     return evaluation(MeasuredTask(m), m, registry=registry, loss=_Hparams(m.loss_hparams)).run_id
+
+
+@dataclass
+class Recorded:
+    """A recorded measurement read back: its registry row, config and final metrics (split ``bench``)."""
+    row: dict[str, Any]
+    config: dict[str, Any]
+    metrics: dict[str, float]
+
+    @property
+    def code_version(self) -> str:
+        return str(self.row.get("code_version") or "?")
+
+
+def latest(registry: Any, task: str, key: Callable[[Recorded], Hashable], allow_dirty: bool = False
+           ) -> dict[Hashable, Recorded]:
+    """The newest finished run of ``task`` per cell (``key`` of the run), leaving out runs from uncommitted code
+    (:func:`benchmarks.tables.committed`; ``allow_dirty``: every run, for a try-out's own table). A table built from
+    these shows exactly what the registry holds, one measurement per cell."""
+    from benchmarks.tables import committed
+
+    out: dict[Hashable, Recorded] = {}
+    for r in registry.runs(status="finished", task=task):  # oldest first: the newest run of a cell wins
+        if not (allow_dirty or committed(r)):
+            continue
+        fm = registry.final_metrics(r["id"])
+        m = Recorded(r, json.loads(r["config"] or "{}"), {n: v for (n, s), v in fm.items() if s == "bench"})
+        out[key(m)] = m
+    return out
+
+
+def versions_line(runs: Iterable[Recorded]) -> str:
+    """``Code versions of these runs (commit: runs): 1a2b3c: 40.`` (most runs first)."""
+    counts = Counter(r.code_version for r in runs)
+    return "Code versions of these runs (commit: runs): " + ", ".join(
+        f"{v}: {n}" for v, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) + "."
+
+
+def one(values: Iterable[Any]) -> str:
+    """The distinct values of a setting across a table's runs: ``1``, or ``1 / 2`` where runs differ."""
+    return " / ".join(str(v) for v in sorted(set(values), key=str))
