@@ -37,7 +37,7 @@ from suite.train import Engine
 model, batch, chunk = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if model == "simcse":
     from suite.presets import make_loss
-    from text.methods.simcse import SimCSEConfig, _step
+    from text.methods.simcse import SimCSEConfig, simcse_step as _step
     from text.models.encoder import build_encoder
     cfg = SimCSEConfig(batch_size=batch, grad_cache_chunk=chunk, pooling="mean", dropout=0.1)
     enc = build_encoder("default", "mean", True, False, 0.1)
