@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import re
 import types
 import typing
@@ -121,6 +122,34 @@ def _typed(name: str, value: Any, tp: Any, where: str) -> Any:
     if not ok:
         raise ValueError(f"{where}: {name} must be {_describe(tp)}, got {value!r}")
     return value
+
+
+def is_int(value: Any) -> bool:
+    """An integer, not a bool (YAML's ``true`` is no count)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    """A finite int or float, not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_ints(cfg: Any, bounds: dict[str, int], where: str = "") -> None:
+    """Each field (or key of a mapping) named in ``bounds`` an integer >= its bound: the range check of a config's
+    counts, besides :func:`load_config`'s type check, for configs built in code too (``ValueError`` naming
+    ``where``, the field and the value)."""
+    for name, low in bounds.items():
+        v = cfg[name] if isinstance(cfg, dict) else getattr(cfg, name)
+        if not is_int(v) or v < low:
+            raise ValueError(f"{where}{name} must be an integer >= {low}, got {v!r}")
+
+
+def check_numbers(cfg: Any, bounds: dict[str, float | None]) -> None:
+    """Each field named in ``bounds`` a finite number >= its bound (None: any finite number)."""
+    for name, low in bounds.items():
+        v = getattr(cfg, name)
+        if not is_number(v) or (low is not None and v < low):
+            raise ValueError(f"{name} must be a finite number{'' if low is None else f' >= {low:g}'}, got {v!r}")
 
 
 def _describe(tp: Any) -> str:

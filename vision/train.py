@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from suite import distributed as sd
 from suite.eval.points import log_points
 from suite.presets import make_loss
-from suite.config import experiment_hash, to_dict
+from suite.config import check_ints, check_numbers, experiment_hash, is_number, to_dict
 from suite.registry import Registry, config_hash
 from suite.train import CachedStep
 from suite.train.run import RunContext, Task, Training, run
@@ -90,24 +90,15 @@ _DEFAULT_IOU_TAU = PretrainConfig.__dataclass_fields__["iou_tau"].default
 
 def check_config(cfg: PretrainConfig) -> None:
     """Refuse settings no run can use before the data is loaded (``ValueError`` naming the field and value)."""
-    for name in _COUNTS:
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
-    for name in ("batch_size", "views", "proj_dim", "queue_size", "bn_splits", "knn_k", "eval_batch_size"):
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-    for name in ("lr", "weight_decay", "momentum", "width"):
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+    check_ints(cfg, {**dict.fromkeys(_COUNTS, 0), **dict.fromkeys(
+        ("batch_size", "views", "proj_dim", "queue_size", "bn_splits", "knn_k", "eval_batch_size"), 1)})
+    check_numbers(cfg, dict.fromkeys(("lr", "weight_decay", "momentum", "width"), 0.0))
     r = cfg.imbalance_min_ratio
-    if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1:
+    if not (is_number(r) and 0 < r <= 1):
         raise ValueError(f"imbalance_min_ratio must be in (0, 1] (the smallest class's fraction), got {r!r}")
     if cfg.imbalance != "exponential" and r != _DEFAULT_MIN_RATIO:  # a setting of another rule: refused, not recorded
         raise ValueError(f"--imbalance-min-ratio {r} applies to --imbalance exponential, not {cfg.imbalance!r}")
-    if not (isinstance(cfg.iou_tau, (int, float)) and math.isfinite(cfg.iou_tau) and cfg.iou_tau > 0):
+    if not (is_number(cfg.iou_tau) and cfg.iou_tau > 0):
         raise ValueError(f"iou_tau must be a finite number > 0, got {cfg.iou_tau!r}")
     if not cfg.iou_weights and cfg.iou_tau != _DEFAULT_IOU_TAU:
         raise ValueError(f"--iou-tau {cfg.iou_tau} sets the IoU pair weights: it needs --iou-weights")

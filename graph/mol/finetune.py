@@ -28,6 +28,7 @@ from graph.mol.splits import split as make_split
 from graph.mol.rocauc import RocAuc
 from graph.mol.model import MolGIN, MolGINConfig, MolPredictor, load_mol_encoder
 from suite import distributed as sd
+from suite.config import check_ints, check_numbers, is_int, is_number
 from suite.train.run import RunContext, Task, Training, run
 
 
@@ -60,18 +61,13 @@ def check_config(cfg: FinetuneMolConfig) -> None:
     and the value)."""
     from graph.mol.splits import SPLITS
 
-    for name, low in (("epochs", 1), ("batch_size", 2), ("eval_batch_size", 1), ("num_layers", 1), ("emb_dim", 1)):
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-    if cfg.max_steps is not None and (isinstance(cfg.max_steps, bool) or not isinstance(cfg.max_steps, int)
-                                      or cfg.max_steps < 1):
+    check_ints(cfg, {"epochs": 1, "batch_size": 2, "eval_batch_size": 1, "num_layers": 1, "emb_dim": 1})
+    if cfg.max_steps is not None and not (is_int(cfg.max_steps) and cfg.max_steps >= 1):
         raise ValueError(f"max_steps must be >= 1 or None, got {cfg.max_steps}")
-    if not (isinstance(cfg.lr, (int, float)) and math.isfinite(cfg.lr) and cfg.lr > 0):
+    if not (is_number(cfg.lr) and cfg.lr > 0):
         raise ValueError(f"lr must be a finite number > 0, got {cfg.lr!r}")
-    if not (isinstance(cfg.weight_decay, (int, float)) and math.isfinite(cfg.weight_decay) and cfg.weight_decay >= 0):
-        raise ValueError(f"weight_decay must be a finite number >= 0, got {cfg.weight_decay!r}")
-    if not (isinstance(cfg.dropout, (int, float)) and 0 <= cfg.dropout < 1):
+    check_numbers(cfg, {"weight_decay": 0.0})
+    if not (is_number(cfg.dropout) and 0 <= cfg.dropout < 1):
         raise ValueError(f"dropout must be in [0, 1), got {cfg.dropout!r}")
     if cfg.split not in SPLITS:
         raise ValueError(f"unknown split {cfg.split!r}; choose from {SPLITS}")

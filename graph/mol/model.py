@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from torch_geometric.utils import scatter
 
 from graph.mol.data import HU, Featurizer, MolBatch, get_featurizer
+from suite.config import check_ints
 from suite.pretrained import FRACTION, MAPPING, POSITIVE_INT, load_pretrained, load_state, save_pretrained
 from suite.train.checkpoint import latest_checkpoint, load_checkpoint
 
@@ -199,10 +200,7 @@ def load_legacy_mol_encoder(path: str | Path, dropout: float = 0.0) -> tuple[Mol
     spec = {"num_layers": c["num_layers"], "emb_dim": c["emb_dim"], "featurizer": c["featurizer"]}
     if entry == "spec":
         spec = {**c, **spec}
-    for key in ("num_layers", "emb_dim"):
-        v = spec[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{p}: {entry} {key} must be an integer >= 1, got {v!r}")
+    check_ints(spec, {"num_layers": 1, "emb_dim": 1}, where=f"{p}: {entry} ")
     if not isinstance(spec["featurizer"], str):
         raise ValueError(f"{p}: {entry} featurizer must be a name ('hu' or 'ogb'), got {spec['featurizer']!r}")
     sd_ = weights if entry == "spec" else {k[len("encoder."):]: v for k, v in weights.items()

@@ -333,16 +333,14 @@ def load_legacy_encoder(path: str | Path) -> tuple[GraphCLModel, TUConfig, dict[
     (``model``, ``in_dim``, ``hidden``, ``layers``, ``config``, ``meta``). A checkpoint that loads as
     data but holds the wrong data (a size that is not a positive integer, a config that is not a mapping or that
     TUConfig refuses, a meta that is not a mapping) is a ValueError naming the file and the field."""
+    from suite.config import check_ints
     from suite.train import load_checkpoint
 
     state = load_checkpoint(path)
     missing = {"model", "in_dim", "hidden", "layers", "config"} - set(state)
     if missing:
         raise ValueError(f"{path} is not a graph encoder checkpoint (missing {sorted(missing)})")
-    for key in ("in_dim", "hidden", "layers"):
-        v = state[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{path}: {key} must be an integer >= 1, got {v!r}")
+    check_ints(state, dict.fromkeys(("in_dim", "hidden", "layers"), 1), where=f"{path}: ")
     config, meta = state["config"], state.get("meta", {})
     if not isinstance(config, dict):
         raise ValueError(f"{path}: config must be a mapping of TUConfig fields, got {type(config).__name__}")

@@ -137,13 +137,13 @@ def test_supervised_simcse_honours_the_arrangement(hp):
     """`suite text train --mode sup --loss infonce --loss-hparams negatives=all,symmetric=true` -> the step computes
     SimCSE's supervised loss with those settings (they were silently ignored), as the ST adapter does"""
     from suite.presets import make_loss
-    from text.methods.simcse import SimCSEConfig, _step
+    from text.methods.simcse import SimCSEConfig, simcse_step
 
     cfg = SimCSEConfig(mode="sup", loss="infonce", loss_hparams=hp, max_length=8)
     loss = make_loss("text", cfg.loss, cfg.loss_hparams).loss
     enc = _StubEncoder()
     idx = torch.arange(len(TRIPLETS))
-    got = _step(enc, enc, loss, TRIPLETS, idx, cfg, 2, None, torch.device("cpu"))
+    got = simcse_step(enc, enc, loss, TRIPLETS, idx, cfg, 2, None, torch.device("cpu"))
     z = [enc(**dict(zip(("ids", "mask"), enc.tokenize([t[k] for t in TRIPLETS], 8).values()))) for k in range(3)]
     want = sup_simcse_loss(z[0], z[1], z[2], loss.temperature, 0.0, loss.negatives, loss.symmetric)
     assert torch.allclose(got, want)

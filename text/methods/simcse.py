@@ -33,6 +33,7 @@ import suite.losses as L
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss
 from suite.objectives import sup_simcse_loss  # noqa: F401 (re-exported: text.methods.sup_simcse_loss)
+from suite.config import check_ints, check_numbers, is_int
 from suite.paths import data_path
 from suite import presets
 from suite.registry import Registry
@@ -141,24 +142,14 @@ def check_config(cfg: SimCSEConfig) -> None:
     """Refuse settings no run can use before any model or data is loaded (``ValueError`` naming the field)."""
     if cfg.mode not in ("unsup", "sup"):
         raise ValueError(f"mode must be 'unsup' or 'sup', got {cfg.mode!r}")
-    for name in ("grad_cache_chunk", "max_steps", "eval_every", "checkpoint_every", "limit", "n_views"):
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
-    for name in ("batch_size", "eval_batch_size", "max_length"):
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-    if cfg.max_steps == 0 and (isinstance(cfg.epochs, bool) or not isinstance(cfg.epochs, int) or cfg.epochs < 1):
+    check_ints(cfg, {**dict.fromkeys(("grad_cache_chunk", "max_steps", "eval_every", "checkpoint_every",
+                                      "keep_checkpoints", "limit", "n_views"), 0),
+                     **dict.fromkeys(("batch_size", "eval_batch_size", "max_length"), 1)})
+    if cfg.max_steps == 0 and not (is_int(cfg.epochs) and cfg.epochs >= 1):
         raise ValueError(f"epochs must be an integer >= 1 (or give max_steps), got {cfg.epochs!r}")
-    if not (isinstance(cfg.lr, (int, float)) and math.isfinite(cfg.lr) and cfg.lr >= 0):
-        raise ValueError(f"lr must be a finite number >= 0, got {cfg.lr!r}")
     if not (cfg.dropout == -1 or 0 <= cfg.dropout < 1):
         raise ValueError(f"dropout must be in [0, 1) (or -1 for the loss preset), got {cfg.dropout!r}")
-    if not (isinstance(cfg.weight_decay, (int, float)) and math.isfinite(cfg.weight_decay) and cfg.weight_decay >= 0):
-        raise ValueError(f"weight_decay must be a finite number >= 0, got {cfg.weight_decay!r}")
-    if not (isinstance(cfg.hard_negative_weight, (int, float)) and math.isfinite(cfg.hard_negative_weight)):
-        raise ValueError(f"hard_negative_weight must be a finite number, got {cfg.hard_negative_weight!r}")
+    check_numbers(cfg, {"lr": 0.0, "weight_decay": 0.0, "hard_negative_weight": None})
     # a flag of the other mode is refused, not recorded unused (it would change the config hash of the same run)
     if cfg.mode == "unsup" and cfg.hard_negative_weight:
         raise ValueError(f"--hard-negative-weight {cfg.hard_negative_weight} applies to --mode sup (the triplets' hard "
