@@ -17,18 +17,16 @@ from suite.config import add_config_args, config_from_args
 
 
 def _pretrain(args: argparse.Namespace) -> int:
-    from suite.registry import Registry
     from vision.config import PretrainConfig
     from vision.train import pretrain
 
     cfg = config_from_args(PretrainConfig, args, args.config)
-    res = pretrain(cfg, Registry() if cfg.registry else None)
+    res = pretrain(cfg)  # recorded in the default registry unless --no-registry (the run owner's rule)
     print(json.dumps({k: res[k] for k in ("metrics", "train", "data", "folder", "export")}, indent=2, default=str))
     return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from suite.registry import Registry
     from vision.train import evaluate_checkpoint
 
     overrides: dict[str, Any] = {k: v for k, v in (("dataset", args.dataset), ("data_root", args.data_root),
@@ -36,7 +34,7 @@ def _eval(args: argparse.Namespace) -> int:
     if args.eval_train_per_class:
         overrides["eval_train_per_class"] = args.eval_train_per_class
     m = evaluate_checkpoint(args.ckpt, overrides, knn_k=args.knn_k, linear=not args.no_linear,
-                            registry=None if args.no_registry else Registry())
+                            registry=False if args.no_registry else None)
     print(json.dumps(m, indent=2))
     return 0
 

@@ -21,7 +21,7 @@ from suite import distributed as sd
 from suite.eval.points import log_points
 from suite.presets import make_loss
 from suite.config import check_ints, check_numbers, experiment_hash, is_number, to_dict
-from suite.registry import Registry, config_hash
+from suite.registry import config_hash
 from suite.train import CachedStep
 from suite.train.run import RunContext, Task, Training, run
 from vision.card import vision_card
@@ -341,12 +341,13 @@ class PretrainTask(Task[PretrainConfig]):
         return vision_card(cfg, self.loss, int(self.info["train"]), ctx.engine.step, ctx.run)  # type: ignore[union-attr]
 
 
-def pretrain(cfg: PretrainConfig, registry: Registry | None = None, stop_after: int | None = None) -> dict[str, Any]:
-    """Pretrain through the run owner (:func:`suite.train.run.run`), evaluate, record (``registry``; None: no row),
+def pretrain(cfg: PretrainConfig, registry: Any = None, stop_after: int | None = None) -> dict[str, Any]:
+    """Pretrain through the run owner (:func:`suite.train.run.run`), evaluate, record (``registry`` as the owner takes
+    it: None the default registry, False or ``cfg.registry`` false no row),
     export (``stop_after``: stop after that many epochs, as an interruption would). Returns {"metrics": final evaluation, "train": last epoch's stats, "data": data counts, "recipe",
     "folder", "export", "resumed_from_epoch", "wall_s", "run_id"}."""
     task = PretrainTask(cfg)
-    res = run(task, cfg, registry=registry if registry is not None else False, stop_after=stop_after)
+    res = run(task, cfg, registry=registry, stop_after=stop_after)
     return {"metrics": task.metrics, "train": task.stats, "data": task.info, "recipe": dataclasses.asdict(task.recipe),
             "folder": str(res.folder), "export": str(res.export) if res.export else None,
             "resumed_from_epoch": res.resumed_from, "wall_s": res.wall_s, "run_id": res.run_id}
@@ -377,10 +378,10 @@ class CheckpointEvalTask(Task[PretrainConfig]):
 
 
 def evaluate_checkpoint(path: str | Path, overrides: dict[str, Any], *, knn_k: int = 0, linear: bool = True,
-                        registry: Registry | None = None) -> dict[str, float]:
+                        registry: Any = None) -> dict[str, float]:
     """Evaluate a pretraining checkpoint (a file, or a run folder: its newest checkpoint) with its recorded config
     (``overrides`` replace fields: another data set, device, bank size), recorded as an ``eval`` row (``registry``
-    None: none)."""
+    as the owner takes it: None the default registry, False none)."""
     from suite.config import load_config
     from suite.train import load_checkpoint
     from suite.train.run import CHECKPOINTS, Checkpoints, evaluation
@@ -395,7 +396,7 @@ def evaluate_checkpoint(path: str | Path, overrides: dict[str, Any], *, knn_k: i
     cfg = load_config(PretrainConfig, None, {**state["config"], **overrides})
     task = CheckpointEvalTask(cfg, p, knn_k, linear)
     task.method.load_state_dict(state["model"] if "model" in state else state["method"])  # engine layout, or older
-    return evaluation(task, cfg, registry=registry if registry is not None else False, loss=task.method.loss,  # type: ignore[arg-type]
+    return evaluation(task, cfg, registry=registry, loss=task.method.loss,  # type: ignore[arg-type]
                       folder=p.parent, step=int(state.get("epoch", 0))).metrics
 
 
