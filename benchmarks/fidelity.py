@@ -9,6 +9,8 @@ Run the grid with ``suite bench run fidelity`` (resumable), then ``suite bench f
 """
 from __future__ import annotations
 
+import statistics
+
 import argparse
 import json
 from pathlib import Path
@@ -215,43 +217,73 @@ def _molecules(reg: Registry) -> list[str]:
             f"- {line('mol-cacr-cpu', reg)}", ""]
 
 
-def _sensitivity(reg: Registry) -> list[str]:
-    """t-SimCLR's (tau, t_df) grid, {1, 2, 5, 10}^2, per modality: MUTAG (SVM accuracy of the TU protocol),
-    images (validation-split kNN) and sentences (STS-B dev). Sections without runs are left out."""
-    grid = (1, 2, 5, 10)
+GRID = (1, 2, 5, 10)  # t-SimCLR's tau and t_df, each
+SHORT = {"MUTAG": "MUTAG: SVM accuracy (%)", "images": "images: validation kNN (%)",
+         "sentences": "sentences: STS-B dev (x 100)"}
 
-    def section(title: str, note: str, runs: list[dict[str, Any]], metric: str, split: str, validation: bool = False
-                ) -> list[str]:
-        if not runs:
-            return []
-        rows = []
-        for t in grid:
-            row = [f"tau = {t}"]
-            for d in grid:
-                sel = _pick(runs, lambda r, c, h, a=t, b=d: float(h.get("temperature", 5)) == a
-                            and float(h.get("t_df", 5)) == b, validation)
-                row.append(mean_std([100.0 * v if v <= 1.0 else v for v in _values(reg, sel, metric, split)], 1))
-            rows.append(row)
-        return [f"## Sensitivity: t-SimCLR's tau and t_df on {title}", "", note, "",
-                markdown_table(["", *[f"t_df = {d}" for d in grid]], rows), ""]
+
+def sensitivity(reg: Registry) -> list[tuple[str, str, list[list[list[float]]]]]:
+    """t-SimCLR's (tau, t_df) grid, {1, 2, 5, 10}^2, per modality: (title, note, values[tau][t_df] per seed) for
+    MUTAG (SVM accuracy of the TU protocol), images (validation-split kNN) and sentences (STS-B dev); modalities
+    without runs are left out."""
+    def grid(runs: list[dict[str, Any]], metric: str, split: str, validation: bool = False) -> list[list[list[float]]]:
+        return [[[100.0 * v if v <= 1.0 else v for v in _values(reg, _pick(
+            runs, lambda r, c, h, a=t, b=d: float(h.get("temperature", 5)) == a and float(h.get("t_df", 5)) == b,
+            validation), metric, split)] for d in GRID] for t in GRID]
 
     tsim = lambda modality, **kw: reg.runs(status="finished", modality=modality, loss="tsimclr", **kw)  # noqa: E731
-    return (section("MUTAG (GraphCL TU protocol, SVM accuracy %, 3 seeds)",
-                    "A sensitivity table, not a selection: the headline tsimclr rows keep the paper's recommended "
-                    "tau = 5, t_df = 5 (Remark 4.1, App. C.3), and nothing here is picked on the test folds.",
-                    # the scan's runs set tau and t_df explicitly (the graph-tu suite's preset runs do not)
-                    [r for r in tsim("graph", dataset="MUTAG") if _cfg(r).get("loss_hparams")], "acc", "test")
-            + section("images (CIFAR-10 cpu profile, batch 256, validation-split kNN accuracy %, 1 seed)",
-                      "A scan on the validation split (100 training images per class held out), not a claim "
-                      "(1 seed). The headline image rows keep the image preset (tau 5, t_df 5).",
-                      [r for r in tsim("vision") if _cfg(r).get("val_per_class")], "knn_acc", "val", True)
-            + section("sentences (unsupervised SimCSE, 1,024 Wikipedia sentences, STS-B dev Spearman x 100, 1 seed)",
-                      "A scan on STS-B dev (the text front-end's model-selection set), not a claim (1 seed). Text has no "
-                      "t-SimCLR preset: its rows use the loss's defaults (tau 5, t_df 5). The packaged MiniLM is "
-                      "already a trained sentence encoder, and 16 steps on 1,024 sentences move STS-B dev by "
-                      "tenths of a point whatever tau and t_df are.",
-                      [r for r in tsim("text", task="simcse-unsup") if _cfg(r).get("limit") == 1024],
-                      "best_stsb_dev", "dev"))
+    scans = (("MUTAG (GraphCL TU protocol, SVM accuracy %, 3 seeds)",
+              "A sensitivity table, not a selection: the headline tsimclr rows keep the paper's recommended "
+              "tau = 5, t_df = 5 (Remark 4.1, App. C.3), and nothing here is picked on the test folds.",
+              # the scan's runs set tau and t_df explicitly (the graph-tu suite's preset runs do not)
+              [r for r in tsim("graph", dataset="MUTAG") if _cfg(r).get("loss_hparams")], "acc", "test", False),
+             ("images (CIFAR-10 cpu profile, batch 256, validation-split kNN accuracy %, 1 seed)",
+              "A scan on the validation split (100 training images per class held out), not a claim "
+              "(1 seed). The headline image rows keep the image preset (tau 5, t_df 5).",
+              [r for r in tsim("vision") if _cfg(r).get("val_per_class")], "knn_acc", "val", True),
+             ("sentences (unsupervised SimCSE, 1,024 Wikipedia sentences, STS-B dev Spearman x 100, 1 seed)",
+              "A scan on STS-B dev (the text front-end's model-selection set), not a claim (1 seed). Text has no "
+              "t-SimCLR preset: its rows use the loss's defaults (tau 5, t_df 5). The packaged MiniLM is "
+              "already a trained sentence encoder, and 16 steps on 1,024 sentences move STS-B dev by "
+              "tenths of a point whatever tau and t_df are.",
+              [r for r in tsim("text", task="simcse-unsup") if _cfg(r).get("limit") == 1024], "best_stsb_dev", "dev",
+              False))
+    return [(title, note, grid(runs, metric, split, val)) for title, note, runs, metric, split, val in scans if runs]
+
+
+def _sensitivity(reg: Registry) -> list[str]:
+    out = []
+    for title, note, vals in sensitivity(reg):
+        rows = [[f"tau = {t}"] + [mean_std(v, 1) for v in row] for t, row in zip(GRID, vals)]
+        out += [f"## Sensitivity: t-SimCLR's tau and t_df on {title}", "", note, "",
+                markdown_table(["", *[f"t_df = {d}" for d in GRID]], rows), ""]
+    return out
+
+
+def figures(reg: Registry) -> list[tuple[str, Any]]:
+    """t-SimCLR's (tau, t_df) scans as heat-maps, one per modality (mean over seeds, annotated)."""
+    import matplotlib.pyplot as plt
+
+    scans = sensitivity(reg)
+    if not scans:
+        return []
+    fig, axes = plt.subplots(1, len(scans), figsize=(3.6 * len(scans), 3.4), squeeze=False)
+    for ax, (title, _, vals) in zip(axes[0], scans):
+        m = [[statistics.fmean(v) if v else float("nan") for v in row] for row in vals]
+        im = ax.imshow(m, cmap="viridis", origin="lower")
+        for i, row in enumerate(m):
+            for j, v in enumerate(row):
+                if v == v:
+                    ax.text(j, i, f"{v:.1f}", ha="center", va="center", color="w", fontsize=7)
+        ax.set_xticks(range(len(GRID)), GRID)
+        ax.set_yticks(range(len(GRID)), GRID)
+        ax.set_xlabel("t_df")
+        ax.set_ylabel("tau")
+        ax.set_title(SHORT[title.split(" ")[0]], fontsize=8)
+        fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    return [("t-SimCLR sensitivity: the (tau, t_df) scan per modality as heat-maps (MUTAG SVM accuracy, images "
+             "validation kNN, sentences STS-B dev; fidelity.md has the numbers)", fig)]
 
 
 def table(reg: Registry) -> str:

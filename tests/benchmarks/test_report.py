@@ -69,7 +69,14 @@ def test_report_tables_claims_and_page(tmp_path):
     assert "Welch's t-test" in md  # the rule is stated once, above the claims
     # the findings come first: every claim of the catalogue, once. TU: 2 of the 6 data sets measured, MUTAG (gap 2,
     # p 0.035) confirmed, PROTEINS (gap 1, p 0.14) not -> still open
-    assert md.index("## Findings") < md.index("## Tables") and md.index("| paper | claim |") < md.index("| loss |")
+    assert md.index("## Findings") < md.index("| paper | claim |") < md.index("## Graphs") < md.index("## Images") \
+        < md.index("## Sentences") < md.index("## Synthetic data") < md.index("## Evidence of each claim")
+    # a modality section: the headline its suite file declares (graph-tu.yaml's report: entry, from graph_tu.md),
+    # then every setting collapsed
+    graphs = md[md.index("## Graphs"):md.index("## Images")]
+    assert graphs.index("### TU graph classification at GraphCL's protocol (headline)") \
+        < graphs.index("<details><summary>Every setting (history)</summary>") < graphs.index("| loss | MUTAG | PROTEINS |")
+    assert "From `graph_tu.md` (suite `graph-tu`)." in graphs
     assert re.search(r"\| MACL improves GraphCL on unsupervised TU graph classification \| \+0.73 \| \+1.50 "
                      r"\[[-+]\d+\.\d\d, [-+]\d+\.\d\d\] \| \d+\.\d\d \| 3 \| \*\*inconclusive \(n < 3\)\*\* \|", md)
     assert re.search(r"- \*\*tu-macl\*\*: confirmed on 1 of 2 measured \(needs 4 of 6\); .*MUTAG: macl 89.00 ± 1.00 "
@@ -139,9 +146,9 @@ def test_runs_in_different_settings_are_not_pooled(tmp_path):
 
 
 def test_report_shows_the_main_setting_and_history_on_request(tmp_path):
-    """TU runs at aug_ratio 0.1, then at 0.2 (as many), then one check run at 0.3 -> by default only the 0.2 cells
-    (the setting with the most runs, ties: the newest; the others counted as left out); --all-settings shows all
-    three; a suite grid key (batch size) splits rows, not settings"""
+    """TU runs at aug_ratio 0.1, then at 0.2 (as many), then one check run at 0.3 -> by default the task table has only
+    the 0.2 cells (the setting with the most runs, ties: the newest; the others counted as left out); the report's
+    history shows all three; a suite grid key (batch size) splits rows, not settings"""
     reg = Registry(str(tmp_path / "r.sqlite"))
     for ratio, acc in ((0.1, {"graphcl": 0.70, "macl": 0.71}), (0.2, {"graphcl": 0.80, "macl": 0.83})):
         for loss, v in acc.items():
@@ -158,12 +165,15 @@ def test_report_shows_the_main_setting_and_history_on_request(tmp_path):
                 with reg.run(modality="vision", task="pretrain-simclr", dataset="cifar10", loss=loss, seed=seed,
                              config={"batch_size": bs, "seed": seed}) as run:
                     run.log("knn_acc", v + 0.01 * seed, split="test")
-    md = build(reg, tmp_path / "a")[0].read_text()
+    from benchmarks.report import collect
+    from benchmarks.report.page import markdown_tables
+
+    md = markdown_tables(collect(reg), {})
     assert "| macl | 84.00 ± 1.00 (n=3) |" in md.replace("**", "") and "71.00" not in md
     assert "Shown: the setting of this task with the most runs (aug_ratio=0.2); 7 runs of other settings are left out" in md
     assert "| infonce [batch_size=64] | 51.00 ± 1.00 (n=3) |" in md and "| macl [batch_size=256] |" in md.replace("**", "")
     assert "[s1]" not in md
-    full = build(reg, tmp_path / "b", all_settings=True)[0].read_text()
+    full = build(reg, tmp_path / "b")[0].read_text()  # the report's history: every setting
     assert "macl [s1]" in full and "macl [s2]" in full and "71.00 ± 1.00 (n=3)" in full
     assert "- s1 (6 runs): aug_ratio=0.1" in full and "- s2 (6 runs): aug_ratio=0.2" in full
     assert "- s3 (1 runs): aug_ratio=0.3" in full
@@ -188,7 +198,7 @@ def test_runs_recorded_before_the_config_split_are_migrated_then_pooled(tmp_path
             run.log("acc", 0.8 + 0.01 * seed, split="test")
     with reg.run(modality="probe", task="other", dataset="d", loss="l", config={"device": "cpu"}):
         pass
-    assert "(n=1)" in build(reg, tmp_path / "a", all_settings=True)[0].read_text()
+    assert "(n=1)" in build(reg, tmp_path / "a")[0].read_text()
     snap = tmp_path / "snap.jsonl"
     snap.write_text(reg.export_jsonl())
     assert main(["bench", "migrate", "--registry", str(snap)]) == 0

@@ -26,6 +26,10 @@ window.addEventListener('load', () => {
   const out = {scroll: document.documentElement.scrollWidth, width: window.innerWidth,
                images: imgs.length, broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).length,
                alt: imgs.filter(i => !i.alt).length, errors: window.__errors,
+               uncaptioned: [...document.querySelectorAll('figure')].filter(f => !f.querySelector('figcaption')).length,
+               wide: imgs.filter(i => i.getBoundingClientRect().right > window.innerWidth).length,
+               h2: [...document.querySelectorAll('h2')].map(h => h.textContent),
+               h3: [...document.querySelectorAll('h3')].map(h => h.textContent),
                first: first ? [...first.rows[0].cells].map(c => c.textContent) : []};
   const pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
@@ -50,3 +54,9 @@ def test_report_page_in_a_real_browser(tmp_path: Path) -> None:
     assert out["images"] > 0 and out["broken"] == 0 and out["alt"] == 0, out
     assert out["errors"] == [], out
     assert out["first"][:3] == ["paper", "claim", "paper's gap"], out  # the findings table comes first
+    assert out["uncaptioned"] == 0 and out["wide"] == 0, out
+    # findings first, then one section per modality; molecules: the full protocol above its cpu reduction
+    assert out["h2"][:5] == ["Findings", "Graphs", "Images", "Sentences", "Synthetic data"], out["h2"]
+    h3 = out["h3"]
+    full = h3.index("MoleculeNet transfer at Hu et al.'s fine-tuning protocol (headline)")
+    assert full < next(i for i, t in enumerate(h3) if t.startswith("MoleculeNet transfer, reduced")), h3

@@ -1,0 +1,151 @@
+"""The report's figures as (caption, base64 PNG): each benchmark module's own pictures (``figures(registry)``, drawn
+in its modality's section), and the pictures across modalities: the loss x modality rank heat-map, MACL's
+temperature and CACR's conditional entropy over training, and the losses' forward+backward time. No figure has more
+than :data:`MAX_SERIES` series; every caption doubles as the image's alt text."""
+from __future__ import annotations
+
+import base64
+import importlib
+import io
+import json
+import math
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from benchmarks.report.cells import Table
+from benchmarks.tables import committed
+from suite.registry import Registry
+
+MAX_SERIES = 8
+DPI = 80
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def png(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    _plt().close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def module_figures(reg: Registry, modules: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The pictures of the benchmark modules ``modules`` (their ``figures(registry)``: (caption, figure))."""
+    _plt()
+    out = []
+    for name in modules:
+        out += [(title, png(fig)) for title, fig in getattr(importlib.import_module(name), "figures",
+                                                            lambda r: [])(reg)]
+    return out
+
+
+def rank_heatmap(table: dict[tuple[str, str, str], Table]) -> list[tuple[str, str]]:
+    """Mean rank of each loss per modality (losses ranked within each data set and setting of every task)."""
+    import numpy as np
+
+    ranks: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for (mod, _task, _), t in table.items():
+        for cells in t.by_ds.values():
+            for st in {c.setting for c in cells.values()}:
+                order = sorted((c for c in cells.values() if c.setting == st), key=lambda c: -c.mean)
+                if len(order) < 2:
+                    continue  # a loss alone in its setting has no rank
+                for r, c in enumerate(order, 1):
+                    ranks[(c.loss, mod)].append(r)
+    if not ranks:
+        return []
+    plt = _plt()
+    losses = sorted({l for l, _ in ranks})
+    mods = sorted({m for _, m in ranks})
+    mat = np.full((len(losses), len(mods)), np.nan)
+    for (l, m), rs in ranks.items():
+        mat[losses.index(l), mods.index(m)] = statistics.fmean(rs)
+    fig, ax = plt.subplots(figsize=(1.5 + 1.3 * len(mods), 0.9 + 0.35 * len(losses)))
+    im = ax.imshow(mat, cmap="viridis_r", aspect="auto")
+    ax.set_xticks(range(len(mods)), mods)
+    ax.set_yticks(range(len(losses)), losses)
+    for i in range(len(losses)):
+        for j in range(len(mods)):
+            if not math.isnan(mat[i, j]):
+                ax.text(j, i, f"{mat[i, j]:.1f}", ha="center", va="center", color="w", fontsize=8)
+    fig.colorbar(im, ax=ax, label="mean rank (1 = best)")
+    ax.set_title("loss x modality: mean rank over data sets and settings")
+    return [("Loss x modality: mean rank of each loss over the data sets and settings of every task (1 = best)",
+             png(fig))]
+
+
+def trajectories(reg: Registry) -> list[tuple[str, str]]:
+    """MACL's adaptive temperature and CACR's conditional entropy over training: the lowest-seed run of each
+    (modality, data set), at most :data:`MAX_SERIES` series per plot."""
+    plt = _plt()
+    out = []
+    for metric, loss, title, ylabel in (("tau", "macl", "MACL's temperature tau_a over training", "tau_a"),
+                                        ("cond_entropy", "cacr", "CACR's conditional entropy H(X-|X) over training",
+                                         "H(X-|X)")):
+        series = _series(reg, metric, loss)
+        if not series:
+            continue
+        shown = sorted(series.items())[:MAX_SERIES]
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        for name, (xs, ys) in shown:
+            ax.plot(xs, ys, label=name, lw=1.2)
+        ax.set_xlabel("step / epoch")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=6, bbox_to_anchor=(1.01, 1.0), loc="upper left")
+        more = f" ({len(shown)} of {len(series)} series)" if len(series) > len(shown) else ""
+        out.append((f"{title}: the lowest-seed run of each modality and data set{more}", png(fig)))
+    return out
+
+
+def _series(reg: Registry, metric: str, loss: str) -> dict[str, tuple[list[int], list[float]]]:
+    """Per modality/data set, the metric over steps of the lowest-seed finished run of ``loss``."""
+    out: dict[str, tuple[list[int], list[float]]] = {}
+    seen: dict[str, int] = {}
+    for r in reg.runs(status="finished", loss=loss):
+        if not committed(r):
+            continue
+        pts = sorted((m["step"], m["value"]) for m in reg.metrics(r["id"], name=metric)
+                     if m["step"] is not None and m["split"] in ("train", None, "test"))
+        if len(pts) < 2:
+            continue
+        key = f"{r['modality']}/{r['dataset']}"
+        seed = r["seed"] if r["seed"] is not None else 0
+        if key not in seen or seed < seen[key]:
+            seen[key] = seed
+            out[key] = ([p[0] for p in pts], [p[1] for p in pts])
+    return out
+
+
+def loss_time(reg: Registry) -> list[tuple[str, str]]:
+    """Forward+backward time of every loss on its dense path, one series per batch size (losses.md has the rest)."""
+    times: dict[str, dict[str, float]] = defaultdict(dict)
+    for r in reg.runs(status="finished", task="loss-bench"):
+        if not committed(r) or json.loads(r["config"] or "{}").get("path", "dense") != "dense" or r["loss"] == "floor":
+            continue
+        v = reg.final_metrics(r["id"]).get(("fwd_bwd_ms", "bench"))
+        if v is not None:
+            times[r["dataset"]][r["loss"]] = v
+    if not times:
+        return []
+    plt = _plt()
+    ds = sorted(times, key=lambda s: int("".join(ch for ch in s.split("-")[1] if ch.isdigit()) or 0))[:MAX_SERIES]
+    losses = sorted({l for d in times.values() for l in d})
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    w = 0.8 / len(ds)
+    for i, d in enumerate(ds):
+        ax.bar([j + i * w for j in range(len(losses))], [times[d].get(l, 0) for l in losses], w, label=d)
+    ax.set_xticks([j + 0.4 - w / 2 for j in range(len(losses))], losses, rotation=30)
+    ax.set_yscale("log")
+    ax.set_ylabel("forward+backward ms")
+    ax.set_title("Loss forward+backward time, dense path (CPU)")
+    ax.legend(fontsize=7)
+    return [("Forward+backward time of every loss on its dense path (CPU, log scale), per batch size", png(fig))]
