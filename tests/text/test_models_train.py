@@ -199,3 +199,19 @@ def test_benchmark_smoke(tiny_model_dir, data_env, tmp_path, monkeypatch):
     text = table(reg, suite=str(suite))
     assert "unsupervised SimCSE, macl | 0 |" in text and f"## Start model: {tiny_model_dir}" in text
     assert "judged on the headline suite's runs (`text-sts`)" in text  # a claim is judged once, on its catalogue's runs
+
+
+def test_a_model_saved_before_safetensors_loads_its_head(tiny_model_dir, tmp_path):
+    """a saved encoder of the earlier layout (MLP head in simcse_head.pt, a torch file of tensors) -> load_encoder
+    restores the same head; a new save writes simcse_head.safetensors"""
+    from text.models import build_encoder, load_encoder, save_encoder
+    from text.models.save import HEAD, LEGACY_HEAD
+
+    enc = build_encoder(str(tiny_model_dir), pooling="cls", head_at_test=True)
+    out = save_encoder(enc, tmp_path / "saved")
+    assert (out / HEAD).is_file() and not (out / LEGACY_HEAD).exists()
+    torch.save(enc.head.state_dict(), out / LEGACY_HEAD)
+    (out / HEAD).unlink()
+    again = load_encoder(out)
+    for k, v in enc.head.state_dict().items():
+        assert torch.equal(again.head.state_dict()[k], v)

@@ -1,23 +1,24 @@
 """Saving a trained encoder: one folder that is BOTH a sentence-transformers model
 (``SentenceTransformer(path)``, offline, pooling as in training, plus a Dense+tanh module when the
 MLP head is used at test time) and a plain transformers checkpoint (``AutoModel.from_pretrained(path)``).
-The MLP head is also kept in ``simcse_head.pt`` with ``simcse.json`` (pooling, head flags)."""
+The MLP head is also kept in ``simcse_head.safetensors`` with ``simcse.json`` (pooling, head flags); a model saved
+before keeps it in ``simcse_head.pt``, read as data only (:func:`suite.safeio.load_tensors`)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
 
-import torch
+from torch import nn
 
 from suite.safeio import load_tensors
-from torch import nn
 
 from suite.model_card import append_to_card, apply_to_sentence_transformer, card_info
 from text.models.encoder import SentenceEncoder, build_encoder
 
 META = "simcse.json"
-HEAD = "simcse_head.pt"
+HEAD = "simcse_head.safetensors"
+LEGACY_HEAD = "simcse_head.pt"  # the head of a model saved before (a torch file of tensors)
 
 
 def save_encoder(encoder: SentenceEncoder, out: str | Path, max_seq_length: int = 256,
@@ -43,7 +44,9 @@ def save_encoder(encoder: SentenceEncoder, out: str | Path, max_seq_length: int 
     if card is not None:
         append_to_card(out, card)
     if encoder.head is not None:
-        torch.save(encoder.head.state_dict(), out / HEAD)
+        from safetensors.torch import save_file
+
+        save_file({k: v.detach().cpu().contiguous() for k, v in encoder.head.state_dict().items()}, str(out / HEAD))
     (out / META).write_text(json.dumps({"pooling": encoder.pooling, "mlp_head": encoder.head is not None,
                                         "head_at_test": encoder.head_at_test}, indent=1))
     return out
@@ -73,7 +76,15 @@ def load_encoder(path: str | Path, pooling: str = "auto") -> SentenceEncoder:
     enc = build_encoder(str(p), pooling=meta["pooling"] if pooling == "auto" else pooling, mlp_head=meta["mlp_head"],
                         head_at_test=meta["head_at_test"])
     if enc.head is not None and (p / HEAD).exists():
-        enc.head.load_state_dict(load_tensors(p / HEAD, what="MLP head weights"))
+        from safetensors.torch import load_file
+
+        try:
+            head = load_file(str(p / HEAD))
+        except Exception as exc:  # not safetensors (a pickle, random bytes), truncated
+            raise ValueError(f"{p / HEAD} is not a safetensors file or is unreadable ({type(exc).__name__})") from None
+        enc.head.load_state_dict(head)
+    elif enc.head is not None and (p / LEGACY_HEAD).exists():
+        enc.head.load_state_dict(load_tensors(p / LEGACY_HEAD, what="MLP head weights"))
     return enc
 
 
