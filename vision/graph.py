@@ -16,6 +16,7 @@ from torch import Tensor
 
 from suite.losses.graphs import cached_text_embeddings, class_captions, class_graph_from_embeddings
 from suite.paths import cache_dir
+from suite.train.seeding import fixed_generator
 
 
 def default_text_model() -> str:
@@ -69,6 +70,6 @@ def random_graph_seed(model: str) -> int:
 def random_graph(num_classes: int, seed: int = 0) -> Tensor:
     """(C, C) symmetric graph with unit diagonal and one uniform [0, 1) value per class pair, from ``seed`` alone
     (a CPU generator: the same graph on every device and run)."""
-    g = torch.rand(num_classes, num_classes, generator=torch.Generator().manual_seed(seed))
+    g = torch.rand(num_classes, num_classes, generator=fixed_generator(seed))
     g = torch.triu(g, diagonal=1)  # one value per pair i < j
     return g + g.T + torch.eye(num_classes)

@@ -64,6 +64,62 @@ def test_front_ends_build_losses_only_through_the_factory():
     assert not bad, bad
 
 
+
+# what only suite/ does: (attribute or name called) -> why a front-end must not
+_OWNERS_WORK = {
+    ("isinstance", "bool"): "a config type checked by hand (suite.config: load_config, check_ints, check_numbers)",
+    ("Registry", None): "a registry opened (the run owner's open_registry)",
+    ("init_process_group", None): "torch.distributed set up (the run owner)",
+    ("destroy_process_group", None): "torch.distributed ended (suite.cli)",
+    ("Generator", None): "a random generator made (suite.train.seeding, RunContext.generator)",
+    ("default_rng", None): "a random generator made (suite.train.seeding.fixed_numpy_rng)",
+    ("RandomState", None): "a random generator made (suite.train.seeding.fixed_random_state)",
+    ("Random", None): "a random generator made (suite.train.seeding)",
+    ("manual_seed", None): "a global generator seeded (suite.train.seeding)",
+    ("seed", "np.random"): "a global generator seeded (suite.train.seeding)",
+    ("save", "torch"): "a pickle written with torch.save (safetensors or JSON; suite.safeio)",
+}
+
+
+def _owners_work(path: pathlib.Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        base = ast.unparse(f.value) if isinstance(f, ast.Attribute) else ""
+        for (called, qualifier), why in _OWNERS_WORK.items():
+            if name != called:
+                continue
+            if called == "isinstance":
+                if len(node.args) == 2 and "bool" in ast.unparse(node.args[1]):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {why}")
+            elif qualifier is None or base == qualifier:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {why}")
+    return found
+
+
+def test_front_ends_leave_the_owners_work_to_suite():
+    """no front-end checks a config type by hand, opens a registry, sets up or ends torch.distributed, makes or seeds
+    a random generator, or writes a pickle with torch.save: each is done once, in suite/"""
+    bad = [hit for fe in ("vision", "graph", "text") for path in (ROOT / fe).rglob("*.py") for hit in _owners_work(path)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_owners_work_check_sees_each_kind(tmp_path):
+    """the check above finds each kind it names (a rule that finds nothing would pass on any code)"""
+    src = ("import numpy as np, random, torch\nfrom suite.registry import Registry\nimport torch.distributed as dist\n"
+           "isinstance(v, bool)\nRegistry()\ndist.init_process_group('gloo')\ndist.destroy_process_group()\n"
+           "torch.Generator()\nnp.random.default_rng(0)\nnp.random.RandomState(0)\nrandom.Random(0)\n"
+           "torch.manual_seed(0)\nnp.random.seed(0)\ntorch.save({}, 'x.pt')\n")
+    probe = ROOT / "tests" / "suite" / f"_probe_{tmp_path.name}.py"
+    probe.write_text(src)
+    try:
+        assert len(_owners_work(probe)) == 11
+    finally:
+        probe.unlink()
+
 def test_cli_losses_and_results(capsys, tmp_path, monkeypatch):
     assert main(["losses"]) == 0
     out = capsys.readouterr().out
