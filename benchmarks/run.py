@@ -140,13 +140,26 @@ class Job:
 
 
 def load_suite(path: str | Path) -> tuple[str, list[Job]]:
+    """(suite name, its jobs) of a suite file (a path, or the name of a shipped suite); a file read before and not
+    changed since is not parsed again (the tables and the report ask for the same suites many times)."""
     p = Path(path)
     if not p.exists() and (SUITES / f"{path}.yaml").exists():
         p = SUITES / f"{path}.yaml"
     if not p.exists():
         raise ValueError(f"suite file not found: {path} (shipped suites: {', '.join(x.stem for x in SUITES.glob('*.yaml'))})")
     try:
-        spec = yaml.safe_load(p.read_text()) or {}
+        st = p.stat()
+    except OSError as exc:
+        raise ValueError(f"suite {p}: cannot read it ({exc})") from None
+    name, jobs = _load_suite(str(p.resolve()), st.st_mtime_ns, st.st_size)
+    return name, list(jobs)
+
+
+@functools.lru_cache(maxsize=64)
+def _load_suite(path: str, _mtime_ns: int, _size: int) -> tuple[str, tuple[Job, ...]]:
+    p = Path(path)
+    try:
+        spec = yaml.load(p.read_text(), Loader=_YAML_LOADER) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -168,7 +181,7 @@ def load_suite(path: str | Path) -> tuple[str, list[Job]]:
     hashes = [j.hash for j in jobs]
     if len(set(hashes)) != len(hashes):
         raise ValueError(f"suite {p} declares the same job twice")
-    return name, jobs
+    return name, tuple(jobs)
 
 
 SUITE_KEYS = {"name", "jobs", "report"}  # report: what benchmarks/report shows of the suite
@@ -176,6 +189,7 @@ GROUP_KEYS = {"frontend", "command", "grid", "args", "seeds", "seed_flag", "time
 _SAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _SCALARS = (str, int, float, bool, type(None))
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where PyYAML has it (the same result)
 
 
 def _is_int(v: Any) -> bool:

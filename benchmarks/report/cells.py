@@ -70,6 +70,7 @@ class Table:
     settings: list[tuple[int, str]]  # (number of runs, "key=value, ...") for settings 1, 2, ... (with all_settings)
     latest: str = ""  # the setting shown (by default: the one with the most runs), "" if the task has one
     hidden: int = 0  # runs of other settings left out (none with all_settings)
+    superseded: int = 0  # older runs of a setting and seed that a newer run of the same replaces (kept in the registry)
 
 
 def row_keys() -> frozenset[str]:
@@ -170,7 +171,12 @@ def collect(reg: Registry, all_settings: bool = False) -> dict[tuple[str, str, s
                                                   r["started_at"], _setting(r["loss_hparams"]), r["seed"]))
             break
     keys = row_keys()
-    return {key: _table(_newest(rows), keys, all_settings) for key, rows in hits.items()}
+    out = {}
+    for key, rows in hits.items():
+        newest = _newest(rows)
+        out[key] = _table(newest, keys, all_settings)
+        out[key].superseded = len(rows) - len(newest)
+    return out
 
 
 def _newest(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:

@@ -119,6 +119,9 @@ def markdown_tables(table: dict[tuple[str, str, str], Table], pub: dict[tuple[st
             part += ("\nSettings (the config keys whose values differ between this task's runs of one data set; "
                      "cells never pool settings):\n\n" + "\n".join(f"- s{i} ({n} runs): {desc}"
                                                                for i, (n, desc) in enumerate(t.settings, 1)) + "\n")
+        if t.superseded:
+            part += (f"\nSuperseded: {t.superseded} older runs of a setting and seed that was run again (newer code, "
+                     f"another suite); the newest run is the cell, the older ones stay in the registry.\n")
         if t.hidden:
             part += (f"\nShown: the setting of this task with the most runs ({t.latest}); {t.hidden} runs of other "
                      f"settings are left out.\n")

@@ -51,6 +51,7 @@ def test_tables_use_committed_runs_and_the_newest_of_a_setting(tmp_path: Path, m
     assert jr.runs == []  # only a dirty run: not run
     (table,) = collect(reg).values()
     assert [c.values for c in table.by_ds["MUTAG"].values()] == [[90.0]]  # the newest committed run of the setting
+    assert table.superseded == 1  # the older committed run: shown as superseded under the history table
     monkeypatch.setenv("SUITE_ALLOW_DIRTY", "1")
     (jr,) = [jr for jr in suite_runs(reg, "graph-tu") if jr.job.hash == job.hash]
     assert len(jr.runs) == 1

@@ -171,14 +171,14 @@ def test_lost_output_of_an_earlier_stage_is_rebuilt(tmp_path, monkeypatch, capsy
     assert _MakeRunner(db, log_dir=logs).run(jobs) == {"skipped": 3}
     enc.rmdir()  # gone again; a later job still to run that names it -> rebuilt, one that does not -> not
     later = {"frontend": "probe", "command": "use", "stage": 1, "seeds": [5]}
-    _, (reads,) = load_suite(_suite(tmp_path, "reads", {**later, "args": {"init": "models:enc-0", "out": "x"}}))
-    _, (other,) = load_suite(_suite(tmp_path, "other", {**later, "args": {"out": "y"}}))
+    _, (reads,) = load_suite(_one_job_suite(tmp_path, "reads", {**later, "args": {"init": "models:enc-0", "out": "x"}}))
+    _, (other,) = load_suite(_one_job_suite(tmp_path, "other", {**later, "args": {"out": "y"}}))
     runner = _MakeRunner(db, log_dir=logs)
     assert runner.lost_outputs([make, use0, use1, reads], Registry(db)) == {make.hash: enc}
     assert runner.lost_outputs([make, use0, use1, other], Registry(db)) == {}
 
 
-def _suite(tmp_path, name, job):
+def _one_job_suite(tmp_path, name, job):
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump({"name": name, "jobs": [job]}))
     return p
