@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.claims import mean_std, std
+from benchmarks.tables.claims import mean_std, std
 from benchmarks.tables import committed
 from suite.registry import Registry
 
@@ -78,7 +78,7 @@ def row_keys() -> frozenset[str]:
     differ in them are rows of one table, not settings. Any other key that differs is a setting."""
     import yaml
 
-    from benchmarks.run import SUITES
+    from benchmarks.runner.suitefile import SUITES
 
     keys: set[str] = set()
     for f in sorted(SUITES.glob("*.yaml")):
@@ -100,7 +100,7 @@ def published() -> dict[tuple[str, str, str], float]:
     """(task prefix, dataset, loss) -> published number (%), from the front-end benchmarks' tables."""
     out: dict[tuple[str, str, str], float] = {}
     try:
-        from benchmarks.graph_tu import PUBLISHED as TU
+        from benchmarks.tables.graph_tu import PUBLISHED as TU
 
         for ds, ((g, _), (m, _)) in TU.items():
             out[("tu-graphcl", ds, "graphcl")] = g
@@ -108,7 +108,7 @@ def published() -> dict[tuple[str, str, str], float]:
     except Exception:  # a front-end extra missing: report without its published numbers
         pass
     try:
-        from benchmarks.graph_molnet import PUBLISHED as MOL
+        from benchmarks.tables.graph_molnet import PUBLISHED as MOL
 
         for loss, row in MOL.items():
             for ds, v in row.items():
@@ -116,7 +116,7 @@ def published() -> dict[tuple[str, str, str], float]:
     except Exception:
         pass
     try:
-        from benchmarks.text_sts import PUBLISHED as TXT, STS_COLS
+        from benchmarks.tables.text_sts import PUBLISHED as TXT, STS_COLS
 
         for name, vals in TXT:
             loss = "macl" if "MACL" in name else "infonce"

@@ -1,7 +1,7 @@
 """The report page and its Markdown twin, and ``suite bench report`` (``--check``).
 
 :func:`build` renders every results file from the registry alone: the benchmark modules' tables (:data:`TABLES`),
-then ``README.md`` and ``report.html``. Both open with the findings (every claim of :mod:`benchmarks.catalogue`,
+then ``README.md`` and ``report.html``. Both open with the findings (every claim of :mod:`benchmarks.tables.catalogue`,
 judged once, and their forest plot), then one section per modality: the tables each suite file declares under
 ``report:`` (its headline first, a labelled reduction below it), the modality's figures, and, collapsed, every
 setting of every task of that modality (the history). The page is self-contained (images embedded), so it works
@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.claims import RULE_TEXT, Verdict
+from benchmarks.tables.claims import RULE_TEXT, Verdict
 from benchmarks.report.cells import Table, _fmt, _rows, collect, published
 from benchmarks.report.figures import loss_time, module_figures, png, rank_heatmap, trajectories
 from suite.registry import Registry, markdown_table, open_registry
@@ -30,10 +30,10 @@ SNAPSHOT = RESULTS / "registry.jsonl"
 
 # every table rendered from the registry: (module, its output file attribute); `suite bench report` writes them all
 # and `--check` rebuilds them from the committed snapshot and compares them with the committed files
-TABLES = (("benchmarks.graph_tu", "OUT"), ("benchmarks.graph_molnet", "OUT"), ("benchmarks.text_sts", "OUT"),
-          ("benchmarks.vision_cifar", "OUT"), ("benchmarks.gmm", "OUT"), ("benchmarks.fidelity", "RESULTS"),
-          ("benchmarks.xclr", "OUT"), ("benchmarks.losses", "OUT"), ("benchmarks.losses_large", "OUT"),
-          ("benchmarks.grad_cache", "OUT"))
+TABLES = (("benchmarks.tables.graph_tu", "OUT"), ("benchmarks.tables.graph_molnet", "OUT"), ("benchmarks.tables.text_sts", "OUT"),
+          ("benchmarks.tables.vision_cifar", "OUT"), ("benchmarks.tables.gmm", "OUT"), ("benchmarks.tables.fidelity", "RESULTS"),
+          ("benchmarks.tables.xclr", "OUT"), ("benchmarks.measurements.losses", "OUT"), ("benchmarks.measurements.losses_large", "OUT"),
+          ("benchmarks.measurements.grad_cache", "OUT"))
 
 
 @dataclass(frozen=True)
@@ -44,10 +44,10 @@ class Section:
     figures: tuple[str, ...]  # benchmark modules whose figures(registry) are drawn here
 
 
-SECTIONS = (Section("graphs", "Graphs", "graph", ("benchmarks.graph_tu", "benchmarks.graph_molnet")),
-            Section("images", "Images", "vision", ("benchmarks.vision_cifar", "benchmarks.xclr")),
-            Section("sentences", "Sentences", "text", ("benchmarks.text_sts",)),
-            Section("synthetic", "Synthetic data", "synthetic", ("benchmarks.gmm",)))
+SECTIONS = (Section("graphs", "Graphs", "graph", ("benchmarks.tables.graph_tu", "benchmarks.tables.graph_molnet")),
+            Section("images", "Images", "vision", ("benchmarks.tables.vision_cifar", "benchmarks.tables.xclr")),
+            Section("sentences", "Sentences", "text", ("benchmarks.tables.text_sts",)),
+            Section("synthetic", "Synthetic data", "synthetic", ("benchmarks.tables.gmm",)))
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class Shown:
 
 def declared() -> list[Shown]:
     """Every ``report:`` entry of the shipped suite files, in section order."""
-    from benchmarks.run import SUITES
+    from benchmarks.runner.suitefile import SUITES
 
     keys = {s.key for s in SECTIONS}
     out = []
@@ -147,7 +147,7 @@ _HISTORY = ("Every setting of every task of this modality, from every finished r
 
 def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
     """Every results file from ``reg``: the benchmark tables, then ``README.md`` and ``report.html``."""
-    from benchmarks.catalogue import findings, findings_table, forest
+    from benchmarks.tables.catalogue import findings, findings_table, forest
 
     out_dir.mkdir(parents=True, exist_ok=True)
     tables = render_tables(reg)
@@ -160,7 +160,7 @@ def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
     n_runs = len(reg.runs(status="finished"))
     held = sum(j.verdict is Verdict.CONFIRMED for _, j in judged)
     measured = sum(j.verdict not in (Verdict.NOT_MEASURED, Verdict.NOT_JUDGED) for _, j in judged)
-    lead = (f"Of the {len(judged)} claims declared in `benchmarks/catalogue.py`, {measured} are measured here and "
+    lead = (f"Of the {len(judged)} claims declared in `benchmarks/tables/catalogue.py`, {measured} are measured here and "
             f"{held} hold up at this scale (confirmed); the rest are listed with the gap our seeds could have "
             f"detected, so that a \"not confirmed\" can be read.")
     forest_alt = ("Forest plot: for each claim, our gap with its 95 % confidence interval (line) and the paper's gap "
@@ -189,7 +189,7 @@ def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
             md += ["<details><summary>Every setting (history)</summary>", "", _HISTORY, "", hist, "</details>", ""]
             page.append(f"<details><summary>Every setting of this modality (history)</summary><p>{_inline(_HISTORY)}"
                         f"</p>{md_tables_to_html(hist)}</details>")
-    across = rank_heatmap(history) + trajectories(reg) + loss_time(reg) + module_figures(reg, ("benchmarks.fidelity",))
+    across = rank_heatmap(history) + trajectories(reg) + loss_time(reg) + module_figures(reg, ("benchmarks.tables.fidelity",))
     if across:
         md += ["## Across modalities", "", "Figures only (report.html): " + "; ".join(t for t, _ in across) + ".", ""]
         page += ["<h2>Across modalities</h2>"] + [_figure_html(t, b) for t, b in across]

@@ -15,7 +15,7 @@ from suite.registry.schema import _now, jobs_t, runs_t
 
 
 class JobsMixin:
-    """The jobs of a :class:`suite.registry.Registry` (see benchmarks/run.py)."""
+    """The jobs of a :class:`suite.registry.Registry` (see benchmarks/runner/run.py)."""
 
     def job_status(self, job_hash: str) -> str | None:
         with self._read() as conn:

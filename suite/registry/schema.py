@@ -55,7 +55,7 @@ metrics_t = sa.Table(
     sa.Column("step", sa.Integer),
     sa.Column("logged_at", sa.String(32)),
 )
-jobs_t = sa.Table(  # benchmark-runner jobs: one row per job hash (see benchmarks/run.py)
+jobs_t = sa.Table(  # benchmark-runner jobs: one row per job hash (see benchmarks/runner/run.py)
     "jobs",
     _meta,
     sa.Column("hash", sa.String(64), primary_key=True),

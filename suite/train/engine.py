@@ -34,7 +34,7 @@ Evaluation drops nothing (:func:`eval_batches`).
 
 Why our own thin driver rather than Lightning Fabric or Accelerate: see the README ("Training
 engine"); the step overhead is measured on the smallest step (MUTAG GraphCL) by
-``python -m benchmarks.engine_overhead``.
+``python -m benchmarks.measurements.engine_overhead``.
 """
 from __future__ import annotations
 

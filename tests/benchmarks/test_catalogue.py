@@ -1,4 +1,4 @@
-"""One judgement per claim (benchmarks/catalogue.py): every claim declared once, and no results file states a claim
+"""One judgement per claim (benchmarks/tables/catalogue.py): every claim declared once, and no results file states a claim
 with a verdict other than the findings table's; the intervals and the exact test behind the verdicts."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from scipy import stats
 
-from benchmarks.catalogue import ENTRIES, findings_table, forest, reading, Judged
-from benchmarks.claims import Claim, Verdict, interval
+from benchmarks.tables.catalogue import ENTRIES, findings_table, forest, reading, Judged
+from benchmarks.tables.claims import Claim, Verdict, interval
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 VERDICTS = "|".join(re.escape(str(v)) for v in Verdict)

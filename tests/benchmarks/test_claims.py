@@ -1,10 +1,10 @@
-"""The one claims rule (benchmarks/claims.py) on constructed cases."""
+"""The one claims rule (benchmarks/tables/claims.py) on constructed cases."""
 import math
 
 import pytest
 from scipy import stats
 
-from benchmarks.claims import Claim, Verdict, combine, mean_std, std, welch
+from benchmarks.tables.claims import Claim, Verdict, combine, mean_std, std, welch
 
 C = Claim("text/simcse", "macl", "infonce", "avg", "MACL ≥ SimCSE-InfoNCE on STS")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.run import Job, Runner
+from benchmarks.runner.suitefile import Job
+from benchmarks.runner.run import Runner
 from suite.registry import Registry
 
 
@@ -36,7 +37,7 @@ def test_tables_use_committed_runs_and_the_newest_of_a_setting(tmp_path: Path, m
     from benchmarks.tables import suite_runs
     from suite.registry import store
 
-    from benchmarks.run import load_suite
+    from benchmarks.runner.suitefile import load_suite
 
     reg = Registry(str(tmp_path / "r.sqlite"))
     job = next(j for j in load_suite("graph-tu")[1] if dict(j.args) == {"dataset": "MUTAG", "epochs": 20, "loss": "macl"})

@@ -1,8 +1,8 @@
 """The fidelity table renders from a registry alone: numbers from the runs, claims by the one rule."""
 from __future__ import annotations
 
-from benchmarks.fidelity import table
-from benchmarks.run import load_suite
+from benchmarks.tables.fidelity import table
+from benchmarks.runner.suitefile import load_suite
 from suite.registry import Registry
 
 # image runs are read by the fidelity suite's job hashes (any of its vision jobs will do here)
@@ -69,7 +69,7 @@ def test_molecules_section_from_the_molnet_suite_runs(tmp_path, monkeypatch):
     """fine-tuning runs of the molnet suite from no pretraining (ROC-AUC 0.60) and from CACR pretraining (0.70), 3
     seeds on bbbp -> a molecules section with both cells and a confirmed transfer claim; the fine-tuning runs (graph
     modality, loss cacr) never enter the TU section"""
-    from benchmarks.run import load_suite
+    from benchmarks.runner.suitefile import load_suite
 
     monkeypatch.setenv("SUITE_CACHE", str(tmp_path / "cache"))
     reg = Registry(str(tmp_path / "r.sqlite"))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchmarks.grad_cache import run
+from benchmarks.measurements.grad_cache import run
 
 
 @pytest.mark.slow  # four fresh processes that import torch and build a ResNet-18 (~20 s idle)

@@ -8,8 +8,8 @@ import re
 import pytest
 
 import suite.registry.store as store
-from benchmarks import grad_cache, losses, losses_large
-from benchmarks.measured import Measurement, record
+from benchmarks.measurements import grad_cache, losses, losses_large
+from benchmarks.measurements.measured import Measurement, record
 from suite.registry import Registry
 
 
@@ -150,4 +150,4 @@ def test_empty_registry_renders_a_pointer_to_the_suite(reg):
 def test_the_report_renders_the_three_tables():
     from benchmarks.report import TABLES
 
-    assert {("benchmarks.losses", "OUT"), ("benchmarks.losses_large", "OUT"), ("benchmarks.grad_cache", "OUT")} <= set(TABLES)
+    assert {("benchmarks.measurements.losses", "OUT"), ("benchmarks.measurements.losses_large", "OUT"), ("benchmarks.measurements.grad_cache", "OUT")} <= set(TABLES)

@@ -1,7 +1,7 @@
 """The reliability table is rendered from the probes' docstrings and outcomes, not typed."""
 from __future__ import annotations
 
-from benchmarks.reliability import probe_docs, render
+from benchmarks.measurements.reliability import probe_docs, render
 
 
 def test_every_probe_has_a_tried_arrow_must_line():

@@ -18,7 +18,7 @@ from suite.registry import Registry
 
 def _tu_hash(ds: str, loss: str, seed: int) -> str | None:
     """The graph-tu suite's job hash for (data set, loss, seed): the TU claim reads that suite's jobs."""
-    from benchmarks.run import load_suite
+    from benchmarks.runner.suitefile import load_suite
 
     _, jobs = load_suite("graph-tu")
     return next((j.hash for j in jobs if dict(j.args).get("dataset") == ds and dict(j.args).get("loss") == loss
@@ -82,7 +82,7 @@ def test_report_tables_claims_and_page(tmp_path):
     assert re.search(r"- \*\*tu-macl\*\*: confirmed on 1 of 2 measured \(needs 4 of 6\); .*MUTAG: macl 89.00 ± 1.00 "
                      r"\(n=3\) vs graphcl 87.00 ± 1.00 \(n=3\), gap \+2.00, p = 0.0\d+, n = 3/3, 95 % CI", md)
     assert "**img-macl**: needs macl and infonce at batch 64 and 256" in md  # not the suite's runs: not measured
-    # the text claim is the text-sts suite's own (benchmarks/text_sts.py): runs outside its jobs never count
+    # the text claim is the text-sts suite's own (benchmarks/tables/text_sts.py): runs outside its jobs never count
     assert "MACL ≥ SimCSE-InfoNCE" not in md
 
     page = html_path.read_text()
@@ -186,7 +186,7 @@ def test_runs_recorded_before_the_config_split_are_migrated_then_pooled(tmp_path
     into the config's seed (the jsonl snapshot rewritten in place, a second pass changes nothing), after which the seeds pool; runs of unknown tasks are left alone"""
     import json
 
-    from benchmarks.migrate import migrate_jsonl, migrate_registry
+    from benchmarks.runner.migrate import migrate_jsonl, migrate_registry
     from suite.cli import main
     from suite.registry import open_registry
 

@@ -12,7 +12,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import yaml
 
-from benchmarks.run import Runner, load_suite
+from benchmarks.runner.suitefile import load_suite
+from benchmarks.runner.run import Runner
 from suite.registry import Registry
 
 
@@ -148,7 +149,7 @@ def test_progress_eta_from_recorded_durations(tmp_path, capsys):
 
 def test_unknown_duration_and_failure_summary(tmp_path, capsys):
     """no recorded durations -> 'ETA unknown'; a failing job -> the summary lists it with its log, exit status 1"""
-    from benchmarks.run import execute
+    from benchmarks.runner.run import execute
 
     db = str(tmp_path / "r.sqlite")
     name, jobs = load_suite(_suite(tmp_path, 2))

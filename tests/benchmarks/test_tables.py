@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from benchmarks import graph_molnet, graph_tu, text_sts, vision_cifar
-from benchmarks.run import Job, load_suite
+from benchmarks.tables import graph_molnet, graph_tu, text_sts, vision_cifar
+from benchmarks.runner.suitefile import Job, load_suite
 from suite.registry import Registry
 
 

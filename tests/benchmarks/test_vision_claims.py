@@ -1,5 +1,5 @@
-"""The vision table's claim verdicts: every margin judged by the one rule of benchmarks/claims.py."""
-from benchmarks.vision_cifar import _fmt, judge_cells
+"""The vision table's claim verdicts: every margin judged by the one rule of benchmarks/tables/claims.py."""
+from benchmarks.tables.vision_cifar import _fmt, judge_cells
 
 NCE, CACR, CMC = "infonce (SimCLR)", "cacr K=4 (V=5)", "cmc K=4 (V=5)"
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 import yaml
 
-from benchmarks.run import Runner, load_suite
+from benchmarks.runner.suitefile import load_suite
+from benchmarks.runner.run import Runner
 from suite.registry import Registry
 from suite.train import load_checkpoint, save_checkpoint
 

@@ -200,7 +200,7 @@ def _command_tree() -> set[str]:
     import argparse
     import ast
 
-    from benchmarks.run import _commands_of
+    from benchmarks.runner.suitefile import _commands_of
     from suite.cli import build_parser
 
     root = build_parser(only="")
@@ -250,7 +250,7 @@ def test_grad_cache_bench_bad_arguments(tmp_path, monkeypatch, capsys, case):
     --out folder failed only after every measurement)"""
     import re
 
-    import benchmarks.grad_cache as gc
+    import benchmarks.measurements.grad_cache as gc
     from suite.cli import main
 
     argv, match = GRAD_CACHE_BAD[case]

@@ -1,4 +1,4 @@
-"""Reliability probes of the benchmark runner (benchmarks/run.py): names that become paths, malformed suite
+"""Reliability probes of the benchmark runner (benchmarks/runner/run.py): names that become paths, malformed suite
 files, a runner stopped or killed with its jobs running, a job's claim, the TU job's config hash."""
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.run import Runner, load_suite, suite_name
+from benchmarks.runner.suitefile import load_suite, suite_name
+from benchmarks.runner.run import Runner
 from suite.cli import main
 from suite.registry import Registry
 
@@ -32,7 +33,8 @@ CHILD = textwrap.dedent("""
 RUNNER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from benchmarks.run import Runner, execute, load_suite
+    from benchmarks.runner.suitefile import load_suite
+    from benchmarks.runner.run import Runner, execute
 
     class SleepRunner(Runner):
         def command(self, job):
@@ -211,7 +213,7 @@ def test_tu_job_under_the_runner_records_the_runners_hash(tmp_path, monkeypatch)
     """a TU job started by the runner -> its run carries the runner's job hash (so a re-run supersedes it), and the
     TU table finds it by that hash"""
     pytest.importorskip("torch_geometric")
-    from benchmarks.graph_tu import table
+    from benchmarks.tables.graph_tu import table
     from graph.tu.data import load_tu
     from graph.tu.graphcl import TUConfig
     from graph.tu.run import run_tu

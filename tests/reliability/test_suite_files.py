@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.run import Runner, load_suite
+from benchmarks.runner.suitefile import load_suite
+from benchmarks.runner.run import Runner
 from suite.cli import main
 
 

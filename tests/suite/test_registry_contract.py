@@ -57,8 +57,8 @@ def test_migrate_maps_a_renamed_argument_to_the_current_job_hash(tmp_path):
     """a vision job recorded under its earlier spelling (out-dir, now out): `suite bench migrate` gives its runs
     (database and snapshot) and its job record the suite job's current hash, so the runner finds it finished;
     runs of other hashes keep theirs"""
-    from benchmarks.migrate import job_hash_map, migrate_jsonl, migrate_registry
-    from benchmarks.run import RENAMED_ARGS, load_suite
+    from benchmarks.runner.migrate import job_hash_map, migrate_jsonl, migrate_registry
+    from benchmarks.runner.suitefile import RENAMED_ARGS, load_suite
 
     job = next(j for j in load_suite("fidelity")[1] if (j.frontend, j.command) in RENAMED_ARGS)
     (old,) = job.earlier_hashes()

@@ -148,7 +148,7 @@ def test_origin_changes_the_setting(losses_file: Path, tmp_path: Path) -> None:
     """a changed source is a new experiment (folder, resume, registry hash); two classes of one name never pool"""
     from dataclasses import dataclass
 
-    from benchmarks.run import Job, _loss_origin
+    from benchmarks.runner.suitefile import Job, _loss_origin
     from suite.config import experiment_config, experiment_hash
 
     @dataclass

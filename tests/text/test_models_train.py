@@ -182,8 +182,8 @@ def test_benchmark_smoke(tiny_model_dir, data_env, tmp_path, monkeypatch):
     """two text-sts-style jobs run as the runner runs them (job hash in the environment) -> the table shows them"""
     import yaml
 
-    from benchmarks.run import load_suite
-    from benchmarks.text_sts import table
+    from benchmarks.runner.suitefile import load_suite
+    from benchmarks.tables.text_sts import table
 
     suite = tmp_path / "t.yaml"
     suite.write_text(yaml.safe_dump({"name": "t", "jobs": [{

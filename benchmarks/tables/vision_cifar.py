@@ -18,8 +18,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.catalogue import Judged, line
-from benchmarks.claims import RULE_TEXT, Claim, Verdict, combine, mean_std
+from benchmarks.tables.catalogue import Judged, line
+from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict, combine, mean_std
 from benchmarks.tables import RESULTS, JobRuns, md, progress_line, suite_runs, register_table, table_cli
 from suite.registry import Registry
 
@@ -287,7 +287,7 @@ def register(sub: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return table_cli("python -m benchmarks.vision_cifar", SUITE, OUT, table, argv)
+    return table_cli("python -m benchmarks.tables.vision_cifar", SUITE, OUT, table, argv)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ The grid is ``benchmarks/suites/xclr.yaml``: CIFAR-10, small ConvNet of width 16
 model, tau_s = 0.1, tau chosen on a validation split), X-CLR with the label and a random graph, the data-efficiency
 curve (50 / 100 / 500 images per class), fine-tuning a SimCLR encoder with X-CLR against continuing with SimCLR,
 and the time per step of both in one process. Every number comes from the registry (the runs carrying the suite's
-job hashes); each claim is declared once in :mod:`benchmarks.catalogue` (ids ``xclr-*``) and judged here by
-:func:`judge` under the claims rule (:mod:`benchmarks.claims`).
+job hashes); each claim is declared once in :mod:`benchmarks.tables.catalogue` (ids ``xclr-*``) and judged here by
+:func:`judge` under the claims rule (:mod:`benchmarks.tables.claims`).
 
 ``suite bench xclr`` runs the suite and writes ``benchmarks/results/xclr.md``.
 """
@@ -17,8 +17,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.catalogue import Judged, line
-from benchmarks.claims import RULE_TEXT, Claim, combine, mean_std
+from benchmarks.tables.catalogue import Judged, line
+from benchmarks.tables.claims import RULE_TEXT, Claim, combine, mean_std
 from benchmarks.tables import RESULTS, JobRuns, md, progress_line, register_table, suite_runs, table_cli
 from suite.registry import Registry
 
@@ -50,7 +50,7 @@ PUBLISHED_T9 = {SIMCLR: (0.250, 1.700), SUPCON: (0.250, 2.005), XCLR: (0.223, 2.
 
 
 # each claim's test: the metric, its unit and minimum effect; what the paper claims, where, and its gap are declared
-# once in benchmarks/catalogue.py (ids "xclr-<key>")
+# once in benchmarks/tables/catalogue.py (ids "xclr-<key>")
 CLAIMS: dict[str, Claim] = {
     "linear-simclr": Claim("xclr", XCLR, SIMCLR, "linear accuracy (%)"),
     "linear-supcon": Claim("xclr", XCLR, SUPCON, "linear accuracy (%)"),
@@ -393,7 +393,7 @@ def register(sub: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return table_cli("python -m benchmarks.xclr", SUITE, OUT, table, argv)
+    return table_cli("python -m benchmarks.tables.xclr", SUITE, OUT, table, argv)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ rendered from the registry alone into ``benchmarks/results/fidelity.md``: the vi
 (the paper's estimator and the released code's arrangement, App. C.1 temperatures and batch rule), the
 t-SimCLR d = 8 claim, t-SimCLR Fig. 2a's IoU weighting on SimCLR, SimCSE's arrangement against the 2N
 form on STS, TU ``cacr`` beside GraphCL, and MoleculeNet transfer from ``cacr`` pretraining (the ``molnet`` suite's
-runs). Claims are judged by :mod:`benchmarks.claims`.
+runs). Claims are judged by :mod:`benchmarks.tables.claims`.
 
 Run the grid with ``suite bench run fidelity`` (resumable), then ``suite bench fidelity``.
 """
@@ -16,10 +16,10 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.claims import Claim, mean_std
+from benchmarks.tables.claims import Claim, mean_std
 from suite.registry import Registry, markdown_table
 
-RESULTS = Path(__file__).resolve().parent / "results" / "fidelity.md"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "fidelity.md"
 
 
 def _cfg(run: dict[str, Any]) -> dict[str, Any]:
@@ -59,7 +59,7 @@ VISION_SUITES = ("fidelity", "selection")  # the suites whose image runs this ta
 def _vision_runs(reg: Registry) -> list[dict[str, Any]]:
     """The finished image runs of the fidelity and selection suites' jobs (their job hashes): a run of the same
     setting from another suite (the vision-cifar grid shares the cpu profile) is not pooled with them."""
-    from benchmarks.run import load_suite
+    from benchmarks.runner.suitefile import load_suite
 
     hashes = {j.hash for s in VISION_SUITES for j in load_suite(s)[1]}
     return [r for r in reg.runs(status="finished", modality="vision") if r["config_hash"] in hashes]
@@ -110,8 +110,8 @@ def _vision_cells(reg: Registry) -> tuple[dict[str, dict[str, list[float]]], str
 
 def judge(reg: Registry, claim_id: str) -> Any:
     """The catalogue's judgement of this table's image claims: ``img-cacr-cmc-tuned``, ``img-cacr-k1``, ``img-iou``."""
-    from benchmarks.catalogue import Judged
-    from benchmarks.claims import Verdict
+    from benchmarks.tables.catalogue import Judged
+    from benchmarks.tables.claims import Verdict
 
     cells, cmc_label, _ = _vision_cells(reg)
     a, b, metric = {"img-cacr-cmc-tuned": (CACR4, cmc_label, "linear_acc"), "img-cacr-k1": (CACR1, BASE, "linear_acc"),
@@ -124,7 +124,7 @@ def judge(reg: Registry, claim_id: str) -> Any:
 
 
 def _vision(reg: Registry) -> list[str]:
-    from benchmarks.catalogue import line
+    from benchmarks.tables.catalogue import line
 
     cells, _, search = _vision_cells(reg)
     rows = [[label, mean_std(c["linear_acc"], 1), mean_std(c["knn_acc"], 1)] for label, c in cells.items()]
@@ -172,7 +172,7 @@ def _text(reg: Registry) -> list[str]:
         vals = _values(reg, _pick(evals, pred), "avg")
         cells[label] = vals
         rows.append([label, mean_std(vals, 2)])
-    from benchmarks.catalogue import line
+    from benchmarks.tables.catalogue import line
 
     return ["## Sentences (unsupervised SimCSE, packaged MiniLM, 1,024 wiki sentences, 1 epoch; STS average "
             "Spearman x 100 over the seven tasks)", "",
@@ -182,7 +182,7 @@ def _text(reg: Registry) -> list[str]:
 def _graphs(reg: Registry) -> list[str]:
     """CACR (the paper's estimator) beside GraphCL on the TU sets: the runs of the graph-tu suite, the headline runs of
     that setting (graph_tu.md shows the same cells; the older fidelity runs of the same setting are superseded)."""
-    from benchmarks.graph_tu import DATASETS
+    from benchmarks.tables.graph_tu import DATASETS
     from benchmarks.tables import select, suite_runs, values
 
     jrs = suite_runs(reg, "graph-tu")
@@ -199,8 +199,8 @@ def _graphs(reg: Registry) -> list[str]:
 def _molecules(reg: Registry) -> list[str]:
     """MoleculeNet transfer from CACR pretraining (paper estimator) against no pretraining: the ``molnet`` suite's
     runs (cpu profile); the full table with GraphCL and MACL is graph_molnet.md. Left out without cacr runs."""
-    from benchmarks.catalogue import line
-    from benchmarks.graph_molnet import DATASETS, runs_of
+    from benchmarks.tables.catalogue import line
+    from benchmarks.tables.graph_molnet import DATASETS, runs_of
     from benchmarks.tables import select, suite_runs, values
 
     ft = select(suite_runs(reg, "molnet"), command="finetune-mol")
@@ -297,7 +297,7 @@ def table(reg: Registry) -> str:
              "t-SimCLR's (tau, t_df) scan covers images and sentences besides MUTAG, and the molecules section "
              "(MoleculeNet transfer from CACR pretraining with the paper's estimator, 3 seeds) is new. Claims: "
              "Welch's t-test, one-sided, alpha 0.05, minimum effect 0.5 point, at least 3 seeds a side "
-             "(`benchmarks/claims.py`). Small-scale cpu profiles: they rank losses, they do not reproduce the "
+             "(`benchmarks/tables/claims.py`). Small-scale cpu profiles: they rank losses, they do not reproduce the "
              "papers' accuracies.", ""]
     return "\n".join(lines + _vision(reg) + _text(reg) + _graphs(reg) + _molecules(reg) + _sensitivity(reg))
 

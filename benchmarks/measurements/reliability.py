@@ -17,9 +17,9 @@ from typing import Any
 
 from suite.registry import markdown_table
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROBES = ROOT / "tests" / "reliability"
-RESULTS = Path(__file__).resolve().parent / "results" / "reliability.md"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "reliability.md"
 
 PROMISES = [
     "Atomic: checkpoints, exports, migrated snapshots, pretrained models and caches (temporary file, fsync, rename) "

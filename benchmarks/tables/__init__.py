@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from benchmarks.claims import mean_std
-from benchmarks.run import SUITES, Job, load_suite
+from benchmarks.tables.claims import mean_std
+from benchmarks.runner.suitefile import SUITES, Job, load_suite
 from suite.registry import Registry, markdown_table, open_registry
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 NOT_RUN = "not run"
 
 
@@ -124,7 +124,7 @@ def select(jrs: Iterable[JobRuns], **args: Any) -> list[JobRuns]:
 
 
 def cell(vals: Sequence[float], digits: int = 2, show_n: bool = True) -> str:
-    """``mean ± std (n=k)`` (sample std, benchmarks/claims.py) or ``not run``."""
+    """``mean ± std (n=k)`` (sample std, benchmarks/tables/claims.py) or ``not run``."""
     return mean_std(vals, digits=digits, show_n=show_n, empty=NOT_RUN)
 
 
@@ -171,7 +171,7 @@ def suite_for(suite: str, profile: str) -> str:
 def bench_main(args: argparse.Namespace, suite: str, table: Callable[..., str]) -> int:
     """Run the suite through the runner (resumable, parallel, thread budget), then write and print the table.
     The exit status is the runner's (non-zero when a job failed); the table is written either way."""
-    from benchmarks.run import Runner, execute
+    from benchmarks.runner.run import Runner, execute
     from suite.paths import registry_url
 
     name = suite_for(suite, args.profile)

@@ -4,7 +4,7 @@ compared, how data sets combine and why, the paper's own gap, the protocol, and 
 Every document (the per-task tables, ``results/README.md``, ``report.html``) shows a claim through :func:`line` or
 :func:`findings`, which call that one judgement; a test checks that no results file states a claim with another
 verdict. How sets combine follows the paper: where it reports an average, the average is judged; where it claims
-wins "on k of N" sets, each set is judged and the verdicts combined (:func:`benchmarks.claims.combine`). A verdict
+wins "on k of N" sets, each set is judged and the verdicts combined (:func:`benchmarks.tables.claims.combine`). A verdict
 carries its gap with the 95 % confidence interval and the smallest gap the seeds could have detected, so that
 "not confirmed" can be read: a paper's gap below the detectable gap could not have been confirmed here.
 """
@@ -14,7 +14,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from benchmarks.claims import Result, Verdict
+from benchmarks.tables.claims import Result, Verdict
 
 
 @dataclass(frozen=True)
@@ -55,115 +55,115 @@ ENTRIES: tuple[Entry, ...] = (
           "classification", "macl vs graphcl, GraphCL's TU protocol, six data sets",
           "per set, confirmed on at least 4 of 6 (the paper reports each set; MACL is above GraphCL on all six)",
           0.73, "mean over the six sets of MACL minus GraphCL (Table 4)", "paper protocol (seeded folds, last epoch)",
-          "benchmarks.graph_tu:judge_claim", "graphs"),
+          "benchmarks.tables.graph_tu:judge_claim", "graphs"),
     Entry("mol-graphcl-full", "GraphCL (You et al. 2020), Table 5", "GraphCL pretraining beats no pretraining on "
           "MoleculeNet transfer", "graphcl-pretrained vs randomly initialised GIN, BBBP, SIDER, ClinTox, BACE",
           "the average over the sets (the paper's Avg column)", 7.6, "mean over the four sets (Table 5)", _MOL_FULL,
-          "benchmarks.graph_molnet:judge:molnet-full,graphcl", "graphs"),
+          "benchmarks.tables.graph_molnet:judge:molnet-full,graphcl", "graphs"),
     Entry("mol-macl-full", "MACL (Huang et al. 2023), Table 5", "MACL pretraining beats no pretraining on "
           "MoleculeNet transfer", "macl-pretrained vs randomly initialised GIN, BBBP, SIDER, ClinTox, BACE",
           "the average over the sets (the paper's Avg column)", 3.17, "mean over BBBP and SIDER, the two of these "
-          "sets MACL reports", _MOL_FULL, "benchmarks.graph_molnet:judge:molnet-full,macl", "graphs"),
+          "sets MACL reports", _MOL_FULL, "benchmarks.tables.graph_molnet:judge:molnet-full,macl", "graphs"),
     Entry("mol-cacr-full", "none (this suite's question; CACR's paper has no molecules)", "CACR pretraining beats no "
           "pretraining on MoleculeNet transfer", "cacr-pretrained vs randomly initialised GIN, BBBP, SIDER, ClinTox, "
           "BACE", "the average over the sets, as for GraphCL and MACL", None, "-", _MOL_FULL,
-          "benchmarks.graph_molnet:judge:molnet-full,cacr", "graphs"),
+          "benchmarks.tables.graph_molnet:judge:molnet-full,cacr", "graphs"),
     Entry("mol-graphcl-cpu", "GraphCL (You et al. 2020), Table 5", "GraphCL pretraining beats no pretraining on "
           "MoleculeNet transfer (reduced fine-tuning)", "graphcl-pretrained vs randomly initialised GIN, eight sets",
           "the average over the sets (the paper's Avg column)", 3.81, "mean over the eight sets (Table 5)", _MOL_CPU,
-          "benchmarks.graph_molnet:judge:molnet,graphcl", "graphs"),
+          "benchmarks.tables.graph_molnet:judge:molnet,graphcl", "graphs"),
     Entry("mol-macl-cpu", "MACL (Huang et al. 2023), Table 5", "MACL pretraining beats no pretraining on MoleculeNet "
           "transfer (reduced fine-tuning)", "macl-pretrained vs randomly initialised GIN, eight sets",
           "the average over the sets (the paper's Avg column)", 1.57, "mean over the four sets MACL reports",
-          _MOL_CPU, "benchmarks.graph_molnet:judge:molnet,macl", "graphs"),
+          _MOL_CPU, "benchmarks.tables.graph_molnet:judge:molnet,macl", "graphs"),
     Entry("mol-cacr-cpu", "none (this suite's question)", "CACR pretraining beats no pretraining on MoleculeNet "
           "transfer (reduced fine-tuning)", "cacr-pretrained vs randomly initialised GIN, eight sets",
-          "the average over the sets", None, "-", _MOL_CPU, "benchmarks.graph_molnet:judge:molnet,cacr", "graphs"),
+          "the average over the sets", None, "-", _MOL_CPU, "benchmarks.tables.graph_molnet:judge:molnet,cacr", "graphs"),
     Entry("img-macl", "MACL (Huang et al. 2023), Table 9", "MACL beats NT-Xent, most at small batch",
           "macl vs infonce (SimCLR) at batch 64 and 256, linear probe",
           "two margins, both must hold: the gain at the small batch, and that gain minus the gain at the large one",
-          4.80, "the gain at batch 64 (82.31 -> 87.11; 2.62 at 256)", _IMG, "benchmarks.vision_cifar:judge:img-macl",
+          4.80, "the gain at batch 64 (82.31 -> 87.11; 2.62 at 256)", _IMG, "benchmarks.tables.vision_cifar:judge:img-macl",
           "images"),
     Entry("img-cacr-cmc", "CACR (Zheng et al. 2021), Table 2", "CACR (K = 4) beats CMC (K = 4)",
           "cacr vs cmc, 5 views, batch 64, linear probe", "one comparison (balanced CIFAR-10)", 1.00,
-          "86.54 vs 85.54, balanced CIFAR-10", _IMG, "benchmarks.vision_cifar:judge:img-cacr-cmc", "images"),
+          "86.54 vs 85.54, balanced CIFAR-10", _IMG, "benchmarks.tables.vision_cifar:judge:img-cacr-cmc", "images"),
     Entry("img-cacr-cmc-tuned", "CACR (Zheng et al. 2021), Table 2", "CACR (K = 4) beats CMC (K = 4) with CMC's "
           "temperature chosen on a validation split", "cacr (paper estimator, t- = 0.9) vs cmc at its validation-chosen "
           "temperature, 5 views, batch 64, linear probe", "one comparison (the paper tuned every baseline's temperature)",
-          1.00, "86.54 vs 85.54, balanced CIFAR-10", _IMG, "benchmarks.fidelity:judge:img-cacr-cmc-tuned", "images"),
+          1.00, "86.54 vs 85.54, balanced CIFAR-10", _IMG, "benchmarks.tables.fidelity:judge:img-cacr-cmc-tuned", "images"),
     Entry("img-cacr-k1", "CACR (Zheng et al. 2021), Table 2", "CACR (K = 1) beats SimCLR",
           "cacr (paper estimator, t- = 2, 2 views) vs infonce, batch 256, linear probe", "one comparison", 0.26,
-          "83.73 vs 83.47, balanced CIFAR-10", _IMG, "benchmarks.fidelity:judge:img-cacr-k1", "images"),
+          "83.73 vs 83.47, balanced CIFAR-10", _IMG, "benchmarks.tables.fidelity:judge:img-cacr-k1", "images"),
     Entry("img-iou", "t-SimCLR (Böhm et al. 2023), Figure 2a", "Weighting positive pairs by their crops' IoU helps "
           "SimCLR", "infonce with IoU weights (tau' = 1) vs infonce, batch 256, kNN", "one comparison, at the paper's "
           "tau' = 1 (the other tau' are shown in fidelity.md)", 1.4, "80.7 -> 82.1 kNN at tau' = 1", _IMG,
-          "benchmarks.fidelity:judge:img-iou", "images"),
+          "benchmarks.tables.fidelity:judge:img-iou", "images"),
     Entry("img-cacr-imbalance", "CACR (Zheng et al. 2021), Tables 2, 8", "CACR loses the least accuracy under class "
           "imbalance", "the drop from balanced to linear / exponential imbalance: cacr vs infonce and vs cmc",
           "four margins, all must hold (each imbalance, each other row)", 0.12,
           "the smallest of the paper's four margins (vs CMC, exponential)", _IMG,
-          "benchmarks.vision_cifar:judge:img-cacr-imbalance", "images"),
+          "benchmarks.tables.vision_cifar:judge:img-cacr-imbalance", "images"),
     Entry("img-tsimclr-d8", "t-SimCLR (Böhm et al. 2023), Figure 2b", "t-SimCLR keeps its kNN accuracy at d = 8 "
           "better than SimCLR", "tsimclr vs infonce at output dimension 128 and 8, kNN",
           "two margins, both must hold: a smaller drop from 128 to 8, and t-SimCLR above SimCLR at 8", None,
-          "the figure gives no SimCLR number at d = 8", _IMG, "benchmarks.vision_cifar:judge:img-tsimclr-d8", "images"),
+          "the figure gives no SimCLR number at d = 8", _IMG, "benchmarks.tables.vision_cifar:judge:img-tsimclr-d8", "images"),
     Entry("text-macl-minilm", "MACL (Huang et al. 2023), Table B.4", "MACL improves SimCSE on the STS average",
           "macl vs infonce, unsupervised SimCSE from all-MiniLM-L6-v2, STS average", "one comparison", 0.41,
           "76.66 vs 76.25 (BERT-base)", "reduced: 1,024 wiki sentences; an already contrastive start model",
-          "benchmarks.text_sts:judge:default", "sentences"),
+          "benchmarks.tables.text_sts:judge:default", "sentences"),
     Entry("text-macl-mlm", "MACL (Huang et al. 2023), Table B.4", "MACL improves SimCSE on the STS average (from an "
           "MLM-pretrained start model)", "macl vs infonce, unsupervised SimCSE from the BERT-mini MLM start model",
           "one comparison, if training moves STS 10 points above the start model (its precondition)", 0.41,
           "76.66 vs 76.25 (BERT-base)", "reduced: BERT-mini pretrained here for 3,000 steps",
-          "benchmarks.text_sts:judge:models:bert-mini-english", "sentences"),
+          "benchmarks.tables.text_sts:judge:models:bert-mini-english", "sentences"),
     Entry("xclr-linear-simclr", "X-CLR (Sobal et al. 2024), Table 7", "X-CLR beats SimCLR on linear classification",
           "xclr (caption graph) vs infonce, batch 256, linear probe", "one comparison", 12.13,
-          "75.56 vs 63.43, ImageNet linear, 5 seeds", _XCLR, "benchmarks.xclr:judge:linear-simclr", "images"),
+          "75.56 vs 63.43, ImageNet linear, 5 seeds", _XCLR, "benchmarks.tables.xclr:judge:linear-simclr", "images"),
     Entry("xclr-linear-supcon", "X-CLR (Sobal et al. 2024), Table 7", "X-CLR beats SupCon on linear classification",
           "xclr (caption graph) vs supcon, batch 256, linear probe", "one comparison", 1.26,
-          "75.56 vs 74.30, ImageNet linear, 5 seeds", _XCLR, "benchmarks.xclr:judge:linear-supcon", "images"),
+          "75.56 vs 74.30, ImageNet linear, 5 seeds", _XCLR, "benchmarks.tables.xclr:judge:linear-supcon", "images"),
     Entry("xclr-knn", "X-CLR (Sobal et al. 2024), Figure 3b", "X-CLR beats SimCLR and SupCon on kNN classification",
           "xclr vs infonce and vs supcon, kNN (k = 200)", "two margins, both must hold (the figure shows X-CLR above "
-          "both)", None, "read from a figure, no number", _XCLR, "benchmarks.xclr:judge:knn", "images"),
+          "both)", None, "read from a figure, no number", _XCLR, "benchmarks.tables.xclr:judge:knn", "images"),
     Entry("xclr-data-efficiency", "X-CLR (Sobal et al. 2024), Figure 3a", "X-CLR stays above SimCLR as the samples "
           "per class shrink", "xclr vs infonce at 50, 100 and 500 training images per class, linear probe",
           "three margins, all must hold (the figure shows X-CLR above SimCLR at every size)", None,
-          "read from a figure, no number", _XCLR, "benchmarks.xclr:judge:data-efficiency", "images"),
+          "read from a figure, no number", _XCLR, "benchmarks.tables.xclr:judge:data-efficiency", "images"),
     Entry("xclr-graph-source", "X-CLR (Sobal et al. 2024), Table 8", "The sentence-transformer caption graph beats "
           "the label graph and a random graph", "xclr with the caption graph vs with the label graph and with a "
           "random graph, linear probe", "two margins, both must hold", 1.1,
           "75.6 vs 74.4 (label) and 74.5 (random): the smaller margin", _XCLR,
-          "benchmarks.xclr:judge:graph-source", "images"),
+          "benchmarks.tables.xclr:judge:graph-source", "images"),
     Entry("xclr-finetune", "X-CLR (Sobal et al. 2024), Table 5", "Fine-tuning a SimCLR encoder with X-CLR improves "
           "it", "3 more epochs of X-CLR vs 3 more epochs of SimCLR from the same 3-epoch SimCLR encoder (the same "
           "steps), linear probe", "one comparison, against continued SimCLR so that extra training is not credited "
           "to X-CLR", 3.1, "66.5 after X-CLR fine-tuning vs 63.4 before (the paper has no continued-SimCLR row)",
-          _XCLR, "benchmarks.xclr:judge:finetune", "images"),
+          _XCLR, "benchmarks.tables.xclr:judge:finetune", "images"),
     Entry("xclr-time", "X-CLR (Sobal et al. 2024), Table 4", "X-CLR adds almost no time per step over SimCLR",
           "X-CLR's time per step vs SimCLR's, timed side by side in one process", "per round: 5 % of SimCLR's "
           "step minus X-CLR's overhead (percentage points), one-sample", 5.0,
           "0.866 vs 0.866 s per batch: 0 % overhead, 5 points under the margin", _XCLR,
-          "benchmarks.xclr:judge:time", "images"),
+          "benchmarks.tables.xclr:judge:time", "images"),
     Entry("xclr-follows-graph", "X-CLR (Sobal et al. 2024), Figure 4", "The learned class similarities follow the "
           "target graph", "correlation of the learned class similarities with the caption graph: xclr vs supcon",
           "one comparison (minimum effect 0.05 in r)", None, "a heat-map, no number", _XCLR,
-          "benchmarks.xclr:judge:follows-graph", "images"),
+          "benchmarks.tables.xclr:judge:follows-graph", "images"),
     Entry("xclr-connectivity", "X-CLR (Sobal et al. 2024), Table 9", "X-CLR has the highest intra-class "
           "connectivity", "intra-class connectivity of the learned class similarities: xclr vs supcon and vs infonce",
           "two margins, both must hold (minimum effect 0.05)", 0.188, "2.193 vs 2.005 (SupCon): the smaller margin",
-          _XCLR, "benchmarks.xclr:judge:connectivity", "images"),
+          _XCLR, "benchmarks.tables.xclr:judge:connectivity", "images"),
     Entry("gmm-l2", "t-SimCLR (Böhm et al. 2023), Figure 1 d, e", "SimCLR with -l2 similarity keeps the shifted "
           "clusters more separable than cosine SimCLR", "simclr_l2 vs infonce, OOD linear accuracy",
           "one comparison", 51.6, "100.0 vs 48.4 OOD accuracy", "paper protocol (the means' layout is ours)",
-          "benchmarks.gmm:judge_l2", "synthetic"),
+          "benchmarks.tables.gmm:judge_l2", "synthetic"),
     Entry("gmm-tsimclr", "t-SimCLR (Böhm et al. 2023), Sec. 3.1.4, 4", "t-SimCLR keeps the shifted clusters more "
           "separable than cosine SimCLR", "tsimclr vs infonce, OOD linear accuracy", "one comparison", None,
-          "no number given", "paper protocol (the means' layout is ours)", "benchmarks.gmm:judge_tsimclr",
+          "no number given", "paper protocol (the means' layout is ours)", "benchmarks.tables.gmm:judge_tsimclr",
           "synthetic"),
     Entry("gmm-order", "t-SimCLR (Böhm et al. 2023), Sec. 3.1.3", "SimCLR orders four 1-D clusters a -> b -> c -> d "
           "('consistently')", "the share of seeds ordered against chance (1 of 3 cyclic orders)",
           "one rate against a known constant: the exact binomial test", 66.7, "always (100 %) against chance 33.3 %",
-          "paper protocol", "benchmarks.gmm:judge_order", "synthetic"),
+          "paper protocol", "benchmarks.tables.gmm:judge_order", "synthetic"),
 )
 BY_ID = {e.id: e for e in ENTRIES}
 

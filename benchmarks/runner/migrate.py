@@ -9,7 +9,7 @@ config; this command moves, for each such run, the keys its front-end's config c
 are left out of configs while at their default; runs recorded with the default written out lose it, so they
 share the setting of runs recorded before the option existed. Configs that took a list of seeds (TU, MoleculeNet
 fine-tuning) now take one ``seed``; a run's one-element ``seeds: [s]`` becomes ``seed: s``. Runs (and job records)
-of a shipped suite's job recorded under the earlier spelling of a renamed argument (``benchmarks.run.RENAMED_ARGS``,
+of a shipped suite's job recorded under the earlier spelling of a renamed argument (``benchmarks.runner.suitefile.RENAMED_ARGS``,
 e.g. vision's ``out-dir``, now ``out``) get the job's current hash, so the runner finds them finished and the tables
 find them. Everything else (ids, metrics) stays as it was; runs of tasks without a known config class are counted
 and left alone.
@@ -78,7 +78,7 @@ def split_row(row: dict[str, Any]) -> bool:
 
 def job_hash_map() -> dict[str, str]:
     """Earlier job hash -> current job hash, over the jobs of every shipped suite (:meth:`Job.earlier_hashes`)."""
-    from benchmarks.run import SUITES, load_suite
+    from benchmarks.runner.suitefile import SUITES, load_suite
 
     out: dict[str, str] = {}
     for path in sorted(SUITES.glob("*.yaml")):

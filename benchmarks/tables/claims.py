@@ -208,7 +208,7 @@ def combine(results: Sequence[Result], need: int | None = None, total: int | Non
     return Verdict.NOT_CONFIRMED
 
 
-RULE_TEXT = (f"Verdicts (benchmarks/claims.py): Welch's t-test on the per-seed values, one-sided in the claim's "
+RULE_TEXT = (f"Verdicts (benchmarks/tables/claims.py): Welch's t-test on the per-seed values, one-sided in the claim's "
              f"direction, alpha = {ALPHA}, minimum effect {MIN_EFFECT} points. **confirmed**: p < alpha and the gap is "
              f"at least the minimum effect; **contradicted**: the same holds the other way; **not confirmed**: neither; "
              f"**inconclusive (n < 3)**: a side has fewer than {MIN_SEEDS} seeds; **not judged**: measured, but the "

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.catalogue import Judged, line
-from benchmarks.claims import RULE_TEXT, Claim, Verdict
+from benchmarks.tables.catalogue import Judged, line
+from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict
 from benchmarks.tables import (RESULTS, JobRuns, cell, md, progress_line, register_table, select, suite_runs, table_cli,
                                values)
 from suite.registry import Registry
@@ -158,7 +158,7 @@ def register(sub: Any) -> None:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    return table_cli("python -m benchmarks.gmm", SUITE, OUT, table, argv)
+    return table_cli("python -m benchmarks.tables.gmm", SUITE, OUT, table, argv)
 
 
 if __name__ == "__main__":

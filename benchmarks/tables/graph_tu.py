@@ -11,8 +11,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmarks.catalogue import Judged, line
-from benchmarks.claims import RULE_TEXT, Claim, Verdict, combine
+from benchmarks.tables.catalogue import Judged, line
+from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict, combine
 from benchmarks.tables import RESULTS, cell, md, progress_line, select, suite_runs, values, register_table, table_cli
 from suite.registry import Registry
 
@@ -183,7 +183,7 @@ def register(sub: Any) -> None:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    return table_cli("python -m benchmarks.graph_tu", SUITE, OUT, table, argv)
+    return table_cli("python -m benchmarks.tables.graph_tu", SUITE, OUT, table, argv)
 
 
 if __name__ == "__main__":

@@ -39,11 +39,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.claims import RULE_TEXT, Claim, Verdict, mean_std
-from benchmarks.run import SUITES, Job, Runner, check_commands, execute, load_suite, require_committed_code
+from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict, mean_std
+from benchmarks.runner.suitefile import SUITES, Job, check_commands, load_suite
+from benchmarks.runner.run import Runner, execute, require_committed_code
 from suite.registry import Registry, markdown_table
 
-SNAPSHOT = Path(__file__).resolve().parent / "results" / "registry.jsonl"
+SNAPSHOT = Path(__file__).resolve().parents[1] / "results" / "registry.jsonl"
 SETTING_OF = {("graph", "tu"): "graph_tu", ("graph", "pretrain-mol"): "graph_transfer", ("text", "train"): "text",
               ("vision", "pretrain"): "simclr"}
 SIZES = (256, 1024, 4096)
@@ -213,19 +214,19 @@ def published(task: Task) -> list[tuple[str, str]]:
     """The papers' numbers that this task's metric can stand beside: (label, value)."""
     args = dict(task.args)
     if (task.frontend, task.command) == ("graph", "tu"):
-        from benchmarks.graph_tu import PUBLISHED
+        from benchmarks.tables.graph_tu import PUBLISHED
 
         pub = PUBLISHED.get(str(args.get("dataset", "")))
         if pub:
             (g, gs), (m, ms) = pub
             return [("GraphCL (You et al. 2020)", f"{g:.2f} ± {gs:.2f}"), ("MACL (Huang et al. 2023, T4)", f"{m:.2f} ± {ms:.2f}")]
     if (task.frontend, task.command) == ("graph", "finetune-mol"):
-        from benchmarks.graph_molnet import PUBLISHED as MOL
+        from benchmarks.tables.graph_molnet import PUBLISHED as MOL
 
         ds = str(args.get("dataset", ""))
         return [(f"{k} (Hu et al. 2020; MACL T5)", f"{v[ds]:.1f}") for k, v in MOL.items() if ds in v]
     if (task.frontend, task.command) == ("text", "train") and args.get("final-eval") == "sts":
-        from benchmarks.text_sts import PUBLISHED as STS
+        from benchmarks.tables.text_sts import PUBLISHED as STS
 
         return [(label, f"{vals[-1]:.2f} (STS avg)") for label, vals in STS]
     return []
@@ -267,7 +268,7 @@ def time_losses(loss: str, hparams: dict[str, Any], sizes: tuple[int, ...] = SIZ
     round-robin in this process."""
     import torch
 
-    from benchmarks.losses import peak_memory, time_interleaved
+    from benchmarks.measurements.losses import peak_memory, time_interleaved
     from suite.presets import make_loss
 
     built = {"infonce": make_loss("simclr", "infonce", check=False).loss,
@@ -294,7 +295,7 @@ def record_timings(reg: Registry, loss: str, timings: dict[tuple[str, int], tupl
                    origin: dict[str, Any] | None, hparams: dict[str, Any]) -> None:
     import torch
 
-    from benchmarks.measured import Measurement, record
+    from benchmarks.measurements.measured import Measurement, record
 
     for (name, two_n), (t, mem) in timings.items():
         config = {"two_n": two_n, "d": D, "threads": torch.get_num_threads(), "path": "dense",

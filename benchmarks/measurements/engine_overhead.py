@@ -4,7 +4,7 @@ Three drivers run the same pre-collated batches and the same step (two views, GI
 loss): a bare hand-written loop, :class:`suite.train.Engine` and Hugging Face Accelerate (if
 installed; Lightning Fabric is not). Prints ms per step (median of ``--repeats`` rounds).
 
-    python -m benchmarks.engine_overhead --steps 200
+    python -m benchmarks.measurements.engine_overhead --steps 200
 """
 from __future__ import annotations
 

@@ -23,12 +23,12 @@ from typing import Any
 
 import torch
 
-from benchmarks.measured import Measurement, latest, one, record, versions_line
+from benchmarks.measurements.measured import Measurement, latest, one, record, versions_line
 from suite.registry import markdown_table
 
-RESULTS = Path(__file__).resolve().parent / "results" / "grad_cache.md"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "grad_cache.md"
 OUT = RESULTS  # the file :func:`table` renders (benchmarks/report.py: TABLES)
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 _SCRIPT = r"""
 import json, resource, sys, time, torch

@@ -7,7 +7,7 @@ implementation pays: the bare similarity product ``e @ e.T`` of the 2N normalise
 forward and backward. Where ``pytorch-metric-learning`` is installed, ``infonce`` is checked against
 its ``NTXentLoss`` for equal values (timed only at N <= 128: its cost grows cubically).
 
-Run: ``suite bench losses`` (or ``python -m benchmarks.losses``; the suite ``benchmarks/suites/losses.yaml``
+Run: ``suite bench losses`` (or ``python -m benchmarks.measurements.losses``; the suite ``benchmarks/suites/losses.yaml``
 runs both). Every number is recorded as a registry row first (modality "core"; task "loss-bench": per loss, path
 and 2N the median time, peak and per-round ratio to infonce; "loss-bench-pml": the pytorch-metric-learning check;
 ``--large``: :data:`LARGE_TASKS`), then ``benchmarks/results/losses.md`` (:func:`table`) and ``losses_large.md``
@@ -26,13 +26,13 @@ import torch
 import torch.nn.functional as F
 
 import suite.losses as L
-from benchmarks.measured import Measurement, latest, one, record, versions_line
+from benchmarks.measurements.measured import Measurement, latest, one, record, versions_line
 from suite.memory import PeakTensorMemory
 from suite.registry import Registry, markdown_table
 
-RESULTS = Path(__file__).resolve().parent / "results" / "losses.md"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "losses.md"
 OUT = RESULTS  # the file :func:`table` renders (benchmarks/report.py: TABLES)
-RESULTS_LARGE = RESULTS.with_name("losses_large.md")  # :func:`table_large` (module benchmarks.losses_large)
+RESULTS_LARGE = RESULTS.with_name("losses_large.md")  # :func:`table_large` (module benchmarks.measurements.losses_large)
 PML_N = 128
 D = 128
 V = 5
@@ -322,7 +322,7 @@ def _memory_scaling(peak: dict[tuple[str, int], float | None], names: list[str],
 _RSS_SCRIPT = r"""
 import json, resource, sys, torch
 torch.set_num_threads(int(sys.argv[4]))
-from benchmarks.losses import _inputs
+from benchmarks.measurements.losses import _inputs
 name, n, chunk = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 chunk = None if chunk == "none" else ("auto" if chunk == "auto" else int(chunk))
 fn, leaves = _inputs(name, n, torch.Generator().manual_seed(0), chunk)
@@ -351,7 +351,7 @@ def _rss_growth(name: str, n: int, chunk: int | str | None, threads: int, warm: 
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(root)}
     out = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, name, str(n), str(chunk), str(threads)] + (["warm"] if warm else []),
                          capture_output=True, text=True, env=env, cwd=root)

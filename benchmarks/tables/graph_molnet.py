@@ -16,8 +16,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.catalogue import BY_ID, Judged, line
-from benchmarks.claims import RULE_TEXT, Claim, Verdict, mean_std
+from benchmarks.tables.catalogue import BY_ID, Judged, line
+from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict, mean_std
 from benchmarks.tables import (RESULTS, JobRuns, cell, md, progress_line, select,
                                suite_runs, values, register_table, table_cli)
 from suite.registry import Registry
@@ -90,7 +90,7 @@ def runs_of(ft: list[JobRuns], ds: str, v: str) -> list[JobRuns]:
 
 def transfer_judged(ft: list[JobRuns], v: str) -> Judged:
     """Does variant ``v`` beat no pretraining on the last-epoch ROC-AUC averaged over the sets both ran (those where
-    both have 3 seeds, if any; the evidence names the sets left out), judged (benchmarks/claims.py) on the per-seed
+    both have 3 seeds, if any; the evidence names the sets left out), judged (benchmarks/tables/claims.py) on the per-seed
     averages (seeds that ran every such set)."""
     datasets = [d for d in DATASETS if select(ft, dataset=d)]
 
@@ -276,7 +276,7 @@ def register(sub: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return table_cli("python -m benchmarks.graph_molnet", SUITE, OUT, table, argv)
+    return table_cli("python -m benchmarks.tables.graph_molnet", SUITE, OUT, table, argv)
 
 
 if __name__ == "__main__":

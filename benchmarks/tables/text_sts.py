@@ -17,8 +17,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmarks.catalogue import Judged, line
-from benchmarks.claims import RULE_TEXT, Claim, Verdict
+from benchmarks.tables.catalogue import Judged, line
+from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict
 from benchmarks.tables import (RESULTS, JobRuns, RunView, cell, md, progress_line, suite_runs,
                                values, register_table, table_cli)
 from suite.registry import Registry
@@ -262,7 +262,7 @@ def table(registry: Registry, suite: str = SUITE) -> str:
 
 def _diagnosis_jobs(registry: Registry) -> list[JobRuns]:
     """Every job of the diagnosis suite with its runs; none when the suite file is absent."""
-    from benchmarks.run import SUITES
+    from benchmarks.runner.suitefile import SUITES
 
     return suite_runs(registry, DIAGNOSE) if (SUITES / f"{DIAGNOSE}.yaml").is_file() else []
 
@@ -440,7 +440,7 @@ def register(sub: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return table_cli("python -m benchmarks.text_sts", SUITE, OUT, table, argv)
+    return table_cli("python -m benchmarks.tables.text_sts", SUITE, OUT, table, argv)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ of the packaged sentence-transformers model) is computed once before timing, as 
 alternate the two methods (in ABBA order), so drift of a shared machine hits both alike; each round gives each method's mean
 seconds per step over ``--steps`` steps (after one warm-up step). The result is a registry row (task
 ``xclr-step-time``, headline ``ratio`` = X-CLR / SimCLR median seconds per step, every round's value kept) that
-``benchmarks/xclr.py`` renders and judges.
+``benchmarks/tables/xclr.py`` renders and judges.
 
     suite bench xclr-timing --steps 4 --repeats 16 --seed 0
 """
@@ -75,7 +75,7 @@ def measure(steps: int = 8, repeats: int = 5, batch_size: int = 256, width: int 
 
 
 def main(args: argparse.Namespace) -> int:
-    from benchmarks.measured import Measurement, record
+    from benchmarks.measurements.measured import Measurement, record
     from suite.registry import Registry
 
     torch.set_num_threads(max(1, torch.get_num_threads()))

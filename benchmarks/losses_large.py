@@ -1,9 +1,0 @@
-"""``benchmarks/results/losses_large.md``: the tiled path's tables (``suite bench losses --large``), rendered from the
-registry by :func:`benchmarks.losses.table_large`. A module of its own so that the report's table list holds one
-(module, output file) per rendered file."""
-from __future__ import annotations
-
-from benchmarks.losses import RESULTS_LARGE as OUT
-from benchmarks.losses import table_large as table
-
-__all__ = ["OUT", "table"]
