@@ -60,7 +60,8 @@ class Cell:
 # from (the training data file, the pretrained encoder). Runs of one task that differ in any other key (batch size,
 # views, epochs, profile, ...) are different settings: their numbers are never pooled as if they were seeds, and
 # claims compare losses within one setting.
-ROW_IDENTITY = frozenset({"seed", "seeds", "loss", "loss_hparams", "resolved", "dataset", "data", "init", "init_spec"})
+ROW_IDENTITY = frozenset({"seed", "seeds", "loss", "loss_hparams", "resolved", "dataset", "data", "init", "init_spec",
+                          "run_id"})  # run_id: the training run an evaluation scored (its ``evaluated`` record)
 
 
 @dataclass
@@ -148,9 +149,10 @@ def collect(reg: Registry, all_settings: bool = False) -> dict[tuple[str, str, s
     """{(modality, task, metric label): Table} of the headline metric over finished runs: the setting of each task
     with the most runs, or every setting with ``all_settings``."""
     hits: dict[tuple[str, str, str], list[tuple[str, str, dict[str, str], float, str]]] = defaultdict(list)
-    # an evaluation run of a trained sentence model records the model as a run option; its training run (same job
-    # hash) names the start model and the training mode, which are part of the evaluation's setting (an evaluation of
-    # a supervised model is never pooled with those of unsupervised ones, nor across start models)
+    # an evaluation run records what it scored in its config (``evaluated``: the training setting, a flattened key of
+    # the setting, so an evaluation of a supervised model is never pooled with those of unsupervised ones); runs
+    # recorded before that named the model only as a run option: their training run (same job hash) names the start
+    # model and the training mode, which become part of the evaluation's setting
     trained = {r["config_hash"]: {k: json.loads(r["config"]).get(k) for k in ("backbone", "mode")}
                for r in reg.runs(status="finished", modality="text") if r["task"].startswith("simcse")}
     for r in reg.runs(status="finished"):
@@ -167,8 +169,10 @@ def collect(reg: Registry, all_settings: bool = False) -> dict[tuple[str, str, s
             setting = _setting(r["config"])
             if r["task"].startswith("senteval"):
                 setting.update({k: str(v) for k, v in trained.get(r["config_hash"], {}).items() if v})
+            scored = (json.loads(r["config"] or "{}") or {}).get("evaluated") or {}
+            seed = scored.get("training_seed", r["seed"]) if isinstance(scored, dict) else r["seed"]  # a trained model
             hits[(mod, r["task"], label)].append((r["dataset"], r["loss"], setting, _pct(fm[hit]),
-                                                  r["started_at"], _setting(r["loss_hparams"]), r["seed"]))
+                                                  r["started_at"], _setting(r["loss_hparams"]), seed))
             break
     keys = row_keys()
     out = {}

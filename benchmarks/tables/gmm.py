@@ -1,6 +1,6 @@
 """The t-SimCLR paper's Gaussian-mixture experiments (Hu et al. 2023, Sec. 3, Figure 1) at the paper's scale.
 
-The grid is ``benchmarks/suites/gmm.yaml`` (vision/gmm.py): (a) d = 2, m = 5, sigma = 0.1, cosine SimCLR,
+The grid is ``benchmarks/suites/gmm.yaml`` (suite/gmm.py): (a) d = 2, m = 5, sigma = 0.1, cosine SimCLR,
 SimCLR with -l2 similarity and t-SimCLR, linear accuracy in distribution and after the +1 mean shift;
 (b) d = 1, m = 4, mu_i = i: how often SimCLR orders the clusters a -> b -> c -> d around the circle.
 ``suite bench gmm`` runs it and writes ``benchmarks/results/gmm.md`` from the registry alone.

@@ -176,7 +176,7 @@ def _mlm_section(jrs: list[JobRuns]) -> list[str]:
               f"{r.metric('mlm_loss', 'val'):.3f} / {100 * r.metric('mlm_acc', 'val'):.1f} %"],
              ["wall time", f"{r.row['wall_time'] / 60:.0f} min" if r.row.get("wall_time") else "—"]]
     return ["## The MLM start model", "",
-            "A BERT-mini pretrained from scratch by `suite text mlm` (text/mlm.py) on the plain-English corpus "
+            "A BERT-mini pretrained from scratch by `suite text mlm` (text/mlm/) on the plain-English corpus "
             "(WordNet and GCIDE sentences) plus the local wiki sentences: BERT's masking, logits at the masked "
             "positions only, no next-sentence objective. Far smaller than the papers' start model (BERT-base: "
             "12 x 768, 3.3B words, 1M steps of 256 x 512 tokens): the start model is a miniature of the setting, "

