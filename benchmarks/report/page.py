@@ -32,7 +32,7 @@ SNAPSHOT = RESULTS / "registry.jsonl"
 # and `--check` rebuilds them from the committed snapshot and compares them with the committed files
 TABLES = (("benchmarks.tables.graph_tu", "OUT"), ("benchmarks.tables.graph_molnet", "OUT"), ("benchmarks.tables.text_sts", "OUT"),
           ("benchmarks.tables.vision_cifar", "OUT"), ("benchmarks.tables.gmm", "OUT"), ("benchmarks.tables.fidelity", "RESULTS"),
-          ("benchmarks.tables.xclr", "OUT"), ("benchmarks.measurements.losses", "OUT"), ("benchmarks.measurements.losses_large", "OUT"),
+          ("benchmarks.tables.xclr", "OUT"), ("benchmarks.measurements.loss_tables", "OUT"), ("benchmarks.measurements.losses_large", "OUT"),
           ("benchmarks.measurements.grad_cache", "OUT"))
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.runner.compare import SUITES, all_jobs, page, plan, slug
+from benchmarks.report.compare import page
+from benchmarks.runner.compare import SUITES, all_jobs, plan, slug
 from benchmarks.runner.suitefile import load_suite
 from suite.registry import Registry
 from tests.suite.test_user_losses import LOSSES
