@@ -29,6 +29,8 @@ Field = tuple[str, Callable[[Any], bool]]  # (what the value must be, its check)
 POSITIVE_INT: Field = ("an integer >= 1", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
 FRACTION: Field = ("a number in [0, 1)", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1)
 MAPPING: Field = ("a JSON object", lambda v: isinstance(v, dict))
+NAME_OR_MAPPING: Field = ("a name or a JSON object", lambda v: isinstance(v, (str, dict)))
+RECORD = "run.json"  # the run owner's record beside an export's weights (suite.train.run.PROVENANCE)
 
 
 def save_pretrained(module: nn.Module, path: str | Path, model_type: str, config: dict[str, Any]) -> Path:
@@ -94,6 +96,53 @@ def load_pretrained(path: str | Path, model_type: str,
         raise ValueError(f"{w_path} is not a safetensors file or is unreadable ({type(exc).__name__}: "
                          f"{_reason(exc)})") from exc
     return config, state
+
+
+def load_export(path: str | Path, model_type: str, required: dict[str, Field] | None = None,
+                earlier: Any = None) -> Any:
+    """A module's export as :class:`suite.train.legacy.Export` (config, weights, run record): a folder written by
+    :func:`save_pretrained` (or a run folder: its ``export/``) with the run owner's ``run.json`` (``{}`` without
+    one), else, when ``earlier`` (a :class:`suite.train.legacy.Earlier`) declares an earlier export file there, that
+    file converted by :func:`suite.train.legacy.earlier_layout`; else the ``ValueError`` of :func:`load_pretrained`."""
+    from suite.train.legacy import Export, earlier_layout
+
+    p = Path(path)
+    folder = p / "export" if (p / "export" / CONFIG).is_file() else p
+    if earlier is not None and not (folder.is_dir() and (folder / CONFIG).is_file()):
+        found = earlier_layout(earlier, p, required=required).export
+        if found is not None:
+            return found
+    config, state = load_pretrained(folder, model_type, required)
+    rec_path, record = folder / RECORD, {}
+    if rec_path.is_file():
+        try:
+            record = json.loads(rec_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{rec_path}: not a run record ({exc})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{rec_path}: not a run record (a {type(record).__name__}, not a JSON object)")
+    return Export(config, state, record, folder)
+
+
+def load_weights(folder: str | Path, name: str, earlier: Any = None, what: str = "weights") -> dict[str, Tensor] | None:
+    """The tensors of the safetensors file ``name`` in ``folder``; where it is absent and ``earlier`` (a
+    :class:`suite.train.legacy.Earlier`) declares its earlier place, that torch file read as data
+    (:func:`suite.safeio.load_tensors`); None when neither exists. An unreadable file is a ``ValueError`` naming it."""
+    from safetensors.torch import load_file
+
+    p = Path(folder)
+    if (p / name).exists():
+        try:
+            return load_file(str(p / name))
+        except Exception as exc:  # not safetensors (a pickle, random bytes), truncated
+            raise ValueError(f"{p / name} is not a safetensors file or is unreadable ({type(exc).__name__})") from None
+    if earlier is None:
+        return None
+    from suite.safeio import load_tensors
+    from suite.train.legacy import earlier_layout
+
+    old = earlier_layout(earlier, p).files.get(name)
+    return None if old is None else load_tensors(old, what=what)
 
 
 def load_state(module: nn.Module, state: dict[str, Tensor], path: str | Path) -> nn.Module:

@@ -20,9 +20,9 @@ from torch import Tensor, nn
 from suite import distributed as sd
 from suite.eval.points import log_points
 from suite.presets import make_loss
-from suite.config import check_ints, check_numbers, experiment_hash, is_number, to_dict
-from suite.registry import config_hash
+from suite.config import check_ints, check_numbers, is_number
 from suite.train import CachedStep
+from suite.train.legacy import Earlier, OldFolder, OldHash
 from suite.train.run import RunContext, Task, Training, run
 from vision.card import vision_card
 from vision.config import PretrainConfig
@@ -175,24 +175,14 @@ def _name_stem(cfg: PretrainConfig) -> str:
     return f"{cfg.dataset.replace(':', '_').replace('/', '_')}-{cfg.framework}-{cfg.loss}-v{cfg.views}-{cfg.encoder}-s{cfg.seed}"
 
 
-LEGACY_ROOT = Path("runs/vision")  # where runs of older versions wrote <run name>/epoch<N>.pt
-
-
-def legacy_checkpoints(cfg: PretrainConfig, folder: Path) -> list[Path]:
-    """Checkpoints of the layout before the run owner (``epoch<N>.pt`` in the run folder, by default
-    ``runs/vision/<stem>-<experiment hash>`` or, older still, ``runs/vision/<stem>-<hash of a hand-written field
-    list>``): a run started then is resumed (its next checkpoints go to the run owner's layout)."""
-    old = [folder, LEGACY_ROOT / f"{_name_stem(cfg)}-{experiment_hash(cfg)}",
-           LEGACY_ROOT / f"{_name_stem(cfg)}-{_oldest_hash(cfg)}"]
-    return [p for d in old if d.is_dir() for p in sorted(d.glob("epoch*.pt"))]
-
-
-def _oldest_hash(cfg: PretrainConfig) -> str:
-    """The folder hash of the oldest naming: every field but resume, registry, eval_every and out_dir, under the
-    field names of then (device, ``run_name`` "" and ``ckpt_every`` were hashed)."""
-    d = {k: v for k, v in to_dict(cfg).items() if k not in ("resume", "registry", "eval_every", "out",
-                                                             "checkpoint_every", "keep_checkpoints")}
-    return config_hash({**d, "run_name": "", "ckpt_every": cfg.checkpoint_every})[:8]
+# what the layout before the run owner left: <run folder>/epoch<N>.pt (the engine's format; the model's entry once
+# named "method"), by default in runs/vision/<stem>-<experiment hash> or, older still, runs/vision/<stem>-<hash of
+# the fields of then: device, run_name "" and ckpt_every were hashed; resume, registry, eval_every and the folder not>
+EARLIER = Earlier(checkpoints=("epoch*.pt",), entries={"model": "method"}, folders=(
+    OldFolder("runs/vision"),
+    OldFolder("runs/vision", OldHash(drop=("resume", "registry", "eval_every", "out", "checkpoint_every",
+                                           "keep_checkpoints"), constants={"run_name": ""},
+                                     renamed={"ckpt_every": "checkpoint_every"}))))
 
 
 def evaluate(model: Encoder, data: ImageData, recipe: Recipe, device: torch.device, *, knn_k: int = 200,
@@ -234,7 +224,7 @@ class PretrainTask(Task[PretrainConfig]):
     projections (``points``). The run owner seeds, checkpoints, resumes, records and exports the encoder
     (:meth:`vision.models.Encoder.from_pretrained`)."""
 
-    modality, model_type = "vision", MODEL_TYPE
+    modality, model_type, earlier = "vision", MODEL_TYPE, EARLIER
 
     def __init__(self, cfg: PretrainConfig) -> None:
         check_config(cfg)
@@ -255,9 +245,6 @@ class PretrainTask(Task[PretrainConfig]):
 
     def keep_checkpoints(self, cfg: PretrainConfig) -> int:
         return cfg.keep_checkpoints
-
-    def legacy_checkpoints(self, cfg: PretrainConfig, folder: Path) -> list[Path]:
-        return legacy_checkpoints(cfg, folder)
 
     def build(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig]) -> Training:
         device = ctx.device
@@ -383,19 +370,18 @@ def evaluate_checkpoint(path: str | Path, overrides: dict[str, Any], *, knn_k: i
     (``overrides`` replace fields: another data set, device, bank size), recorded as an ``eval`` row (``registry``
     as the owner takes it: None the default registry, False none)."""
     from suite.config import load_config
-    from suite.train import load_checkpoint
-    from suite.train.run import CHECKPOINTS, Checkpoints, evaluation
+    from suite.train.run import CHECKPOINTS, evaluation, newest_checkpoint, read_checkpoint
 
     p = Path(path)
     if p.is_dir():
-        found = Checkpoints(p / CHECKPOINTS, legacy=sorted(p.glob("epoch*.pt"))).latest()
+        found = newest_checkpoint(p, EARLIER)
         if found is None:
-            raise ValueError(f"{p}: no checkpoint in {p / CHECKPOINTS} (nor an older epoch*.pt)")
+            raise ValueError(f"{p}: no checkpoint in {p / CHECKPOINTS} (nor one of an earlier layout)")
         p = found
-    state = load_checkpoint(p)
+    state = read_checkpoint(p, EARLIER)
     cfg = load_config(PretrainConfig, None, {**state["config"], **overrides})
     task = CheckpointEvalTask(cfg, p, knn_k, linear)
-    task.method.load_state_dict(state["model"] if "model" in state else state["method"])  # engine layout, or older
+    task.method.load_state_dict(state["model"])
     return evaluation(task, cfg, registry=registry, loss=task.method.loss,  # type: ignore[arg-type]
                       folder=p.parent, step=int(state.get("epoch", 0))).metrics
 

@@ -12,7 +12,6 @@ Example: >>> enc = MolGIN(); h = enc.embed(batch)   # (B, 300)
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,9 @@ from torch import Tensor, nn
 from torch_geometric.utils import scatter
 
 from graph.mol.data import HU, Featurizer, MolBatch, get_featurizer
-from suite.config import check_ints
-from suite.pretrained import FRACTION, MAPPING, POSITIVE_INT, load_pretrained, load_state, save_pretrained
-from suite.train.checkpoint import latest_checkpoint, load_checkpoint
+from suite.pretrained import (FRACTION, MAPPING, NAME_OR_MAPPING, POSITIVE_INT, load_export, load_pretrained, load_state,
+                              save_pretrained)
+from suite.train.legacy import Earlier, OldExport
 
 MODEL_TYPE = "hu_mol_gin"
 
@@ -148,69 +147,34 @@ class MolPredictor(nn.Module):
         return self.head(self.encoder.embed(b))
 
 
+# what the layout before the run owner left: encoder.pt (the encoder's weights and spec) or a pretraining checkpoint
+# (epoch<N>.pt, checkpoints/step-<N>.pt: the model's weights and config), in a folder or named itself
+_SPEC = {"num_layers": "num_layers", "dim": "emb_dim", "featurizer": "featurizer"}
+EARLIER = Earlier(exports=(
+    OldExport(files=("encoder.pt",), weights="encoder", config="spec", fields=_SPEC, keep_config=True,
+              facts={"loss": "loss"}, what="a molecular encoder checkpoint"),
+    OldExport(files=("epoch*.pt", "checkpoints/step-*.pt"), weights="model", prefix="encoder.", config="config",
+              fields=_SPEC, facts_from="config", facts={"loss": "loss"}, what="a molecular encoder checkpoint")))
+SIZES = {"num_layers": POSITIVE_INT, "dim": POSITIVE_INT, "featurizer": NAME_OR_MAPPING}
+
+
 def load_mol_encoder(path: str | Path, dropout: float = 0.0) -> tuple[MolGIN, dict[str, Any]]:
-    """A molecular encoder and its spec ``{num_layers, emb_dim, featurizer (name), loss, path}`` from: an exported
+    """A molecular encoder and its spec ``{num_layers, emb_dim, featurizer (name), loss, path}`` from an exported
     folder (:meth:`MolGIN.save_pretrained`, with the run owner's ``run.json`` naming the loss), a pretraining run
-    folder (its ``export/``), or a checkpoint of the layout before the run owner (``encoder.pt``, ``epoch<N>.pt``, or a
-    folder holding them; :func:`load_legacy_mol_encoder`). ``dropout`` is the fine-tuning dropout."""
-    p = Path(path)
-    folder = p / "export" if (p / "export" / "config.json").is_file() else p
-    if folder.is_dir() and (folder / "config.json").is_file():
-        enc = MolGIN.from_pretrained(folder, dropout=dropout)
-        loss = "?"
-        if (folder / "run.json").is_file():
-            try:
-                loss = str(json.loads((folder / "run.json").read_text(encoding="utf-8")).get("loss", "?"))
-            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
-                raise ValueError(f"{folder / 'run.json'}: not a run record ({exc})") from None
-        spec = {"num_layers": enc.num_layers, "emb_dim": enc.dim, "featurizer": enc.featurizer.name}
-        return enc.train(), {**spec, "loss": loss, "path": str(folder)}
-    return load_legacy_mol_encoder(p, dropout)
-
-
-def load_legacy_mol_encoder(path: str | Path, dropout: float = 0.0) -> tuple[MolGIN, dict[str, Any]]:
-    """An encoder from a checkpoint of the layout before the run owner: ``encoder.pt`` (or a directory holding it, or
-    an ``epoch<N>.pt`` checkpoint), or a training checkpoint of a run folder (``checkpoints/step-<N>.pt``). A checkpoint
-    that loads as data but lacks its ``spec`` (encoder.pt) or ``config`` (a pretraining checkpoint), or holds one
-    that is not a mapping or has a field of the wrong type, is a ValueError naming the file and what is wrong."""
-    p = Path(path)
-    if p.is_dir():
-        cand = p / "encoder.pt"
-        p = cand if cand.exists() else (latest_checkpoint(p, "epoch*.pt") or latest_checkpoint(p / "checkpoints", "step-*.pt")
-                                        or cand)
-    state = load_checkpoint(p)
-    if "encoder" in state:
-        entry, what = "spec", "an encoder checkpoint ('encoder' entry)"
-    elif "model" in state:  # a full pretraining checkpoint
-        entry, what = "config", "a pretraining checkpoint ('model' entry)"
-    else:
-        raise ValueError(f"{p} is not a molecular encoder checkpoint (no 'encoder' or 'model' entry)")
-    if entry not in state:
-        raise ValueError(f"{p}: {what} with no '{entry}' entry, so the encoder cannot be rebuilt (num_layers, "
-                         f"emb_dim, featurizer)")
-    c = state[entry]
-    if not isinstance(c, dict):
-        raise ValueError(f"{p}: '{entry}' must be a mapping (num_layers, emb_dim, featurizer), got {type(c).__name__}")
-    weights = state["encoder" if entry == "spec" else "model"]
-    if not isinstance(weights, dict):
-        raise ValueError(f"{p}: the weights must be a mapping of tensors, got {type(weights).__name__}")
-    lacking = {"num_layers", "emb_dim", "featurizer"} - set(c)
-    if lacking:
-        raise ValueError(f"{p}: the encoder {entry} lacks {sorted(lacking)}")
-    spec = {"num_layers": c["num_layers"], "emb_dim": c["emb_dim"], "featurizer": c["featurizer"]}
-    if entry == "spec":
-        spec = {**c, **spec}
-    check_ints(spec, {"num_layers": 1, "emb_dim": 1}, where=f"{p}: {entry} ")
-    if not isinstance(spec["featurizer"], str):
-        raise ValueError(f"{p}: {entry} featurizer must be a name ('hu' or 'ogb'), got {spec['featurizer']!r}")
-    sd_ = weights if entry == "spec" else {k[len("encoder."):]: v for k, v in weights.items()
-                                          if isinstance(k, str) and k.startswith("encoder.")}
+    folder (its ``export/``), or an export of an earlier layout (:data:`EARLIER`, read by
+    :func:`suite.pretrained.load_export`). ``dropout`` is the fine-tuning dropout."""
+    ex = load_export(path, MODEL_TYPE, SIZES, earlier=EARLIER)
+    c = ex.config
+    feat = c["featurizer"]
     try:
-        enc = MolGIN(spec["num_layers"], spec["emb_dim"], dropout, get_featurizer(spec["featurizer"]))
+        featurizer = get_featurizer(feat) if isinstance(feat, str) else Featurizer(
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in feat.items()})
+        enc = MolGIN(c["num_layers"], c["dim"], dropout, featurizer)
+    except TypeError as exc:
+        raise ValueError(f"{ex.path}: featurizer is not a featurizer vocabulary ({exc})") from None
     except ValueError as exc:
-        raise ValueError(f"{p}: {exc}") from None
-    load_state(enc, sd_, p)  # tensor names and shapes checked, a mismatch named with the file
-    config = state.get("config")
-    loss = state.get("loss", config.get("loss", "?") if isinstance(config, dict) else "?")
-    return enc, {**spec, "loss": loss, "path": str(p)}
-
+        raise ValueError(f"{ex.path}: {exc}") from None
+    load_state(enc, ex.weights, ex.path)  # tensor names and shapes checked, a mismatch named with the file
+    spec = {k: v for k, v in c.items() if k not in ("model_type", "code_version", "dim", "dropout")}
+    spec = {**spec, "num_layers": c["num_layers"], "emb_dim": c["dim"], "featurizer": featurizer.name}
+    return enc.train(), {**spec, "loss": str(ex.record.get("loss", "?")), "path": str(ex.path)}

@@ -28,6 +28,7 @@ from graph.mol.model import MolGIN, MolGINConfig, projection_head
 from suite import presets
 from suite.paths import data_path
 from suite.train import CachedStep
+from suite.train.legacy import Earlier
 from suite.train.run import EXPORT, RunContext, Task, Training, run, run_folder
 
 # Loss presets: suite.presets, setting "graph_transfer" (graphcl, macl, infonce). GraphCL's transfer code
@@ -103,6 +104,7 @@ class MolPretrainTask(Task[PretrainMolConfig]):
     (``<out>/export``: ``MolGIN.from_pretrained``, with its card)."""
 
     modality, name, primary, eval_split = "graph", "mol-pretrain", ("loss", "train"), None
+    earlier = Earlier(checkpoints=("epoch*.pt",))  # the layout before the run owner: <out>/epoch<N>.pt
 
     def __init__(self, graphs: MolGraphs | None = None) -> None:
         self.graphs = graphs
@@ -119,9 +121,6 @@ class MolPretrainTask(Task[PretrainMolConfig]):
 
     def stem(self, cfg: PretrainMolConfig) -> str:
         return cfg.loss.lower()
-
-    def legacy_checkpoints(self, cfg: PretrainMolConfig, folder: Path) -> list[Path]:
-        return sorted(folder.glob("epoch*.pt"))  # the layout before the run owner: <out>/epoch<N>.pt
 
     def build(self, cfg: PretrainMolConfig, ctx: RunContext[PretrainMolConfig]) -> Training:
         if cfg.epochs < 1 or cfg.batch_size < 2 or cfg.grad_cache_chunk < 0:

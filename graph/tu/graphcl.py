@@ -37,11 +37,14 @@ from graph.augment import build_augmentation, chunk_views
 from graph.tu.data import TUData
 from graph.tu.svm import SVMEvaluator, embed_graphs
 from graph.tu.presets import resolve
-from graph.tu.model import GINEncoder, GraphCLModel
+from graph.tu.model import MODEL_TYPE, GINEncoder, GraphCLModel
 from suite import distributed as sd
 from suite.losses import apply_loss
 from suite.metrics import alignment, uniformity
 from suite.train import CachedStep
+from suite.config import load_config
+from suite.pretrained import POSITIVE_INT, load_export, load_state
+from suite.train.legacy import Earlier, OldExport
 from suite.train.run import EXPORT, PROVENANCE, RunContext, Task, Training, run
 
 
@@ -303,69 +306,34 @@ def tu_card(cfg: TUConfig, loss_name: str, loss_hparams: dict[str, Any], n_graph
               f"# with the projection head: graph.tu.graphcl.load_encoder({str(path)!r})"))
 
 
+# what the layout before the run owner left: one .pt file (GraphCLModel weights, sizes, TUConfig fields, meta)
+EARLIER = Earlier(exports=(OldExport(
+    files=(), weights="model", prefix="encoder.", fields={"in_dim": "in_dim", "hidden": "hidden", "layers": "layers"},
+    record={"config": "config"}, drop=TUConfig.RETIRED_RUN_OPTIONS, facts_from="meta",
+    facts={("metrics", "test/acc"): "acc", "run_id": "run_id"}, what="a graph encoder checkpoint"),))
+SIZES = {"in_dim": POSITIVE_INT, "hidden": POSITIVE_INT, "layers": POSITIVE_INT}
+
+
 def load_encoder(path: str | Path) -> tuple[GraphCLModel, TUConfig, dict[str, Any]]:
     """The GraphCL model (its encoder trained; the projection head is not exported), its TUConfig and meta (``acc``,
-    ``run_id``) from a run folder or its ``export/`` (``GINEncoder.from_pretrained`` + the run owner's ``run.json``),
-    or from an older ``.pt`` checkpoint (:func:`load_legacy_encoder`)."""
-    p = Path(path)
-    folder = p / EXPORT if (p / EXPORT / "config.json").is_file() else p
-    if not (folder.is_dir() and (folder / "config.json").is_file()):
-        return load_legacy_encoder(p)
-    enc = GINEncoder.from_pretrained(folder)
-    rec_path = folder / PROVENANCE
-    try:
-        rec = json.loads(rec_path.read_text(encoding="utf-8"))
-        config = rec["config"]
-        cfg = TUConfig(**{k: v for k, v in config.items() if k in {f.name for f in dataclasses.fields(TUConfig)}})
-    except FileNotFoundError:
-        raise ValueError(f"{folder}: {PROVENANCE} missing; it records the TU config the encoder was trained with") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise ValueError(f"{rec_path}: not the run record of a TU run ({type(exc).__name__}: {exc})") from None
-    model = GraphCLModel(enc.in_dim, enc.hidden, enc.layers)
-    model.encoder.load_state_dict(enc.state_dict())
-    model.eval()
-    metrics = rec.get("metrics") or {}
-    return model, cfg, {"acc": metrics.get("test/acc"), "run_id": rec.get("run_id")}
-
-
-def load_legacy_encoder(path: str | Path) -> tuple[GraphCLModel, TUConfig, dict[str, Any]]:
-    """The GraphCL model, its TUConfig and meta from a ``.pt`` checkpoint of the layout before the run owner
-    (``model``, ``in_dim``, ``hidden``, ``layers``, ``config``, ``meta``). A checkpoint that loads as
-    data but holds the wrong data (a size that is not a positive integer, a config that is not a mapping or that
-    TUConfig refuses, a meta that is not a mapping) is a ValueError naming the file and the field."""
-    from suite.config import check_ints
-    from suite.train import load_checkpoint
-
-    state = load_checkpoint(path)
-    missing = {"model", "in_dim", "hidden", "layers", "config"} - set(state)
-    if missing:
-        raise ValueError(f"{path} is not a graph encoder checkpoint (missing {sorted(missing)})")
-    check_ints(state, dict.fromkeys(("in_dim", "hidden", "layers"), 1), where=f"{path}: ")
-    config, meta = state["config"], state.get("meta", {})
+    ``run_id``) from a run folder or its ``export/`` (``GINEncoder``'s config and weights + the run owner's
+    ``run.json``), or an export of an earlier layout (:data:`EARLIER`, read by :func:`suite.pretrained.load_export`).
+    A record whose config TUConfig refuses (an unknown key, a value of the wrong type) is a ValueError naming the
+    file and the field."""
+    ex = load_export(path, MODEL_TYPE, SIZES, earlier=EARLIER)
+    where = ex.path if ex.earlier else ex.path / PROVENANCE
+    if "config" not in ex.record:
+        raise ValueError(f"{ex.path}: {PROVENANCE} missing; it records the TU config the encoder was trained with")
+    config = ex.record["config"]
     if not isinstance(config, dict):
-        raise ValueError(f"{path}: config must be a mapping of TUConfig fields, got {type(config).__name__}")
-    if not isinstance(meta, dict):
-        raise ValueError(f"{path}: meta must be a mapping, got {type(meta).__name__}")
-    config = {k: v for k, v in config.items() if k not in TUConfig.RETIRED_RUN_OPTIONS}
-    fields = {f.name for f in dataclasses.fields(TUConfig)}
-    unknown = sorted(map(str, set(config) - fields))
-    if unknown:
-        raise ValueError(f"{path}: config holds key(s) {unknown} that TUConfig does not have")
-    import typing
-
-    from suite.config import _typed  # the config-file type rule: `epochs: "ten"` named with the file and field
-
-    hints = typing.get_type_hints(TUConfig)
+        raise ValueError(f"{where}: config must be a mapping of TUConfig fields, got {type(config).__name__}")
     try:
-        cfg = TUConfig(**{k: _typed(k, v, hints[k], f"{path}: config") for k, v in config.items()})
-    except TypeError as exc:
-        raise ValueError(f"{path}: config refused by TUConfig ({exc})") from None
-    except ValueError as exc:
-        msg = str(exc)
-        raise ValueError(msg if msg.startswith(f"{path}:") else f"{path}: config refused by TUConfig ({msg})") from None
-    from suite.pretrained import load_state
-
-    model = GraphCLModel(state["in_dim"], state["hidden"], state["layers"])
-    load_state(model, state["model"], path)  # names and shapes checked, a mismatch named with the file
+        cfg = load_config(TUConfig, None, config)
+    except (TypeError, ValueError) as exc:
+        msg = str(exc).replace("TUConfig override: ", "")
+        raise ValueError(f"{where}: config refused by TUConfig ({msg})") from None
+    model = GraphCLModel(ex.config["in_dim"], ex.config["hidden"], ex.config["layers"])
+    load_state(model.encoder, ex.weights, ex.path)  # names and shapes checked, a mismatch named with the file
     model.eval()
-    return model, cfg, meta
+    metrics = ex.record.get("metrics") or {}
+    return model, cfg, {"acc": metrics.get("test/acc"), "run_id": ex.record.get("run_id")}

@@ -13,7 +13,8 @@ trained model (and which metric is the headline), and what to export. Everything
 * **checkpoints**: :class:`Checkpoints`, one layout (the engine's) and one name, ``checkpoints/step-<step>.pt``,
   written every ``cfg.checkpoint_every`` epochs and at the end, pruned to the newest ``cfg.keep_checkpoints``;
 * **resume**: the newest checkpoint of the folder, refused when it records another experiment config
-  (:class:`suite.train.ConfigMismatchError` naming the keys);
+  (:class:`suite.train.ConfigMismatchError` naming the keys); without one, a checkpoint an earlier layout left, which
+  :func:`suite.train.legacy.earlier_layout` finds from the task's declaration :attr:`Task.earlier`;
 * **one writer per folder**: the run holds an exclusive lock on ``<folder>/.lock`` (``fcntl.flock``, which the kernel
   drops when the process ends, even by SIGKILL: a crash never blocks the next run) from before it reads a checkpoint
   until its registry row is closed; a second process on the same folder is refused at once with one line naming the
@@ -84,6 +85,7 @@ from torch import Tensor, nn
 from suite import distributed as sd
 from suite.config import experiment_config, experiment_hash, run_option_values, run_options
 from suite.train.engine import CachedStep, Engine, epoch_batches, resolve_device, resumable
+from suite.train.legacy import Earlier, earlier_layout, remove_when_built, upgrade_entries
 from suite.train.seeding import derive_seed, seed_everything, seeded_generator
 
 C = TypeVar("C")
@@ -118,10 +120,10 @@ def runs_root() -> Path:
 class Checkpoints:
     """The checkpoints of one run: ``<folder>/step-<step>.pt`` in the engine's layout, the newest ``keep`` kept."""
 
-    def __init__(self, folder: str | Path, keep: int = 2, legacy: Sequence[Path] = ()) -> None:
+    def __init__(self, folder: str | Path, keep: int = 2, earlier: Sequence[Path] = ()) -> None:
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
             raise ValueError(f"keep_checkpoints must be an integer >= 0, got {keep!r}")
-        self.folder, self.keep, self.legacy = Path(folder), keep, tuple(legacy)
+        self.folder, self.keep, self.earlier = Path(folder), keep, tuple(earlier)
 
     def all(self) -> list[Path]:
         """Every checkpoint of the run, oldest first (by step)."""
@@ -131,12 +133,12 @@ class Checkpoints:
         return [p for _, p in sorted(found)]
 
     def latest(self) -> Path | None:
-        """The newest checkpoint; without one, the newest of ``legacy`` (a run started under an older layout, which
-        the engine's format makes resumable)."""
+        """The newest checkpoint; without one, the newest of ``earlier`` (a run started under an earlier layout,
+        which the engine's format makes resumable)."""
         cks = self.all()
         if cks:
             return cks[-1]
-        old = [p for p in self.legacy if p.is_file()]
+        old = [p for p in self.earlier if p.is_file()]
         return max(old, key=lambda p: p.stat().st_mtime) if old else None
 
     def save(self, engine: Engine[Any], experiment: dict[str, Any], extra: dict[str, Any] | None = None) -> Path | None:
@@ -301,6 +303,7 @@ class Task(Generic[C]):
     primary: ClassVar[tuple[str, str | None] | None] = None  # the headline (metric, split) of the evaluation
     eval_split: ClassVar[str | None] = "test"  # the split :meth:`evaluate`'s metrics are logged as
     model_type: ClassVar[str] = ""  # the export's model type (``from_pretrained`` checks it); "" = no export
+    earlier: ClassVar[Earlier] = Earlier()  # what earlier versions of the task left in a run folder (data)
 
     def stem(self, cfg: C) -> str:
         """The readable part of the default folder name."""
@@ -340,10 +343,6 @@ class Task(Generic[C]):
     def keep_checkpoints(self, cfg: C) -> int:
         """How many checkpoints stay (0: none once the run has finished)."""
         return getattr(cfg, "keep_checkpoints", 2)
-
-    def legacy_checkpoints(self, cfg: C, folder: Path) -> list[Path]:
-        """Checkpoints of an older layout this task's runs may have left in ``folder`` (resumed when no new one is)."""
-        return []
 
     def export_module(self, cfg: C, training: Training) -> nn.Module | None:
         """The module exported at the end (default: the trained model when :attr:`model_type` is set). A module with
@@ -385,6 +384,11 @@ class RunContext(Generic[C]):
     run: Any = None  # the registry run (main rank), or None
     engine: Engine[Any] | None = None
     generators: dict[str, torch.Generator] = field(default_factory=dict)
+    moved: dict[str, Path] = field(default_factory=dict)  # today's name -> where an earlier layout keeps it
+
+    def path(self, name: str) -> Path:
+        """``<folder>/<name>``, or where the task's earlier layout keeps it when the folder is of that layout."""
+        return self.moved.get(name, self.folder / name)
 
     def generator(self, stream: str, per_rank: bool = True, device: str | torch.device = "cpu") -> torch.Generator:
         """The generator of ``stream`` on ``device``: this rank's own (augmentations, dropout-like noise), or with
@@ -506,11 +510,12 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
     seed = getattr(cfg, "seed")
     device = resolve_device(getattr(cfg, "device", "auto"))
     seed_everything(seed, rank=sd.rank())
-    ckpts = Checkpoints(folder / CHECKPOINTS, task.keep_checkpoints(cfg), task.legacy_checkpoints(cfg, folder))
+    found = earlier_layout(task.earlier, folder, cfg=cfg, stem=task.stem(cfg))
+    ckpts = Checkpoints(folder / CHECKPOINTS, task.keep_checkpoints(cfg), found.checkpoints)
     every = getattr(cfg, "checkpoint_every", 1)
     if isinstance(every, bool) or not isinstance(every, int) or every < 0:
         raise ValueError(f"checkpoint_every must be an integer >= 0 (0: at the end only), got {every!r}")
-    ctx: RunContext[C] = RunContext(cfg, device, folder, seed)
+    ctx: RunContext[C] = RunContext(cfg, device, folder, seed, moved=found.files)
     training = task.build(cfg, ctx)
     engine: Engine[Any] = Engine(training.model, training.optimizer, device=device, scheduler=training.scheduler,
                                  precision=training.precision, grad_clip=training.grad_clip, loss=training.loss,
@@ -567,8 +572,23 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
                 export = _export(task, cfg, ctx, training, module, folder / EXPORT, metrics)
         if task.keep_checkpoints(cfg) == 0 and sd.is_main():
             ckpts.prune(0)
+        if sd.is_main():
+            remove_when_built(task.earlier, folder)
     return RunResult(folder, getattr(ctx.run, "id", None), metrics, engine.epoch, engine.step, resumed_from,
                      time.perf_counter() - t0, export)
+
+
+def newest_checkpoint(folder: str | Path, earlier: Earlier = Earlier()) -> Path | None:
+    """The newest checkpoint of a run folder: today's layout, else one an earlier layout (``earlier``) left."""
+    folder = Path(folder)
+    return Checkpoints(folder / CHECKPOINTS, earlier=earlier_layout(earlier, folder).checkpoints).latest()
+
+
+def read_checkpoint(path: str | Path, earlier: Earlier = Earlier()) -> dict[str, Any]:
+    """A checkpoint file read as data (:func:`suite.train.load_checkpoint`), its entries under today's names."""
+    from suite.train.checkpoint import load_checkpoint
+
+    return upgrade_entries(earlier, load_checkpoint(path))
 
 
 def evaluation(task: Task[C], cfg: C, *, registry: Any = None, loss: Any = None, folder: str | Path = "",
@@ -624,5 +644,5 @@ def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, modul
 
 
 __all__ = ["Checkpoints", "FolderBusyError", "RunContext", "RunResult", "Task", "Training",
-           "check_run_options", "derive_seed", "evaluation", "hold_folder", "open_registry", "row_hash", "run",
-           "run_folder", "seeded_generator"]
+           "check_run_options", "derive_seed", "evaluation", "hold_folder", "newest_checkpoint", "open_registry",
+           "read_checkpoint", "row_hash", "run", "run_folder", "seeded_generator"]

@@ -125,7 +125,7 @@ def test_valid_encoder_checkpoints_still_load(tmp_path):
     from graph.mol.model import load_mol_encoder as load_mol
 
     model, cfg, meta = load_tu(_tu_checkpoint(tmp_path / "tu.pt"))
-    assert model.encoder.in_dim == 7 and cfg.dataset == "MUTAG" and meta == {}
+    assert model.encoder.in_dim == 7 and cfg.dataset == "MUTAG" and meta == {"acc": None, "run_id": None}
     for kind in ("encoder", "model"):
         enc, spec = load_mol(_mol_checkpoint(tmp_path / f"{kind}.pt", _mol_state(kind)))
         assert (enc.num_layers, enc.dim, spec["featurizer"], spec["loss"]) == (2, 8, "hu", "macl")

@@ -186,8 +186,9 @@ def test_vision_run_in_a_folder_of_the_old_layout_resumes(tmp_path: Path, monkey
     """a vision run interrupted under an older layout (runs/vision/<stem>-<hash>/epoch<N>.pt, the hash of the
     experiment config, or before that of a hand-written field list) -> a restart resumes its newest checkpoint (and
     writes its next ones in the run owner's layout); with resume off it starts afresh"""
-    from suite.config import experiment_hash
-    from vision.train import LEGACY_ROOT, _name_stem, _oldest_hash, pretrain
+    from suite.config import experiment_hash, to_dict
+    from suite.registry import config_hash
+    from vision.train import _name_stem, pretrain
 
     monkeypatch.chdir(tmp_path)  # the older layout's root: runs/vision in the working folder
     monkeypatch.setenv("SUITE_RUNS", str(tmp_path / "runs"))
@@ -197,7 +198,11 @@ def test_vision_run_in_a_folder_of_the_old_layout_resumes(tmp_path: Path, monkey
         pretrain(cfg, stop_after=1)
     folder = _vision_folder(cfg)
     ckpt = next((folder / "checkpoints").glob("step-*.pt"))
-    legacy = LEGACY_ROOT / f"{_name_stem(cfg)}-{experiment_hash(cfg) if old == 'experiment-hash' else _oldest_hash(cfg)}"
+    # the oldest naming hashed every field but resume, registry, eval_every and the folder, under the names of then
+    oldest = config_hash({**{k: v for k, v in to_dict(cfg).items() if k not in (
+        "resume", "registry", "eval_every", "out", "checkpoint_every", "keep_checkpoints")},
+        "run_name": "", "ckpt_every": cfg.checkpoint_every})[:8]
+    legacy = Path("runs/vision") / f"{_name_stem(cfg)}-{experiment_hash(cfg) if old == 'experiment-hash' else oldest}"
     legacy.mkdir(parents=True)
     ckpt.rename(legacy / "epoch0001.pt")
     shutil.rmtree(folder)

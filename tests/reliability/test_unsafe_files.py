@@ -153,7 +153,9 @@ def test_text_head_refuses_payload(tiny_model_dir: Path, tmp_path: Path, marker:
     """saved text encoder whose simcse_head.pt is a crafted pickle -> load_encoder refuses naming it, no code run"""
     from text.models import build_encoder, load_encoder, save_encoder
     from text.models.save import HEAD as SAVED
-    from text.models.save import LEGACY_HEAD as HEAD  # the torch file of a model saved before safetensors
+    from text.models.save import EARLIER
+
+    HEAD = EARLIER.files[SAVED]  # the torch file of a model saved before safetensors
 
     out = save_encoder(build_encoder(str(tiny_model_dir), pooling="cls", head_at_test=True), tmp_path / "saved")
     (out / SAVED).unlink()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import math
 import pathlib
 from dataclasses import dataclass, field
@@ -119,6 +120,60 @@ def test_the_owners_work_check_sees_each_kind(tmp_path):
         assert len(_owners_work(probe)) == 11
     finally:
         probe.unlink()
+
+# earlier layouts: read only by suite/train/legacy.py, from declarations (Earlier, OldExport, OldFolder, OldHash)
+_DECLARATIONS = {"Earlier", "OldExport", "OldFolder", "OldHash"}
+_OLD_FILES = re.compile(r"checkpoint\.pt|simcse_head\.pt|encoder\.pt|epoch(\*|<N>|\d*)\.pt|runs/vision")
+
+
+def _earlier_layout_readers(path: pathlib.Path) -> list[str]:
+    """Mentions of an earlier layout outside a declaration: a name, attribute, definition or import that says
+    legacy, or a string naming an earlier file or folder."""
+    tree = ast.parse(path.read_text())
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in _DECLARATIONS:
+            inside |= {id(n) for n in ast.walk(node)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in inside:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module == "suite.train.legacy":
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}: imports {a.name}" for a in node.names
+                      if a.name not in _DECLARATIONS]  # the declarations' types only
+            continue
+        words = [getattr(node, k, None) for k in ("id", "attr", "name", "asname", "module", "arg")]
+        said = [w for w in words if isinstance(w, str) and "legacy" in w.lower()]
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _OLD_FILES.search(node.value):
+            said.append(repr(_OLD_FILES.search(node.value).group(0)))
+        found += [f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}: {w}" for w in said]
+    return found
+
+
+def test_front_ends_read_only_todays_layout():
+    """no front-end reads a folder layout of an earlier version: no legacy name (LEGACY_ROOT, legacy_checkpoints,
+    load_legacy_encoder, suite.train.legacy itself) and no earlier file named (checkpoint.pt, simcse_head.pt,
+    encoder.pt, epoch<N>.pt, runs/vision) outside the declarations suite/train/legacy.py reads"""
+    bad = [hit for fe in ("vision", "graph", "text") for path in (ROOT / fe).rglob("*.py")
+           for hit in _earlier_layout_readers(path)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_earlier_layout_check_sees_each_kind(tmp_path):
+    """the check above finds what the code before the one module had (and lets a declaration through)"""
+    src = ("from suite.train import legacy\nLEGACY_ROOT = 'runs/vision'\nLEGACY_HEAD = 'simcse_head.pt'\n"
+           "def legacy_checkpoints(cfg, folder):\n    return [folder / 'checkpoint.pt'] + sorted(folder.glob('epoch*.pt'))\n"
+           "def load_legacy_encoder(path):\n    return path / 'encoder.pt'\n"
+           "from suite.train.legacy import Earlier\nEARLIER = Earlier(checkpoints=('epoch*.pt', 'checkpoint.pt'), files={'h': 'simcse_head.pt'})\n")
+    probe = ROOT / "tests" / "suite" / f"_probe_{tmp_path.name}.py"
+    probe.write_text(src)
+    try:
+        hits = _earlier_layout_readers(probe)
+    finally:
+        probe.unlink()
+    assert len(hits) == 10, hits
+    assert not [h for h in hits if h.split(":")[1] in ("8", "9")]  # the declaration's line
+
 
 def test_cli_losses_and_results(capsys, tmp_path, monkeypatch):
     assert main(["losses"]) == 0

@@ -38,6 +38,7 @@ from suite.paths import data_path
 from suite import presets
 from suite.registry import Registry
 from suite.train import CachedStep
+from suite.train.legacy import Earlier
 from suite.train.run import RunContext, Task, Training, run
 from text.data import Triplet, nli_triplets, read_sentences, read_triplets_csv, unlabelled_sentences
 from text.eval.encode import EncodeFn
@@ -169,6 +170,7 @@ class SimCSETask(Task[SimCSEConfig]):
     with its card and ``run.json``."""
 
     modality, primary, eval_split = "text", ("best_stsb_dev", "dev"), "dev"
+    earlier = Earlier(checkpoints=("checkpoint.pt",))  # the layout before the run owner: <out>/checkpoint.pt
 
     def __init__(self, cfg: SimCSEConfig) -> None:
         check_config(cfg)  # before the run owner takes the folder or reads anything
@@ -198,9 +200,6 @@ class SimCSETask(Task[SimCSEConfig]):
         except (json.JSONDecodeError, UnicodeDecodeError):
             return {}
         return {"backbone_run": rec.get("run_id"), "backbone_code_version": rec.get("code_version")}
-
-    def legacy_checkpoints(self, cfg: SimCSEConfig, folder: Path) -> list[Path]:
-        return [folder / "checkpoint.pt"]  # the layout before the run owner
 
     def build(self, cfg: SimCSEConfig, ctx: RunContext[SimCSEConfig]) -> Training:
         check_config(cfg)

@@ -28,8 +28,8 @@ run) and :mod:`text.mlm.card` (the export's model card).
 
 Training goes through the run owner (:func:`suite.train.run.run`, :class:`MLMTask`): AdamW, linear warm-up then
 linear decay, counted in steps; the owner seeds it (the masks are its generator ``mask``), checkpoints it every
-``checkpoint_every`` steps in ``<out>/checkpoints/step-<N>.pt`` (a ``<out>/checkpoint.pt`` of the layout before is
-resumed too), resumes it only with the same experiment config (``device``, ``checkpoint_every``, ``eval_every``,
+``checkpoint_every`` steps in ``<out>/checkpoints/step-<N>.pt`` (a folder of the layout before is resumed too:
+:attr:`MLMTask.earlier`), resumes it only with the same experiment config (``device``, ``checkpoint_every``, ``eval_every``,
 ``resume`` and ``out`` are run options), records the registry row (task ``mlm``, the loss curve, train and held-out)
 and exports the model to ``<out>/export``: a transformers model (``AutoModel.from_pretrained`` and
 ``AutoTokenizer``) with its card and ``run.json``. ``suite text train --backbone <out>`` (or ``models:NAME``) takes
@@ -41,10 +41,10 @@ from text.mlm.batches import bucketed_batches, collate, mask_tokens
 from text.mlm.config import CORPUS, DONE, SPECIAL, MLMConfig, output_dir
 from text.mlm.corpus import Corpus, read_corpus, read_corpus_file, split_heldout
 from text.mlm.model import MLMObjective, build_model, mlm_loss
-from text.mlm.task import MLMTask, built_model, pretrain_mlm, tokenizer_dir
+from text.mlm.task import MLMTask, built_model, pretrain_mlm
 from text.mlm.tokenizer import check_vocab, load_tokenizer, tokenize_corpus, train_tokenizer
 
 __all__ = ["CORPUS", "DONE", "SPECIAL", "Corpus", "MLMConfig", "MLMObjective", "MLMTask", "bucketed_batches",
            "build_model", "built_model", "check_vocab", "collate", "load_tokenizer", "mask_tokens", "mlm_loss",
            "output_dir", "pretrain_mlm", "read_corpus", "read_corpus_file", "split_heldout", "tokenize_corpus",
-           "tokenizer_dir", "train_tokenizer"]
+           "train_tokenizer"]

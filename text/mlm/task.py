@@ -16,6 +16,7 @@ from suite.config import experiment_config, experiment_hash
 from suite.memory import pin_malloc_threshold
 from suite.registry import Registry, code_version, config_hash
 from suite.safeio import write_atomic
+from suite.train.legacy import Earlier
 from suite.train.run import EXPORT, RunContext, Task, Training, run
 from suite.train.seeding import fixed_generator
 from text.mlm.batches import bucketed_batches, collate, mask_tokens
@@ -25,21 +26,22 @@ from text.mlm.corpus import read_corpus, split_heldout
 from text.mlm.model import MLMObjective, build_model, mlm_loss
 from text.mlm.tokenizer import load_tokenizer, tokenize_corpus, train_tokenizer
 
-LEGACY_CHECKPOINT = "checkpoint.pt"  # the resume checkpoint before the run owner (<out>/checkpoint.pt)
 
 
 class MLMTask(Task[MLMConfig]):
     """MLM pretraining as a :class:`suite.train.run.Task` (task ``mlm``, headline: the held-out ``mlm_loss``).
 
     Counted in steps: the run owner seeds it (the masks are its generator ``mask``), places it, checkpoints it every
-    ``checkpoint_every`` steps (``<out>/checkpoints/step-<N>.pt``; the layout before the owner, ``<out>/checkpoint.pt``,
-    is resumed too; none is kept once the model is built), resumes it (config-checked), records the registry row and
+    ``checkpoint_every`` steps (``<out>/checkpoints/step-<N>.pt``; none is kept once the model is built), resumes it
+    (config-checked; a folder of the layout before the owner too, from :attr:`earlier`), records the registry row and
     exports the model to ``<out>/export`` (transformers model + tokenizer + card + ``run.json``). The tokenizer is
-    trained once into ``<out>/tokenizer`` (a folder of the older layout keeps its vocabulary at ``<out>``). Every
+    trained once into ``<out>/tokenizer``. Every
     ``eval_every`` steps the training loss means, tokens/s and learning rate go to split ``train`` and the held-out
     loss, accuracy and perplexity to split ``val``; the final held-out metrics are the evaluation."""
 
     modality, name, primary, eval_split = "text", "mlm", ("mlm_loss", "val"), "val"
+    # the layout before the run owner: <out>/checkpoint.pt (removed once the model is built), the vocabulary at <out>
+    earlier = Earlier(checkpoints=("checkpoint.pt",), removed_when_built=True, files={"tokenizer/vocab.txt": "vocab.txt"})
 
     def __init__(self) -> None:
         self.final: dict[str, float] = {}
@@ -56,15 +58,12 @@ class MLMTask(Task[MLMConfig]):
     def keep_checkpoints(self, cfg: MLMConfig) -> int:
         return 0  # the built model is the result; mlm.json marks it complete
 
-    def legacy_checkpoints(self, cfg: MLMConfig, folder: Path) -> list[Path]:
-        return [folder / LEGACY_CHECKPOINT]
-
     def build(self, cfg: MLMConfig, ctx: RunContext[MLMConfig]) -> Training:
         self.ctx, device, folder = ctx, ctx.device, ctx.folder
         pin_malloc_threshold()  # batches of varying length fragment the heap otherwise (RSS 3.5 -> 4.3 GB in 700 steps)
         self.corpus = corpus = read_corpus(cfg.corpus)
         self.train_idx, val_idx = split_heldout(len(corpus.sentences), cfg.heldout)
-        tok_dir = tokenizer_dir(folder)
+        tok_dir = ctx.path("tokenizer/vocab.txt").parent
         if (tok_dir / "vocab.txt").exists():
             tok = load_tokenizer(tok_dir, cfg.vocab_size)
         else:
@@ -162,11 +161,6 @@ class MLMTask(Task[MLMConfig]):
         steps = ctx.engine.step  # type: ignore[union-attr]
         write_card(path, cfg, {"n_sentences": len(self.corpus.sentences), "steps": steps}, ctx.run)
 
-def tokenizer_dir(folder: Path) -> Path:
-    """Where a run's tokenizer is trained and kept: ``<out>/tokenizer``, or ``<out>`` itself for a folder of the
-    layout before the run owner (its vocabulary at the top)."""
-    return folder if (folder / "vocab.txt").exists() else folder / "tokenizer"
-
 def built_model(folder: Path) -> Path:
     """The transformers model of a built folder: ``<out>/export`` (run owner), or ``<out>`` (models built before)."""
     from text.models.backbone import model_folder
@@ -203,5 +197,4 @@ def pretrain_mlm(cfg: MLMConfig, registry: Registry | None = None) -> dict[str, 
                "val": task.final, "epochs": epochs, "wall_s": res.wall_s, "n_sentences": len(task.corpus.sentences),
                "skipped": task.skipped}
     write_atomic(done, json.dumps(summary, indent=1, sort_keys=True), what="MLM build record")
-    (out / LEGACY_CHECKPOINT).unlink(missing_ok=True)  # a checkpoint of the older layout this run resumed from
     return {**summary, "out": str(out), "model": str(res.export or built_model(out))}

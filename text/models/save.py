@@ -1,8 +1,8 @@
 """Saving a trained encoder: one folder that is BOTH a sentence-transformers model
 (``SentenceTransformer(path)``, offline, pooling as in training, plus a Dense+tanh module when the
 MLP head is used at test time) and a plain transformers checkpoint (``AutoModel.from_pretrained(path)``).
-The MLP head is also kept in ``simcse_head.safetensors`` with ``simcse.json`` (pooling, head flags); a model saved
-before keeps it in ``simcse_head.pt``, read as data only (:func:`suite.safeio.load_tensors`)."""
+The MLP head is also kept in ``simcse_head.safetensors`` with ``simcse.json`` (pooling, head flags); where a model
+saved before keeps it is declared in :data:`EARLIER` and read by :func:`suite.pretrained.load_weights`."""
 from __future__ import annotations
 
 import json
@@ -11,14 +11,14 @@ from typing import Any
 
 from torch import nn
 
-from suite.safeio import load_tensors
-
+from suite.pretrained import load_weights
+from suite.train.legacy import Earlier
 from suite.model_card import append_to_card, apply_to_sentence_transformer, card_info
 from text.models.encoder import SentenceEncoder, build_encoder
 
 META = "simcse.json"
 HEAD = "simcse_head.safetensors"
-LEGACY_HEAD = "simcse_head.pt"  # the head of a model saved before (a torch file of tensors)
+EARLIER = Earlier(files={HEAD: "simcse_head.pt"})  # a model saved before: the head as a torch file of tensors
 
 
 def save_encoder(encoder: SentenceEncoder, out: str | Path, max_seq_length: int = 256,
@@ -75,16 +75,9 @@ def load_encoder(path: str | Path, pooling: str = "auto") -> SentenceEncoder:
         return build_encoder(str(path), pooling=pooling, mlp_head=False)
     enc = build_encoder(str(p), pooling=meta["pooling"] if pooling == "auto" else pooling, mlp_head=meta["mlp_head"],
                         head_at_test=meta["head_at_test"])
-    if enc.head is not None and (p / HEAD).exists():
-        from safetensors.torch import load_file
-
-        try:
-            head = load_file(str(p / HEAD))
-        except Exception as exc:  # not safetensors (a pickle, random bytes), truncated
-            raise ValueError(f"{p / HEAD} is not a safetensors file or is unreadable ({type(exc).__name__})") from None
+    head = load_weights(p, HEAD, EARLIER, what="MLP head weights") if enc.head is not None else None
+    if head is not None:
         enc.head.load_state_dict(head)
-    elif enc.head is not None and (p / LEGACY_HEAD).exists():
-        enc.head.load_state_dict(load_tensors(p / LEGACY_HEAD, what="MLP head weights"))
     return enc
 
 
