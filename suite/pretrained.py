@@ -113,15 +113,22 @@ def load_export(path: str | Path, model_type: str, required: dict[str, Field] | 
         if found is not None:
             return found
     config, state = load_pretrained(folder, model_type, required)
-    rec_path, record = folder / RECORD, {}
-    if rec_path.is_file():
-        try:
-            record = json.loads(rec_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{rec_path}: not a run record ({exc})") from None
-        if not isinstance(record, dict):
-            raise ValueError(f"{rec_path}: not a run record (a {type(record).__name__}, not a JSON object)")
-    return Export(config, state, record, folder)
+    return Export(config, state, read_record(folder) or {}, folder)
+
+
+def read_record(folder: str | Path) -> dict[str, Any] | None:
+    """The run owner's record (``run.json``) of an export folder, None without one; a file that is not a JSON object
+    is a ``ValueError`` naming it."""
+    path = Path(folder) / RECORD
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a run record ({exc})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: not a run record (a {type(record).__name__}, not a JSON object)")
+    return record
 
 
 def load_weights(folder: str | Path, name: str, earlier: Any = None, what: str = "weights") -> dict[str, Tensor] | None:

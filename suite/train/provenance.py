@@ -10,10 +10,10 @@ model without a record (a hub name, a foreign folder), its name.
 from __future__ import annotations
 
 import importlib.metadata
-import json
 from pathlib import Path
 from typing import Any
 
+from suite.pretrained import read_record
 from suite.registry import config_hash
 from suite.train.run import PROVENANCE
 
@@ -22,17 +22,11 @@ ROW = ("seed", "loss", "loss_hparams")  # what names a row, not a setting
 
 def training_record(folder: str | Path) -> dict[str, Any] | None:
     """The run owner's record of an exported model: ``folder/run.json`` or ``folder/export/run.json``; None if there is
-    none. A record that is not JSON raises ``ValueError`` naming the file."""
+    none (:func:`suite.pretrained.read_record`: a record that is not a JSON object raises naming the file)."""
     p = Path(folder)
-    for f in (p / PROVENANCE, p / "export" / PROVENANCE):
-        if f.is_file():
-            try:
-                rec = json.loads(f.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise ValueError(f"{f}: not a JSON run record ({exc})") from None
-            if not isinstance(rec, dict):
-                raise ValueError(f"{f}: a run record must be a JSON object, got {type(rec).__name__}")
-            return rec
+    for d in (p, p / "export"):
+        if (d / PROVENANCE).is_file():
+            return read_record(d)
     return None
 
 

