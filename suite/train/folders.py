@@ -1,0 +1,197 @@
+"""A run's folder, as the run owner (:mod:`suite.train.run`) keeps it: where it is (:func:`run_folder`), its checkpoints
+(:class:`Checkpoints`: ``checkpoints/step-<step>.pt``, the newest kept), its export (``export/`` with ``run.json``), the
+checks of the run options every owner reads (:func:`check_run_options`), and its one writer at a time
+(:func:`hold_folder`: an exclusive lock on ``.lock``)."""
+from __future__ import annotations
+
+import os
+import re
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import torch
+
+from suite import distributed as sd
+from suite.config import experiment_hash
+from suite.train.engine import Engine
+from suite.train.seeding import derive_seed
+
+RUNS_ROOT = "runs"  # the default runs root, relative to the working folder ($SUITE_RUNS overrides it)
+CHECKPOINTS = "checkpoints"
+EXPORT = "export"
+PROVENANCE = "run.json"  # beside an export's weights: the task, loss, seed, registry run and experiment config
+_CKPT = re.compile(r"step-(\d+)\.pt$")
+
+
+# ----------------------------------------------------------------------------- folder, checkpoints
+
+def run_folder(cfg: Any, task: str, stem: str = "") -> Path:
+    """``cfg.out`` (``models:NAME`` allowed), else ``<runs root>/<task>/<stem>-<experiment hash>`` (:func:`runs_root`:
+    ``$SUITE_RUNS`` or ``runs/``): the hash leaves out the
+    config's declared ``RUN_OPTIONS``, so a restart with another device or checkpoint interval finds its folder."""
+    from suite.paths import resolve_model_path
+
+    out = getattr(cfg, "out", "") or ""
+    if out:
+        return resolve_model_path(out)
+    name = f"{stem}-{experiment_hash(cfg)}" if stem else experiment_hash(cfg)
+    return runs_root() / task / re.sub(r"[^A-Za-z0-9._=-]+", "_", name)
+
+
+def runs_root() -> Path:
+    """Where runs without ``out`` go: ``$SUITE_RUNS``, else ``runs/`` in the working folder."""
+    return Path(os.environ.get("SUITE_RUNS") or RUNS_ROOT)
+
+
+class Checkpoints:
+    """The checkpoints of one run: ``<folder>/step-<step>.pt`` in the engine's layout, the newest ``keep`` kept."""
+
+    def __init__(self, folder: str | Path, keep: int = 2, earlier: Sequence[Path] = ()) -> None:
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise ValueError(f"keep_checkpoints must be an integer >= 0, got {keep!r}")
+        self.folder, self.keep, self.earlier = Path(folder), keep, tuple(earlier)
+
+    def all(self) -> list[Path]:
+        """Every checkpoint of the run, oldest first (by step)."""
+        if not self.folder.is_dir():
+            return []
+        found = [(int(m.group(1)), p) for p in self.folder.iterdir() if (m := _CKPT.search(p.name))]
+        return [p for _, p in sorted(found)]
+
+    def latest(self) -> Path | None:
+        """The newest checkpoint; without one, the newest of ``earlier`` (a run started under an earlier layout,
+        which the engine's format makes resumable)."""
+        cks = self.all()
+        if cks:
+            return cks[-1]
+        old = [p for p in self.earlier if p.is_file()]
+        return max(old, key=lambda p: p.stat().st_mtime) if old else None
+
+    def save(self, engine: Engine[Any], experiment: dict[str, Any], extra: dict[str, Any] | None = None) -> Path | None:
+        """Write the engine's state at its step (a collective under torch.distributed), then prune."""
+        path = engine.save(self.folder / f"step-{engine.step:09d}.pt", experiment, extra=extra)
+        if sd.is_main():
+            self.prune(max(self.keep, 1))
+        return path
+
+    def prune(self, keep: int | None = None) -> list[Path]:
+        """Remove all but the newest ``keep`` (default: ``self.keep``) checkpoints; returns the removed ones."""
+        keep = self.keep if keep is None else keep
+        cks = self.all()
+        gone = cks[: max(0, len(cks) - keep)]
+        for p in gone:
+            p.unlink(missing_ok=True)
+        return gone
+
+
+# ----------------------------------------------------------------------------- checks, the folder's lock
+
+class FolderBusyError(ValueError):
+    """Another process (or thread) holds the run folder: one writer at a time."""
+
+
+LOCK = ".lock"
+_HELD: dict[str, tuple[int, int, int]] = {}  # lock path -> (fd, owning thread, depth): this process's held folders
+_HELD_GUARD = threading.Lock()
+
+
+def check_run_options(cfg: Any) -> None:
+    """The run options every run owner reads, checked before anything is built, read or reused (``ValueError``
+    naming the option and the value): ``out`` must name a folder (or nothing yet) and no path under a regular file;
+    ``keep_checkpoints`` and ``checkpoint_every`` integers >= 0; ``seed`` a valid seed; ``device`` one this machine has."""
+    derive_seed(getattr(cfg, "seed", 0))
+    for name in ("keep_checkpoints", "checkpoint_every"):
+        if hasattr(cfg, name):
+            v = getattr(cfg, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
+    device = getattr(cfg, "device", "auto")
+    if device != "auto":  # "auto" needs no check (and must not touch CUDA before torchrun picks this rank's GPU)
+        try:
+            dev = torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from None
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} asked for, but no CUDA GPU is available; use --device cpu or auto")
+    out = getattr(cfg, "out", "") or ""
+    if out:
+        from suite.paths import resolve_model_path
+
+        _check_folder_path(resolve_model_path(out), f"--out {out}")
+
+
+def _check_folder_path(folder: Path, what: str) -> None:
+    """``folder`` is a folder or can be made one: not a regular file, and no regular file on the way to it."""
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{what}: {folder} is a file, not a folder (the run folder holds checkpoints/ and export/)")
+    for parent in folder.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"{what}: {parent} is a file, so the run folder {folder} cannot be made")
+            break
+
+
+@contextmanager
+def hold_folder(folder: str | Path) -> Iterator[Path]:
+    """Hold ``folder`` as its only writer: an exclusive ``fcntl.flock`` on ``<folder>/.lock`` (pid written in it),
+    released on exit, and by the kernel if the process dies. Re-entrant within one thread (a front-end that looks a
+    finished run up under the lock, then runs it); another process or thread gets :class:`FolderBusyError` at once,
+    naming the folder and the pid that holds it. Non-POSIX systems (no ``fcntl``) run without the lock."""
+    folder = Path(folder)
+    _check_folder_path(folder, "run folder")
+    created = [p for p in (folder, *folder.parents) if not p.exists()]  # made here: removed again if left empty
+    folder.mkdir(parents=True, exist_ok=True)
+    path = str((folder / LOCK).resolve())
+    me = threading.get_ident()
+    with _HELD_GUARD:
+        held = _HELD.get(path)
+        if held is not None:
+            fd, owner, depth = held
+            if owner != me:
+                raise FolderBusyError(f"run folder {folder} is in use by another thread of this process "
+                                      f"(pid {os.getpid()}): one writer at a time")
+            _HELD[path] = (fd, owner, depth + 1)
+    if held is not None:
+        try:
+            yield folder
+        finally:
+            with _HELD_GUARD:
+                fd, owner, depth = _HELD[path]
+                _HELD[path] = (fd, owner, depth - 1)
+        return
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield folder
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        try:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        finally:
+            os.close(fd)
+        raise FolderBusyError(f"run folder {folder} is in use by another process (pid {pid}): one writer at a time; "
+                              "wait for it to end or give another --out") from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        with _HELD_GUARD:
+            _HELD[path] = (fd, me, 1)
+        try:
+            yield folder
+        finally:
+            with _HELD_GUARD:
+                _HELD.pop(path, None)
+            if created and [p.name for p in folder.iterdir()] == [LOCK]:  # refused before writing anything: the
+                os.unlink(path)  # folders this call made are removed (a refused command leaves nothing behind)
+                for p in created:
+                    try:
+                        p.rmdir()
+                    except OSError:
+                        break
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
