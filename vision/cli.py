@@ -22,7 +22,9 @@ def _pretrain(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(PretrainConfig, args, args.config)
     res = pretrain(cfg)  # recorded in the default registry unless --no-registry (the run owner's rule)
-    print(json.dumps({k: res[k] for k in ("metrics", "train", "data", "folder", "export")}, indent=2, default=str))
+    print(json.dumps({"metrics": res.metrics, "train": res.info["train"], "data": res.info["data"],
+                      "folder": str(res.folder), "export": str(res.export) if res.export else None},
+                     indent=2, default=str))
     return 0
 
 

@@ -23,7 +23,7 @@ from suite.presets import make_loss
 from suite.config import check_ints, check_numbers, is_number
 from suite.train import CachedStep
 from suite.train.legacy import Earlier, OldFolder, OldHash
-from suite.train.run import RunContext, Task, Training, run
+from suite.train.run import RunContext, RunResult, Task, Training, run
 from vision.card import vision_card
 from vision.config import PretrainConfig
 from vision.data import ImageData, class_subset_indices, imbalanced_indices, load_dataset
@@ -328,16 +328,16 @@ class PretrainTask(Task[PretrainConfig]):
         return vision_card(cfg, self.loss, int(self.info["train"]), ctx.engine.step, ctx.run)  # type: ignore[union-attr]
 
 
-def pretrain(cfg: PretrainConfig, registry: Any = None, stop_after: int | None = None) -> dict[str, Any]:
+def pretrain(cfg: PretrainConfig, registry: Any = None, stop_after: int | None = None) -> RunResult:
     """Pretrain through the run owner (:func:`suite.train.run.run`), evaluate, record (``registry`` as the owner takes
     it: None the default registry, False or ``cfg.registry`` false no row),
-    export (``stop_after``: stop after that many epochs, as an interruption would). Returns {"metrics": final evaluation, "train": last epoch's stats, "data": data counts, "recipe",
-    "folder", "export", "resumed_from_epoch", "wall_s", "run_id"}."""
+    export (``stop_after``: stop after that many epochs, as an interruption would). Returns the owner's result
+    (``metrics``: the final evaluation); its ``info`` holds {"train": last epoch's stats, "data": data counts,
+    "recipe"}."""
     task = PretrainTask(cfg)
     res = run(task, cfg, registry=registry, stop_after=stop_after)
-    return {"metrics": task.metrics, "train": task.stats, "data": task.info, "recipe": dataclasses.asdict(task.recipe),
-            "folder": str(res.folder), "export": str(res.export) if res.export else None,
-            "resumed_from_epoch": res.resumed_from, "wall_s": res.wall_s, "run_id": res.run_id}
+    res.info = {"train": task.stats, "data": task.info, "recipe": dataclasses.asdict(task.recipe)}
+    return res
 
 
 class CheckpointEvalTask(Task[PretrainConfig]):

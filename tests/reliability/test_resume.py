@@ -159,7 +159,7 @@ def test_vision_resume_across_a_changed_run_option(tmp_path: Path, change: dict,
     with pytest.raises(KeyboardInterrupt):  # interrupted after epoch 1 (its checkpoint is written)
         pretrain(cfg, stop_after=1)
     res = pretrain(dataclasses.replace(cfg, **change))
-    assert res["resumed_from_epoch"] == 1 and Path(res["folder"]) == _vision_folder(cfg)
+    assert res.resumed_from == 1 and res.folder == _vision_folder(cfg)
     assert [p.name for p in (tmp_path / "runs" / "pretrain-simclr").iterdir()] == [_vision_folder(cfg).name]
 
 
@@ -206,5 +206,5 @@ def test_vision_run_in_a_folder_of_the_old_layout_resumes(tmp_path: Path, monkey
     legacy.mkdir(parents=True)
     ckpt.rename(legacy / "epoch0001.pt")
     shutil.rmtree(folder)
-    assert pretrain(cfg)["resumed_from_epoch"] == 1
-    assert pretrain(dataclasses.replace(cfg, resume=False, out="fresh"))["resumed_from_epoch"] == 0
+    assert pretrain(cfg).resumed_from == 1
+    assert pretrain(dataclasses.replace(cfg, resume=False, out="fresh")).resumed_from == 0

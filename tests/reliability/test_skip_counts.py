@@ -39,8 +39,8 @@ def test_vision_pretrain_reports_skipped_images(tmp_path: Path, capsys: pytest.C
     with pytest.warns(UserWarning, match="skipped 1"):
         res = pretrain(cfg, reg)
     assert "skipped 1 training and 0 test images" in capsys.readouterr().out
-    assert res["data"]["skipped_train_images"] == 1
-    logged = {(m["name"], m["split"]): m["value"] for m in reg.metrics(res["run_id"])}
+    assert res.info["data"]["skipped_train_images"] == 1
+    logged = {(m["name"], m["split"]): m["value"] for m in reg.metrics(res.run_id)}
     assert logged[("skipped_train_images", "data")] == 1 and logged[("skipped_test_images", "data")] == 0
 
 

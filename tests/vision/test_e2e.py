@@ -30,25 +30,25 @@ def _cfg(tmp_path: Path, **kw: object) -> PretrainConfig:
 
 @pytest.fixture(scope="module")
 def random_knn(tmp_path_factory: pytest.TempPathFactory) -> float:
-    return pretrain(_cfg(tmp_path_factory.mktemp("rand"), epochs=0))["metrics"]["knn_acc"]
+    return pretrain(_cfg(tmp_path_factory.mktemp("rand"), epochs=0)).metrics["knn_acc"]
 
 
 @pytest.mark.parametrize("framework", ["simclr", pytest.param("moco", marks=pytest.mark.slow)])
 def test_pretrain_beats_random_init(tmp_path: Path, random_knn: float, framework: str) -> None:
     res = pretrain(_cfg(tmp_path, framework=framework, **SETTINGS[framework]))  # type: ignore[arg-type]
-    m = res["metrics"]
+    m = res.metrics
     assert m["knn_acc"] > random_knn + 0.03, (m["knn_acc"], random_knn)
     assert {"alignment", "uniformity", "cond_entropy"} <= set(m)
-    assert res["train"]["images_per_s"] > 0
+    assert res.info["train"]["images_per_s"] > 0
     assert len(_ckpts(res)) == 2  # the newest two kept (keep_checkpoints)
     from vision.models import Encoder
 
-    enc = Encoder.from_pretrained(res["export"])  # the run owner's export: the trained query encoder
+    enc = Encoder.from_pretrained(res.export)  # the run owner's export: the trained query encoder
     assert enc.features(torch.zeros(2, 3, 32, 32)).shape[0] == 2
 
 
 def _ckpts(res: dict) -> list[Path]:
-    return sorted((Path(res["folder"]) / "checkpoints").glob("step-*.pt"))
+    return sorted((res.folder / "checkpoints").glob("step-*.pt"))
 
 
 def test_resume_continues_from_checkpoint(tmp_path: Path) -> None:
@@ -57,7 +57,7 @@ def test_resume_continues_from_checkpoint(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):  # interrupted after epoch 1 (its checkpoint is written)
         pretrain(cfg, stop_after=1)
     res = pretrain(cfg)
-    assert res["resumed_from_epoch"] == 1
+    assert res.resumed_from == 1
     fresh = pretrain(dataclasses.replace(cfg, out=str(tmp_path / "fresh")))
     a = torch.load(_ckpts(res)[-1], weights_only=True)["model"]
     b = torch.load(_ckpts(fresh)[-1], weights_only=True)["model"]
@@ -108,7 +108,7 @@ def test_iou_weights_with_any_weighted_loss(tmp_path: Path) -> None:
     assert torch.allclose(extra["weights"], L.iou_weights(iou, 0.5)) and extra["weights"].mean() == pytest.approx(1.0)
     res = pretrain(_cfg(tmp_path, loss="infonce", iou_weights=True, iou_tau=0.5, epochs=1, max_steps_per_epoch=1,
                         batch_size=16, train_per_class=4))
-    assert res["train"]["images_per_s"] > 0
+    assert res.info["train"]["images_per_s"] > 0
     with pytest.raises(ValueError, match="pair weights"):
         pretrain(_cfg(tmp_path / "c", loss="cacr", iou_weights=True, epochs=1))
 
@@ -126,7 +126,7 @@ def test_grad_cache_with_chunk_equal_to_batch_is_the_uncached_run(tmp_path: Path
     for k in a:
         assert torch.allclose(a[k].float(), b[k].float(), atol=1e-5, rtol=1e-4), k
     small = pretrain(_cfg(tmp_path / "c", grad_cache_chunk=5, **base))
-    assert small["train"]["images_per_s"] > 0
+    assert small.info["train"]["images_per_s"] > 0
     with pytest.raises(ValueError, match="MoCo"):
         pretrain(_cfg(tmp_path / "d", framework="moco", grad_cache_chunk=8, **base))
 

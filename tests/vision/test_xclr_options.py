@@ -82,17 +82,17 @@ def test_finetuning_starts_from_the_export(tmp_path: Path, monkeypatch: pytest.M
                 weight_decay=1e-6, registry=False, linear_probe=False, geometry_batches=0, seed=0, train_per_class=20)
     first = pretrain(PretrainConfig(**base, epochs=1, out=str(tmp_path / "a")))  # type: ignore[arg-type]
     # 0 epochs from the export: the evaluation sees the exported encoder, so kNN equals the first run's
-    again = pretrain(PretrainConfig(**base, epochs=0, init=first["folder"], out=str(tmp_path / "b"),  # type: ignore[arg-type]
+    again = pretrain(PretrainConfig(**base, epochs=0, init=str(first.folder), out=str(tmp_path / "b"),  # type: ignore[arg-type]
                                     loss="xclr", text_model="random"))
-    assert again["metrics"]["knn_acc"] == pytest.approx(first["metrics"]["knn_acc"])
-    tuned = pretrain(PretrainConfig(**{**base, "registry": True}, epochs=1, init=first["folder"],  # type: ignore[arg-type]
+    assert again.metrics["knn_acc"] == pytest.approx(first.metrics["knn_acc"])
+    tuned = pretrain(PretrainConfig(**{**base, "registry": True}, epochs=1, init=str(first.folder),  # type: ignore[arg-type]
                                     out=str(tmp_path / "c"), loss="xclr", text_model="labels", class_similarity=5),
                      registry=reg)
-    assert tuned["metrics"]["knn_acc"] > 0
+    assert tuned.metrics["knn_acc"] > 0
     row = reg.runs(status="finished")[0]
     sims = {m["name"]: m["value"] for m in reg.metrics(row["id"]) if m["split"] == "class-sim"}
     assert len(sims) == 55 and from_metrics(sims, 10) is not None  # 10 digit classes, i <= j
     graph = {m["name"]: m["value"] for m in reg.metrics(row["id"]) if m["split"] == "class-graph"}
     assert torch.equal(from_metrics(graph, 10), torch.eye(10))  # the target graph beside it (labels: identity)
-    assert experiment_config(PretrainConfig(init=first["folder"]))["init"] == first["folder"]
+    assert experiment_config(PretrainConfig(init=str(first.folder)))["init"] == str(first.folder)
     assert dataclasses.replace(PretrainConfig(), init="x").init == "x"
