@@ -59,7 +59,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 import suite.losses as L
 from suite import distributed as sd
-from suite.losses.base import ContrastiveLoss, check_labels
+from suite.losses.base import ContrastiveLoss
+from suite.losses.checks import check_labels
 from suite.objectives import sup_simcse_loss
 from suite.presets import preset
 

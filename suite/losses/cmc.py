@@ -16,7 +16,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from suite.losses.base import ContrastiveLoss, as_views, check_positive, check_queue, register_loss
+from suite.losses.base import ContrastiveLoss, register_loss
+from suite.losses.checks import as_views, check_positive, check_queue
 from suite.losses.core import gather_views, normalize
 from suite.losses.tiling import row_lse
 

@@ -31,7 +31,7 @@ NEG_INF = float("-inf")
 def normalize(x: Tensor, what: str = "embeddings") -> Tensor:
     """Rows of ``x`` as unit vectors at any finite scale; a zero row is a ``ValueError`` naming ``what``
     (:func:`suite.losses.base.normalize_rows`)."""
-    from suite.losses.base import normalize_rows
+    from suite.losses.checks import normalize_rows
 
     return normalize_rows(x, what)
 

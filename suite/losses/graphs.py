@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import torch.nn.functional as F
 from torch import Tensor
 
-from suite.losses.base import check_labels
+from suite.losses.checks import check_labels
 
 
 def label_graph(labels: Tensor) -> Tensor:

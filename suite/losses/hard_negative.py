@@ -21,7 +21,8 @@ import math
 import torch
 from torch import Tensor
 
-from suite.losses.base import check_finite, check_positive, register_loss
+from suite.losses.base import register_loss
+from suite.losses.checks import check_finite, check_positive
 from suite.losses.core import pair_lse, pair_rows
 from suite.losses.pair import PairLoss
 

@@ -39,7 +39,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import check_finite, check_positive, register_loss
+from suite.losses.base import register_loss
+from suite.losses.checks import check_finite, check_positive
 from suite.losses.pair import PairLoss
 
 

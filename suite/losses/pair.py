@@ -27,7 +27,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from suite.losses.base import ContrastiveLoss, check_choice, check_pair, check_positive, check_queue, check_weights, weighted_rows
+from suite.losses.base import ContrastiveLoss
+from suite.losses.checks import check_choice, check_pair, check_positive, check_queue, check_weights, weighted_rows
 from suite.losses.core import NEGATIVES, PairSetup, normalize, pair_lse, pair_rows, pair_setup
 
 

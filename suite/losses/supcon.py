@@ -17,7 +17,8 @@ import torch
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import ContrastiveLoss, check_labels, check_pair, check_positive, check_queue, register_loss
+from suite.losses.base import ContrastiveLoss, register_loss
+from suite.losses.checks import check_labels, check_pair, check_positive, check_queue
 from suite.losses.core import normalize, pair_lse, pair_rows, pair_setup
 
 

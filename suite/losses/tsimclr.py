@@ -29,7 +29,8 @@ import torch
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import ContrastiveLoss, check_pair, check_positive, check_queue, check_weights, register_loss, weighted_mean
+from suite.losses.base import ContrastiveLoss, register_loss
+from suite.losses.checks import check_pair, check_positive, check_queue, check_weights, weighted_mean
 from suite.losses.tiling import pair_kernel_lse
 
 

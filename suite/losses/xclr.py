@@ -33,7 +33,8 @@ import torch
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import ContrastiveLoss, _check_float, check_device, check_pair, check_positive, check_queue, register_loss
+from suite.losses.base import ContrastiveLoss, register_loss
+from suite.losses.checks import _check_float, check_device, check_pair, check_positive, check_queue
 from suite.losses.core import normalize, pair_lse, pair_rows, pair_setup
 from suite.losses.tiling import weighted_cross
 

@@ -1,0 +1,225 @@
+"""The input checks and numerics every loss shares: embeddings (floating, finite, on one device, of matching shapes),
+views, queues, labels, weights and hyper-parameter values, each refused with a ``ValueError`` naming the argument and
+the value; the scale-robust row normalisation and the weighted means of per-anchor terms."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+# ----------------------------------------------------------------------------- validation
+
+def _check_float(x: Any, what: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise ValueError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in _FLOATS:
+        raise ValueError(f"{what} must be a floating-point tensor, got dtype {x.dtype}")
+    if x.device.type == "meta":  # no values to check (shape inference)
+        return x
+    if not bool(torch.isfinite(x).all()):
+        n_nan = int(torch.isnan(x).sum())
+        n_inf = int(torch.isinf(x).sum())
+        raise ValueError(f"{what} contains non-finite values ({n_nan} NaN, {n_inf} inf)")
+    return x
+
+
+def check_device(x: Tensor | None, what: str, device: torch.device, of: str = "z_a") -> None:
+    """``x`` (if given) lives on ``device`` (the embeddings'): tensors on two devices are refused naming both, before
+    any value is read (a meta or CUDA tensor beside a CPU one used to fail deep inside with another error)."""
+    if isinstance(x, Tensor) and x.device != device:
+        raise ValueError(f"{what} is on device {x.device} but {of} is on {device}: every input of a loss must be on "
+                         "one device")
+
+
+def _upcast(x: Tensor) -> Tensor:
+    """bfloat16/float16 are computed in float32 (losses are reductions over many terms)."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+def check_pair(z_a: Tensor, z_b: Tensor) -> tuple[Tensor, Tensor]:
+    """Validate a two-view batch: both ``(N, d)``, same shape, N >= 2, finite floats."""
+    for x, what in ((z_a, "z_a"), (z_b, "z_b")):
+        if not isinstance(x, Tensor):
+            raise ValueError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
+    check_device(z_b, "z_b", z_a.device)
+    _check_float(z_a, "z_a")
+    _check_float(z_b, "z_b")
+    if z_a.dim() != 2 or z_b.dim() != 2:
+        raise ValueError(f"z_a and z_b must be 2-D (N, d); got shapes {tuple(z_a.shape)} and {tuple(z_b.shape)}")
+    if z_a.shape != z_b.shape:
+        raise ValueError(f"z_a and z_b must have the same shape; got {tuple(z_a.shape)} and {tuple(z_b.shape)}")
+    if z_a.shape[0] < 2:
+        raise ValueError(f"need a batch of N >= 2 samples, got N = {z_a.shape[0]}")
+    if z_a.shape[1] < 1:
+        raise ValueError(f"embeddings must have dimension d >= 1, got shape {tuple(z_a.shape)}")
+    dt = torch.promote_types(z_a.dtype, z_b.dtype)
+    return _upcast(z_a.to(dt)), _upcast(z_b.to(dt))
+
+
+def check_views(views: Tensor) -> Tensor:
+    """Validate a multi-view batch ``(V, N, d)`` with V >= 2 and N >= 2."""
+    _check_float(views, "views")
+    if views.dim() != 3:
+        raise ValueError(f"views must be 3-D (V, N, d); got shape {tuple(views.shape)}")
+    if views.shape[0] < 2:
+        raise ValueError(f"multi-view losses need V >= 2 views, got V = {views.shape[0]}")
+    if views.shape[1] < 2:
+        raise ValueError(f"need a batch of N >= 2 samples, got N = {views.shape[1]}")
+    if views.shape[2] < 1:
+        raise ValueError(f"embeddings must have dimension d >= 1, got shape {tuple(views.shape)}")
+    return _upcast(views)
+
+
+def as_views(z_a: Tensor, z_b: Tensor | None) -> Tensor:
+    """``loss(views)`` or ``loss(z_a, z_b)`` for multi-view losses -> validated ``(V, N, d)``."""
+    if z_b is None:
+        return check_views(z_a)
+    a, b = check_pair(z_a, z_b)
+    return torch.stack([a, b])
+
+
+def check_queue(queue: Tensor | None, d: int, dtype: torch.dtype, device: torch.device | None = None) -> Tensor | None:
+    if queue is None:
+        return None
+    if device is not None:
+        check_device(queue, "queue", device)
+    _check_float(queue, "queue")
+    if queue.dim() != 2 or queue.shape[1] != d:
+        raise ValueError(f"queue must have shape (Q, {d}); got {tuple(queue.shape)}")
+    return queue.detach().to(dtype)
+
+
+def check_labels(labels: Any, n: int, what: str = "labels", device: torch.device | None = None) -> Tensor:
+    if not isinstance(labels, Tensor):
+        raise ValueError(f"{what} must be a torch.Tensor of shape ({n},), got {type(labels).__name__}")
+    if device is not None:
+        check_device(labels, what, device)
+    if labels.dim() != 1 or labels.shape[0] != n:
+        raise ValueError(f"{what} must have shape ({n},) (one per sample); got {tuple(labels.shape)}")
+    if labels.dtype.is_floating_point or labels.dtype == torch.bool:
+        raise ValueError(f"{what} must be an integer tensor, got dtype {labels.dtype}")
+    return labels
+
+
+def check_weights(weights: Tensor | None, n: int, device: torch.device | None = None) -> Tensor | None:
+    """Per-positive-pair weights (N,) (t-SimCLR Sec. 4.1: p_ii' proportional to exp(IoU / tau')):
+    validated, detached and scaled to mean 1 over all ranks, so uniform weights give the unweighted loss."""
+    if weights is None:
+        return None
+    from suite import distributed as sd
+
+    if device is not None:
+        check_device(weights, "weights", device)
+    _check_float(weights, "weights")
+    if weights.shape != (n,):
+        raise ValueError(f"weights must have shape ({n},) (one per positive pair); got {tuple(weights.shape)}")
+    if bool((weights < 0).any()):
+        raise ValueError("weights must be non-negative")
+    w = _upcast(weights.detach())
+    # one power of two for every rank (the mean of their exponents): weights near float32's largest number no longer
+    # overflow the mean (they were all scaled to 0), and the scale is exact
+    exp = torch.frexp(w.max())[1].to(torch.float64)
+    w = w * _exp2(-sd.all_reduce_mean(exp).round(), w.dtype)
+    mean_w = sd.all_reduce_mean(w.mean())
+    if not float(mean_w) > 0:
+        raise ValueError("weights must not all be zero")
+    return w / mean_w
+
+
+def weighted_mean(per_anchor: Tensor, weights: Tensor | None) -> Tensor:
+    """Mean of per-anchor losses (A,) with A = N or 2N (both orders of each pair), pair i weighted by
+    ``weights[i]`` (from :func:`check_weights`): (1/A) sum_a w_{a mod N} l_a."""
+    if weights is None:
+        return per_anchor.mean()
+    return (per_anchor.view(-1, weights.shape[0]) * weights.to(per_anchor.dtype)).mean()
+
+
+def weighted_rows(per_anchor: Tensor, weights: Tensor | None, start: int) -> Tensor:
+    """Sum of the per-anchor losses of rows [start, start + len) with each anchor's pair weight
+    (anchor a belongs to pair a mod N); the tiled form of :func:`weighted_mean` (divide by A after)."""
+    if weights is None:
+        return per_anchor.sum()
+    n = weights.shape[0]
+    idx = torch.arange(start, start + per_anchor.shape[0], device=per_anchor.device) % n
+    return (per_anchor * weights.to(per_anchor.dtype)[idx]).sum()
+
+
+def check_choice(value: str, what: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{what} must be one of {choices}, got {value!r}")
+    return value
+
+
+_F32 = torch.finfo(torch.float32)
+
+
+def _in_float32(v: float, what: str, value: Any) -> float:
+    """``v`` unless a loss computing in float32 cannot hold it: above float32's largest number (it would be inf) or,
+    non-zero, below its smallest normal number (1 / v would overflow, products underflow to 0), named with the value."""
+    if abs(v) > _F32.max:
+        raise ValueError(f"{what} = {value} is above {_F32.max:.4g}, the largest float32: the loss computes in float32 "
+                         f"and {what} would be inf there")
+    if 0 < abs(v) < _F32.tiny:
+        raise ValueError(f"{what} = {value} is below {_F32.tiny:.4g}, the smallest normal float32: the computation would "
+                         f"underflow (1/{what} overflows to inf, products with it vanish)")
+    return v
+
+
+def check_positive(value: float, what: str) -> float:
+    """A finite number > 0 that float32 holds (NaN, inf, 0, negatives, and values outside float32's normal range,
+    which overflow or underflow in the loss, are refused, naming the argument and the value)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number > 0, got {value!r}") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise ValueError(f"{what} must be a finite number > 0, got {value}")
+    return _in_float32(v, what, value)
+
+
+def check_finite(value: float, what: str, low: float = -math.inf) -> float:
+    """A finite number >= ``low`` that float32 holds (NaN, inf and values outside float32's normal range refused,
+    naming the argument)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a finite number, got {value!r}") from None
+    if not (math.isfinite(v) and v >= low):
+        raise ValueError(f"{what} must be a finite number >= {low}, got {value}" if low > -math.inf
+                         else f"{what} must be a finite number, got {value}")
+    return _in_float32(v, what, value)
+
+
+def _pow2_scaled(x: Tensor, peak: Tensor) -> Tensor:
+    """``x`` divided by the power of two at ``peak`` (a non-negative scalar or a (..., 1) tensor of row maxima): exact
+    (only the exponent changes), so values in float32's normal range come out as they went in up to that factor, and
+    sums of squares neither overflow (1e20) nor underflow (1e-30). Zero peaks are left alone."""
+    _, exp = torch.frexp(peak.detach())
+    return x * _exp2(-exp, x.dtype)
+
+
+def _exp2(k: Tensor, dtype: torch.dtype) -> Tensor:
+    """2^k for integer ``k`` in ``dtype``, exactly (k kept inside the range where 2^k and 2^-k are normal)."""
+    lim = int(math.log2(torch.finfo(dtype).max)) - 1  # 126 (float32), 1022 (float64)
+    return torch.exp2(k.clamp(-lim, lim).to(dtype))
+
+
+def normalize_rows(x: Tensor, what: str = "embeddings") -> Tensor:
+    """Each row of ``x`` (..., d) divided by its L2 norm, for any finite scale: every row is first scaled by the power
+    of two of its largest entry (exact), so rows around 1e20 (whose squares overflow float32) or 1e-30 (whose squares
+    underflow) give the same unit vectors as at scale 1, where the result equals ``F.normalize``'s bit for bit. A row
+    of zeros has no direction (its cosine similarity is undefined): ``ValueError`` naming ``what`` and the row."""
+    peak = x.detach().abs().amax(dim=-1, keepdim=True)  # (..., 1)
+    if x.device.type != "meta":
+        zero = peak == 0
+        if bool(zero.any()):
+            rows = zero.flatten().nonzero().flatten()
+            raise ValueError(f"{what}: {rows.numel()} of {zero.numel()} embeddings are zero vectors (first: row "
+                             f"{int(rows[0])}); the cosine similarity of a zero vector is undefined (a dead encoder "
+                             f"output, or inputs that were never filled)")
+    return torch.nn.functional.normalize(_pow2_scaled(x, peak), dim=-1)
