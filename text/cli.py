@@ -20,11 +20,12 @@ def _train(args: argparse.Namespace) -> int:
     from text.methods.simcse import SimCSEConfig, train_simcse
 
     cfg = config_from_args(SimCSEConfig, args, args.config)
-    summary = train_simcse(cfg)
-    print(f"best STS-B dev Spearman {100 * summary['best_stsb_dev']:.2f} after {summary['steps']} steps; "
-          f"{summary['sentences_per_s']:.1f} sentences/s; saved to {summary['out']}")
+    res = train_simcse(cfg)
+    out = str(res.export or res.folder)
+    print(f"best STS-B dev Spearman {100 * res.info['best_stsb_dev']:.2f} after {res.steps} steps; "
+          f"{res.info['sentences_per_s']:.1f} sentences/s; saved to {out}")
     if args.final_eval != "none":
-        m = evaluate_model(EvalConfig(model=summary["out"], tasks=args.final_eval, label=cfg.loss, seed=cfg.seed))
+        m = evaluate_model(EvalConfig(model=out, tasks=args.final_eval, label=cfg.loss, seed=cfg.seed))
         print(summary_line(m))
     return 0
 

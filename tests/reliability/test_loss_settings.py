@@ -169,7 +169,7 @@ def test_supervised_simcse_records_what_it_used(tiny_model_dir, data_env, tmp_pa
     assert json.loads(run["loss_hparams"]) == {"negatives": "all", "symmetric": True, "temperature": 0.05}
     card = (tmp_path / "o" / "export" / "README.md").read_text()
     assert '`{"negatives": "all", "symmetric": true, "temperature": 0.05}`' in card
-    assert s["steps"] == 1
+    assert s.steps == 1
 
 
 # ----------------------------------------------------------------------------- grad cache (item 7)

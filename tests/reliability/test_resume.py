@@ -54,7 +54,7 @@ def test_text_other_loss_into_same_out_refused(tiny_model_dir: Path, data_env: P
         train_simcse(_text_cfg(tiny_model_dir, out, loss="macl", seed=1))
     # the same config resumes (finished run: no further steps), a run option (device) may change
     s = train_simcse(_text_cfg(tiny_model_dir, out, device="cpu"))
-    assert s["steps"] == 1
+    assert s.steps == 1
 
 
 def test_text_default_out_depends_on_config(tmp_path: Path) -> None:

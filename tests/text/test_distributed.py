@@ -31,7 +31,7 @@ def _worker(rank: int, port: int, model_dir: str, out: str) -> None:
     import text.models as tm
 
     psum = sum(float(p.double().sum()) for p in tm.load_encoder(out + "/model").parameters()) if rank == 0 else 0.0
-    Path(out, f"rank{rank}.json").write_text(json.dumps({"world": sd.world_size(), "steps": s["steps"], "psum": psum}))
+    Path(out, f"rank{rank}.json").write_text(json.dumps({"world": sd.world_size(), "steps": s.steps, "psum": psum}))
     sd.cleanup()
 
 

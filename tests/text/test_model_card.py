@@ -16,9 +16,9 @@ def test_simcse_saved_model_card(tiny_model_dir, data_env, tmp_path):
     card = (tmp_path / "out" / "export" / "README.md").read_text()
     assert "SimCSE (unsup) with the macl loss" in card  # ST's title from our model-card data
     assert "suite.losses.macl" in card and '"tau0": 0.05' in card and '"alpha": 2.0' in card
-    assert f"{s['n_train']:,} training samples" in card  # ST's dataset section: size
+    assert f"{s.info['n_train']:,} training samples" in card  # ST's dataset section: size
     assert "- `steps`: 2" in card and "- `seed`: 3" in card and "- `code_version`:" in card
-    assert f"| registry run | {s['run_id']} |" in card and "dev/best_stsb_dev" in card  # the headline, logged before export
+    assert f"| registry run | {s.run_id} |" in card and "dev/best_stsb_dev" in card  # the headline, logged before export
     assert "train/stsb_dev" in card and "SentenceTransformer(" in card and "huang2023macl" in card
-    assert Registry().get(s["run_id"])["status"] == "finished"
-    SentenceTransformer(s["out"], device="cpu")
+    assert Registry().get(s.run_id)["status"] == "finished"
+    SentenceTransformer(str(s.export), device="cpu")

@@ -99,10 +99,10 @@ def _cfg(tmp_path, model_dir, **kw):
 
 def test_training_reduces_loss_and_saves(tiny_model_dir, data_env, tmp_path):
     s = train_simcse(_cfg(tmp_path, tiny_model_dir, loss="infonce", max_steps=12, eval_every=6))
-    losses = [h["train_loss"] for h in s["history"]]
+    losses = [h["train_loss"] for h in s.info["history"]]
     assert len(losses) == 2 and losses[-1] < losses[0]
-    assert s["steps"] == 12 and -1.0 <= s["best_stsb_dev"] <= 1.0
-    run = Registry().get(s["run_id"])
+    assert s.steps == 12 and -1.0 <= s.info["best_stsb_dev"] <= 1.0
+    run = Registry().get(s.run_id)
     assert run["status"] == "finished" and run["loss"] == "infonce"
     assert {m["name"] for m in run["metrics"]} >= {"train_loss", "stsb_dev", "best_stsb_dev"}
 
@@ -111,15 +111,15 @@ def test_training_reduces_loss_and_saves(tiny_model_dir, data_env, tmp_path):
 def test_other_losses_train(tiny_model_dir, data_env, tmp_path, loss):
     kw = {"teacher": str(tiny_model_dir)} if loss == "xclr" else {}
     s = train_simcse(_cfg(tmp_path, tiny_model_dir, loss=loss, max_steps=2, eval_every=0, **kw))
-    assert s["steps"] == 2 and s["views"] == (3 if loss == "cacr" else 2)
+    assert s.steps == 2 and s.info["views"] == (3 if loss == "cacr" else 2)
 
 
 def test_supervised_with_hard_negatives(tiny_model_dir, data_env, tmp_path):
     s = train_simcse(_cfg(tmp_path, tiny_model_dir, mode="sup", batch_size=8, max_steps=3, eval_every=0, hard_negative_weight=0.5,
                           head_at_test=True))
-    assert s["steps"] == 3 and s["n_train"] == 29
+    assert s.steps == 3 and s.info["n_train"] == 29
     s = train_simcse(_cfg(tmp_path / "m", tiny_model_dir, mode="sup", loss="macl", batch_size=8, max_steps=1, eval_every=0))
-    assert s["steps"] == 1
+    assert s.steps == 1
 
 
 def test_resume_continues(tiny_model_dir, data_env, tmp_path, monkeypatch):
@@ -142,7 +142,7 @@ def test_resume_continues(tiny_model_dir, data_env, tmp_path, monkeypatch):
         train_simcse(cfg, registry=reg)
     monkeypatch.setattr(simcse, "simcse_step", real_step)
     s = train_simcse(cfg, registry=reg)
-    assert s["steps"] == 4 and [h["step"] for h in s["history"]] == [2.0, 4.0]  # the history is in the checkpoint
+    assert s.steps == 4 and [h["step"] for h in s.info["history"]] == [2.0, 4.0]  # the history is in the checkpoint
     runs = reg.runs(task="simcse-unsup")  # the resumed run continued its own row: one run, both evaluations
     assert len(runs) == 1 and runs[0]["status"] == "finished"
     steps = sorted(m["step"] for m in reg.metrics(runs[0]["id"], name="stsb_dev"))

@@ -39,7 +39,7 @@ from suite import presets
 from suite.registry import Registry
 from suite.train import CachedStep
 from suite.train.legacy import Earlier
-from suite.train.run import RunContext, Task, Training, run
+from suite.train.run import RunContext, RunResult, Task, Training, run
 from text.data import Triplet, nli_triplets, read_sentences, read_triplets_csv, unlabelled_sentences
 from text.eval.encode import EncodeFn
 from text.eval.sts import STSEvaluator
@@ -276,17 +276,16 @@ class SimCSETask(Task[SimCSEConfig]):
                                                           ctx.engine.step, ctx.run, path))  # type: ignore[union-attr]
 
 
-def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> dict[str, Any]:
+def train_simcse(cfg: SimCSEConfig, registry: Registry | None = None) -> RunResult:
     """Train, keep the best STS-B-dev model and export it (``<out>/export``: sentence-transformers + transformers
     format) through the run owner. A checkpoint in the run folder is resumed only if it records the same
-    experiment config (else :class:`suite.train.ConfigMismatchError` names the differing keys). Returns a summary
-    (best dev Spearman, steps, throughput, the export's path)."""
+    experiment config (else :class:`suite.train.ConfigMismatchError` names the differing keys). Returns the owner's
+    result; its ``info`` holds {"best_stsb_dev", "sentences_per_s", "history", "n_train", "views"}."""
     task = SimCSETask(cfg)
     res = run(task, cfg, registry=registry)
-    rate = task.ctx.engine.throughput.rate  # type: ignore[union-attr]
-    return {"best_stsb_dev": task.best, "steps": res.steps, "sentences_per_s": rate, "history": task.history,
-            "out": str(res.export or res.folder), "folder": str(res.folder), "wall_s": res.wall_s, "run_id": res.run_id,
-            "n_train": len(task.data), "views": task.views}
+    res.info = {"best_stsb_dev": task.best, "sentences_per_s": task.ctx.engine.throughput.rate,  # type: ignore[union-attr]
+                "history": task.history, "n_train": len(task.data), "views": task.views}
+    return res
 
 
 def _dataset_name(cfg: SimCSEConfig) -> str:
