@@ -43,14 +43,14 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _mlm(args: argparse.Namespace) -> int:
-    from text.mlm import MLMConfig, pretrain_mlm
+    from text.mlm import MLMConfig, built_model, pretrain_mlm
 
-    summary = pretrain_mlm(config_from_args(MLMConfig, args, args.config))
-    if summary.get("skipped") is not True:  # True: already built ("skipped" of a new build: the corpus's skipped lines)
-        val = summary.get("val") or {}
-        print(f"MLM: {summary['steps']} steps ({summary['epochs']:.2f} epochs) in {summary['wall_s']:.0f} s; held-out "
+    res = pretrain_mlm(config_from_args(MLMConfig, args, args.config))
+    if res.reused is None:  # not already built
+        val = res.metrics
+        print(f"MLM: {res.steps} steps ({res.info['epochs']:.2f} epochs) in {res.wall_s:.0f} s; held-out "
               f"loss {val.get('mlm_loss', float('nan')):.3f}, masked-token accuracy {val.get('mlm_acc', float('nan')):.3f}; "
-              f"saved to {summary['out']} (the model: {summary['model']})")
+              f"saved to {res.folder} (the model: {res.export or built_model(res.folder)})")
     return 0
 
 

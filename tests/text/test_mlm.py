@@ -153,22 +153,22 @@ def test_build_export_marker_and_backbone(built):
     from text.models.encoder import build_encoder
 
     corpus, reg, full = built
-    assert full["steps"] == 12 and 0 < full["val"]["mlm_acc"] <= 1
+    assert full.steps == 12 and 0 < full.metrics["mlm_acc"] <= 1
     out = output_dir(_cfg(corpus, out="models:full"))
-    assert full["out"] == str(out) and full["model"] == str(out / "export")
+    assert full.folder == out and full.export == out / "export"
     for name in ("model.safetensors", "config.json", "README.md", "vocab.txt", "tokenizer.json", "run.json"):
         assert (out / "export" / name).exists(), name
     assert not list(out.rglob("*.pt"))  # checkpoints removed once built
     record = json.loads((out / "export" / "run.json").read_text())
-    assert (record["task"], record["run_id"], record["loss_hparams"]) == ("mlm", full["run_id"], {"mask_prob": 0.15})
+    assert (record["task"], record["run_id"], record["loss_hparams"]) == ("mlm", full.run_id, {"mask_prob": 0.15})
     assert record["config"] == experiment_config(_cfg(corpus)) == json.loads((out / "mlm.json").read_text())["config"]
     row = reg.runs()[0]
     assert [row[k] for k in ("task", "primary_metric", "primary_split")] == ["mlm", "mlm_loss", "val"]
     assert row["status"] == "finished"
-    assert reg.final_metrics(row["id"])[("mlm_loss", "val")] == pytest.approx(full["val"]["mlm_loss"])
+    assert reg.final_metrics(row["id"])[("mlm_loss", "val")] == pytest.approx(full.metrics["mlm_loss"])
 
     again = pretrain_mlm(_cfg(corpus, out="models:full"), reg)
-    assert again["skipped"] is True and len(reg.runs()) == 1
+    assert again.reused == full.run_id and again.metrics == full.metrics and len(reg.runs()) == 1
     with pytest.raises(ValueError, match=r"another configuration \(differs in \['steps'\]\)"):
         pretrain_mlm(_cfg(corpus, out="models:full", steps=13), reg)
 
@@ -178,7 +178,7 @@ def test_build_export_marker_and_backbone(built):
     ids = enc.tokenize(["the cat"], 8)["input_ids"][0].tolist()
     assert enc.tokenizer.convert_ids_to_tokens(ids)[1:3] == ["the", "cat"]
     info = SimCSETask(SimCSEConfig()).run_info(SimCSEConfig(backbone="models:full"))
-    assert info["backbone_run"] == full["run_id"] and info["backbone_code_version"]
+    assert info["backbone_run"] == full.run_id and info["backbone_code_version"]
 
 
 def test_interrupted_build_resumes_bit_identical(built, monkeypatch):
@@ -195,10 +195,10 @@ def test_interrupted_build_resumes_bit_identical(built, monkeypatch):
     res = pretrain_mlm(_cfg(corpus, out="models:resumed", eval_every=0, checkpoint_every=5, device="cpu"), reg)
     a, b = _weights(output_dir(_cfg(corpus, out="models:full"))), _weights(out)
     assert _same(a, b)  # the uninterrupted run's weights
-    assert res["val"] == pytest.approx(full["val"], rel=1e-5) and res["steps"] == 12
+    assert res.metrics == pytest.approx(full.metrics, rel=1e-5) and res.steps == 12
     rows = [r for r in reg.runs() if str(out) in (r["run_options"] or "")]
-    assert [r["status"] for r in rows] == ["finished"] and rows[0]["id"] == res["run_id"]  # one row, continued
-    assert rows[0]["config_hash"] == {r["id"]: r for r in reg.runs()}[full["run_id"]]["config_hash"]  # one setting
+    assert [r["status"] for r in rows] == ["finished"] and rows[0]["id"] == res.run_id  # one row, continued
+    assert rows[0]["config_hash"] == {r["id"]: r for r in reg.runs()}[full.run_id]["config_hash"]  # one setting
 
 
 def test_a_build_of_the_older_layout_resumes(built, monkeypatch):

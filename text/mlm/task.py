@@ -17,7 +17,7 @@ from suite.memory import pin_malloc_threshold
 from suite.registry import Registry, code_version, config_hash
 from suite.safeio import write_atomic
 from suite.train.legacy import Earlier
-from suite.train.run import EXPORT, RunContext, Task, Training, run
+from suite.train.run import EXPORT, RunContext, RunResult, Task, Training, run
 from suite.train.seeding import fixed_generator
 from text.mlm.batches import bucketed_batches, collate, mask_tokens
 from text.mlm.card import write_card
@@ -167,9 +167,12 @@ def built_model(folder: Path) -> Path:
 
     return model_folder(folder) or folder / EXPORT
 
-def pretrain_mlm(cfg: MLMConfig, registry: Registry | None = None) -> dict[str, Any]:
-    """Build (or find already built) the MLM start model in :func:`output_dir` through the run owner; returns a
-    summary (``out``: the folder, which ``--backbone`` takes; ``model``: the transformers model in it)."""
+def pretrain_mlm(cfg: MLMConfig, registry: Registry | None = None) -> RunResult:
+    """Build (or find already built) the MLM start model in :func:`output_dir` through the run owner; returns the
+    owner's result (``folder``: the folder ``--backbone`` takes; ``export``: the transformers model in it;
+    ``metrics``: the held-out ``mlm_loss``, ``mlm_acc``, ...) with the build record (``mlm.json``: config, run id,
+    code version, steps, epochs, corpus counts) in ``info``. A model already built is not built again: ``reused``
+    names its run."""
     out = output_dir(cfg)
     experiment = experiment_config(cfg)
     done = out / DONE
@@ -184,7 +187,10 @@ def pretrain_mlm(cfg: MLMConfig, registry: Registry | None = None) -> dict[str, 
             raise ValueError(f"{out} holds an MLM model built with another configuration (differs in {diff}); "
                              f"choose another --out or remove the folder")
         print(f"MLM model already built in {out} (run {recorded.get('run_id')}): nothing to do")
-        return {**recorded, "out": str(out), "model": str(built_model(out)), "skipped": True}
+        val = recorded.get("val") or {}
+        return RunResult(out, recorded.get("run_id"), val, 0, 0, 0, 0.0, built_model(out),
+                         reused=recorded.get("run_id"), recorded={f"val/{k}": v for k, v in val.items()},
+                         info=recorded)
 
     # the folder is a built model's (``models:``), not a run's under runs/: without --out, models:mlm-<config hash>
     cfg = dataclasses.replace(cfg, out=cfg.out or f"models:mlm-{experiment_hash(cfg)}")
@@ -193,8 +199,8 @@ def pretrain_mlm(cfg: MLMConfig, registry: Registry | None = None) -> dict[str, 
     engine = task.ctx.engine
     assert engine is not None
     epochs = engine.epoch + engine.batch_in_epoch / max(1, len(task.train_idx) // cfg.batch_size)
-    summary = {"config": experiment, "run_id": res.run_id, "code_version": code_version(), "steps": res.steps,
-               "val": task.final, "epochs": epochs, "wall_s": res.wall_s, "n_sentences": len(task.corpus.sentences),
-               "skipped": task.skipped}
-    write_atomic(done, json.dumps(summary, indent=1, sort_keys=True), what="MLM build record")
-    return {**summary, "out": str(out), "model": str(res.export or built_model(out))}
+    res.info = {"config": experiment, "run_id": res.run_id, "code_version": code_version(), "steps": res.steps,
+                "val": task.final, "epochs": epochs, "wall_s": res.wall_s, "n_sentences": len(task.corpus.sentences),
+                "skipped": task.skipped}
+    write_atomic(done, json.dumps(res.info, indent=1, sort_keys=True), what="MLM build record")
+    return res
