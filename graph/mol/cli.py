@@ -40,9 +40,10 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
     _, s = _run("pretrain", PretrainMolConfig, pretrain, args)
     if s is not None:
-        print(f"pretrained {s['loss']} for {s['epochs_done']} epochs on {s['molecules']} molecules "
-              f"({s['skipped']} skipped): final loss {s['final_loss']:.4f}, {s['pretrain_mol_per_s']:.1f} molecules/s; "
-              f"encoder: {s['encoder']}")
+        i = s.info
+        print(f"pretrained {i['loss']} for {s.epochs} epochs on {i['molecules']} molecules "
+              f"({i['skipped']} skipped): final loss {i['final_loss']:.4f}, {i['pretrain_mol_per_s']:.1f} molecules/s; "
+              f"encoder: {s.export}")
     return 0
 
 

@@ -9,7 +9,7 @@ the end the encoder in ``<out>/export`` (``MolGIN.from_pretrained``, with its mo
 
 Example:
     >>> cfg = load_config(PretrainMolConfig, "graph/configs/mol_pretrain_cpu.yaml", {"loss": "macl"})
-    >>> summary = pretrain(cfg)
+    >>> res = pretrain(cfg)  # the run owner's RunResult: res.export is the encoder
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from suite import presets
 from suite.paths import data_path
 from suite.train import CachedStep
 from suite.train.legacy import Earlier
-from suite.train.run import EXPORT, RunContext, Task, Training, run, run_folder
+from suite.train.run import EXPORT, RunContext, RunResult, Task, Training, run
 
 # Loss presets: suite.presets, setting "graph_transfer" (graphcl, macl, infonce). GraphCL's transfer code
 # (chem/pretrain_graphcl.py) contrasts view 1 against view 2 only (cross-view negatives, one direction) with the
@@ -177,24 +177,19 @@ class MolPretrainTask(Task[PretrainMolConfig]):
                         ctx.engine.step, ctx.run, str(ctx.folder / EXPORT))  # type: ignore[union-attr]
 
 
-def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after: int | None = None) -> dict[str, Any]:
-    """Run (or resume) pretraining through the run owner; returns a summary (final loss, molecules/s, paths).
+def pretrain(cfg: PretrainMolConfig, graphs: MolGraphs | None = None, stop_after: int | None = None) -> RunResult:
+    """Run (or resume) pretraining through the run owner; returns the owner's result (``epochs``, ``export``: the
+    encoder) with the front-end's summary in ``info``: {"loss", "final_loss", "pretrain_mol_per_s",
+    "featurize_mol_per_s", "molecules", "skipped", "history"}.
 
-    ``stop_after`` ends the call after that many epochs, as an interruption would (to test resumption). A
-    checkpoint in the output folder is resumed only if it records the same experiment config (else
-    :class:`suite.train.ConfigMismatchError` names the differing keys)."""
+    ``stop_after`` ends the call after that many epochs, as an interruption would (the owner raises
+    KeyboardInterrupt; to test resumption). A checkpoint in the output folder is resumed only if it records the same
+    experiment config (else :class:`suite.train.ConfigMismatchError` names the differing keys)."""
     task = MolPretrainTask(graphs)
-    try:
-        res = run(task, cfg, stop_after=stop_after)
-    except KeyboardInterrupt as exc:
-        if stop_after is None or "stop_after" not in str(exc):
-            raise
-        res = None
-    h = task.history
-    folder = run_folder(cfg, task.name, task.stem(cfg))
-    return {"loss": task.loss_name(cfg), "epochs_done": h[-1]["epoch"] if h else 0,
-            "final_loss": h[-1]["loss"] if h else float("nan"),
-            "pretrain_mol_per_s": h[-1]["mol_per_s"] if h else float("nan"),
-            "featurize_mol_per_s": task.feat_rate, "molecules": len(task.graphs) if task.graphs is not None else 0,
-            "skipped": task.graphs.skipped if task.graphs is not None else 0,
-            "encoder": str(folder / EXPORT), "history": h, "run_id": res.run_id if res is not None else None}
+    res = run(task, cfg, stop_after=stop_after)
+    h, g = task.history, task.graphs
+    res.info = {"loss": task.loss_name(cfg), "final_loss": h[-1]["loss"] if h else float("nan"),
+                "pretrain_mol_per_s": h[-1]["mol_per_s"] if h else float("nan"),
+                "featurize_mol_per_s": task.feat_rate, "molecules": len(g) if g is not None else 0,
+                "skipped": g.skipped if g is not None else 0, "history": h}
+    return res

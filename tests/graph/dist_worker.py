@@ -46,7 +46,7 @@ def mol_worker(rank: int, world: int, port: int, corpus: str, out: str) -> None:
         res = {}
         for chunk in (0, 4):
             s = pretrain(PretrainMolConfig(out=str(Path(out) / f"c{chunk}"), grad_cache_chunk=chunk, **base))
-            res[chunk] = [h["loss"] for h in s["history"]]
+            res[chunk] = [h["loss"] for h in s.info["history"]]
         Path(out, f"mol_rank{rank}.json").write_text(json.dumps({"plain": res[0], "cached": res[4]}))
     finally:
         sd.cleanup()

@@ -124,12 +124,12 @@ def test_mol_pretraining_chunk_equal_to_the_batch_is_the_uncached_run(tmp_path: 
     base = dict(corpus=str(corpus), epochs=2, loss="graphcl", registry=False, keep_checkpoints=0, device="cpu", **TINY)
     plain = pretrain(PretrainMolConfig(out=str(tmp_path / "a"), **base))
     cached = pretrain(PretrainMolConfig(out=str(tmp_path / "b"), grad_cache_chunk=TINY["batch_size"], **base))
-    assert [h["loss"] for h in cached["history"]] == pytest.approx([h["loss"] for h in plain["history"]], rel=1e-5)
+    assert [h["loss"] for h in cached.info["history"]] == pytest.approx([h["loss"] for h in plain.info["history"]], rel=1e-5)
     ea, _ = load_encoder(tmp_path / "a")
     eb, _ = load_encoder(tmp_path / "b")
     for (k, va), (_, vb) in zip(ea.state_dict().items(), eb.state_dict().items()):
         assert torch.allclose(va, vb, rtol=1e-4, atol=1e-5), k
     small = pretrain(PretrainMolConfig(out=str(tmp_path / "c"), grad_cache_chunk=3, **base))
-    assert torch.isfinite(torch.tensor(small["final_loss"]))
+    assert torch.isfinite(torch.tensor(small.info["final_loss"]))
     with pytest.raises(ValueError, match="grad_cache_chunk >= 0"):
         pretrain(PretrainMolConfig(out=str(tmp_path / "d"), grad_cache_chunk=-2, **base))

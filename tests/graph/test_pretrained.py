@@ -96,6 +96,6 @@ def test_mol_pretraining_writes_pretrained_folder_with_card(tmp_path):
         assert torch.equal(a, b), k
     card = (tmp_path / "m" / "export" / "README.md").read_text()
     run = Registry().runs(task="mol-pretrain")[-1]
-    assert "`macl`" in card and '"tau0": 0.1' in card and f"| training examples | {res['molecules']} |" in card
+    assert "`macl`" in card and '"tau0": 0.1' in card and f"| training examples | {res.info['molecules']} |" in card
     assert "| seed | 2 |" in card and f"| {run['id']} |" in card and "train/loss" in card
     assert "MolGIN.from_pretrained" in card

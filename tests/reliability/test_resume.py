@@ -91,13 +91,14 @@ def test_pretrain_mol_other_loss_refused(tmp_path: Path) -> None:
     from graph.mol.pretrain import pretrain
 
     cfg = _mol_cfg(tmp_path, epochs=2)
-    assert pretrain(cfg, stop_after=1)["epochs_done"] == 1
+    with pytest.raises(KeyboardInterrupt):  # interrupted after epoch 1 (its checkpoint is written)
+        pretrain(cfg, stop_after=1)
     with pytest.raises(ConfigMismatchError, match=r"loss: 'graphcl' -> 'macl'"):
         pretrain(dataclasses.replace(cfg, loss="macl"))
     with pytest.raises(ConfigMismatchError, match=r"seed: 0 -> 3"):
         pretrain(dataclasses.replace(cfg, seed=3))
     res = pretrain(dataclasses.replace(cfg, keep_checkpoints=5))  # run option changed: still resumes
-    assert [h["epoch"] for h in res["history"]] == [1, 2]
+    assert res.resumed_from == 1 and [h["epoch"] for h in res.info["history"]] == [1, 2]
 
 
 def test_pretrain_mol_default_out_depends_on_config() -> None:

@@ -237,7 +237,7 @@ def test_mol_pretraining_with_graphs_passed_in_records_the_undefined_rate(tmp_pa
     res = pretrain(PretrainMolConfig(epochs=1, batch_size=4, num_layers=2, emb_dim=8, out=str(tmp_path / "pre"),
                                      device="cpu"), graphs=graphs)
     (run,) = _rows(db)
-    assert run["status"] == "finished" and res["run_id"] == run["id"]
+    assert run["status"] == "finished" and res.run_id == run["id"]
     fm = Registry(str(db)).final_metrics(run["id"])
     assert ("featurize_mol_per_s", "data") not in fm and fm[("undefined_values", "info")] == 1.0
 
