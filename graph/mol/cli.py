@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from suite.config import add_config_args, config_from_args
+
+if TYPE_CHECKING:
+    from suite.train.run import RunResult
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 PROFILES = ("cpu", "paper")
@@ -25,9 +28,9 @@ def _config_path(kind: str, args: argparse.Namespace) -> Path:
     return CONFIGS / f"mol_{kind}_{args.profile}.yaml"
 
 
-def _run(kind: str, cls: type, fn: Callable[[Any], dict[str, Any]], args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
+def _run(kind: str, cls: type, fn: Callable[[Any], RunResult], args: argparse.Namespace) -> tuple[Any, RunResult | None]:
     """The config of ``kind`` from the profile / file and flags, ``fn(cfg)`` (under torchrun the run owner sets up
-    torch.distributed); the summary on the main rank (None elsewhere)."""
+    torch.distributed); the run owner's result on the main rank (None elsewhere)."""
     from suite import distributed as sd
 
     cfg = config_from_args(cls, args, _config_path(kind, args))
@@ -50,8 +53,9 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 def _cmd_finetune(args: argparse.Namespace) -> int:
     from graph.mol.finetune import FinetuneMolConfig, finetune
 
-    cfg, r = _run("finetune", FinetuneMolConfig, finetune, args)
-    if r is not None:
+    cfg, res = _run("finetune", FinetuneMolConfig, finetune, args)
+    if res is not None:
+        r = res.info
         print(f"{r['dataset']} ({r['loss']}) seed {r['seed']}: test ROC-AUC last {100 * r['test_rocauc_last']:.2f}, "
               f"best-valid (epoch {int(r['best_epoch'])}) {100 * r['test_rocauc_bestval']:.2f}")
         if r["skipped"] or r["non_numeric_labels"]:

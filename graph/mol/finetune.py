@@ -8,7 +8,7 @@ run reports test ROC-AUC at the last epoch (``test_rocauc_last``) and at the bes
 
 Example:
     >>> cfg = FinetuneMolConfig(dataset="bbbp", init="runs/mol-pretrain/graphcl-1a2b3c4d", seed=0)
-    >>> result = finetune(cfg)         # one seed, one registry run; a benchmark suite loops over seeds
+    >>> res = finetune(cfg)   # one seed, one registry run (res.info: the ROC-AUCs); a benchmark suite loops over seeds
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from graph.mol.rocauc import RocAuc
 from graph.mol.model import MolGIN, MolGINConfig, MolPredictor, load_mol_encoder
 from suite import distributed as sd
 from suite.config import check_ints, check_numbers, is_int, is_number
-from suite.train.run import RunContext, Task, Training, run
+from suite.train.run import RunContext, RunResult, Task, Training, run
 
 
 @dataclass
@@ -214,12 +214,15 @@ class FinetuneMolTask(Task[FinetuneMolConfig]):
                 if not math.isnan(v)}
 
 
-def finetune(cfg: FinetuneMolConfig, graphs: MolGraphs | None = None) -> dict[str, Any]:
-    """Fine-tune on ``cfg.dataset`` with ``cfg.seed`` through the run owner; one registry run."""
+def finetune(cfg: FinetuneMolConfig, graphs: MolGraphs | None = None) -> RunResult:
+    """Fine-tune on ``cfg.dataset`` with ``cfg.seed`` through the run owner; one registry run. Returns the owner's
+    result (``metrics``: ``rocauc_last``, ``rocauc_bestval`` where defined) with the front-end's summary in ``info``
+    (dataset, seed, init, loss, molecule counts, ``test_rocauc_last``, ``test_rocauc_bestval``, ``best_epoch``, ...)."""
     task = FinetuneMolTask(graphs)
-    run(task, cfg)
+    res = run(task, cfg)
     g = task.graphs
     assert g is not None
-    return {"dataset": cfg.dataset, "seed": cfg.seed, "init": cfg.init, "loss": task.label,
-            "molecules": len(g), "skipped": g.skipped, "non_numeric_labels": g.bad_labels,
-            "load_s": task.load_s, **task.result}
+    res.info = {"dataset": cfg.dataset, "seed": cfg.seed, "init": cfg.init, "loss": task.label,
+                "molecules": len(g), "skipped": g.skipped, "non_numeric_labels": g.bad_labels,
+                "load_s": task.load_s, **task.result}
+    return res

@@ -100,7 +100,7 @@ def test_end_to_end_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
     res = finetune(FinetuneMolConfig(dataset="bbbp", data_root=str(tmp_path), init="none", seed=0, epochs=2,
                                      split="random", batch_size=16, num_layers=2, emb_dim=16, device="cpu"))
-    r = res
+    r = res.info
     assert r["loss"] == "none" and 1 <= r["best_epoch"] <= 2
     assert all(0.0 <= r[k] <= 1.0 for k in ("test_rocauc_last", "test_rocauc_bestval")) or math.isnan(r["test_rocauc_last"])
     from suite.registry import Registry
@@ -122,9 +122,9 @@ def test_finetune_max_steps_caps_training(tmp_path: Path) -> None:
                 batch_size=8, num_layers=2, emb_dim=16, device="cpu", registry=False)
     per_epoch = len(CORPUS * 2) * 8 // 10 // 8  # 64 training molecules -> 8 steps per epoch
     capped = finetune(FinetuneMolConfig(max_steps=per_epoch + 3, **base))
-    assert capped["steps"] == per_epoch + 3 and capped["epochs_run"] == 2
-    assert 1 <= capped["best_epoch"] <= 2
+    assert capped.steps == per_epoch + 3 and capped.info["epochs_run"] == 2
+    assert 1 <= capped.info["best_epoch"] <= 2
     full = finetune(FinetuneMolConfig(**base))
-    assert full["steps"] == 4 * per_epoch and full["epochs_run"] == 4
+    assert full.steps == 4 * per_epoch and full.info["epochs_run"] == 4
     with pytest.raises(ValueError, match="max_steps"):
         finetune(FinetuneMolConfig(max_steps=0, **base))

@@ -98,6 +98,6 @@ def test_single_class_split_does_not_crash_finetuning(tmp_path, monkeypatch):
     with pytest.warns(UserWarning, match="ROC-AUC undefined"):
         res = finetune(FinetuneMolConfig(dataset="bbbp", data_root=str(tmp_path), init="none", seed=0, epochs=1,
                                          split="random", batch_size=8, num_layers=2, emb_dim=16, device="cpu"))
-    assert res["undefined_rocauc"] == 2 and math.isnan(res["test_rocauc_last"])
+    assert res.info["undefined_rocauc"] == 2 and math.isnan(res.info["test_rocauc_last"])
     (run,) = Registry(str(reg_path)).runs(task="molnet-finetune")
     assert run["status"] == "finished"
