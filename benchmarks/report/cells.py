@@ -155,10 +155,11 @@ def collect(reg: Registry, all_settings: bool = False) -> dict[tuple[str, str, s
     # model and the training mode, which become part of the evaluation's setting
     trained = {r["config_hash"]: {k: json.loads(r["config"]).get(k) for k in ("backbone", "mode")}
                for r in reg.runs(status="finished", modality="text") if r["task"].startswith("simcse")}
-    for r in reg.runs(status="finished"):
-        if r["modality"] == "core" or r["task"].startswith(SKIP_TASKS) or not committed(r):
-            continue
-        fm = reg.final_metrics(r["id"])
+    runs = [r for r in reg.runs(status="finished")
+            if r["modality"] != "core" and not r["task"].startswith(SKIP_TASKS) and committed(r)]
+    finals = reg.final_metrics_for([r["id"] for r in runs])
+    for r in runs:
+        fm = finals[r["id"]]
         for mod, prefix, cands in HEADLINES:
             if r["modality"] != mod or not r["task"].startswith(prefix):
                 continue

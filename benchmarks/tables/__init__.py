@@ -78,18 +78,33 @@ def committed(run: dict[str, Any]) -> bool:
     return not str(run.get("code_version")).endswith("-dirty") or os.environ.get("SUITE_ALLOW_DIRTY") == "1"
 
 
+_SUITE_RUNS: dict[tuple[Any, ...], list[JobRuns]] = {}  # what suite_runs read, while the registry is unchanged
+
+
 def suite_runs(reg: Registry, suite: str | Path) -> list[JobRuns]:
-    """Every job of ``suite`` with its finished runs (by the job hash), in the suite's order."""
+    """Every job of ``suite`` with its finished runs (by the job hash), in the suite's order. The tables and the
+    claims ask for the same suites many times while rendering: an unchanged registry (:meth:`Registry.fingerprint`)
+    and suite file are read once."""
     _, jobs = load_suite(suite)
+    key = (reg.url, tuple(j.hash for j in jobs), reg.fingerprint(), os.environ.get("SUITE_ALLOW_DIRTY") == "1")
+    if key not in _SUITE_RUNS:
+        if len(_SUITE_RUNS) > 32:
+            _SUITE_RUNS.clear()
+        _SUITE_RUNS[key] = _read_suite_runs(reg, jobs)
+    return list(_SUITE_RUNS[key])
+
+
+def _read_suite_runs(reg: Registry, jobs: list[Job]) -> list[JobRuns]:
     by_hash: dict[str, list[RunView]] = {j.hash: [] for j in jobs}
     hashes = list(by_hash)
     for i in range(0, len(hashes), 500):  # SQL IN lists of modest length
-        for r in reg.runs(status="finished", config_hash=hashes[i:i + 500]):
-            if not committed(r):  # no cell from uncommitted code (the runner reruns it from a commit)
-                continue
+        runs = [r for r in reg.runs(status="finished", config_hash=hashes[i:i + 500])
+                if committed(r)]  # no cell from uncommitted code (the runner reruns it from a commit)
+        logged = reg.metrics_for([r["id"] for r in runs])
+        for r in runs:
             steps: dict[tuple[str, str | None], int | None] = {}
             final = {}
-            for m in reg.metrics(r["id"]):  # in logging order: the last one wins, as final_metrics
+            for m in logged[r["id"]]:  # in logging order: the last one wins, as final_metrics
                 key = (m["name"], m["split"])
                 rank = m["step"] if m["step"] is not None else -1
                 if key not in final or rank >= (steps[key] if steps[key] is not None else -1):

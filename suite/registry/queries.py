@@ -23,13 +23,11 @@ class QueryMixin:
 
     def final_metrics(self, run_id: str) -> dict[tuple[str, str | None], float]:
         """Last logged value of each (name, split) of a run (highest step, then latest)."""
-        out: dict[tuple[str, str | None], tuple[int, int, float]] = {}
-        for m in self.metrics(run_id):
-            key = (m["name"], m["split"])
-            rank = (m["step"] if m["step"] is not None else -1, m["id"])
-            if key not in out or rank >= out[key][:2]:
-                out[key] = (*rank, m["value"])
-        return {k: v[2] for k, v in out.items()}
+        return _final(self.metrics(run_id))
+
+    def final_metrics_for(self, run_ids: list[str]) -> dict[str, dict[tuple[str, str | None], float]]:
+        """:meth:`final_metrics` of many runs in a few queries."""
+        return {r: _final(ms) for r, ms in self.metrics_for(run_ids).items()}
 
     def compare(self, metric: str, split: str | None = None, **filters: Any) -> list[dict[str, Any]]:
         """Mean ± std over seeds of a metric's final value, grouped by (modality, task, dataset, loss)."""
@@ -58,3 +56,13 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def _final(metrics: list[dict[str, Any]]) -> dict[tuple[str, str | None], float]:
+    out: dict[tuple[str, str | None], tuple[int, int, float]] = {}
+    for m in metrics:
+        key = (m["name"], m["split"])
+        rank = (m["step"] if m["step"] is not None else -1, m["id"])
+        if key not in out or rank >= out[key][:2]:
+            out[key] = (*rank, m["value"])
+    return {k: v[2] for k, v in out.items()}
