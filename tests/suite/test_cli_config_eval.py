@@ -5,6 +5,7 @@ import ast
 import re
 import math
 import pathlib
+from typing import Any
 from dataclasses import dataclass, field
 
 import pytest
@@ -101,6 +102,17 @@ def _owners_work(path: pathlib.Path) -> list[str]:
     return found
 
 
+def _on_probe(tmp_path: pathlib.Path, src: str, check: Any) -> list[str]:
+    """What ``check`` finds in a probe file holding ``src`` (written inside the repository, as the checks name files
+    relative to it; removed after)."""
+    probe = ROOT / "tests" / "suite" / f"_probe_{tmp_path.name}.py"
+    probe.write_text(src)
+    try:
+        return check(probe)
+    finally:
+        probe.unlink()
+
+
 def test_front_ends_leave_the_owners_work_to_suite():
     """no front-end checks a config type by hand, opens a registry, sets up or ends torch.distributed, makes or seeds
     a random generator, or writes a pickle with torch.save: each is done once, in suite/"""
@@ -114,12 +126,7 @@ def test_the_owners_work_check_sees_each_kind(tmp_path):
            "isinstance(v, bool)\nRegistry()\ndist.init_process_group('gloo')\ndist.destroy_process_group()\n"
            "torch.Generator()\nnp.random.default_rng(0)\nnp.random.RandomState(0)\nrandom.Random(0)\n"
            "torch.manual_seed(0)\nnp.random.seed(0)\ntorch.save({}, 'x.pt')\n")
-    probe = ROOT / "tests" / "suite" / f"_probe_{tmp_path.name}.py"
-    probe.write_text(src)
-    try:
-        assert len(_owners_work(probe)) == 11
-    finally:
-        probe.unlink()
+    assert len(_on_probe(tmp_path, src, _owners_work)) == 11
 
 # earlier layouts: read only by suite/train/legacy.py, from declarations (Earlier, OldExport, OldFolder, OldHash)
 _DECLARATIONS = {"Earlier", "OldExport", "OldFolder", "OldHash"}
@@ -165,12 +172,7 @@ def test_the_earlier_layout_check_sees_each_kind(tmp_path):
            "def legacy_checkpoints(cfg, folder):\n    return [folder / 'checkpoint.pt'] + sorted(folder.glob('epoch*.pt'))\n"
            "def load_legacy_encoder(path):\n    return path / 'encoder.pt'\n"
            "from suite.train.legacy import Earlier\nEARLIER = Earlier(checkpoints=('epoch*.pt', 'checkpoint.pt'), files={'h': 'simcse_head.pt'})\n")
-    probe = ROOT / "tests" / "suite" / f"_probe_{tmp_path.name}.py"
-    probe.write_text(src)
-    try:
-        hits = _earlier_layout_readers(probe)
-    finally:
-        probe.unlink()
+    hits = _on_probe(tmp_path, src, _earlier_layout_readers)
     assert len(hits) == 10, hits
     assert not [h for h in hits if h.split(":")[1] in ("8", "9")]  # the declaration's line
 
