@@ -240,11 +240,21 @@ class Runner:
         return {j.hash: out for j in jobs if status[j.hash] == "finished" and (out := j.output()) is not None
                 and not out.exists() and read_later(j, out)}
 
+    def durations(self, jobs: list[Job], reg: Registry) -> dict[str, list[float]]:
+        """Seconds of the finished jobs by front-end and command: those the runner recorded
+        (:meth:`Registry.job_durations`), and those of ``jobs`` imported from a snapshot (their rows have no
+        command; the job says its kind)."""
+        out = reg.job_durations()
+        kinds = {j.hash: self.kind(j) for j in jobs}
+        for h, secs in reg.imported_job_seconds(list(kinds)).items():
+            out.setdefault(kinds[h], []).append(secs)
+        return out
+
     def estimate(self, jobs: list[Job], reg: Registry) -> tuple[float, float, int]:
         """(job seconds, wall seconds, jobs with no recorded duration) of the jobs not finished yet: each takes the
-        median recorded duration of its front-end and command (:meth:`Registry.job_durations`); the wall time
-        schedules them longest first on ``self.jobs`` slots, stage after stage."""
-        med = {k: statistics.median(v) for k, v in reg.job_durations().items() if v}
+        median recorded duration of its front-end and command (:meth:`durations`); the wall time schedules them
+        longest first on ``self.jobs`` slots, stage after stage."""
+        med = {k: statistics.median(v) for k, v in self.durations(jobs, reg).items() if v}
         total, wall, unknown = 0.0, 0.0, 0
         for stage in sorted({j.stage for j in jobs}):
             ts = []
@@ -309,7 +319,7 @@ class Runner:
             self._pending = {j.hash: j for j in jobs}
             self._running, self._done, self._total = {}, 0, len(jobs)
             if not self.dry_run:
-                for k, v in reg.job_durations().items():
+                for k, v in self.durations(jobs, reg).items():
                     self._durations.setdefault(k, []).extend(v)
         failed_stage: int | None = None
         for stage in sorted({j.stage for j in jobs}):

@@ -11,7 +11,8 @@ import sqlalchemy as sa
 
 from suite.registry.schema import _now, jobs_t, runs_t
 
-
+SUPERSEDED = "superseded: its benchmark job was re-run"  # the error of a run whose job was claimed again
+IMPORTED = "(imported from a snapshot)"  # the command of a job row made by importing runs (no command recorded)
 
 
 class JobsMixin:
@@ -39,7 +40,7 @@ class JobsMixin:
                     return False
                 conn.execute(jobs_t.delete().where(jobs_t.c.hash == job_hash))
             conn.execute(runs_t.update().where(runs_t.c.config_hash == job_hash).values(
-                status="interrupted", error="superseded: its benchmark job was re-run"))
+                status="interrupted", error=SUPERSEDED))
             conn.execute(jobs_t.insert().values(hash=job_hash, status="running", command=command, host=host,
                                                 pid=pid, started_at=_now()))
         return True
@@ -56,17 +57,29 @@ class JobsMixin:
 
     def job_durations(self) -> dict[str, list[float]]:
         """Seconds taken by the finished benchmark jobs, by the first two words of their command line (the
-        front-end and its command, e.g. ``graph tu``): what the runner's ETA is estimated from."""
+        front-end and its command, e.g. ``graph tu``): what the runner's ETA is estimated from. Imported job rows
+        record no command: :meth:`imported_job_seconds` gives theirs by hash."""
         out: dict[str, list[float]] = {}
         with self._read() as conn:
             rows = conn.execute(sa.select(jobs_t.c.command, jobs_t.c.started_at, jobs_t.c.ended_at).where(
-                jobs_t.c.status == "finished", jobs_t.c.ended_at.is_not(None), jobs_t.c.started_at.is_not(None))).fetchall()
+                jobs_t.c.status == "finished", jobs_t.c.ended_at.is_not(None), jobs_t.c.started_at.is_not(None),
+                jobs_t.c.command != IMPORTED)).fetchall()
         for command, start, end in rows:
-            try:
-                secs = (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
-            except (TypeError, ValueError):
-                continue
-            out.setdefault(" ".join((command or "").split()[:2]), []).append(secs)
+            if (secs := _seconds(start, end)) is not None:
+                out.setdefault(" ".join((command or "").split()[:2]), []).append(secs)
+        return out
+
+    def imported_job_seconds(self, hashes: list[str]) -> dict[str, float]:
+        """{hash: seconds} of the finished job rows among ``hashes`` that an import made (from the first start to
+        the last end of the job's runs; rows imported before that was recorded span 0 s and are left out)."""
+        out: dict[str, float] = {}
+        with self._read() as conn:
+            for i in range(0, len(hashes), 500):  # bounded IN lists (SQLite's variable limit)
+                for h, start, end in conn.execute(sa.select(jobs_t.c.hash, jobs_t.c.started_at, jobs_t.c.ended_at).where(
+                        jobs_t.c.hash.in_(hashes[i:i + 500]), jobs_t.c.status == "finished",
+                        jobs_t.c.command == IMPORTED)):
+                    if (secs := _seconds(start, end)):
+                        out[h] = secs
         return out
 
     def finish_job(self, job_hash: str, status: str) -> None:
@@ -119,3 +132,10 @@ def _pid_alive(pid: int | None) -> bool:
         return stat[stat.rindex(")") + 2] != "Z"
     except (OSError, ValueError, IndexError):
         return True
+
+
+def _seconds(start: str | None, end: str | None) -> float | None:
+    try:
+        return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None

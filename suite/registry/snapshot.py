@@ -11,7 +11,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from suite.registry.queries import markdown_table
-from suite.registry.schema import _now, check_run_row, jobs_t, metrics_t, runs_t
+from suite.registry.jobs import IMPORTED, SUPERSEDED
+from suite.registry.schema import check_run_row, jobs_t, metrics_t, runs_t
 
 
 
@@ -119,17 +120,23 @@ class SnapshotMixin:
     def _finish_imported_jobs(self, conn: Any, hashes: set[str]) -> None:
         """A snapshot carries runs, not the runner's jobs table: record a finished job for every imported hash
         whose runs all finished (and that has no job row), so a sweep resumed on an imported snapshot skips
-        those jobs instead of running them again and superseding the imported runs."""
+        those jobs instead of running them again and superseding the imported runs. Runs superseded by a re-run
+        of the job (``interrupted``, error :data:`SUPERSEDED`) are the older attempts' and do not count. The row
+        spans the job's runs, first start to last end: the runner's ETA reads it."""
         known: set[str] = set()
-        status: dict[str, set[str]] = {}
+        runs: dict[str, list[Any]] = {}
         ordered = sorted(hashes)
         for i in range(0, len(ordered), 500):  # bounded IN lists (SQLite's variable limit)
             part = ordered[i:i + 500]
             known |= {r.hash for r in conn.execute(sa.select(jobs_t.c.hash).where(jobs_t.c.hash.in_(part)))}
-            for r in conn.execute(sa.select(runs_t.c.config_hash, runs_t.c.status).where(runs_t.c.config_hash.in_(part))):
-                status.setdefault(r.config_hash, set()).add(r.status)
-        done = sorted(h for h, st in status.items() if st == {"finished"} and h not in known)
+            for r in conn.execute(sa.select(runs_t.c.config_hash, runs_t.c.status, runs_t.c.error, runs_t.c.started_at,
+                                            runs_t.c.ended_at).where(runs_t.c.config_hash.in_(part))):
+                if r.error != SUPERSEDED:
+                    runs.setdefault(r.config_hash, []).append(r)
+        done = {h: rs for h, rs in sorted(runs.items())
+                if h not in known and all(r.status == "finished" for r in rs)}
         if done:
-            now = _now()
-            conn.execute(jobs_t.insert(), [dict(hash=h, status="finished", command="(imported from a snapshot)",
-                                                host="", pid=None, started_at=now, ended_at=now) for h in done])
+            conn.execute(jobs_t.insert(), [dict(hash=h, status="finished", command=IMPORTED, host="", pid=None,
+                                                started_at=min(r.started_at for r in rs),
+                                                ended_at=max(r.ended_at or r.started_at for r in rs))
+                                           for h, rs in done.items()])

@@ -147,6 +147,29 @@ def test_progress_eta_from_recorded_durations(tmp_path, capsys):
     assert "[progress] 1/1 done, 0 running; ETA 0 s" in out
 
 
+def test_estimate_reads_the_durations_of_imported_jobs(tmp_path):
+    """a suite whose finished jobs came from an imported snapshot (job rows with no command) -> the dry run
+    estimates the jobs left from their durations (it printed 0 s and counted every job unknown)"""
+    import sqlalchemy as sa
+
+    from suite.registry import runs_t
+
+    _, jobs = load_suite(_suite(tmp_path, 3))
+    a = Registry(str(tmp_path / "a.sqlite"))
+    for j, secs in zip(jobs[:2], (40, 60)):
+        rid = a.start_run(modality="m", task="t", dataset="d", loss="l", cfg_hash=j.hash)
+        a.finish(rid, "finished")
+        with a.engine.begin() as conn:
+            conn.execute(sa.update(runs_t).where(runs_t.c.id == rid).values(
+                started_at="2026-01-01T00:00:00+00:00", ended_at=f"2026-01-01T00:{secs // 60:02d}:{secs % 60:02d}+00:00"))
+    snap = tmp_path / "snap.jsonl"
+    snap.write_text(a.export_jsonl())
+    db = str(tmp_path / "b.sqlite")
+    Registry(db).import_jsonl(snap)
+    runner = Runner(db, jobs=1, dry_run=True, log_dir=tmp_path / "logs")
+    assert runner.estimate(jobs, Registry(db)) == (50.0, 50.0, 0)  # the one job left: the median of 40 and 60 s
+
+
 def test_unknown_duration_and_failure_summary(tmp_path, capsys):
     """no recorded durations -> 'ETA unknown'; a failing job -> the summary lists it with its log, exit status 1"""
     from benchmarks.runner.run import execute

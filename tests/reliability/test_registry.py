@@ -220,3 +220,33 @@ def test_sweep_resumed_on_an_imported_snapshot_skips_its_finished_jobs(tmp_path)
     assert [r["status"] for r in b.runs(config_hash="done")] == ["finished", "finished"]
     assert b.claim_job("half", "cmd")
     assert b.import_jsonl(snap) == {"added": 0, "skipped": 4}
+
+
+def test_imported_job_that_was_run_again_is_finished_and_keeps_its_duration(tmp_path):
+    """a job run again (its first runs superseded: interrupted, SUPERSEDED) whose new run finished, exported and
+    imported -> the import records the job finished (it was re-run: 37 Gaussian-mixture and 5 TU jobs of the
+    snapshot were planned again), spanning its runs' first start to last end (the runner's ETA; it read 0 s)"""
+    import sqlalchemy as sa
+
+    from suite.registry import runs_t
+    from suite.registry.jobs import SUPERSEDED
+
+    a = Registry(str(tmp_path / "a.sqlite"))
+    assert a.claim_job("again", "vision gmm --seed 0")
+    a.finish(a.start_run(modality="m", task="t", dataset="d", loss="l", cfg_hash="again"), "finished")
+    a.finish_job("again", "finished")
+    assert a.claim_job("again", "vision gmm --seed 0", rerun=True)
+    new = a.start_run(modality="m", task="t", dataset="d", loss="l", cfg_hash="again")
+    a.finish(new, "finished")
+    with a.engine.begin() as conn:
+        conn.execute(sa.update(runs_t).where(runs_t.c.id == new).values(
+            started_at="2026-01-01T00:00:00+00:00", ended_at="2026-01-01T00:01:40+00:00"))
+    assert sorted((r["status"], r["error"]) for r in a.runs(config_hash="again")) == [
+        ("finished", None), ("interrupted", SUPERSEDED)]
+    snap = tmp_path / "snap.jsonl"
+    snap.write_text(a.export_jsonl())
+    b = Registry(str(tmp_path / "b.sqlite"))
+    b.import_jsonl(snap)
+    assert b.job_status("again") == "finished" and not b.claim_job("again", "cmd")
+    assert b.imported_job_seconds(["again", "other"]) == {"again": 100.0}
+    assert b.job_durations() == {}  # an imported row names no command: the runner keys it by the suite's job
