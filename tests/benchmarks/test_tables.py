@@ -213,7 +213,7 @@ def test_vision_cifar_table_from_registry(reg, tmp_path):
     _no_cache(tmp_path)
 
 
-@pytest.mark.parametrize("bench,jobs", [("graph-tu", 150), ("graph-molnet", 99), ("text-sts", 24), ("vision-cifar", 81)])
+@pytest.mark.parametrize("bench,jobs", [("graph-tu", 150), ("graph-molnet", 99), ("text-sts", 34), ("vision-cifar", 81)])
 def test_short_hand_dry_run_lists_the_suite_jobs(bench, jobs, tmp_path, capsys):
     """suite bench <table> --dry-run -> the runner lists every job of the table's suite file and runs nothing"""
     from suite.cli import main
