@@ -33,7 +33,7 @@ SNAPSHOT = RESULTS / "registry.jsonl"
 TABLES = (("benchmarks.tables.graph_tu", "OUT"), ("benchmarks.tables.graph_molnet", "OUT"), ("benchmarks.tables.text_sts", "OUT"),
           ("benchmarks.tables.vision_cifar", "OUT"), ("benchmarks.tables.gmm", "OUT"), ("benchmarks.tables.fidelity", "RESULTS"),
           ("benchmarks.tables.xclr", "OUT"), ("benchmarks.measurements.loss_tables", "OUT"), ("benchmarks.measurements.losses_large", "OUT"),
-          ("benchmarks.measurements.grad_cache", "OUT"))
+          ("benchmarks.measurements.grad_cache", "OUT"), ("benchmarks.measurements.reliability", "OUT"))
 
 
 @dataclass(frozen=True)
