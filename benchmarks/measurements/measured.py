@@ -88,9 +88,9 @@ def latest(registry: Any, task: str, key: Callable[[Recorded], Hashable], allow_
 
 def versions_line(runs: Iterable[Recorded]) -> str:
     """``Code versions of these runs (commit: runs): 1a2b3c: 40.`` (most runs first)."""
-    counts = Counter(r.code_version for r in runs)
-    return "Code versions of these runs (commit: runs): " + ", ".join(
-        f"{v}: {n}" for v, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) + "."
+    from benchmarks.tables import versions_text
+
+    return versions_text(Counter(r.code_version for r in runs))
 
 
 def one(values: Iterable[Any]) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.tables.claims import mean_std, std
@@ -72,6 +72,7 @@ class Table:
     latest: str = ""  # the setting shown (by default: the one with the most runs), "" if the task has one
     hidden: int = 0  # runs of other settings left out (none with all_settings)
     superseded: int = 0  # older runs of a setting and seed that a newer run of the same replaces (kept in the registry)
+    versions: dict[str, int] = field(default_factory=dict)  # code version -> runs of it among the cells' runs
 
 
 def row_keys() -> frozenset[str]:
@@ -149,6 +150,7 @@ def collect(reg: Registry, all_settings: bool = False) -> dict[tuple[str, str, s
     """{(modality, task, metric label): Table} of the headline metric over finished runs: the setting of each task
     with the most runs, or every setting with ``all_settings``."""
     hits: dict[tuple[str, str, str], list[tuple[str, str, dict[str, str], float, str]]] = defaultdict(list)
+    version: dict[int, str] = {}  # id of a hit -> its run's code version
     # an evaluation run records what it scored in its config (``evaluated``: the training setting, a flattened key of
     # the setting, so an evaluation of a supervised model is never pooled with those of unsupervised ones); runs
     # recorded before that named the model only as a run option: their training run (same job hash) names the start
@@ -174,6 +176,7 @@ def collect(reg: Registry, all_settings: bool = False) -> dict[tuple[str, str, s
             seed = scored.get("training_seed", r["seed"]) if isinstance(scored, dict) else r["seed"]  # a trained model
             hits[(mod, r["task"], label)].append((r["dataset"], r["loss"], setting, _pct(fm[hit]),
                                                   r["started_at"], _setting(r["loss_hparams"]), seed))
+            version[id(hits[(mod, r["task"], label)][-1])] = str(r["code_version"] or "?")
             break
     keys = row_keys()
     out = {}
@@ -181,6 +184,8 @@ def collect(reg: Registry, all_settings: bool = False) -> dict[tuple[str, str, s
         newest = _newest(rows)
         out[key] = _table(newest, keys, all_settings)
         out[key].superseded = len(rows) - len(newest)
+        if all_settings:  # every newest run is in a cell (without: the shown setting's only; not counted)
+            out[key].versions = dict(Counter(version[id(r)] for r in newest))
     return out
 
 

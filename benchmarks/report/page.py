@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from benchmarks.tables.claims import RULE_TEXT, Verdict
+from benchmarks.tables import suite_runs, versions_of, versions_text
 from benchmarks.report.cells import Table, _fmt, _rows, collect, published
 from benchmarks.report.figures import loss_time, module_figures, png, rank_heatmap, trajectories
 from suite.registry import Registry, markdown_table, open_registry
@@ -125,6 +126,8 @@ def markdown_tables(table: dict[tuple[str, str, str], Table], pub: dict[tuple[st
         if t.hidden:
             part += (f"\nShown: the setting of this task with the most runs ({t.latest}); {t.hidden} runs of other "
                      f"settings are left out.\n")
+        if t.versions:
+            part += f"\n{versions_text(t.versions)}\n"
         parts.append(part)
     return "\n".join(parts)
 
@@ -179,7 +182,8 @@ def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
         for s in (s for s in shown if s.section == sec.key):
             fname, _, heading = s.table.partition("#")
             part = excerpt(tables[fname], heading)
-            source = f"From `{fname}` (suite `{s.suite}`)."
+            versions = versions_of(suite_runs(reg, s.suite))
+            source = f"From `{fname}` (suite `{s.suite}`)." + (f" {versions}" if versions else "")
             md += [f"### {s.title}", "", source, "", part, ""]
             page.append(f"<h3>{html.escape(s.title)}</h3><p>{_inline(source)}</p>{md_tables_to_html(part)}")
         page += [_figure_html(t, b) for t, b in module_figures(reg, sec.figures)]

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from benchmarks.tables.claims import mean_std
 from benchmarks.runner.suitefile import SUITES, Job, load_suite
@@ -153,15 +154,21 @@ def progress_line(jrs: Sequence[JobRuns], suite: str) -> str:
     line = f"Jobs with results: {done} of {len(jrs)} (suite `benchmarks/suites/{suite}.yaml`)."
     if done < len(jrs):
         line += f" The others say `{NOT_RUN}`; `suite bench run {suite}` runs them (finished jobs are skipped)."
-    versions: dict[str, int] = {}
-    for jr in jrs:
-        for r in jr.runs:
-            v = str(r.row.get("code_version") or "?")
-            versions[v] = versions.get(v, 0) + 1
-    if versions:
-        line += " Code versions of these runs (commit: runs): " + ", ".join(
-            f"{v}: {n}" for v, n in sorted(versions.items(), key=lambda kv: -kv[1])) + "."
-    return line
+    versions = versions_of(jrs)
+    return line + (f" {versions}" if versions else "")
+
+
+def versions_of(jrs: Iterable[JobRuns]) -> str:
+    """``Code versions of these runs (commit: runs): 1a2b3c: 40, ...`` of the jobs' runs (most runs first), or ""."""
+    return versions_text(Counter(str(r.row.get("code_version") or "?") for jr in jrs for r in jr.runs))
+
+
+def versions_text(counts: Mapping[str, int]) -> str:
+    """``Code versions of these runs (commit: runs): 1a2b3c: 40, 4d5e6f: 2.`` (most runs first), or "" for none."""
+    if not counts:
+        return ""
+    return "Code versions of these runs (commit: runs): " + ", ".join(
+        f"{v}: {n}" for v, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) + "."
 
 
 # ----------------------------------------------------------------------------- the short-hand commands

@@ -76,7 +76,12 @@ def test_report_tables_claims_and_page(tmp_path):
     graphs = md[md.index("## Graphs"):md.index("## Images")]
     assert graphs.index("### TU graph classification at GraphCL's protocol (headline)") \
         < graphs.index("<details><summary>Every setting (history)</summary>") < graphs.index("| loss | MUTAG | PROTEINS |")
-    assert "From `graph_tu.md` (suite `graph-tu`)." in graphs
+    # every table names the code versions of its runs: the headline from its suite's jobs, a history table from its cells
+    assert re.search(r"From `graph_tu.md` \(suite `graph-tu`\)\. Code versions of these runs \(commit: runs\): "
+                     r"[0-9a-f]{12}(-dirty)?: 18\.", graphs)
+    history = graphs[graphs.index("<details>"):]
+    assert re.search(r"\| loss \| MUTAG \| PROTEINS \|[^#]*Code versions of these runs \(commit: runs\): "
+                     r"[0-9a-f]{12}(-dirty)?: 18\.", history)
     assert re.search(r"\| MACL improves GraphCL on unsupervised TU graph classification \| \+0.73 \| \+1.50 "
                      r"\[[-+]\d+\.\d\d, [-+]\d+\.\d\d\] \| \d+\.\d\d \| 3 \| \*\*inconclusive \(n < 3\)\*\* \|", md)
     assert re.search(r"- \*\*tu-macl\*\*: confirmed on 1 of 2 measured \(needs 4 of 6\); .*MUTAG: macl 89.00 ± 1.00 "
