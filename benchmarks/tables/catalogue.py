@@ -202,8 +202,16 @@ def line(claim_id: str, registry: Any) -> str:
     return f"{e.claim} ({e.paper}): **{j.verdict}** ({j.evidence}{'; ' + read if read else ''})"
 
 
+# the order of the findings: what holds up first, then what our runs contradict, then the rest
+ORDER = (Verdict.CONFIRMED, Verdict.CONTRADICTED, Verdict.NOT_CONFIRMED, Verdict.INCONCLUSIVE, Verdict.NOT_JUDGED,
+         Verdict.NOT_MEASURED)
+
+
 def findings(registry: Any) -> list[tuple[Entry, Judged]]:
-    return [(e, e.judged(registry)) for e in ENTRIES]
+    """Every claim of :data:`ENTRIES` with its verdict, in :data:`ORDER` of the verdicts (the catalogue's order
+    within one verdict): the report opens with what holds up."""
+    judged = [(e, e.judged(registry)) for e in ENTRIES]
+    return sorted(judged, key=lambda ej: ORDER.index(ej[1].verdict))
 
 
 def findings_table(judged: list[tuple[Entry, Judged]]) -> str:

@@ -73,3 +73,22 @@ def test_findings_table_forest_and_reading() -> None:
     assert "below what these seeds detect" in reading(ENTRIES[0], judged[0][1])  # 0.73 < detectable
     fig = forest(judged)
     assert len(fig.axes[0].get_yticks()) == 1  # measured claims only
+
+
+def test_findings_open_with_what_holds_up(monkeypatch) -> None:
+    """the findings of a registry where one claim is confirmed and one contradicted -> confirmed first, then
+    contradicted, then the rest in the catalogue's order (the report opens with what holds up)"""
+    from benchmarks.tables import catalogue
+
+    class Fake:
+        def __init__(self, e, verdict):
+            self.id, self.verdict = e.id, verdict
+
+        def judged(self, registry):
+            return Judged(self.verdict, None, "")
+
+    verdicts = [Verdict.NOT_CONFIRMED, Verdict.CONTRADICTED, Verdict.NOT_MEASURED, Verdict.CONFIRMED,
+                Verdict.NOT_CONFIRMED]
+    fakes = [Fake(e, v) for e, v in zip(ENTRIES, verdicts)]
+    monkeypatch.setattr(catalogue, "ENTRIES", fakes)
+    assert [e for e, _ in catalogue.findings(None)] == [fakes[3], fakes[1], fakes[0], fakes[4], fakes[2]]
