@@ -188,9 +188,10 @@ def reading(e: Entry, j: Judged) -> str:
     """Whether our seeds could have seen the paper's effect: the paper's gap against the detectable gap."""
     if j.summary is None or e.paper_gap is None or j.summary.detectable != j.summary.detectable:
         return ""
-    if e.paper_gap < j.summary.detectable:
-        return (f"the paper's gap ({e.paper_gap:+.2f}) is below what these seeds detect ({j.summary.detectable:.2f}): "
-                "not confirming it says little")
+    if e.paper_gap < j.summary.detectable:  # "says little" only of a miss: a confirmed gap was larger than the paper's
+        return (f"the paper's gap ({e.paper_gap:+.2f}) is below what these seeds detect ({j.summary.detectable:.2f})"
+                + (": not confirming it says little" if j.verdict in (Verdict.NOT_CONFIRMED, Verdict.INCONCLUSIVE)
+                   else ""))
     return f"these seeds detect the paper's gap ({e.paper_gap:+.2f} >= {j.summary.detectable:.2f})"
 
 

@@ -71,6 +71,9 @@ def test_findings_table_forest_and_reading() -> None:
     table = findings_table(judged)
     assert "| +0.73 | +0.00 [" in table and "**not measured**" in table and table.count("\n") == 4
     assert "below what these seeds detect" in reading(ENTRIES[0], judged[0][1])  # 0.73 < detectable
+    missed = reading(ENTRIES[0], Judged(Verdict.NOT_CONFIRMED, res, "e"))
+    held = reading(ENTRIES[0], Judged(Verdict.CONFIRMED, res, "e"))  # a confirmed gap: no "says little"
+    assert missed.endswith("not confirming it says little") and "says little" not in held and "below" in held
     fig = forest(judged)
     assert len(fig.axes[0].get_yticks()) == 1  # measured claims only
 
