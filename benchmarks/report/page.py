@@ -163,6 +163,7 @@ def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
     n_runs = len(reg.runs(status="finished"))
     held = sum(j.verdict is Verdict.CONFIRMED for _, j in judged)
     measured = sum(j.verdict not in (Verdict.NOT_MEASURED, Verdict.NOT_JUDGED) for _, j in judged)
+
     def named(verdict: Verdict) -> str:
         return "; ".join(f"{e.claim} ({'our question' if e.paper.startswith('none') else e.paper.split(' (')[0]})"
                          for e, j in judged if j.verdict is verdict) or "none"
