@@ -146,7 +146,9 @@ class FrontEnd:
     rate: str = ""  # the *_per_s metric its engine logs
 
 
-def front_ends(data: dict[str, Path]) -> list[FrontEnd]:
+def front_ends(data: dict[str, Path], text_backbone: str = "default") -> list[FrontEnd]:
+    """The front-end commands of the check; ``text_backbone``: SimCSE's start model (a local model folder where the
+    packaged all-MiniLM-L6-v2 is not installed)."""
     root = data["root"]
     return [
         FrontEnd("graph-tu", ["graph", "tu", "--dataset", "GPUCHECK", "--data-root", str(root / "TU"), "--loss", "macl",
@@ -165,7 +167,8 @@ def front_ends(data: dict[str, Path]) -> list[FrontEnd]:
                                  "--queue-size", "256", "--train-per-class", "40", "--eval-train-per-class", "20",
                                  "--eval-test-per-class", "10", "--no-linear-probe", "--bf16"],
                  autocast=False, distributed=False, rate="images_per_s"),
-        FrontEnd("text-simcse", ["text", "train", "--data", str(data["sentences"]), "--loss", "macl", "--max-steps", "4",
+        FrontEnd("text-simcse", ["text", "train", "--data", str(data["sentences"]), "--backbone", text_backbone,
+                                 "--loss", "macl", "--max-steps", "4",
                                  "--batch-size", "16", "--eval-every", "0", "--bf16"],
                  autocast=False, rate="sentences_per_s"),
     ]
@@ -256,6 +259,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--only", nargs="+", default=None, help="front-ends to run (default: all; 'none': the losses only)")
     p.add_argument("--no-record", action="store_true", help="do not write the throughput to the registry")
     p.add_argument("--keep", default=None, help="keep the scratch folder here (default: a temporary folder, removed)")
+    p.add_argument("--text-backbone", default="default",
+                   help="SimCSE's start model (default: the packaged all-MiniLM-L6-v2; a local Hugging Face model "
+                        "folder on a machine without it)")
     args = p.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -277,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: list[FrontEndResult] = []
     try:
         data = write_data(scratch / "data")
-        wanted = [fe for fe in front_ends(data) if args.only is None or fe.name in args.only]
+        wanted = [fe for fe in front_ends(data, args.text_backbone) if args.only is None or fe.name in args.only]
         for fe in wanted:
             results.append(run_front_end(fe, str(device), scratch))
             if n_gpus >= 2 and fe.distributed:
