@@ -38,7 +38,7 @@ def conditional_entropy(z: Tensor, t_neg: float = 2.0, z_neg: Tensor | None = No
     z = F.normalize(z.float(), dim=1)
     if z_neg is None:
         d = sq_dists_normalized(z, z)
-        logits = (-t_neg * d).masked_fill(torch.eye(z.shape[0], dtype=torch.bool), NEG_INF)
+        logits = (-t_neg * d).masked_fill(torch.eye(z.shape[0], dtype=torch.bool, device=z.device), NEG_INF)
     else:
         logits = -t_neg * sq_dists_normalized(z, F.normalize(z_neg.float(), dim=1))
     log_w = torch.log_softmax(logits, dim=1)
@@ -51,7 +51,7 @@ def positive_weight_entropy(views: Tensor, t_pos: float = 1.0) -> float:
     """Mean entropy of CACR's positive weights softmax_u(t_pos ||z_v,i - z_u,i||^2) for (V, N, d) views."""
     v = F.normalize(views.float(), dim=-1)
     d = (2 - 2 * torch.einsum("and,bnd->nab", v, v)).clamp_min(0)
-    logits = (t_pos * d).masked_fill(torch.eye(v.shape[0], dtype=torch.bool), NEG_INF)
+    logits = (t_pos * d).masked_fill(torch.eye(v.shape[0], dtype=torch.bool, device=v.device), NEG_INF)
     log_w = torch.log_softmax(logits, dim=-1)
     return float(-(log_w.exp() * log_w.masked_fill(torch.isinf(log_w), 0.0)).sum(-1).mean())
 

@@ -21,7 +21,7 @@ def knn_predict(
     for start in range(0, test_x.shape[0], batch_size):  # batches of queries, not samples
         q = F.normalize(test_x[start : start + batch_size].float(), dim=1)
         sim, idx = (q @ tx.T).topk(k, dim=1)  # (B, k)
-        votes = torch.zeros(q.shape[0], num_classes)
+        votes = torch.zeros(q.shape[0], num_classes, device=q.device)
         votes.scatter_add_(1, train_y[idx].long(), (sim / temperature).exp())
         preds.append(votes.argmax(1))
     return torch.cat(preds)
