@@ -130,9 +130,10 @@ def check_pml(gen: torch.Generator) -> dict[str, float] | None:
 
 
 def run(sizes: tuple[int, ...] = (256, 1024, 4096), repeats: int = 0, losses: list[str] | None = None,
-        registry: Registry | None = None, out: Path = RESULTS, seed: int = 0) -> str:
+        registry: Registry | None = None, out: Path = RESULTS, seed: int = 0, pml_check: bool = True) -> str:
     """Time and measure every loss at ``sizes``, record every number in ``registry`` (None: a temporary one, for a
-    try-out's table), then write :func:`table` of it to ``out``."""
+    try-out's table), then write :func:`table` of it to ``out``; ``pml_check``: also compare InfoNCE with
+    pytorch-metric-learning's NTXentLoss where it is installed (about 15 s: its pair-based loss is slow)."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     names = losses or L.available()
@@ -156,7 +157,7 @@ def run(sizes: tuple[int, ...] = (256, 1024, 4096), repeats: int = 0, losses: li
                 {"two_n": two_n, "d": D, "views": V if multi else 2, "threads": threads, "path": path or "dense",
                  "repeats": reps}, metrics, "fwd_bwd_ms", loss_hparams=L.defaults(name) if name != "floor" else {},
                 seed=seed))
-    pml = check_pml(gen)
+    pml = check_pml(gen) if pml_check else None
     if pml:
         taken.append(Measurement("loss-bench-pml", f"random-N{PML_N}-d{D}", "infonce",
                                  {"n": PML_N, "d": D, "temperature": 0.1, "threads": threads, "repeats": 5}, pml,
@@ -325,6 +326,8 @@ def register(sub: Any) -> None:
     p.add_argument("--losses", nargs="+", default=None)
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--no-registry", action="store_true")
+    p.add_argument("--pml-check", action=argparse.BooleanOptionalAction, default=True,
+                   help="compare InfoNCE with pytorch-metric-learning's NTXentLoss where it is installed (default: on)")
     p.add_argument("--large", action="store_true", help="the tiled path: speed vs dense, peak RSS, time growth "
                                                          "(writes benchmarks/results/losses_large.md)")
     p.add_argument("--huge", nargs="*", default=[], help="--large: losses also measured at 2N = 65,536 ('all': every loss)")
@@ -345,7 +348,7 @@ def _main(args: argparse.Namespace) -> int:
         print(run_large(sizes, args.losses, args.repeats or 5, huge=tuple(args.huge), registry=reg))
         return 0
     reg = None if args.no_registry else Registry()
-    print(run(tuple(args.sizes), args.repeats, args.losses, reg, args.out))
+    print(run(tuple(args.sizes), args.repeats, args.losses, reg, args.out, pml_check=args.pml_check))
     return 0
 
 
