@@ -7,6 +7,6 @@
 """
 # the names other modules and the tests use, re-exported (documented in their own modules)
 from benchmarks.report.cells import Cell, Table, collect, published, row_keys
-from benchmarks.report.page import (RESULTS, SECTIONS, SNAPSHOT, TABLES, build, check, declared, excerpt,
+from benchmarks.report.page import (RESULTS, SECTIONS, SNAPSHOT, TABLES, build, check, declared, differ, excerpt,
                                     md_tables_to_html, register)
 

@@ -273,19 +273,25 @@ def check(reg: Registry, out_dir: Path = RESULTS) -> list[str]:
     """Rebuild every results file from ``reg`` into a temporary folder and compare each with its namesake in
     ``out_dir`` (the page without its images' pixels, which depend on the fonts installed); returns the names of
     the files that differ (or are missing)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        build(reg, Path(tmp))
+        return differ(Path(tmp), out_dir)
+
+
+def differ(rebuilt_dir: Path, out_dir: Path = RESULTS) -> list[str]:
+    """The names of the files of ``rebuilt_dir`` (a :func:`build`) whose namesake in ``out_dir`` differs or is
+    missing (the page compared without its images' pixels); prints a short diff of each."""
     import difflib
 
     bad = []
-    with tempfile.TemporaryDirectory() as tmp:
-        build(reg, Path(tmp))
-        for rebuilt in sorted(Path(tmp).glob("*.*")):
-            path = out_dir / rebuilt.name
-            have, text = (_text(path) if path.exists() else ""), _text(rebuilt)
-            if have != text:
-                bad.append(rebuilt.name)
-                diff = list(difflib.unified_diff(have.splitlines(), text.splitlines(), f"{path} (committed)",
-                                                 f"{rebuilt.name} (rebuilt)", lineterm="", n=1))
-                print("\n".join(diff[:40]) + ("\n..." if len(diff) > 40 else ""))
+    for rebuilt in sorted(rebuilt_dir.glob("*.*")):
+        path = out_dir / rebuilt.name
+        have, text = (_text(path) if path.exists() else ""), _text(rebuilt)
+        if have != text:
+            bad.append(rebuilt.name)
+            diff = list(difflib.unified_diff(have.splitlines(), text.splitlines(), f"{path} (committed)",
+                                             f"{rebuilt.name} (rebuilt)", lineterm="", n=1))
+            print("\n".join(diff[:40]) + ("\n..." if len(diff) > 40 else ""))
     return bad
 
 

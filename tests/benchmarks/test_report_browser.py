@@ -1,6 +1,7 @@
-"""report.html as a person sees it: rendered from the committed snapshot and opened in headless Chromium at 1,280 px
-(Debian's ``chromium``; ``.ci/run`` installs it where it is missing). No horizontal scrolling, every image loads, no
-console error, the findings table is the first table, the page under 1.5 MB. No screenshot is kept."""
+"""The committed results as a person and CI see them, from one build of the committed snapshot: every file of
+``benchmarks/results`` equals its rebuild (`suite bench report --check`), and report.html opened in headless Chromium
+at 1,280 px (Debian's ``chromium``; ``.ci/run`` installs it where it is missing): no horizontal scrolling, every image
+loads, no console error, the findings table is the first table, the page under 1.5 MB. No screenshot is kept."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.report import SNAPSHOT, build
+from benchmarks.report import RESULTS, SNAPSHOT, build, differ
 from suite.registry import open_registry
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
@@ -37,9 +38,26 @@ window.addEventListener('load', () => {
 </script>"""
 
 
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every results file built from the committed snapshot as `suite bench report` builds it, runs from uncommitted
+    code left out (the tests' conftest lets them in; about a minute: built once for this module)."""
+    out = tmp_path_factory.mktemp("results")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("SUITE_ALLOW_DIRTY", raising=False)
+        build(open_registry(os.path.relpath(SNAPSHOT)), out)
+    return out
+
+
+def test_committed_results_rebuild_from_the_snapshot(rebuilt: Path) -> None:
+    """every table, README.md and report.html (text) in benchmarks/results equals its rebuild from registry.jsonl: a
+    change to a table's code or a run merged into the snapshot without `suite bench report` fails here"""
+    assert differ(rebuilt, RESULTS) == []
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs Debian's chromium package)")
-def test_report_page_in_a_real_browser(tmp_path: Path) -> None:
-    _, page, _ = build(open_registry(os.path.relpath(SNAPSHOT)), tmp_path)
+def test_report_page_in_a_real_browser(rebuilt: Path, tmp_path: Path) -> None:
+    page = rebuilt / "report.html"
     assert page.stat().st_size < 1.5 * 2**20
     html = page.read_text(encoding="utf-8")
     probed = tmp_path / "probed.html"
