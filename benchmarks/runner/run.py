@@ -63,6 +63,7 @@ class Runner:
     _done: int = 0
     _total: int = 0
     estimated: tuple[float, float, int] | None = None  # dry run: (job s, wall s, jobs without a duration)
+    whole: list[Job] = field(default_factory=list)  # every job of the suite (``--only`` runs a part): durations
     _rebuild: set[str] = field(default_factory=set)  # finished jobs run again: output gone, or runs only from dirty code
     _dirty: set[str] = field(default_factory=set)  # finished jobs whose every run comes from uncommitted code
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -242,10 +243,10 @@ class Runner:
 
     def durations(self, jobs: list[Job], reg: Registry) -> dict[str, list[float]]:
         """Seconds of the finished jobs by front-end and command: those the runner recorded
-        (:meth:`Registry.job_durations`), and those of ``jobs`` imported from a snapshot (their rows have no
-        command; the job says its kind)."""
+        (:meth:`Registry.job_durations`), and those of ``jobs`` and the whole suite (:attr:`whole`) imported from a
+        snapshot (their rows have no command; the job says its kind)."""
         out = reg.job_durations()
-        kinds = {j.hash: self.kind(j) for j in jobs}
+        kinds = {j.hash: self.kind(j) for j in [*self.whole, *jobs]}
         for h, secs in reg.imported_job_seconds(list(kinds)).items():
             out.setdefault(kinds[h], []).append(secs)
         return out
@@ -386,6 +387,7 @@ def _main(args: argparse.Namespace) -> int:
     from suite.paths import registry_url
 
     name, jobs = load_suite(args.suite)
+    whole = jobs
     if args.only:
         try:
             pattern = re.compile(args.only)
@@ -399,7 +401,7 @@ def _main(args: argparse.Namespace) -> int:
     url = args.registry or registry_url()
     runner = Runner(url, jobs=args.jobs, launcher=args.launcher, nproc_per_node=args.nproc_per_node,
                     nnodes=args.nnodes, rdzv_endpoint=args.rdzv_endpoint, log_dir=Path("results/bench-logs") / name,
-                    dry_run=args.dry_run, threads=args.threads)
+                    dry_run=args.dry_run, threads=args.threads, whole=whole)
     if args.jobs < 1 or args.threads < 0:
         raise ValueError(f"--jobs must be >= 1 and --threads >= 0, got --jobs {args.jobs} --threads {args.threads}")
     check_commands(_unfinished(jobs, url), args.suite)

@@ -166,6 +166,10 @@ def test_estimate_reads_the_durations_of_imported_jobs(tmp_path):
     Registry(db).import_jsonl(snap)
     runner = Runner(db, jobs=1, dry_run=True, log_dir=tmp_path / "logs")
     assert runner.estimate(jobs, Registry(db)) == (50.0, 50.0, 0)  # the one job left: the median of 40 and 60 s
+    # a part of the suite (--only): the durations still come from the whole suite's finished jobs
+    part = Runner(db, jobs=1, dry_run=True, log_dir=tmp_path / "logs", whole=jobs)
+    assert part.estimate(jobs[2:], Registry(db)) == (50.0, 50.0, 0)
+    assert Runner(db, jobs=1, dry_run=True, log_dir=tmp_path / "logs").estimate(jobs[2:], Registry(db))[2] == 1
 
 
 def test_unknown_duration_and_failure_summary(tmp_path, capsys):
