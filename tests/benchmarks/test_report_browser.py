@@ -29,6 +29,8 @@ window.addEventListener('load', () => {
                alt: imgs.filter(i => !i.alt).length, errors: window.__errors,
                uncaptioned: [...document.querySelectorAll('figure')].filter(f => !f.querySelector('figcaption')).length,
                wide: imgs.filter(i => i.getBoundingClientRect().right > window.innerWidth).length,
+               wideTables: [...document.querySelectorAll('table')].filter(
+                 t => t.getBoundingClientRect().right > window.innerWidth + 1).length,
                h2: [...document.querySelectorAll('h2')].map(h => h.textContent),
                h3: [...document.querySelectorAll('h3')].map(h => h.textContent),
                first: first ? [...first.rows[0].cells].map(c => c.textContent) : []};
@@ -72,7 +74,7 @@ def test_report_page_in_a_real_browser(rebuilt: Path, tmp_path: Path) -> None:
     assert out["images"] > 0 and out["broken"] == 0 and out["alt"] == 0, out
     assert out["errors"] == [], out
     assert out["first"][:3] == ["paper", "claim", "paper's gap"], out  # the findings table comes first
-    assert out["uncaptioned"] == 0 and out["wide"] == 0, out
+    assert out["uncaptioned"] == 0 and out["wide"] == 0 and out["wideTables"] == 0, out
     # findings first, then one section per modality; molecules: the full protocol above its cpu reduction
     assert out["h2"][:5] == ["Findings", "Graphs", "Images", "Sentences", "Synthetic data"], out["h2"]
     h3 = out["h3"]
