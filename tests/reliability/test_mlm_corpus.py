@@ -5,8 +5,6 @@ named; nothing trains on it."""
 from __future__ import annotations
 
 import gzip
-import subprocess
-import sys
 
 import pytest
 
@@ -86,12 +84,16 @@ def test_built_model_folder_asked_for_another_config(tmp_path):
     assert json.loads((out / "mlm.json").read_text()) == recorded
 
 
-def test_mlm_command_line_bad_settings_and_unbuilt_backbone(tmp_path):
+def test_mlm_command_line_bad_settings_and_unbuilt_backbone(tmp_path, monkeypatch, capsys):
     """`suite text mlm --hidden 30 --heads 4` and `suite text train --backbone models:never-built` -> exit 2 with one
-    line naming the setting / telling how to build the model, no traceback"""
-    env_py = [sys.executable, "-m", "suite"]
+    line naming the setting / telling how to build the model, no traceback (the CLI in this process: a
+    `python -m suite` process of its own is test_cli_bad_inputs' real-process case)"""
+    from suite.cli import main
+
+    monkeypatch.chdir(tmp_path)
     for argv, pattern in ((["text", "mlm", "--hidden", "30", "--heads", "4"], "hidden"),
                           (["text", "train", "--backbone", "models:never-built", "--max-steps", "1"], "suite text mlm")):
-        p = subprocess.run(env_py + argv, capture_output=True, text=True, timeout=120, cwd=tmp_path)
-        assert p.returncode == 2, p.stderr
-        assert "Traceback" not in p.stderr and pattern in p.stderr and len(p.stderr.strip().splitlines()) == 1
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and pattern in err and len(err.strip().splitlines()) == 1, err
+        assert not any(tmp_path.iterdir())  # nothing written
