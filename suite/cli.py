@@ -62,6 +62,22 @@ def _cmd_results(args: argparse.Namespace) -> int:
         n = reg.import_jsonl(args.run_id, checked=rows)
         print(f"imported {n['added']} runs into {reg.shown}; {n['skipped']} already there (same id) skipped")
         return 0
+    if args.action == "merge":
+        if not args.run_id:
+            print("suite results merge: give the .jsonl snapshot to merge this registry's runs into", file=sys.stderr)
+            return 2
+        from suite.registry import check_snapshot, merge_into_snapshot
+
+        snap = Path(args.run_id)
+        if snap.is_dir() or not snap.parent.is_dir():
+            raise ValueError(f"cannot merge into {snap}: " + ("it is a folder" if snap.is_dir()
+                             else f"folder {snap.parent} not found"))
+        rows = check_snapshot(snap, nothing="nothing merged") if snap.exists() else []  # before the registry opens
+        reg = open_registry(args.registry)
+        n = merge_into_snapshot(snap, reg.export_jsonl(**_filters(args)), checked=rows)
+        print(f"merged {reg.shown} into {args.run_id}: {n['added']} runs added, {n['changed']} changed (resumed or "
+              f"superseded), {n['kept']} unchanged; {n['running']} still running left out")
+        return 0
     reg = open_registry(args.registry)
     if args.action in ("list", "reap"):  # runs whose process is gone are interrupted, not running forever
         n = reg.reap()
@@ -129,10 +145,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     pl.set_defaults(func=_cmd_losses)
 
     pr = sub.add_parser("results", help="query the results registry")
-    pr.add_argument("action", choices=["list", "show", "compare", "export", "import", "reap"],
+    pr.add_argument("action", choices=["list", "show", "compare", "export", "import", "merge", "reap"],
                     help="reap: mark runs whose process is gone (on this host) as interrupted; list does it too; "
-                         "import FILE.jsonl: add the runs of a snapshot (export --format jsonl), skipping ids present")
-    pr.add_argument("run_id", nargs="?", help="run id or prefix (for show); the .jsonl file (for import)")
+                         "import FILE.jsonl: add the runs of a snapshot (export --format jsonl), skipping ids present; "
+                         "merge FILE.jsonl: add this registry's new runs to a snapshot and update those resumed or "
+                         "superseded, every other line kept (runs of several trees into one committed snapshot)")
+    pr.add_argument("run_id", nargs="?", help="run id or prefix (for show); the .jsonl file (for import and merge)")
     pr.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY); "
                                                      "a .jsonl snapshot for list/show/compare/export")
     for k in ("modality", "task", "dataset", "loss"):

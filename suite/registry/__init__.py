@@ -6,14 +6,14 @@ One package, a file per concern:
 - :mod:`~suite.registry.store`: :class:`Registry` (opening, writing runs and metrics, reading them back), :class:`Run`;
 - :mod:`~suite.registry.queries`: a finished run by hash, final metrics, comparisons, Markdown tables;
 - :mod:`~suite.registry.jobs`: the benchmark runner's jobs and the reaping of dead runs;
-- :mod:`~suite.registry.snapshot`: export and checked import of JSONL snapshots.
+- :mod:`~suite.registry.snapshot`: export, checked import and merging of JSONL snapshots.
 """
 from suite.registry.queries import markdown_table
 from suite.registry.schema import (STATUSES, RegistryError, check_run_row, code_version, config_hash, jobs_t, metrics_t,
                                    package_versions, runs_t)
-from suite.registry.snapshot import check_snapshot
+from suite.registry.snapshot import check_snapshot, merge_into_snapshot
 from suite.registry.store import Registry, Run, default_registry, open_registry
 
 __all__ = ["Registry", "RegistryError", "Run", "STATUSES", "check_run_row", "check_snapshot", "code_version",
-           "config_hash", "default_registry", "jobs_t", "markdown_table", "metrics_t", "open_registry",
-           "package_versions", "runs_t"]
+           "config_hash", "default_registry", "jobs_t", "markdown_table", "merge_into_snapshot", "metrics_t",
+           "open_registry", "package_versions", "runs_t"]

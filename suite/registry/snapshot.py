@@ -55,6 +55,60 @@ def check_snapshot(path: str | Path, nothing: str = "nothing imported") -> list[
 
 
 
+def merge_into_snapshot(path: str | Path, runs_jsonl: str,
+                        checked: list[tuple[int, str, dict[str, Any]]] | None = None) -> dict[str, int]:
+    """Merge runs (``runs_jsonl``: :meth:`SnapshotMixin.export_jsonl` text of a registry) into the committed JSONL
+    snapshot at ``path``, so that runs made in several trees (each with its own registry) end up in one snapshot:
+
+    - a run not in the snapshot is appended (oldest first);
+    - a copy of a run that is further on (:func:`_progress`: an interrupted run resumed and finished, an older run
+      superseded by a re-run of its job) replaces its line in place; an older copy (from a tree that did not see
+      the resume or the re-run) never sets it back;
+    - a run still ``running`` is left out (counted): it is not a result yet;
+    - every other line of the snapshot stays byte for byte, so the diff shows only what changed.
+
+    The snapshot and every merged row are checked (:func:`check_snapshot`, :func:`check_run_row`) before the file is
+    written, atomically: a bad line anywhere writes nothing (``checked``: what :func:`check_snapshot` returned for
+    ``path``, when the caller checked it before opening the registry). Returns ``{"added", "changed", "kept",
+    "running"}``."""
+    from suite.safeio import write_atomic
+
+    p = Path(path)
+    existing = checked if checked is not None else check_snapshot(p, nothing="nothing merged") if p.exists() else []
+    lines = [line for _, line, _ in existing]
+    at = {rec["id"]: i for i, (_, _, rec) in enumerate(existing)}
+    incoming = [json.loads(line) for line in runs_jsonl.splitlines() if line.strip()]
+    bad = [f"run {rec.get('id')!r}: " + "; ".join(errs) for rec in incoming if (errs := check_run_row(rec))]
+    if bad:
+        raise ValueError(f"{len(bad)} runs to merge into {p} are not valid (nothing merged): " + " | ".join(bad[:20]))
+    n = dict(added=0, changed=0, kept=0, running=0)
+    for rec in sorted(incoming, key=lambda r: r["started_at"]):
+        if rec["status"] == "running":
+            n["running"] += 1
+            continue
+        line = json.dumps(rec, sort_keys=True, default=str, ensure_ascii=False)
+        i = at.get(rec["id"])
+        if i is None:  # ids are unique in a registry: an appended run is never met again
+            lines.append(line)
+            n["added"] += 1
+            continue
+        if _progress(rec) > _progress(existing[i][2]):
+            lines[i] = line
+            n["changed"] += 1
+        else:
+            n["kept"] += 1
+    if n["added"] or n["changed"]:
+        write_atomic(p, "".join(line + "\n" for line in lines), what="registry snapshot")
+    return n
+
+
+def _progress(rec: dict[str, Any]) -> tuple[int, str]:
+    """How far a run has got, for merging copies of one run: interrupted or failed, then finished, then superseded
+    by a re-run of its job (final); within one stage the copy that ended last (a resumed run interrupted again)."""
+    stage = 3 if rec.get("error") == SUPERSEDED else 2 if rec.get("status") == "finished" else 1
+    return stage, rec.get("ended_at") or ""
+
+
 class SnapshotMixin:
     """Export and import of a :class:`suite.registry.Registry`."""
 

@@ -82,6 +82,8 @@ def _cases(f: dict[str, str], d: Path) -> list[list[str]]:
         # a refused import leaves no registry behind (new.sqlite is in the "nothing written" check; r.sqlite is not)
         ["results", "import", f["bad.jsonl"], "--registry", new_db], ["results", "import", f["latin1.txt"], "--registry", new_db],
         ["results", "import", str(d / "none.jsonl"), "--registry", new_db],
+        ["results", "merge"], ["results", "merge", f["bad.jsonl"], "--registry", new_db], ["results", "merge", str(d)],
+        ["results", "merge", nodir + ".jsonl", "--registry", new_db],
         ["results", "compare", "--registry", f["bad.jsonl"]], ["results", "reap", "--registry", f["notadb.sqlite"]],
         # vision
         ["vision", "pretrain", "--epochs", "x"], ["vision", "pretrain", "--config", f["bad.yaml"]],

@@ -13,6 +13,7 @@ import pytest
 
 from suite.cli import main
 from suite.registry import Registry
+from suite.registry.jobs import SUPERSEDED
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -262,6 +263,7 @@ def test_disk_full_while_exporting_results(tmp_path, capsys):
 IMPORTER = """
 import sys
 from suite.registry import Registry
+from suite.registry.jobs import SUPERSEDED
 n = Registry(sys.argv[1]).import_jsonl(sys.argv[2])
 print(n["added"], n["skipped"])
 """
@@ -287,6 +289,7 @@ def test_two_processes_import_one_snapshot_at_once(tmp_path):
 WRITER = """
 import sys
 from suite.registry import Registry
+from suite.registry.jobs import SUPERSEDED
 reg = Registry(sys.argv[1])
 for i in range(10):
     with reg.run(modality="m", task="t", dataset=sys.argv[2], loss="l", config={"i": i, "w": sys.argv[2]}, seed=i) as r:
@@ -307,3 +310,70 @@ def test_two_processes_record_runs_in_one_registry_at_once(tmp_path):
     reg = Registry(db)
     runs = reg.runs()
     assert len(runs) == 20 and {r["status"] for r in runs} == {"finished"} and len(reg.metrics()) == 40
+
+
+# ----------------------------------------------------------------------------- merge (runs of several trees)
+
+def _tree(tmp_path: Path, name: str, snap: Path) -> Registry:
+    reg = Registry(str(tmp_path / f"{name}.sqlite"))
+    reg.import_jsonl(snap)
+    return reg
+
+
+def _add(reg: Registry, seed: int, finish: bool = True) -> str:
+    cfg = {"dataset": "MUTAG", "seed": seed, "device": "cpu"}
+    if not finish:
+        return reg.start_run(modality="graph", task="tu-graphcl", dataset="MUTAG", loss="macl", config=cfg, seed=seed)
+    with reg.run(modality="graph", task="tu-graphcl", dataset="MUTAG", loss="macl", config=cfg, seed=seed) as run:
+        run.log("acc", 0.9, split="test", step=1)
+    return run.id
+
+
+def test_merge_two_trees_into_one_snapshot(tmp_path, capsys):
+    """Two trees import one snapshot and run beside each other: merging both (in either order, and again) adds each
+    new run once, applies a resumed run's finish and a re-run's supersession, never sets a superseded run back from
+    the other tree's older copy, leaves a still-running run out, and keeps every other line byte for byte."""
+    good = _good_rows(tmp_path, n=3)
+    stale = {**good[2], "status": "interrupted", "error": "KeyboardInterrupt"}
+    snap = _write(tmp_path / "snap.jsonl", [json.dumps(r, sort_keys=True) for r in (good[0], good[1], stale)])
+    before = snap.read_text().splitlines()
+    x, y = _tree(tmp_path, "x", snap), _tree(tmp_path, "y", snap)
+    x.reopen_run(stale["id"])  # tree x resumes the interrupted run and finishes it
+    x.finish(stale["id"])
+    new_x = _add(x, 10)
+    assert y.claim_job(good[0]["config_hash"], "re-run", rerun=True)  # tree y runs seed 0's job again
+    new_y = _add(y, 0)
+    running = _add(y, 11, finish=False)
+
+    for order in ((x, y), (y, x), (x, y)):
+        for reg in order:
+            assert main(["results", "merge", str(snap), "--registry", reg.url]) == 0
+        after = {json.loads(line)["id"]: json.loads(line) for line in snap.read_text().splitlines()}
+        assert set(after) == {r["id"] for r in good} | {new_x, new_y}  # each new run once; the running one left out
+        assert running not in after
+        assert (after[good[0]["id"]]["status"], after[good[0]["id"]]["error"]) == ("interrupted", SUPERSEDED)
+        assert after[stale["id"]]["status"] == "finished" and after[stale["id"]]["error"] is None
+        assert snap.read_text().splitlines()[1] == before[1]  # the untouched run: its line as committed
+    out = capsys.readouterr().out
+    assert "1 still running left out" in out and "0 runs added, 0 changed" in out, out
+    imported = Registry(str(tmp_path / "all.sqlite"))  # the merged snapshot is a valid snapshot
+    assert imported.import_jsonl(snap)["added"] == 5
+
+
+def test_merge_refuses_a_bad_snapshot_and_writes_nothing(tmp_path, capsys):
+    """A bad line in the snapshot to merge into: exit 2 naming the file and line, the file unchanged; a folder or a
+    missing folder: a clear error; a missing snapshot file is created."""
+    good = _good_rows(tmp_path, n=2)
+    src = Registry(str(tmp_path / "src.sqlite"))
+    snap = _write(tmp_path / "snap.jsonl", [good[0], {**good[1], "seed": "abc"}])
+    text = snap.read_text()
+    assert main(["results", "merge", str(snap), "--registry", src.url]) == 2
+    err = capsys.readouterr().err
+    assert f"{snap}, line 2" in err and "nothing merged" in err, err
+    assert snap.read_text() == text
+    for where, says in ((tmp_path, "it is a folder"), (tmp_path / "no" / "s.jsonl", "not found")):
+        assert main(["results", "merge", str(where), "--registry", src.url]) == 2
+        assert says in capsys.readouterr().err
+    fresh = tmp_path / "fresh.jsonl"
+    assert main(["results", "merge", str(fresh), "--registry", src.url]) == 0
+    assert [json.loads(line)["id"] for line in fresh.read_text().splitlines()] == [r["id"] for r in good]
