@@ -25,8 +25,11 @@ demo: $(STAMP)
 	$(VENV)/bin/suite bench run quick --jobs 2
 	$(VENV)/bin/suite bench report
 
+# Two pytest workers (one torch thread each, tests/conftest.py), a test file to one worker: its module fixtures
+# (the report's snapshot build) run once. TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" -q
+	$(PY) -m pytest -m "not slow" -q $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q

@@ -13,7 +13,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # the runner refuses benchmark runs from uncommitted code; the tests run it from whatever tree they test
 # (tests/benchmarks/test_code_version.py checks the refusal itself)
 os.environ.setdefault("SUITE_ALLOW_DIRTY", "1")
-torch.set_num_threads(min(2, torch.get_num_threads()))
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs 2 workers: one thread each, their subprocesses too
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+else:
+    torch.set_num_threads(min(2, torch.get_num_threads()))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -330,9 +330,10 @@ def _add(reg: Registry, seed: int, finish: bool = True) -> str:
 
 
 def test_merge_two_trees_into_one_snapshot(tmp_path, capsys):
-    """Two trees import one snapshot and run beside each other: merging both (in either order, and again) adds each
-    new run once, applies a resumed run's finish and a re-run's supersession, never sets a superseded run back from
-    the other tree's older copy, leaves a still-running run out, and keeps every other line byte for byte."""
+    """`suite results merge` of two trees that imported one snapshot and ran beside each other (one resumed an
+    interrupted run, the other re-ran a job and left a run running), merged in either order and again -> each new run
+    added once, the resume and the supersession applied and never set back by the other tree's older copy, the
+    running run left out, every other line kept byte for byte"""
     good = _good_rows(tmp_path, n=3)
     stale = {**good[2], "status": "interrupted", "error": "KeyboardInterrupt"}
     snap = _write(tmp_path / "snap.jsonl", [json.dumps(r, sort_keys=True) for r in (good[0], good[1], stale)])
@@ -361,8 +362,8 @@ def test_merge_two_trees_into_one_snapshot(tmp_path, capsys):
 
 
 def test_merge_refuses_a_bad_snapshot_and_writes_nothing(tmp_path, capsys):
-    """A bad line in the snapshot to merge into: exit 2 naming the file and line, the file unchanged; a folder or a
-    missing folder: a clear error; a missing snapshot file is created."""
+    """`suite results merge` into a snapshot with a bad line, into a folder, into a missing folder -> exit 2 naming
+    the file and line (or the folder), the snapshot unchanged; into a snapshot not there yet -> created"""
     good = _good_rows(tmp_path, n=2)
     src = Registry(str(tmp_path / "src.sqlite"))
     snap = _write(tmp_path / "snap.jsonl", [good[0], {**good[1], "seed": "abc"}])
