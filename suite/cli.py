@@ -74,7 +74,10 @@ def _cmd_results(args: argparse.Namespace) -> int:
                              else f"folder {snap.parent} not found"))
         rows = check_snapshot(snap, nothing="nothing merged") if snap.exists() else []  # before the registry opens
         reg = open_registry(args.registry)
-        n = merge_into_snapshot(snap, reg.export_jsonl(**_filters(args)), checked=rows)
+        try:  # a full disk leaves the snapshot as it was, never half a file
+            n = merge_into_snapshot(snap, reg.export_jsonl(**_filters(args)), checked=rows)
+        except OSError as exc:
+            raise ValueError(f"cannot merge into {snap}: {exc.strerror or exc} (the snapshot is kept as it was)") from None
         print(f"merged {reg.shown} into {args.run_id}: {n['added']} runs added, {n['changed']} changed (resumed or "
               f"superseded), {n['kept']} unchanged; {n['running']} still running left out")
         return 0

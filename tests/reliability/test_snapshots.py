@@ -378,3 +378,21 @@ def test_merge_refuses_a_bad_snapshot_and_writes_nothing(tmp_path, capsys):
     fresh = tmp_path / "fresh.jsonl"
     assert main(["results", "merge", str(fresh), "--registry", src.url]) == 0
     assert [json.loads(line)["id"] for line in fresh.read_text().splitlines()] == [r["id"] for r in good]
+
+
+def test_disk_full_while_merging_into_a_snapshot(tmp_path, capsys):
+    """the disk fills while `suite results merge` writes the merged snapshot -> exit 2 naming the file; the snapshot
+    as it was and no temporary file left"""
+    from tests.reliability.limits import file_size_limit
+
+    db = tmp_path / "r.sqlite"
+    Registry(str(db)).import_jsonl(_big_snapshot(tmp_path / "big.jsonl", 800))
+    (tmp_path / "src").mkdir()
+    snap = _write(tmp_path / "snap.jsonl", _good_rows(tmp_path / "src", n=2))
+    before = snap.read_bytes()
+    with file_size_limit(40_000):  # above SQLite's 32 KiB shared-memory file, below the merged snapshot
+        rc = main(["results", "merge", str(snap), "--registry", str(db)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "snap.jsonl" in err and "File too large" in err and err.count("\n") == 0, err
+    assert snap.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("snap", ".snap"))) == ["snap.jsonl"]
