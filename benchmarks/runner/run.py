@@ -171,10 +171,9 @@ class Runner:
         return f"{job.frontend} {job.command}"
 
     def _end(self, job: Job, took: float | None) -> None:
-        with self._lock:
-            self._pending.pop(job.hash, None)
-            self._running.pop(job.hash, None)
-            self._done += 1
+        with self._lock:  # once per job: a job found finished up front is not counted again when its turn comes
+            if self._pending.pop(job.hash, None) is not None or self._running.pop(job.hash, None) is not None:
+                self._done += 1
             if took is not None:
                 self._durations.setdefault(self.kind(job), []).append(took)
 
@@ -322,6 +321,10 @@ class Runner:
             if not self.dry_run:
                 for k, v in self.durations(jobs, reg).items():
                     self._durations.setdefault(k, []).extend(v)
+        if not self.dry_run:  # jobs finished before this run are done from the first progress line on, not left
+            for j in jobs:    # in the ETA until the pool reaches them
+                if self.finished(j, reg):
+                    self._end(j, None)
         failed_stage: int | None = None
         for stage in sorted({j.stage for j in jobs}):
             if failed_stage is not None:  # a later stage uses what earlier stages make: not started on a failure

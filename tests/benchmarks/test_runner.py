@@ -145,6 +145,32 @@ def test_progress_eta_from_recorded_durations(tmp_path, capsys):
     assert "[progress] 1/1 done, 0 running; ETA 0 s" in out
 
 
+def test_progress_counts_jobs_finished_before_the_run_as_done(tmp_path, capsys):
+    """a suite of 3 jobs of which the last 2 finished before this run (20 s each) -> the first progress line reads
+    2/3 done and the ETA is the one job left (it read 0/3 done and counted the finished jobs as left until the pool
+    reached them: a text-sts part at 5 of 28 jobs left showed 'ETA 69.9 min' for 25 min of work)"""
+    import sqlalchemy as sa
+
+    from suite.registry import jobs_t
+
+    db = str(tmp_path / "r.sqlite")
+    reg = Registry(db)
+    _, jobs = load_suite(_suite(tmp_path, 3))
+    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    for j in jobs[1:]:
+        reg.claim_job(j.hash, j.label())
+        reg.finish_job(j.hash, "finished")
+        with reg.engine.begin() as conn:
+            conn.execute(sa.update(jobs_t).where(jobs_t.c.hash == j.hash).values(
+                started_at=t0.isoformat(), ended_at=(t0 + timedelta(seconds=20)).isoformat()))
+    runner = _ExitRunner(db, jobs=1, log_dir=tmp_path / "logs")
+    assert runner.run(jobs) == {"finished": 1, "skipped": 2}
+    out = capsys.readouterr().out
+    start = next(l for l in out.splitlines() if l.startswith("[progress]"))
+    assert start.startswith("[progress] 2/3 done, 1 running") and ("ETA 20 s" in start or "ETA 19 s" in start), out
+    assert out.rstrip().endswith("[progress] 3/3 done, 0 running; ETA 0 s"), out
+
+
 def test_estimate_reads_the_durations_of_imported_jobs(tmp_path):
     """a suite whose finished jobs came from an imported snapshot (job rows with no command) -> the dry run
     estimates the jobs left from their durations (it printed 0 s and counted every job unknown)"""
