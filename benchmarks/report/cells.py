@@ -172,10 +172,15 @@ def collect(reg: Registry, all_settings: bool = False) -> dict[tuple[str, str, s
             setting = _setting(r["config"])
             if r["task"].startswith("senteval"):
                 setting.update({k: str(v) for k, v in trained.get(r["config_hash"], {}).items() if v})
-            scored = (json.loads(r["config"] or "{}") or {}).get("evaluated") or {}
+            cfg = json.loads(r["config"] or "{}") or {}
+            scored = cfg.get("evaluated") or {}
             seed = scored.get("training_seed", r["seed"]) if isinstance(scored, dict) else r["seed"]  # a trained model
+            hp = _setting(r["loss_hparams"])
+            init = cfg.get("init_spec") or {}
+            if isinstance(init, dict) and init.get("weights"):  # the encoder a fine-tuning started from: runs from
+                hp["init_weights"] = str(init["weights"])      # other weights are another row, never more seeds
             hits[(mod, r["task"], label)].append((r["dataset"], r["loss"], setting, _pct(fm[hit]),
-                                                  r["started_at"], _setting(r["loss_hparams"]), seed))
+                                                  r["started_at"], hp, seed))
             version[id(hits[(mod, r["task"], label)][-1])] = str(r["code_version"] or "?")
             break
     keys = row_keys()

@@ -177,4 +177,19 @@ def load_mol_encoder(path: str | Path, dropout: float = 0.0) -> tuple[MolGIN, di
     load_state(enc, ex.weights, ex.path)  # tensor names and shapes checked, a mismatch named with the file
     spec = {k: v for k, v in c.items() if k not in ("model_type", "code_version", "dim", "dropout")}
     spec = {**spec, "num_layers": c["num_layers"], "emb_dim": c["dim"], "featurizer": featurizer.name}
-    return enc.train(), {**spec, "loss": str(ex.record.get("loss", "?")), "path": str(ex.path)}
+    return enc.train(), {**spec, "loss": str(ex.record.get("loss", "?")), "path": str(ex.path),
+                         "weights": weights_digest(enc.state_dict())}
+
+
+def weights_digest(state: dict[str, Tensor]) -> str:
+    """SHA-256 (16 hex digits) of a state dict's names, dtypes, shapes and values: the identity of the weights a
+    fine-tuning starts from, recorded in its ``init_spec`` so that runs from two different encoders that share a
+    path and a pretraining config (one rebuilt under other code) are never pooled as seeds of one row."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]

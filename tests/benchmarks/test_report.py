@@ -206,6 +206,29 @@ def test_runs_with_other_loss_hyper_parameters_are_rows_not_seeds(tmp_path):
 
 
 
+def test_fine_tunings_from_other_encoder_weights_are_rows_not_seeds(tmp_path):
+    """molecule fine-tunings that record the weights they started from (``init_spec.weights``): graphcl seeds 0-2 from
+    one encoder and 3-4 from a rebuilt one of other weights (same path, same pretraining config) -> two graphcl rows,
+    never one of n=5; macl, whose seeds all share one encoder, keeps its plain name; runs that recorded no digest
+    (before it was recorded) are a row apart from those that did"""
+    from benchmarks.report import collect
+
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    runs = [("graphcl", "aaaa", s, 0.70) for s in (0, 1, 2)] + [("graphcl", "bbbb", s, 0.60) for s in (3, 4)]
+    runs += [("macl", "cccc", s, 0.65) for s in range(5)] + [("cacr", None, s, 0.62) for s in (0, 1, 2)]
+    runs += [("cacr", "dddd", s, 0.64) for s in (3, 4)]
+    for loss, digest, seed, v in runs:
+        spec = {"loss": loss, "path": f"runs/bench/molnet/{loss}/export", **({"weights": digest} if digest else {})}
+        with reg.run(modality="graph", task="molnet-finetune", dataset="bbbp", loss=loss, seed=seed,
+                     config={"epochs": 10, "seed": seed, "init": f"runs/bench/molnet/{loss}", "init_spec": spec}) as run:
+            run.log("rocauc_last", v + 0.001 * seed, split="test")
+    (table,) = collect(reg, all_settings=True).values()
+    cells = table.by_ds["bbbp"]
+    assert sorted((name, len(c.values)) for name, c in cells.items()) == [
+        ("cacr [init_weights=dddd]", 2), ("cacr [init_weights=unset]", 3), ("graphcl [init_weights=aaaa]", 3),
+        ("graphcl [init_weights=bbbb]", 2), ("macl", 5)], sorted(cells)
+
+
 def test_evaluations_pool_by_what_they_scored(tmp_path):
     """STS evaluations of trained models record what they scored (``evaluated``): the seeds and losses of one
     training setting share a row set; evaluations of supervised models are another setting, never pooled with the

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from pathlib import Path
 
@@ -109,6 +110,16 @@ def test_end_to_end_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert len(runs) >= 3 and all(x["status"] == "finished" for x in runs)
     losses = [x["loss"] for x in runs]
     assert losses.count("graphcl") >= 2 and "dcl" not in losses  # the 2 seeds from the GraphCL encoder
+    # each records the weights it started from: the encoder's digest, the same for both seeds
+    from graph.mol.model import weights_digest
+
+    enc, _ = load_encoder(str(tmp_path / "ckpt"))
+    specs = [json.loads(x["config"])["init_spec"] for x in runs if x["loss"] == "graphcl"]
+    assert {s["weights"] for s in specs} == {weights_digest(enc.state_dict())}
+    changed = {k: v.clone() for k, v in enc.state_dict().items()}
+    first = sorted(changed)[0]
+    changed[first].view(-1)[0] += 1e-6
+    assert weights_digest(changed) != weights_digest(enc.state_dict())
 
 
 def test_finetune_max_steps_caps_training(tmp_path: Path) -> None:
