@@ -50,6 +50,21 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(args, k) for k in ("modality", "task", "dataset", "loss", "status") if getattr(args, k, None)}
 
 
+def _file_target(path: str | Path, doing: str) -> Path:
+    """A file a command is about to write (an export, a merged snapshot): a ``ValueError`` starting with ``doing``
+    when it is a folder or its folder is missing, before anything is written."""
+    p = Path(path)
+    if not p.parent.is_dir():
+        raise ValueError(f"{doing}: folder {p.parent} not found")
+    if p.is_dir():
+        raise ValueError(f"{doing}: it is a folder")
+    return p
+
+
+def _reason(exc: OSError) -> str:
+    return os.strerror(exc.errno) if exc.errno else str(exc)
+
+
 def _cmd_results(args: argparse.Namespace) -> int:
     if args.action == "import":
         if not args.run_id:
@@ -68,16 +83,13 @@ def _cmd_results(args: argparse.Namespace) -> int:
             return 2
         from suite.registry import check_snapshot, merge_into_snapshot
 
-        snap = Path(args.run_id)
-        if snap.is_dir() or not snap.parent.is_dir():
-            raise ValueError(f"cannot merge into {snap}: " + ("it is a folder" if snap.is_dir()
-                             else f"folder {snap.parent} not found"))
+        snap = _file_target(args.run_id, f"cannot merge into {args.run_id}")
         rows = check_snapshot(snap, nothing="nothing merged") if snap.exists() else []  # before the registry opens
         reg = open_registry(args.registry)
         try:  # a full disk leaves the snapshot as it was, never half a file
             n = merge_into_snapshot(snap, reg.export_jsonl(**_filters(args)), checked=rows)
         except OSError as exc:
-            raise ValueError(f"cannot merge into {snap}: {exc.strerror or exc} (the snapshot is kept as it was)") from None
+            raise ValueError(f"cannot merge into {snap}: {_reason(exc)} (the snapshot is kept as it was)") from None
         print(f"merged {reg.shown} into {args.run_id}: {n['added']} runs added, {n['changed']} changed (resumed or "
               f"superseded), {n['kept']} unchanged; {n['running']} still running left out")
         return 0
@@ -114,15 +126,12 @@ def _cmd_results(args: argparse.Namespace) -> int:
         if args.out:
             from suite.safeio import write_atomic
 
-            if not Path(args.out).parent.is_dir():
-                raise ValueError(f"cannot write the export to {args.out}: folder {Path(args.out).parent} not found")
-            if Path(args.out).is_dir():
-                raise ValueError(f"cannot write the export to {args.out}: it is a folder")
+            _file_target(args.out, f"cannot write the export to {args.out}")
             try:  # a full disk leaves an earlier export as it was, never half a file
                 write_atomic(args.out, text, what="the export")
             except OSError as exc:
-                reason = os.strerror(exc.errno) if exc.errno else str(exc)
-                raise ValueError(f"cannot write the export to {args.out}: {reason} (an earlier file there is kept)") from None
+                raise ValueError(f"cannot write the export to {args.out}: {_reason(exc)} (an earlier file there is "
+                                 "kept)") from None
             print(f"wrote {args.out}")
         else:
             print(text)

@@ -12,6 +12,7 @@ Example: >>> enc = MolGIN(); h = enc.embed(batch)   # (B, 300)
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -185,8 +186,6 @@ def weights_digest(state: dict[str, Tensor]) -> str:
     """SHA-256 (16 hex digits) of a state dict's names, dtypes, shapes and values: the identity of the weights a
     fine-tuning starts from, recorded in its ``init_spec`` so that runs from two different encoders that share a
     path and a pretraining config (one rebuilt under other code) are never pooled as seeds of one row."""
-    import hashlib
-
     h = hashlib.sha256()
     for name in sorted(state):
         t = state[name].detach().cpu().contiguous()
