@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 from torch import Tensor, nn
 
+from suite.inputs import read_record
+
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 
@@ -30,7 +32,6 @@ POSITIVE_INT: Field = ("an integer >= 1", lambda v: isinstance(v, int) and not i
 FRACTION: Field = ("a number in [0, 1)", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1)
 MAPPING: Field = ("a JSON object", lambda v: isinstance(v, dict))
 NAME_OR_MAPPING: Field = ("a name or a JSON object", lambda v: isinstance(v, (str, dict)))
-RECORD = "run.json"  # the run owner's record beside an export's weights (suite.train.run.PROVENANCE)
 
 
 def save_pretrained(module: nn.Module, path: str | Path, model_type: str, config: dict[str, Any]) -> Path:
@@ -114,21 +115,6 @@ def load_export(path: str | Path, model_type: str, required: dict[str, Field] | 
             return found
     config, state = load_pretrained(folder, model_type, required)
     return Export(config, state, read_record(folder) or {}, folder)
-
-
-def read_record(folder: str | Path) -> dict[str, Any] | None:
-    """The run owner's record (``run.json``) of an export folder, None without one; a file that is not a JSON object
-    is a ``ValueError`` naming it."""
-    path = Path(folder) / RECORD
-    if not path.is_file():
-        return None
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not a run record ({exc})") from None
-    if not isinstance(record, dict):
-        raise ValueError(f"{path}: not a run record (a {type(record).__name__}, not a JSON object)")
-    return record
 
 
 def load_weights(folder: str | Path, name: str, earlier: Any = None, what: str = "weights") -> dict[str, Tensor] | None:

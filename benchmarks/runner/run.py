@@ -66,6 +66,7 @@ class Runner:
     whole: list[Job] = field(default_factory=list)  # every job of the suite (``--only`` runs a part): durations
     _rebuild: set[str] = field(default_factory=set)  # finished jobs run again: output gone, or runs only from dirty code
     _dirty: set[str] = field(default_factory=set)  # finished jobs whose every run comes from uncommitted code
+    _stale: set[str] = field(default_factory=set)  # finished jobs whose input (an exported model) changed since
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -210,6 +211,8 @@ class Runner:
             return False
         if job.hash in self._dirty:  # its runs came from uncommitted code: finished once a clean run exists
             return not self.dirty_only([job], reg)
+        if job.hash in self._stale:  # its input changed: finished once a run from the present input exists
+            return not self.stale_inputs([job], reg)
         return job.hash not in self._rebuild or ((out := job.output()) is not None and out.exists())
 
     @staticmethod
@@ -223,6 +226,35 @@ class Runner:
             versions = {str(r.get("code_version") or "") for r in reg.runs(status="finished", config_hash=j.hash)}
             if versions and all(v.endswith("-dirty") for v in versions):
                 out[j.hash] = ", ".join(sorted(versions))
+        return out
+
+    @staticmethod
+    def stale_inputs(jobs: list[Job], reg: Registry) -> dict[str, str]:
+        """{hash: why} of the finished jobs whose input changed after their run read it, so they run again (their new
+        run supersedes the old one). An input is an arg (not ``out``) naming an exported model, a folder with the run
+        owner's record (a pretrained encoder a fine-tuning starts from, a model an evaluation scores).
+
+        A run records what it read (``run_options["inputs"]``, :func:`suite.inputs.input_identities`): it
+        is stale when the folder's files now have another digest. A rebuild that made the same files leaves it alone.
+        A run from before inputs were recorded is stale when the run that made the folder now (its record's run id)
+        ended after this run started, unless the run it replaced, the one this run read, reproduced it: the same
+        training loss at every epoch (:func:`_same_training`). Where the folder is gone or was made outside the
+        registry, nothing is known and the job is left alone."""
+        from suite.inputs import input_identity
+
+        seen: dict[str, dict[str, Any] | None] = {}
+        out = {}
+        for j in jobs:
+            specs = [v for k, v in j.values() if k != "out" and isinstance(v, str) and v.strip()]
+            for v in specs:
+                if v not in seen:
+                    seen[v] = input_identity(v)
+            idents = {v: i for v in specs if (i := seen[v]) is not None}
+            if not idents or reg.job_status(j.hash) != "finished":
+                continue
+            runs = reg.runs(status="finished", config_hash=j.hash)
+            if runs and (why := _stale_reason(runs[-1], idents, reg)):
+                out[j.hash] = why
         return out
 
     def lost_outputs(self, jobs: list[Job], reg: Registry) -> dict[str, Path]:
@@ -239,6 +271,20 @@ class Runner:
 
         return {j.hash: out for j in jobs if status[j.hash] == "finished" and (out := j.output()) is not None
                 and not out.exists() and read_later(j, out)}
+
+    def _mark_stale(self, jobs: list[Job], reg: Registry) -> None:
+        """Mark the finished jobs among ``jobs`` whose input changed (:meth:`stale_inputs`) to run again, and say why;
+        one counted done already goes back to the pending ones."""
+        for h, why in self.stale_inputs(jobs, reg).items():
+            job = next(j for j in jobs if j.hash == h)
+            with self._lock:
+                self._rebuild.add(h)
+                self._stale.add(h)
+                if h not in self._pending and h not in self._running and self._total:
+                    self._pending[h] = job
+                    self._done -= 1
+            print(f"[rerun] {job.label()}  (finished, but {why}: it runs again, and its new run supersedes the old "
+                  "one)", flush=True)
 
     def durations(self, jobs: list[Job], reg: Registry) -> dict[str, list[float]]:
         """Seconds of the finished jobs by front-end and command: those the runner recorded
@@ -309,6 +355,7 @@ class Runner:
             elif j.hash in dirty:
                 print(f"[rerun] {j.label()}  (finished, but only from uncommitted code ({dirty[j.hash]}): it runs "
                       "again from this commit, and its new run supersedes the old one)", flush=True)
+        self._mark_stale([j for j in jobs if j.hash not in self._rebuild], reg)
         if self.dry_run:
             total, wall, unknown = self.estimate(jobs, reg)
             self.estimated = (total, wall, unknown)
@@ -334,6 +381,8 @@ class Runner:
                     print(f"[blocked] {j.label()}  (stage {stage} waits for stage {failed_stage}, which has failed "
                           f"job(s); fix them and run again)", flush=True)
                 continue
+            if stage != min(j.stage for j in jobs) and not self.dry_run:  # an earlier stage may have rebuilt an input
+                self._mark_stale([j for j in jobs if j.stage == stage and j.hash not in self._rebuild], reg)
             with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
                 futures = [pool.submit(self.run_one, j, reg) for j in jobs if j.stage == stage]
                 try:
@@ -346,6 +395,52 @@ class Runner:
                     self.stop()
                     raise
         return counts
+
+
+def _stale_reason(run: dict[str, Any], idents: dict[str, dict[str, Any]], reg: Registry) -> str | None:
+    """Why the finished ``run`` read other inputs than ``idents`` ({arg value: its identity now}), or None
+    (:meth:`Runner.stale_inputs`)."""
+    import json
+
+    try:
+        recorded = json.loads(run.get("run_options") or "{}").get("inputs")
+    except (json.JSONDecodeError, AttributeError):
+        recorded = None
+    if isinstance(recorded, dict):
+        read = {str(resolve_model_path(e["path"])): e for e in recorded.values() if isinstance(e, dict) and e.get("path")}
+        for v, now in idents.items():
+            then = read.get(str(resolve_model_path(v)))
+            if then is not None and then.get("files") != now["files"]:
+                return (f"its input {v} has changed since it read it (files {then.get('files')} then, {now['files']} "
+                        f"now, made by run {str(now['run_id'])[:8]})")
+        return None
+    for v, now in idents.items():  # a run from before inputs were recorded
+        try:
+            maker = reg.get(str(now["run_id"]))
+        except KeyError:  # made outside this registry: nothing to compare
+            continue
+        if not maker.get("ended_at") or maker["ended_at"] <= run["started_at"]:
+            continue
+        earlier = [r for r in reg.runs(config_hash=maker["config_hash"]) if r["id"] != maker["id"]
+                   and r.get("ended_at") and r["ended_at"] <= run["started_at"]]
+        last = max(earlier, key=lambda r: r["ended_at"], default=None)
+        if last is not None and _same_training(last["id"], maker["id"], reg):
+            continue
+        return (f"its input {v} was made again by run {maker['id'][:8]} (ended {maker['ended_at'][:16]}) after it "
+                f"started ({run['started_at'][:16]}), " + ("with another training loss than run "
+                f"{last['id'][:8]}, which it read" if last is not None else "and no earlier run made it here")
+                + ", and it recorded no digest of what it read")
+    return None
+
+
+def _same_training(a: str, b: str, reg: Registry) -> bool:
+    """Runs ``a`` and ``b`` logged the same training loss at every epoch, to the last bit (a rebuild that reproduced
+    the run it replaced; a different result shows within an epoch)."""
+    def trace(run_id: str) -> list[tuple[Any, float]]:
+        return sorted((m["step"], m["value"]) for m in reg.metrics(run_id, name="loss") if m["split"] == "train")
+
+    ta = trace(a)
+    return bool(ta) and ta == trace(b)
 
 
 def register(sub: Any) -> None:

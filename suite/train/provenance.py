@@ -6,6 +6,7 @@ the evaluation records the training run (its id and seed) and the training exper
 its experiment config less what names a row (the seed, the loss and its hyper-parameters), which the seeds and losses
 of one training setting share (an evaluation of a supervised model is never pooled with one of an unsupervised model). A packaged model records its package's name and version; a
 model without a record (a hub name, a foreign folder), its name.
+
 """
 from __future__ import annotations
 
@@ -13,21 +14,17 @@ import importlib.metadata
 from pathlib import Path
 from typing import Any
 
-from suite.pretrained import read_record
+from suite.inputs import export_folder, read_record
 from suite.registry import config_hash
-from suite.train.run import PROVENANCE
 
 ROW = ("seed", "loss", "loss_hparams")  # what names a row, not a setting
 
 
 def training_record(folder: str | Path) -> dict[str, Any] | None:
     """The run owner's record of an exported model: ``folder/run.json`` or ``folder/export/run.json``; None if there is
-    none (:func:`suite.pretrained.read_record`: a record that is not a JSON object raises naming the file)."""
-    p = Path(folder)
-    for d in (p, p / "export"):
-        if (d / PROVENANCE).is_file():
-            return read_record(d)
-    return None
+    none (:func:`suite.inputs.read_record`: a record that is not a JSON object raises naming the file)."""
+    d = export_folder(folder)
+    return None if d is None else read_record(d)
 
 
 def evaluated(model: str | Path, package: str | None = None) -> dict[str, Any]:

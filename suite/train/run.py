@@ -437,7 +437,12 @@ def evaluation(task: Task[C], cfg: C, *, registry: Any = None, loss: Any = None,
 @contextmanager
 def _open_row(reg: Any, task: Task[C], cfg: C, loss: Any, config: dict[str, Any], options: dict[str, Any],
               resume_id: str | None, cfg_hash: str | None) -> Iterator[Any]:
-    """The registry row of a run, its headline set; finished / interrupted / failed on exit."""
+    """The registry row of a run, its headline set; finished / interrupted / failed on exit. Its run options record
+    the exported models it reads (``inputs``, :func:`suite.inputs.input_identities`)."""
+    from suite.inputs import input_identities
+
+    if inputs := input_identities(cfg, own=options.get("folder")):
+        options = {**options, "inputs": inputs}
     with reg.run(resume_id=resume_id, modality=task.modality, task=task.name, dataset=task.dataset(cfg),
                  loss=task.loss_name(cfg), loss_hparams=loss.hparams() if hasattr(loss, "hparams") else {},
                  config=config, run_options={**run_option_values(cfg), **options, **task.run_info(cfg)},

@@ -116,6 +116,15 @@ def test_end_to_end_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     enc, _ = load_encoder(str(tmp_path / "ckpt"))
     specs = [json.loads(x["config"])["init_spec"] for x in runs if x["loss"] == "graphcl"]
     assert {s["weights"] for s in specs} == {weights_digest(enc.state_dict())}
+    # ... and, as every run that reads an exported model, the folder's files and the run that made them
+    from suite.inputs import files_digest
+
+    pre = Registry().runs(task="mol-pretrain")[-1]
+    read = [json.loads(x["run_options"])["inputs"] for x in runs if x["loss"] == "graphcl"]
+    assert read == [{"init": {"path": str(tmp_path / "ckpt"), "run_id": pre["id"],
+                              "files": files_digest(tmp_path / "ckpt" / "export")}}] * 2
+    assert "inputs" not in json.loads(pre["run_options"])  # its own folder is no input
+    assert all("inputs" not in json.loads(x["run_options"]) for x in runs if x["loss"] == "none")
     changed = {k: v.clone() for k, v in enc.state_dict().items()}
     first = sorted(changed)[0]
     changed[first].view(-1)[0] += 1e-6

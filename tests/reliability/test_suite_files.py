@@ -4,6 +4,10 @@ nothing is run or written. A later stage whose earlier stage failed is not start
 rebuilt before a later stage reads it."""
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -177,6 +181,95 @@ def test_lost_output_of_an_earlier_stage_is_rebuilt(tmp_path, monkeypatch, capsy
     runner = _MakeRunner(db, log_dir=logs)
     assert runner.lost_outputs([make, use0, use1, reads], Registry(db)) == {make.hash: enc}
     assert runner.lost_outputs([make, use0, use1, other], Registry(db)) == {}
+
+
+PROBE = """
+import json, os, sys
+from pathlib import Path
+from suite.registry import Registry
+from suite.inputs import input_identity
+cmd, args, here = sys.argv[1], json.loads(sys.argv[2]), Path(sys.argv[3])
+reg = Registry(os.environ["SUITE_REGISTRY"])
+if cmd == "make":  # an encoder: its files from content.txt, its training loss per epoch from trace.json
+    with reg.run(modality="probe", task="make", dataset="d", loss="l", config=args) as run:
+        for epoch, v in enumerate(json.loads((here / "trace.json").read_text()), 1):
+            run.log("loss", v, split="train", step=epoch)
+        exp = Path(args["out"]) / "export"
+        exp.mkdir(parents=True, exist_ok=True)
+        (exp / "model.safetensors").write_text((here / "content.txt").read_text())
+        (exp / "run.json").write_text(json.dumps({"run_id": run.id, "note": str(os.getpid())}))
+else:  # reads it, recording what it read as the run owner does (or nothing: a run from before inputs were recorded)
+    inputs = {"inputs": {"init": input_identity(args["init"])}} if args.get("record", True) else {}
+    with reg.run(modality="probe", task="use", dataset="d", loss="l", config=args, run_options=inputs):
+        pass
+"""
+
+
+class _ProbeRunner(Runner):
+    """Jobs run by :data:`PROBE` (``make`` writes an export folder, ``use`` reads one), with their real registry rows."""
+
+    def command(self, job):
+        here = Path(self.log_dir).parent
+        return [sys.executable, str(here / "probe.py"), job.command, json.dumps(dict(job.values())), str(here)]
+
+
+def test_a_job_whose_input_changed_runs_again(tmp_path, monkeypatch, capsys):
+    """a stage-1 job read an encoder made by a stage-0 job; the encoder is then made again -> with the same files (and,
+    for a run that recorded no digest, the same training loss at every epoch) every job is skipped; with other files
+    the jobs that read it are reported '[rerun]' naming the folder (a dry run changes nothing), run again and their
+    old runs are superseded, then skipped; an encoder rebuilt in the same call (its folder lost, a new seed to run)
+    with other files makes the finished readers of the next stage run again in that call"""
+    import json
+
+    from suite.registry import Registry
+    from suite.registry.jobs import SUPERSEDED
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "probe.py").write_text(PROBE)
+    (tmp_path / "content.txt").write_text("weights A")
+    (tmp_path / "trace.json").write_text("[2.0, 1.5]")
+    use = {"frontend": "probe", "command": "use", "stage": 1, "args": {"init": "enc"}}
+    p = tmp_path / "staged.yaml"
+    p.write_text(yaml.safe_dump({"name": "staged", "jobs": [
+        {"frontend": "probe", "command": "make", "stage": 0, "args": {"out": "enc"}, "seeds": [0]},
+        {**use, "seeds": [0, 1]}, {**use, "args": {"init": "enc", "record": False}, "seeds": [0]}]}))
+    _, jobs = load_suite(p)
+    make, readers = jobs[0], jobs[1:]
+    db, logs = str(tmp_path / "r.sqlite"), tmp_path / "logs"
+    reg = Registry(db)
+
+    def remake(content: str, trace: str) -> None:  # the encoder made again, as in another tree whose runs are merged
+        (tmp_path / "content.txt").write_text(content)
+        (tmp_path / "trace.json").write_text(trace)
+        subprocess.run([sys.executable, "probe.py", "make", json.dumps(dict(make.values())), str(tmp_path)], check=True,
+                       env={**os.environ, "SUITE_REGISTRY": db, "SUITE_CONFIG_HASH": make.hash})
+
+    assert _ProbeRunner(db, log_dir=logs).run(jobs) == {"finished": 4}
+    assert _ProbeRunner(db, log_dir=logs).run(jobs) == {"skipped": 4}
+    remake("weights A", "[2.0, 1.5]")  # the same files and training: nothing runs again
+    assert _ProbeRunner(db, log_dir=logs).run(jobs) == {"skipped": 4}
+    assert "[rerun]" not in capsys.readouterr().out
+    remake("weights B", "[2.0, 1.25]")
+    assert _ProbeRunner(db, log_dir=logs, dry_run=True).run(jobs) == {"skipped": 1, "dry-run": 3}
+    out = capsys.readouterr().out
+    assert all(f"[rerun] {j.label()}" in out for j in readers) and out.count("its input enc has changed") == 2
+    assert "no digest of what it read" in out
+    old = {r["id"] for r in reg.runs(task="use")}
+    assert _ProbeRunner(db, log_dir=logs).run(jobs) == {"skipped": 1, "finished": 3}
+    assert {r["status"] for r in reg.runs(task="use") if r["id"] in old} == {"interrupted"}
+    assert {r["error"] for r in reg.runs(task="use") if r["id"] in old} == {SUPERSEDED}
+    assert _ProbeRunner(db, log_dir=logs).run(jobs) == {"skipped": 4}
+    # rebuilt within the call: its folder gone while a new reader is still to run; other files this time
+    shutil.rmtree(tmp_path / "enc")
+    (tmp_path / "content.txt").write_text("weights C")
+    (tmp_path / "trace.json").write_text("[2.0, 1.0]")
+    _, (new,) = load_suite(_one_job_suite(tmp_path, "new", {**use, "seeds": [2]}))
+    capsys.readouterr()
+    assert _ProbeRunner(db, log_dir=logs).run([*jobs, new]) == {"finished": 5}
+    out = capsys.readouterr().out
+    assert f"[rebuild] {make.label()}" in out and all(f"[rerun] {j.label()}" in out for j in readers)
+    assert "done" in out.splitlines()[-1] or "5/5 done" in out
+    assert _ProbeRunner(db, log_dir=logs).run([*jobs, new]) == {"skipped": 5}
 
 
 def _one_job_suite(tmp_path, name, job):
