@@ -67,7 +67,7 @@ def test_cmc_temperature_is_chosen_on_validation_runs_only(tmp_path):
 
 def test_molecules_section_from_the_molnet_suite_runs(tmp_path, monkeypatch):
     """fine-tuning runs of the molnet suite from no pretraining (ROC-AUC 0.60) and from CACR pretraining (0.70), 3
-    seeds on bbbp -> a molecules section with both cells and a confirmed transfer claim; the fine-tuning runs (graph
+    seeds on bbbp (of the suite's 5) -> a molecules section with both cells and a confirmed transfer claim; the fine-tuning runs (graph
     modality, loss cacr) never enter the TU section"""
     from benchmarks.runner.suitefile import load_suite
 
@@ -76,7 +76,8 @@ def test_molecules_section_from_the_molnet_suite_runs(tmp_path, monkeypatch):
     _, jobs = load_suite("molnet")
     for j in jobs:
         args = dict(j.args)
-        if j.command != "finetune-mol" or args["dataset"] != "bbbp" or args["init"] not in ("none", "runs/bench/molnet/cacr"):
+        if (j.command != "finetune-mol" or args["dataset"] != "bbbp" or args["init"] not in ("none", "runs/bench/molnet/cacr")
+                or j.seed > 2):
             continue
         v = 0.60 if args["init"] == "none" else 0.70
         with reg.run(modality="graph", task="molnet-finetune", dataset="bbbp", loss="none" if v < 0.65 else "cacr",
