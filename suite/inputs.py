@@ -96,3 +96,22 @@ def input_identities(cfg: Any, own: str | Path | None = None) -> dict[str, dict[
         if (ident := input_identity(v)) is not None:
             out[f.name] = ident
     return out
+
+
+def recorded_inputs(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The inputs a registry row recorded reading (its run options' ``inputs``), None for a row from before inputs
+    were recorded."""
+    try:
+        inputs = json.loads(row.get("run_options") or "{}").get("inputs")
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    return inputs if isinstance(inputs, dict) else None
+
+
+def changed_inputs(row: dict[str, Any], cfg: Any, own: str | Path | None = None) -> list[str]:
+    """The config fields whose exported model has other files now than when the registry row read it (rows that
+    recorded nothing: none)."""
+    then = recorded_inputs(row) or {}
+    now = input_identities(cfg, own=own)
+    return [k for k, v in now.items() if isinstance(then.get(k), dict) and then[k].get("files") != v["files"]]
+

@@ -400,13 +400,9 @@ class Runner:
 def _stale_reason(run: dict[str, Any], idents: dict[str, dict[str, Any]], reg: Registry) -> str | None:
     """Why the finished ``run`` read other inputs than ``idents`` ({arg value: its identity now}), or None
     (:meth:`Runner.stale_inputs`)."""
-    import json
+    from suite.inputs import recorded_inputs
 
-    try:
-        recorded = json.loads(run.get("run_options") or "{}").get("inputs")
-    except (json.JSONDecodeError, AttributeError):
-        recorded = None
-    if isinstance(recorded, dict):
+    if (recorded := recorded_inputs(run)) is not None:
         read = {str(resolve_model_path(e["path"])): e for e in recorded.values() if isinstance(e, dict) and e.get("path")}
         for v, now in idents.items():
             then = read.get(str(resolve_model_path(v)))

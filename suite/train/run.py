@@ -30,7 +30,11 @@ trained model (and which metric is the headline), and what to export. Everything
   false), False no row, or a :class:`suite.registry.Registry`;
 * **reuse**: with ``reuse=True`` a finished row of the same setting (:func:`row_hash`) is looked up while the folder is
   held, and returned instead of a new run (:attr:`RunResult.reused`): two identical commands started together never
-  both train;
+  both train; a row whose input has other files now is not reused (below);
+* **inputs**: the exported models a config names (an encoder to fine-tune, a model to evaluate) are recorded with the
+  row (run options ``inputs``: folder, the run that made it, a digest of its files; :mod:`suite.inputs`) and with every
+  checkpoint; a checkpoint trained from other files of an input than those there now is not resumed but removed, with
+  one line saying so, and the run starts from the beginning;
 * **progress**: the engine's bar (``SUITE_NO_PROGRESS=1`` turns it off);
 * **export**: ``<folder>/export``, written by the module's ``save_pretrained`` or
   :func:`suite.pretrained.save_pretrained` (safetensors weights + ``config.json``), the model card (``README.md``) and ``run.json`` (task, loss, seed, registry
@@ -82,6 +86,7 @@ from torch import Tensor, nn
 
 from suite import distributed as sd
 from suite.config import experiment_config, run_option_values, run_options
+from suite.inputs import changed_inputs, input_identities
 from suite.train.engine import CachedStep, Engine, epoch_batches, resolve_device, resumable
 from suite.train.folders import (CHECKPOINTS, EXPORT, LOCK, PROVENANCE, RUNS_ROOT, Checkpoints, FolderBusyError,
                                   check_run_options, hold_folder, run_folder, runs_root)
@@ -275,7 +280,7 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
     with hold_folder(folder) if sd.is_main() else _nothing(folder):
         if reuse:
             cfg_hash = row_hash(cfg, cfg_hash)
-            found = _finished(task, open_registry(cfg, registry, every_rank=True), cfg_hash, folder)
+            found = _finished(task, cfg, open_registry(cfg, registry, every_rank=True), cfg_hash, folder)
             if found is not None:
                 return found
         restore = _sigterm_as_interrupt()  # SIGTERM while building or training ends the run like Ctrl-C
@@ -315,10 +320,26 @@ def row_hash(cfg: Any, cfg_hash: str | None = None) -> str:
     return cfg_hash or os.environ.get("SUITE_CONFIG_HASH") or config_hash(experiment_config(cfg))
 
 
-def _finished(task: Task[C], reg: Any, cfg_hash: str, folder: Path) -> RunResult | None:
-    """The finished row of ``cfg_hash`` as a result (its evaluation split's final metrics), or None."""
+INPUTS = "_inputs"  # a checkpoint's config entry: {field: files digest} of the exported models the run reads
+
+
+def _other_inputs(path: Path, inputs: dict[str, str]) -> list[str]:
+    """The fields whose exported model had other files when the checkpoint at ``path`` was written (a checkpoint
+    from before inputs were recorded: none)."""
+    from suite.train.checkpoint import load_checkpoint
+
+    was = (load_checkpoint(path).get("config") or {}).get(INPUTS)
+    if not isinstance(was, dict):
+        return []
+    return sorted(k for k in {*was, *inputs} if was.get(k) != inputs.get(k))
+
+
+def _finished(task: Task[C], cfg: C, reg: Any, cfg_hash: str, folder: Path) -> RunResult | None:
+    """The finished row of ``cfg_hash`` as a result (its evaluation split's final metrics), or None; None too where an
+    exported model the row recorded reading (``inputs``) has other files now: the run is made again, and the newer
+    row is the one tables show."""
     prev = reg.find_finished(cfg_hash) if reg is not None else None
-    if prev is None:
+    if prev is None or changed_inputs(prev, cfg, folder):
         return None
     final = reg.final_metrics(prev["id"])
     metrics = {name: v for (name, split), v in final.items() if split == task.eval_split}
@@ -343,9 +364,18 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
                                  generators=ctx.generators, desc=task.name or "train", unit=training.unit)
     ctx.engine = engine
     experiment = experiment_config(cfg)
+    inputs = {k: v["files"] for k, v in input_identities(cfg, own=folder).items()}
+    checked = {**experiment, INPUTS: inputs} if inputs else experiment  # what a checkpoint records, and resume checks
     last = ckpts.latest() if getattr(cfg, "resume", True) else None
+    if last is not None and (other := _other_inputs(last, inputs)):
+        sd.barrier()  # every rank has read it before the main rank removes it
+        if sd.is_main():
+            gone = ckpts.prune(0)
+            print(f"{folder}: its checkpoints were trained from other files of {', '.join(other)} than those there "
+                  f"now; {len(gone)} removed, the run starts from the beginning", flush=True)
+        last = None
     if last is not None:
-        task.restore(cfg, ctx, training, engine.load(last, experiment, ignore=run_options(cfg)))
+        task.restore(cfg, ctx, training, engine.load(last, experiment, ignore=(*run_options(cfg), INPUTS)))
     resumed_from = engine.epoch
     epochs = training.epochs if stop_after is None or training.epochs is None else min(training.epochs,
                                                                                          engine.epoch + stop_after)
@@ -355,7 +385,7 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
     export: Path | None = None
 
     def save() -> None:  # every rank: a collective
-        ckpts.save(engine, experiment, task.state(cfg, ctx, training))
+        ckpts.save(engine, checked, task.state(cfg, ctx, training))
 
     ctx._save = save
     with ExitStack() as stack:
@@ -439,8 +469,6 @@ def _open_row(reg: Any, task: Task[C], cfg: C, loss: Any, config: dict[str, Any]
               resume_id: str | None, cfg_hash: str | None) -> Iterator[Any]:
     """The registry row of a run, its headline set; finished / interrupted / failed on exit. Its run options record
     the exported models it reads (``inputs``, :func:`suite.inputs.input_identities`)."""
-    from suite.inputs import input_identities
-
     if inputs := input_identities(cfg, own=options.get("folder")):
         options = {**options, "inputs": inputs}
     with reg.run(resume_id=resume_id, modality=task.modality, task=task.name, dataset=task.dataset(cfg),

@@ -155,3 +155,38 @@ def test_checkpoints_are_pruned_and_can_all_go(tmp_path: Path, reg: Registry) ->
     assert Checkpoints(res.folder / "checkpoints").all() == [] and (res.folder / "export" / "model.safetensors").is_file()
     with pytest.raises(ValueError, match="keep_checkpoints must be an integer >= 0"):
         Checkpoints(tmp_path, keep=-1)
+
+
+@dataclass
+class _FromEncoder(ToyConfig):
+    init: str = ""  # an exported model the run reads (the toy does not use it; the run owner records it)
+
+
+def test_a_finished_run_is_not_reused_once_its_input_has_other_files(tmp_path: Path, reg: Registry,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """run(..., reuse=True) of a config whose init names an exported encoder: the row records the encoder's folder,
+    run and files; the same command again is reused; the encoder made again with other weights (another lr) -> the
+    command trains again from the beginning (it was reused before; its checkpoint, trained from the old encoder, is
+    removed with one line saying so, not resumed), and its new row records the new files"""
+    from suite.inputs import files_digest
+
+    enc = tmp_path / "enc"
+    first_enc = run(Toy(), ToyConfig(out=str(enc)), registry=reg)
+    cfg = _FromEncoder(init=str(enc), out=str(tmp_path / "use"), epochs=1)
+    a = run(Toy(), cfg, registry=reg, reuse=True)
+    read = json.loads(reg.get(a.run_id)["run_options"])["inputs"]  # type: ignore[arg-type]
+    assert read == {"init": {"path": str(enc), "run_id": first_enc.run_id, "files": files_digest(enc / "export")}}
+    assert run(Toy(), cfg, registry=reg, reuse=True).reused == a.run_id
+    old = files_digest(enc / "export")
+    import shutil
+
+    shutil.rmtree(enc)
+    run(Toy(), ToyConfig(out=str(enc), lr=0.2), registry=reg)
+    assert files_digest(enc / "export") != old
+    capsys.readouterr()
+    b = run(Toy(), cfg, registry=reg, reuse=True)
+    assert b.reused is None and b.run_id != a.run_id
+    assert "checkpoints were trained from other files of init than those there now; 1 removed" in capsys.readouterr().out
+    assert [m["step"] for m in reg.metrics(b.run_id, name="loss")] == [1]  # trained its one epoch, not resumed after it
+    assert json.loads(reg.get(b.run_id)["run_options"])["inputs"]["init"]["files"] == files_digest(enc / "export")  # type: ignore[arg-type]
+    assert run(Toy(), cfg, registry=reg, reuse=True).reused == b.run_id
