@@ -325,13 +325,13 @@ INPUTS = "_inputs"  # a checkpoint's config entry: {field: files digest} of the 
 
 def _other_inputs(path: Path, inputs: dict[str, str]) -> list[str]:
     """The fields whose exported model had other files when the checkpoint at ``path`` was written (a checkpoint
-    from before inputs were recorded: none)."""
+    from before inputs were recorded, or an input not there now: nothing to compare)."""
     from suite.train.checkpoint import load_checkpoint
 
     was = (load_checkpoint(path).get("config") or {}).get(INPUTS)
     if not isinstance(was, dict):
         return []
-    return sorted(k for k in {*was, *inputs} if was.get(k) != inputs.get(k))
+    return sorted(k for k in was.keys() & inputs.keys() if was[k] != inputs[k])
 
 
 def _finished(task: Task[C], cfg: C, reg: Any, cfg_hash: str, folder: Path) -> RunResult | None:
