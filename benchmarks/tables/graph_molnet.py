@@ -18,7 +18,7 @@ from typing import Any
 
 from benchmarks.tables.catalogue import BY_ID, Judged, line
 from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict, mean_std
-from benchmarks.tables import (RESULTS, JobRuns, cell, md, progress_line, select,
+from benchmarks.tables import (RESULTS, JobRuns, RunView, cell, md, progress_line, select,
                                suite_runs, values, register_table, table_cli)
 from suite.registry import Registry
 
@@ -84,8 +84,39 @@ def variant(jr: JobRuns) -> str:
     return "none" if init.lower() in ("none", "") else Path(init).name
 
 
+def encoder_weights(r: RunView) -> str | None:
+    """The digest of the encoder weights a fine-tuning run started from (``init_spec.weights``; None: no encoder, or a
+    run from before it was recorded)."""
+    spec = json.loads(r.row.get("config") or "{}").get("init_spec")
+    return str(spec["weights"]) if isinstance(spec, dict) and spec.get("weights") else None
+
+
+def current_weights(ft: list[JobRuns], v: str) -> str | None:
+    """The encoder of variant ``v`` its newest fine-tuning that recorded one started from (None where none did: every
+    run from before the weights were recorded counts as one build)."""
+    runs = sorted((r for jr in ft if variant(jr) == v for r in jr.runs if encoder_weights(r)),
+                  key=lambda r: str(r.row["started_at"]))
+    return encoder_weights(runs[-1]) if runs else None
+
+
 def runs_of(ft: list[JobRuns], ds: str, v: str) -> list[JobRuns]:
-    return [jr for jr in select(ft, dataset=ds) if variant(jr) == v]
+    """The fine-tuning jobs of set ``ds`` and variant ``v``, with only their runs from the encoder the variant's newest
+    run started from: an encoder rebuilt with other weights never pools with the old one's runs, in a cell or across
+    the sets of an average (its jobs run again: benchmarks/runner/run.py; until then the old runs are left out)."""
+    weights = current_weights(ft, v)
+    out = []
+    for jr in select(ft, dataset=ds):
+        if variant(jr) == v:
+            kept = [r for r in jr.runs if weights is None or encoder_weights(r) == weights]
+            if kept:
+                out.append(JobRuns(jr.job, kept))
+    return out
+
+
+def earlier_encoder_runs(ft: list[JobRuns]) -> int:
+    """How many fine-tuning runs :func:`runs_of` leaves out (from an earlier encoder of their variant)."""
+    cur = {v: current_weights(ft, v) for v in {variant(jr) for jr in ft}}
+    return sum(1 for jr in ft for r in jr.runs if cur[variant(jr)] is not None and encoder_weights(r) != cur[variant(jr)])
 
 
 def transfer_judged(ft: list[JobRuns], v: str) -> Judged:
@@ -185,7 +216,10 @@ def table(registry: Registry, suite: str = SUITE) -> str:
             *(claims or ["- not measured yet (fine-tuning runs missing)."]), "",
             "## Pretraining (from the pretraining runs' records)", "",
             md(["loss", "final loss", "molecules/s (last epoch)", "molecules", "featurisation molecules/s"], pre), "",
-            progress_line(jrs, suite), "", *(full_protocol(registry) if suite == SUITE else []), NOTES]
+            progress_line(jrs, suite) + (f" {n} fine-tuning runs from an earlier build of their encoder are left out "
+                                         "(their jobs run again from the present one)." if (n := earlier_encoder_runs(ft))
+                                         else ""), "",
+            *(full_protocol(registry) if suite == SUITE else []), NOTES]
     return "\n".join(text)
 
 
