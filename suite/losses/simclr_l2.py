@@ -16,8 +16,8 @@ Features with an entry above 2^40 (e.g. around 1e20, whose squares overflow floa
 two of their largest entry and tau with them: s(a, b) / tau = s(a / 2^k, b / 2^k) / (tau / 2^k) exactly, so the
 loss stays finite and matches float64 (a stable formula, not a clamp).
 
-Tiled path (``chunk_size``): row tiles of the (A, C) matrix are recomputed in the backward
-(activation checkpointing), so memory is O(tile x C); values and gradients equal the dense path.
+Tiled path (``chunk_size``): :func:`suite.losses.tiling.row_kernel_lse`, row tiles of the (A, C) matrix
+recomputed in a fused backward, so memory is O(tile x C); values and gradients equal the dense path.
 
 Shapes: z_a, z_b (N, d); queue (Q, d), weights (N,) optional -> ().
 Example: >>> SimCLRL2(temperature=1.0)(torch.randn(8, 2), torch.randn(8, 2))
@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.utils.checkpoint import checkpoint
 
 from suite import distributed as sd
 from suite.losses.base import register_loss
 from suite.losses.core import NEG_INF, PairSetup
 from suite.losses.pair import PairLoss
+from suite.losses.tiling import row_kernel_lse
 
 _EPS2 = 1e-24  # squared-distance floor: sqrt has no gradient at 0
 _BIG = 40  # features with an entry above 2^40 are rescaled (their squared distances near float32's overflow)
@@ -116,7 +116,26 @@ class SimCLRL2(PairLoss):
         if chunk is None:
             lse = torch.logsumexp(self._rows(ps, q, pos, 0, ps.n_rows, t), dim=1)
         else:  # row tiles recomputed in the backward: no (A, C) tensor is kept
-            lse = torch.cat([checkpoint(lambda s, e: torch.logsumexp(self._rows(ps, q, pos, s, e, t), dim=1), s,
-                                        min(s + chunk, ps.n_rows), use_reentrant=False)
-                             for s in range(0, ps.n_rows, chunk)])
+            lse = self._tiled_lse(ps, q, pos, t, chunk)
         return self.mean(lse - pos, weights)
+
+    @staticmethod
+    def _tiled_lse(ps: PairSetup, q: Tensor | None, pos: Tensor, t: float, chunk: int) -> Tensor:
+        """The rows' log-sum-exps as :meth:`_rows` builds them, by :func:`~suite.losses.tiling.row_kernel_lse`:
+        every column but the positive (and the self column) from the distance kernel, the positive's exact
+        value added with a log-add-exp."""
+        def f(u: Tensor) -> Tensor:  # -sqrt(max(u, eps)) / t, as neg_distances
+            return u.clamp_min(_EPS2).sqrt_().neg_().div_(t)
+
+        def df(u: Tensor) -> Tensor:  # its derivative; none below the floor (as clamp_min's)
+            return u.clamp_min(_EPS2).rsqrt_().mul_(-0.5 / t).mul_(u >= _EPS2)
+
+        if ps.negatives == "none":
+            return torch.logaddexp(pos, row_kernel_lse(ps.anchors, q, None, None, f, df, chunk))
+        excl = torch.stack([c for c in (ps.self_col, ps.pos) if c is not None])  # (k, A) columns left out
+        if len(ps.cands) == 1:
+            return torch.logaddexp(pos, row_kernel_lse(ps.anchors, ps.cands[0], q, excl, f, df, chunk))
+        n = ps.n_local  # "cross", symmetric: rows [0, N) against z_b, rows [N, 2N) against z_a
+        rows = [slice(h * n, (h + 1) * n) for h in range(len(ps.cands))]
+        return torch.logaddexp(pos, torch.cat([row_kernel_lse(ps.anchors[r], c, q, excl[:, r], f, df, chunk)
+                                               for r, c in zip(rows, ps.cands)]))

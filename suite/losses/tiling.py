@@ -7,6 +7,7 @@ autograd Functions that keep only per-row statistics between forward and backwar
 tile from the embeddings in the backward:
 
 - :func:`row_lse`: the row log-sum-exps (InfoNCE family, SupCon, CMC, hard negatives, X-CLR's logits);
+- :func:`row_kernel_lse`: the same for a log-kernel of the squared distance (SimCLR with -l2 similarity);
 - :func:`pair_kernel_lse`: log sum over pairs of exp f(||e_j - e_k||^2) (t-SimCLR's normaliser, uniformity);
 - :func:`softmin_cost`: CACR's soft-min weighted cost, the weights keeping their gradient;
 - :func:`weighted_cross`: a sum of anchors against target-weighted candidates (X-CLR's cross term).
@@ -228,6 +229,73 @@ def pair_kernel_lse(e: Tensor, f: Callable[[Tensor], Tensor], df: Callable[[Tens
     the exact gradient (t-SimCLR's normaliser, the uniformity term); ``queue`` gets no gradient."""
     pin_malloc_threshold()
     return _PairKernelLSE.apply(e, None if queue is None else queue.detach(), f, df, chunk)
+
+
+class _RowKernelLSE(torch.autograd.Function):
+    """logsumexp over the columns of [f(U_c) (excluded entries -inf) | f(U_q)], U the squared distances
+    ||a_i - x_j||^2 of the anchors to the candidates and the queue, by row tiles: :class:`_RowLSE` for a
+    log-kernel of the distance instead of the product (SimCLR with -l2 similarity). The forward keeps only
+    the (A,) row log-sum-exps; the backward recomputes each tile and, with W = exp(f(U) - lse) * g * f'(U),
+    forms d a_i = 2 (a_i sum_j W_ij - (W @ x)_i) and d c_j = 2 (c_j sum_i W_ij - (W^T a)_j); the queue gets
+    none. Products per tile: 1 forward, 3 backward."""
+
+    @staticmethod
+    def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None,
+                f: Callable[[Tensor], Tensor], df: Callable[[Tensor], Tensor], chunk: int) -> Tensor:
+        lse = torch.empty(anchors.shape[0], dtype=anchors.dtype, device=anchors.device)
+        for s, e in _spans(anchors.shape[0], chunk):
+            lse[s:e] = torch.logsumexp(_distance_logits(anchors, cands, queue, excl, f, s, e)[0], dim=1)
+        ctx.save_for_backward(anchors, cands, queue, excl, lse)
+        ctx.f, ctx.df, ctx.chunk = f, df, chunk
+        return lse
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        anchors, cands, queue, excl, lse = ctx.saved_tensors
+        need_a, need_c = ctx.needs_input_grad[:2]
+        da = torch.zeros_like(anchors) if need_a else None
+        dc = torch.zeros_like(cands) if need_c else None
+        c = cands.shape[0]
+        for s, e in _spans(anchors.shape[0], ctx.chunk):
+            logits, u = _distance_logits(anchors, cands, queue, excl, ctx.f, s, e)
+            # a row with every entry excluded (lse -inf) has no gradient: exp(-inf - -inf) is nan
+            w = logits.sub_(lse[s:e, None]).exp_().nan_to_num_(0.0).mul_(g[s:e, None]).mul_(ctx.df(u))
+            a = anchors[s:e]
+            if da is not None:
+                da[s:e] = 2.0 * (w.sum(1, keepdim=True) * a - w[:, :c] @ cands)
+                if queue is not None:
+                    da[s:e].addmm_(w[:, c:], queue, alpha=-2.0)
+            if dc is not None:
+                wc = w[:, :c]
+                dc.addmm_(wc.T, a, alpha=-2.0).add_(2.0 * wc.sum(0)[:, None] * cands)
+        return da, dc, None, None, None, None, None
+
+
+def _distance_logits(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None,
+                     f: Callable[[Tensor], Tensor], s: int, e: int) -> tuple[Tensor, Tensor]:
+    """(logits, squared distances) of rows [s, e): f(||a_i - x_j||^2) against [cands; queue], -inf at the
+    ``excl[:, s:e]`` (k, A) candidate columns."""
+    a = anchors[s:e]
+    sq = (a * a).sum(1, keepdim=True)
+    xs = [cands] if queue is None else [cands, queue]
+    u = torch.cat([torch.addmm(sq, a, x.T, alpha=-2.0).add_((x * x).sum(1)[None]) for x in xs], 1)
+    logits = f(u)
+    if excl is not None:
+        rows = torch.arange(e - s, device=a.device)
+        cols = excl[:, s:e]
+        logits.index_put_((rows.repeat(cols.shape[0]), cols.reshape(-1)),
+                          torch.tensor(float("-inf"), dtype=logits.dtype, device=logits.device))
+    return logits, u
+
+
+def row_kernel_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None,
+                   f: Callable[[Tensor], Tensor], df: Callable[[Tensor], Tensor], chunk: int = 1024) -> Tensor:
+    """(A,) logsumexp_j of the rows of [f(||a_i - c_j||^2) (entries ``excl`` (k, A) set to -inf) |
+    f(||a_i - q_m||^2)] in row tiles of ``chunk``, with the exact gradient (memory O((A + C) d + chunk x C)).
+    ``queue`` gets no gradient. ``f`` returns a new tensor (it may not alias its input); ``df`` is its
+    derivative, 0 where ``f`` is flat."""
+    pin_malloc_threshold()
+    return _RowKernelLSE.apply(anchors, cands, None if queue is None else queue.detach(), excl, f, df, chunk)
 
 
 class _SoftminCost(torch.autograd.Function):

@@ -41,13 +41,19 @@ def test_matches_reference(negatives, symmetric, use_queue, use_weights, n, d):
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 4, 100])
-@pytest.mark.parametrize("negatives,symmetric", [("all", True), ("cross", True), ("cross", False)])
-def test_tiled_equals_dense(chunk, negatives, symmetric):
+@pytest.mark.parametrize("negatives,symmetric,use_queue,use_weights", [
+    ("all", True, True, False), ("all", False, False, True), ("cross", True, True, True), ("cross", False, True, False),
+    ("none", True, True, False)])
+def test_tiled_equals_dense(chunk, negatives, symmetric, use_queue, use_weights):
     za, zb = _pair(7, 3, 2)
-    queue = torch.randn(5, 3, dtype=F64)
+    za[3] = zb[3]  # a coincident pair: the distance floor, in the product's tiles too
+    queue = torch.randn(5, 3, dtype=F64) if use_queue else None
+    weights = torch.rand(7, dtype=F64, generator=torch.Generator().manual_seed(3)) + 0.1 if use_weights else None
     kw = {"negatives": negatives, "symmetric": symmetric}
-    dense, gd = _grads(lambda a, b: L.build("simclr_l2", chunk_size=None, **kw)(a, b, queue=queue), [za, zb])
-    tiled, gt = _grads(lambda a, b: L.build("simclr_l2", chunk_size=chunk, **kw)(a, b, queue=queue), [za, zb])
+    dense, gd = _grads(lambda a, b: L.build("simclr_l2", chunk_size=None, **kw)(a, b, queue=queue, weights=weights),
+                       [za, zb])
+    tiled, gt = _grads(lambda a, b: L.build("simclr_l2", chunk_size=chunk, **kw)(a, b, queue=queue, weights=weights),
+                       [za, zb])
     assert float(tiled) == pytest.approx(float(dense), rel=1e-12)
     for a, b in zip(gd, gt):
         assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
