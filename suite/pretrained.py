@@ -35,11 +35,13 @@ NAME_OR_MAPPING: Field = ("a name or a JSON object", lambda v: isinstance(v, (st
 
 
 def save_pretrained(module: nn.Module, path: str | Path, model_type: str, config: dict[str, Any]) -> Path:
-    """Write ``module.state_dict()`` as safetensors and ``{"model_type", **config, "code_version"}`` as JSON, each
-    through a temporary file renamed when complete (a failed write raises ``OSError``; the files before stay)."""
+    """Write ``module.state_dict()`` as safetensors and ``{"model_type", **config}`` as JSON, each through a temporary
+    file renamed when complete (a failed write raises ``OSError``; the files before stay). Which code wrote them is
+    the run record's to say (``run.json``, :func:`suite.train.run.run`), not these files': the same weights and config
+    are the same files whichever commit wrote them, so the jobs that read them are not run again
+    (:func:`suite.inputs.files_digest`)."""
     from safetensors.torch import save_file
 
-    from suite.registry import code_version
     from suite.safeio import write_atomic
 
     out = Path(path)
@@ -53,7 +55,7 @@ def save_pretrained(module: nn.Module, path: str | Path, model_type: str, config
         tmp.unlink(missing_ok=True)
         raise OSError(getattr(exc, "errno", None) or errno.EIO,
                       f"could not write {out / WEIGHTS}: {exc}; the previous model (if any) is kept") from None
-    meta = {"model_type": model_type, **config, "code_version": code_version()}
+    meta = {"model_type": model_type, **config}
     write_atomic(out / CONFIG, json.dumps(meta, indent=1, sort_keys=True) + "\n", what="model config")
     return out
 

@@ -483,13 +483,14 @@ def _open_row(reg: Any, task: Task[C], cfg: C, loss: Any, config: dict[str, Any]
 def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, module: nn.Module, path: Path,
             metrics: dict[str, float]) -> Path:
     from suite.model_card import registry_metrics
+    from suite.registry import code_version
     from suite.safeio import write_atomic
 
     task.export(cfg, ctx, training, module, path)
     loss = training.loss
     provenance = {"modality": task.modality, "task": task.name, "dataset": task.dataset(cfg),
                   "loss": task.loss_name(cfg), "loss_hparams": loss.hparams() if hasattr(loss, "hparams") else {}, "seed": getattr(cfg, "seed"),
-                  "run_id": getattr(ctx.run, "id", None), "epochs": ctx.engine.epoch if ctx.engine else None,
+                  "run_id": getattr(ctx.run, "id", None), "code_version": code_version(), "epochs": ctx.engine.epoch if ctx.engine else None,
                   "steps": ctx.engine.step if ctx.engine else None, "config": experiment_config(cfg),
                   "metrics": {**registry_metrics(ctx.run), **{f"{task.eval_split}/{k}": v for k, v in metrics.items()}}}
     write_atomic(path / PROVENANCE, json.dumps(provenance, indent=1, sort_keys=True, default=str) + "\n",

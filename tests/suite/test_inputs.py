@@ -73,3 +73,25 @@ def test_identities_of_the_config_fields_that_name_an_export(tmp_path, monkeypat
     (exp / "run.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"enc/export/run.json: not a run record"):
         input_identities(_Cfg(init="enc"))
+
+
+def test_same_weights_from_another_commit_are_the_same_files(tmp_path, monkeypatch):
+    """an encoder rebuilt at another commit with the same weights and config -> the same digest, so the jobs that read
+    it are not run again; the commit is in the run record, beside the files. Other weights -> another digest."""
+    import torch
+
+    import suite.registry as registry
+    from suite.pretrained import save_pretrained
+
+    torch.manual_seed(0)
+    module = torch.nn.Linear(3, 2)
+    digests = []
+    for i, commit in enumerate(["1896ae31f5d6", "62c16306ed12"]):
+        monkeypatch.setattr(registry, "code_version", lambda root=None, c=commit: c)
+        out = save_pretrained(module, tmp_path / f"e{i}", "probe", {"dim": 3})
+        assert "code_version" not in json.loads((out / "config.json").read_text())
+        digests.append(files_digest(out))
+    assert digests[0] == digests[1]
+    with torch.no_grad():
+        module.weight[0, 0] += 1.0
+    assert files_digest(save_pretrained(module, tmp_path / "e2", "probe", {"dim": 3})) != digests[0]
