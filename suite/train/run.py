@@ -490,8 +490,8 @@ def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, modul
     loss = training.loss
     provenance = {"modality": task.modality, "task": task.name, "dataset": task.dataset(cfg),
                   "loss": task.loss_name(cfg), "loss_hparams": loss.hparams() if hasattr(loss, "hparams") else {}, "seed": getattr(cfg, "seed"),
-                  "run_id": getattr(ctx.run, "id", None), "code_version": code_version(), "epochs": ctx.engine.epoch if ctx.engine else None,
-                  "steps": ctx.engine.step if ctx.engine else None, "config": experiment_config(cfg),
+                  "run_id": getattr(ctx.run, "id", None), "code_version": code_version(),
+                  "epochs": ctx.engine.epoch if ctx.engine else None, "steps": ctx.engine.step if ctx.engine else None, "config": experiment_config(cfg),
                   "metrics": {**registry_metrics(ctx.run), **{f"{task.eval_split}/{k}": v for k, v in metrics.items()}}}
     write_atomic(path / PROVENANCE, json.dumps(provenance, indent=1, sort_keys=True, default=str) + "\n",
                  what="run record")
