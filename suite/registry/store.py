@@ -244,8 +244,9 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
         # SIGTERM is held back while the row is written and the handler installed: a SIGTERM that arrives
         # just after the row says ``running`` is delivered inside the try below and marks it interrupted
         # (before, it killed the process in that gap and left the row ``running`` until a reap).
-        release = _hold_sigterm()
+        release = _SigtermHold()  # the signal mask as it is; nothing is blocked before the try, which restores it
         try:
+            release.hold()
             if resume_id is not None:
                 self.reopen_run(resume_id)
                 run = Run(self, resume_id)
@@ -362,13 +363,24 @@ class Run:
         self.registry.set_primary(self.id, metric, split)
 
 
-def _hold_sigterm() -> Any:
-    """Block SIGTERM (main thread, where Python runs its handlers); returns the function that unblocks it, which
-    delivers a SIGTERM that arrived meanwhile."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        return lambda: None
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    return lambda: signal.pthread_sigmask(signal.SIG_SETMASK, old)
+class _SigtermHold:
+    """Block SIGTERM (main thread, where Python runs its handlers) with :meth:`hold`; calling the object restores the
+    mask it found, which delivers a SIGTERM that arrived meanwhile. The mask is read before anything is blocked, so a
+    handler that raises just as the mask changes (a signal that had already arrived) leaves nothing for the caller's
+    ``except`` to lose: before, the mask was returned by the call that blocked, and an exception there left SIGTERM
+    blocked in the process and in every process it started (their SIGTERM then did nothing)."""
+
+    def __init__(self) -> None:
+        self.active = threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask")
+        self.old = signal.pthread_sigmask(signal.SIG_BLOCK, set()) if self.active else None
+
+    def hold(self) -> None:
+        if self.active:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+    def __call__(self) -> None:
+        if self.active:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.old)
 
 
 def _sigterm_as_interrupt() -> Any:

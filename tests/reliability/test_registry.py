@@ -3,6 +3,7 @@ corrupt or unopenable databases, unknown ids, exports to bad paths, old database
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -78,6 +79,30 @@ def test_sigterm_just_after_the_row_is_written_marks_it_interrupted(tmp_path, re
     assert "body ran" not in proc.stdout
     runs = Registry(db).runs()
     assert [r["status"] for r in runs] == ["interrupted"] and runs[0]["error"] == "KeyboardInterrupt/SIGTERM"
+
+
+def test_an_interrupt_as_sigterm_is_held_leaves_it_unblocked(tmp_path, monkeypatch):
+    """a KeyboardInterrupt raised just as `Registry.run` blocks SIGTERM (the handler of a signal that had already
+    arrived runs there) -> it propagates and SIGTERM is not left blocked (before, it stayed blocked in the process and
+    in every process it started, whose SIGTERM then did nothing)"""
+    real = signal.pthread_sigmask
+
+    def raising(how, mask):
+        out = real(how, mask)
+        if how == signal.SIG_BLOCK and signal.SIGTERM in mask:
+            raise KeyboardInterrupt("arrived as the mask changed")
+        return out
+
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    monkeypatch.setattr(signal, "pthread_sigmask", raising)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with reg.run(modality="m", task="t", dataset="d", loss="l"):
+                pass
+        monkeypatch.undo()
+        assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    finally:
+        real(signal.SIG_UNBLOCK, {signal.SIGTERM})  # this worker's later tests start processes
 
 
 def test_results_list_reaps_and_reap_command_reports(tmp_path, capsys):

@@ -91,6 +91,7 @@ def test_concurrent_writers_lose_nothing(tmp_path):
 SLEEPER = textwrap.dedent("""
     import signal, sys, time
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, even if started from a background job
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # and not blocked, whatever the parent had blocked
     from suite.registry import Registry
     reg = Registry(sys.argv[1])
     with reg.run(modality="m", task="t", dataset="d", loss="l", seed=0) as run:
