@@ -31,7 +31,7 @@ from suite import distributed as sd
 from suite.losses.base import register_loss
 from suite.losses.core import NEG_INF, PairSetup
 from suite.losses.pair import PairLoss
-from suite.losses.tiling import row_kernel_lse
+from suite.losses.tiling import row_kernel_lse, sq_distances
 
 _EPS2 = 1e-24  # squared-distance floor: sqrt has no gradient at 0
 _BIG = 40  # features with an entry above 2^40 are rescaled (their squared distances near float32's overflow)
@@ -52,8 +52,7 @@ def _large_exponent(*xs: Tensor | None) -> int:
 
 def neg_distances(a: Tensor, b: Tensor) -> Tensor:
     """-||a_i - b_j||_2 (r, C) through one matrix product."""
-    sq = torch.addmm((a * a).sum(1, keepdim=True), a, b.T, alpha=-2.0) + (b * b).sum(1)[None, :]
-    return -sq.clamp_min(_EPS2).sqrt()
+    return -sq_distances(a, b).clamp_min(_EPS2).sqrt()
 
 
 @register_loss("simclr_l2", "l2_simclr")

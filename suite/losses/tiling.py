@@ -131,15 +131,26 @@ def _accumulate(p: Tensor, a: Tensor, cands: Tensor, queue: Tensor | None, da: T
 def _tile_logits(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, s: int, e: int) -> Tensor:
     """Rows [s, e) of [anchors @ cands.T | anchors @ queue.T], -inf at ``excl[:, s:e]`` (k, A) columns."""
     a = anchors[s:e]
-    sim = a @ cands.T
-    if excl is not None:
-        rows = torch.arange(e - s, device=a.device)
-        cols = excl[:, s:e]
-        sim.index_put_((rows.repeat(cols.shape[0]), cols.reshape(-1)),
-                       torch.tensor(float("-inf"), dtype=sim.dtype, device=sim.device))
+    sim = _exclude(a @ cands.T, excl, s, e)
     if queue is not None:
         sim = torch.cat([sim, a @ queue.T], dim=1)
     return sim
+
+
+def _exclude(sim: Tensor, excl: Tensor | None, s: int, e: int) -> Tensor:
+    """``sim`` (rows [s, e) of a tile) with -inf, in place, at the ``excl[:, s:e]`` (k, A) candidate columns."""
+    if excl is not None:
+        rows = torch.arange(e - s, device=sim.device)
+        cols = excl[:, s:e]
+        sim.index_put_((rows.repeat(cols.shape[0]), cols.reshape(-1)),
+                       torch.tensor(float("-inf"), dtype=sim.dtype, device=sim.device))
+    return sim
+
+
+def sq_distances(a: Tensor, x: Tensor) -> Tensor:
+    """(r, C) ||a_i - x_j||^2 through one matrix product, ||a||^2 - 2 a.x + ||x||^2 (it cancels for points far from
+    the origin, and may fall a little below 0: callers centre or clamp)."""
+    return torch.addmm((a * a).sum(1, keepdim=True), a, x.T, alpha=-2.0).add_((x * x).sum(1)[None])
 
 
 def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: Tensor | None = None,
@@ -210,11 +221,9 @@ def _kernel_tile(e: Tensor, queue: Tensor | None, f: Callable[[Tensor], Tensor],
     """(logits, squared distances) of rows [s, t): f(u) against every row of ``e`` (self -inf) then, with
     log 2 added, against the queue."""
     a = e[s:t]
-    sq = (a * a).sum(1, keepdim=True)
-    u = torch.addmm(sq, a, e.T, alpha=-2.0).add_((e * e).sum(1)[None]).clamp_min_(0.0)
+    u = sq_distances(a, e).clamp_min_(0.0)
     if queue is not None:
-        uq = torch.addmm(sq, a, queue.T, alpha=-2.0).add_((queue * queue).sum(1)[None]).clamp_min_(0.0)
-        u = torch.cat([u, uq], 1)
+        u = torch.cat([u, sq_distances(a, queue).clamp_min_(0.0)], 1)
     logits = f(u)
     k = torch.arange(t - s, device=e.device)
     logits[k, k + s] = float("-inf")
@@ -276,16 +285,8 @@ def _distance_logits(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl:
     """(logits, squared distances) of rows [s, e): f(||a_i - x_j||^2) against [cands; queue], -inf at the
     ``excl[:, s:e]`` (k, A) candidate columns."""
     a = anchors[s:e]
-    sq = (a * a).sum(1, keepdim=True)
-    xs = [cands] if queue is None else [cands, queue]
-    u = torch.cat([torch.addmm(sq, a, x.T, alpha=-2.0).add_((x * x).sum(1)[None]) for x in xs], 1)
-    logits = f(u)
-    if excl is not None:
-        rows = torch.arange(e - s, device=a.device)
-        cols = excl[:, s:e]
-        logits.index_put_((rows.repeat(cols.shape[0]), cols.reshape(-1)),
-                          torch.tensor(float("-inf"), dtype=logits.dtype, device=logits.device))
-    return logits, u
+    u = sq_distances(a, cands) if queue is None else torch.cat([sq_distances(a, cands), sq_distances(a, queue)], 1)
+    return _exclude(f(u), excl, s, e), u
 
 
 def row_kernel_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None,

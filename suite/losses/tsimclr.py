@@ -31,7 +31,7 @@ from torch import Tensor
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, register_loss
 from suite.losses.checks import check_pair, check_positive, check_queue, check_weights, weighted_mean
-from suite.losses.tiling import pair_kernel_lse
+from suite.losses.tiling import pair_kernel_lse, sq_distances
 
 
 def iou_weights(iou: Tensor, tau_prime: float = 1.0) -> Tensor:
@@ -41,8 +41,7 @@ def iou_weights(iou: Tensor, tau_prime: float = 1.0) -> Tensor:
 
 def _sq_dists(a: Tensor, b: Tensor) -> Tensor:
     """||a_i - b_j||^2 through one matrix product (no sqrt, unlike cdist), clamped >= 0."""
-    sq = torch.addmm((a * a).sum(1, keepdim=True), a, b.T, alpha=-2.0)  # ||a||^2 - 2 a.b
-    return (sq + (b * b).sum(1)[None, :]).clamp_min(0.0)
+    return sq_distances(a, b).clamp_min_(0.0)
 
 
 _BIG32 = 2.0 ** 40  # above this, float32 squared distances (summed over d) near overflow
