@@ -105,6 +105,10 @@ class ContrastiveLoss(nn.Module, metaclass=_LossMeta):
         """Scalars from the last forward call (floats), e.g. ``{"tau": 0.11, "alignment": 0.4}``."""
         return {k: float(v) for k, v in self._stats.items()}
 
+    def diagnostic_tensors(self) -> dict[str, Tensor]:
+        """The scalars of :meth:`diagnostics` as detached tensors on their device (no host read; the engine's meters)."""
+        return dict(self._stats)
+
     def _record(self, **stats: Tensor | float) -> None:
         self._stats = {k: (v.detach() if isinstance(v, Tensor) else torch.tensor(float(v))) for k, v in stats.items()}
 

@@ -3,8 +3,10 @@ views, queues, labels, weights and hyper-parameter values, each refused with a `
 the value; the scale-robust row normalisation and the weighted means of per-anchor terms."""
 from __future__ import annotations
 
+import contextvars
 import math
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import torch
 from torch import Tensor
@@ -14,6 +16,46 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 # ----------------------------------------------------------------------------- validation
 
+class DeferredChecks:
+    """The value checks of the losses, kept on the device while a training engine runs (issue 47): a check that would
+    read the device (non-finite inputs, zero embeddings, negative weights) records a flag instead, the first
+    micro-batch it failed at (``index``, set by the engine), and the engine reads every flag with the loss at its next
+    host read, raising the check's ``ValueError`` naming that step. Outside :func:`deferred` every check reads the
+    device at once, as before."""
+
+    def __init__(self) -> None:
+        self.flags: dict[str, Tensor] = {}  # message -> first failing index (-1: none)
+        self.index = 0
+
+    def add(self, bad: Tensor, message: str) -> None:
+        cur = self.flags.get(message)
+        if cur is None or cur.device != bad.device:
+            cur = torch.full((), -1, dtype=torch.long, device=bad.device)
+        self.flags[message] = torch.where((cur < 0) & bad.reshape(()), self.index, cur)
+
+
+_DEFERRED: contextvars.ContextVar[DeferredChecks | None] = contextvars.ContextVar("suite_deferred_checks", default=None)
+
+
+@contextmanager
+def deferred(checks: DeferredChecks) -> Iterator[DeferredChecks]:
+    """Inside: the losses' value checks go to ``checks`` instead of reading the device."""
+    token = _DEFERRED.set(checks)
+    try:
+        yield checks
+    finally:
+        _DEFERRED.reset(token)
+
+
+def _fails(bad: Tensor, message: str) -> bool:
+    """Whether a value check failed: read now (False when deferred: the flag waits for the engine's next read)."""
+    checks = _DEFERRED.get()
+    if checks is None:
+        return bool(bad)
+    checks.add(bad, message)
+    return False
+
+
 def _check_float(x: Any, what: str) -> Tensor:
     if not isinstance(x, Tensor):
         raise ValueError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
@@ -21,7 +63,7 @@ def _check_float(x: Any, what: str) -> Tensor:
         raise ValueError(f"{what} must be a floating-point tensor, got dtype {x.dtype}")
     if x.device.type == "meta":  # no values to check (shape inference)
         return x
-    if not bool(torch.isfinite(x).all()):
+    if _fails(~torch.isfinite(x).all(), f"{what} contains non-finite values"):
         n_nan = int(torch.isnan(x).sum())
         n_inf = int(torch.isinf(x).sum())
         raise ValueError(f"{what} contains non-finite values ({n_nan} NaN, {n_inf} inf)")
@@ -118,7 +160,7 @@ def check_weights(weights: Tensor | None, n: int, device: torch.device | None = 
     _check_float(weights, "weights")
     if weights.shape != (n,):
         raise ValueError(f"weights must have shape ({n},) (one per positive pair); got {tuple(weights.shape)}")
-    if bool((weights < 0).any()):
+    if _fails((weights < 0).any(), "weights must be non-negative"):
         raise ValueError("weights must be non-negative")
     w = _upcast(weights.detach())
     # one power of two for every rank (the mean of their exponents): weights near float32's largest number no longer
@@ -126,7 +168,7 @@ def check_weights(weights: Tensor | None, n: int, device: torch.device | None = 
     exp = torch.frexp(w.max())[1].to(torch.float64)
     w = w * _exp2(-sd.all_reduce_mean(exp).round(), w.dtype)
     mean_w = sd.all_reduce_mean(w.mean())
-    if not float(mean_w) > 0:
+    if _fails(~(mean_w > 0), "weights must not all be zero"):
         raise ValueError("weights must not all be zero")
     return w / mean_w
 
@@ -217,7 +259,7 @@ def normalize_rows(x: Tensor, what: str = "embeddings") -> Tensor:
     peak = x.detach().abs().amax(dim=-1, keepdim=True)  # (..., 1)
     if x.device.type != "meta":
         zero = peak == 0
-        if bool(zero.any()):
+        if _fails(zero.any(), f"{what}: some embeddings are zero vectors, whose cosine similarity is undefined"):
             rows = zero.flatten().nonzero().flatten()
             raise ValueError(f"{what}: {rows.numel()} of {zero.numel()} embeddings are zero vectors (first: row "
                              f"{int(rows[0])}); the cosine similarity of a zero vector is undefined (a dead encoder "

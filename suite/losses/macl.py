@@ -68,14 +68,19 @@ class MACL(PairLoss):
                              "lower tau_min or raise tau0")
         self.tau_a: Tensor = torch.tensor(self.tau0)
         self.alignment: Tensor = torch.tensor(float("nan"))
-        self.n_clamped = 0
+        self._clamped: Tensor | int = 0  # calls whose temperature was clamped, counted on the device
+
+    @property
+    def n_clamped(self) -> int:
+        """How many calls clamped the temperature at ``tau_min`` (read from the device)."""
+        return int(self._clamped)
 
     def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
         z_a, z_b, queue, weights = self.pair_inputs(z_a, z_b, queue, weights)
         pos = (z_a * z_b).sum(-1)  # (N,)
         align = sd.all_reduce_mean(pos.detach().mean())  # A, Eq. 6 (batch estimate)
         tau_raw = self.tau0 * (1.0 + self.alpha * (align - self.a0))
-        clamped = bool(tau_raw < self.tau_min)
+        clamped = (tau_raw < self.tau_min).detach()  # on the device: no host read per call
         tau = tau_raw.clamp_min(self.tau_min)
         ps = self.setup(z_a, z_b, queue, 1.0 / tau)
         pos = self.per_anchor(pos)  # (A,)
@@ -89,8 +94,8 @@ class MACL(PairLoss):
         else:
             loss = self.mean(F.softplus(x), weights)
         self.tau_a, self.alignment = tau.detach(), align.detach()
-        self.n_clamped += int(clamped)
-        self._record(tau=tau, alignment=align, tau_clamped=float(clamped))
+        self._clamped = self._clamped + clamped.long() if isinstance(self._clamped, Tensor) else clamped.long()
+        self._record(tau=tau, alignment=align, tau_clamped=clamped.float())
         return loss
 
 

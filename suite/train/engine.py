@@ -10,10 +10,15 @@ gradient caching) and its evaluation; the :class:`Engine` owns everything else:
   gradients of several micro-batches; it does NOT add negatives: every contrastive loss still sees
   only the micro-batch, so accumulation of k batches of N is not a contrastive batch of kN (use
   gradient caching, ``grad_cache_chunk``, for that);
-* a non-finite-loss check on every step: :class:`NonFiniteLossError` names the step and the loss
-  value; nothing is stepped and no checkpoint is written, so the last good checkpoint stays;
+* no host read per step (issue 47): the loss, its diagnostics and a non-finite flag stay on the device and are
+  read every ``log_every`` steps, at the end of an epoch, before a checkpoint and before a log (:meth:`Engine.flush`);
+* a non-finite loss never changes the model: the flag is sticky and, where the optimiser takes it (torch's fused
+  Adam, AdamW and SGD read ``found_inf``; :func:`optimizer_options` makes them fused on CUDA), every update from
+  that step on is skipped on the device; any other optimiser costs one host read of the flag before its step.
+  At the next read :class:`NonFiniteLossError` names the first such step and the loss value; no checkpoint or log
+  is written after it, so the last good checkpoint stays;
 * logging: running means of the loss and the loss's diagnostics, throughput, per-epoch stats sent
-  to the registry run while the run goes (``run.log_many``), a tqdm bar with rate and ETA;
+  to the registry run while the run goes (``run.log_many``), a tqdm bar with rate and ETA (updated at each read);
 * one checkpoint layout (:meth:`Engine.save` / :meth:`Engine.load`): model, optimiser, scheduler,
   scaler, step, sampler position (epoch, batch within the epoch), RNG states (python, numpy, torch,
   CUDA and the front-end's named generators) of every rank, the resolved experiment config and a front-end
@@ -38,7 +43,6 @@ engine"); the step overhead is measured on the smallest step (MUTAG GraphCL) by
 """
 from __future__ import annotations
 
-import math
 import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -49,6 +53,7 @@ import torch
 from torch import Tensor, nn
 
 from suite import distributed as sd
+from suite.losses.checks import DeferredChecks, deferred
 from suite.train.checkpoint import load_for_resume, rng_state, save_checkpoint, set_rng_state
 from suite.train.meters import LossLogger, Throughput, progress
 from suite.train.seeding import seeded_generator
@@ -56,6 +61,7 @@ from suite.train.seeding import seeded_generator
 B = TypeVar("B")
 PRECISIONS = ("fp32", "bf16", "fp16")
 LAYOUT = 1  # checkpoint layout version
+LOG_EVERY = 50  # optimiser steps between the engine's host reads of the loss (and at every epoch's end)
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -81,6 +87,13 @@ def resolve_device(name: str = "auto") -> torch.device:
         if dev.index is None:
             dev = torch.device("cuda", torch.cuda.current_device())
     return dev
+
+
+def optimizer_options(device: torch.device) -> dict[str, Any]:
+    """Keyword arguments for a torch optimiser on ``device``: ``fused=True`` on CUDA (one kernel for every parameter,
+    and a flagged update is skipped on the device, :class:`Engine`); none elsewhere, so the CPU's numbers stay those of
+    torch's default implementation."""
+    return {"fused": True} if device.type == "cuda" else {}
 
 
 def check_precision(precision: str) -> str:
@@ -189,15 +202,19 @@ class Engine(Generic[B]):
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *, device: str | torch.device = "auto",
                  scheduler: Any = None, precision: str = "fp32", grad_clip: float = 0.0, accumulate: int = 1,
                  loss: Any = None, run: Any = None, generators: dict[str, torch.Generator] | None = None,
-                 desc: str = "train", unit: str = "batch") -> None:
+                 desc: str = "train", unit: str = "batch", log_every: int = LOG_EVERY, compile: bool = False) -> None:
         if accumulate < 1:
             raise ValueError(f"accumulate must be >= 1, got {accumulate}")
+        if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 1:
+            raise ValueError(f"log_every must be an integer >= 1 (optimiser steps between host reads), got {log_every!r}")
         if grad_clip < 0:
             raise ValueError(f"grad_clip must be >= 0 (0: off), got {grad_clip}")
         self.device = device if isinstance(device, torch.device) else resolve_device(device)
         self.precision = check_precision(precision)
         self.model = model
         self.ddp = sd.wrap_ddp(model)
+        if compile:  # opt-in: the forward through torch.compile; the checkpoints hold the uncompiled module's state
+            self.ddp = torch.compile(self.ddp)  # type: ignore[assignment]
         self.optimizer, self.scheduler = optimizer, scheduler
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
         self.grad_clip, self.accumulate = grad_clip, accumulate
@@ -209,20 +226,79 @@ class Engine(Generic[B]):
         self.epoch = 0  # epochs completed (the sampler position is (epoch, batch_in_epoch))
         self.batch_in_epoch = 0  # batches of the current epoch done
         self.logger, self.throughput = LossLogger(), Throughput()
-        self.last_loss = float("nan")
+        self.log_every = log_every
         self._micro = 0
+        # the device-side watch of the loss (read by flush()): the last loss, the first non-finite one and its
+        # position in the window of micro-batches since the last read (-1: none; sticky until read)
+        self._last: Tensor | None = None
+        self._bad_at: Tensor | None = None
+        self._bad_value: Tensor | None = None
+        self._window: list[tuple[int, int, int]] = []  # (step, epoch, batch), 1-based, of each unread micro-batch
+        # a fused optimiser skips a flagged update on the device (found_inf); any other is guarded by a host read
+        self.skips_on_device = bool(getattr(optimizer, "defaults", {}).get("fused")) and not self.scaler.is_enabled()
+        self.host_reads = 0  # reads of the device by the engine (flush), for the tests and the benchmark
+        self.checks = DeferredChecks()  # the losses' input checks while a step runs (read with the loss)
 
     # ------------------------------------------------------------------ one step
     def autocast(self) -> ContextManager[Any]:
         return autocast(self.device, self.precision)
 
-    def _check(self, value: float) -> None:
-        if not math.isfinite(value):
-            self.optimizer.zero_grad(set_to_none=True)
+    @property
+    def last_loss(self) -> float:
+        """The last micro-batch's loss, read from the device (a host read: not for every step)."""
+        return float("nan") if self._last is None else float(self._last)
+
+    def _watch(self, value: Tensor) -> None:
+        """Keep the loss on the device: the last value, and the first non-finite one of the window (sticky). Where
+        the optimiser cannot skip a flagged update on the device, read the device now, before anything is stepped."""
+        v = value.detach().float().reshape(())
+        if self._bad_at is None or self._bad_at.device != v.device:
+            self._bad_at = torch.full((), -1, dtype=torch.long, device=v.device)
+            self._bad_value = torch.zeros((), device=v.device)
+        newly = (self._bad_at < 0) & ~torch.isfinite(v)
+        self._bad_at = torch.where(newly, len(self._window), self._bad_at)
+        self._bad_value = torch.where(newly, v, self._bad_value)  # type: ignore[arg-type]
+        self._window.append((self.step + 1, self.epoch + 1, self.batch_in_epoch + 1))
+        self._last = v
+        if self.skips_on_device:
+            self.optimizer.found_inf = (self._bad_at >= 0).float()  # type: ignore[attr-defined]
+        else:
+            self.flush()
+
+    def flush(self) -> float:
+        """Read the device once: raise the ``ValueError`` of a loss's input check that failed since the last read, or
+        :class:`NonFiniteLossError` for a non-finite loss (each naming its step); else return the last loss. Called
+        every ``log_every`` steps, at the end of an epoch and of :meth:`fit`, before a checkpoint (:meth:`save`) and
+        before the run logs (``RunContext.log``)."""
+        if self._bad_at is None or self._last is None:
+            return float("nan")
+        flags = self.checks.flags
+        dev = self._last.device
+        at, value, last, *failed = torch.stack(
+            [self._bad_at.float(), self._bad_value, self._last, *(f.to(dev).float() for f in flags.values())]).tolist()  # type: ignore[list-item]
+        self.host_reads += 1
+        first = min(((int(i), m) for i, m in zip(failed, flags) if i >= 0), default=None)
+        where = lambda i: "step {} (epoch {}, batch {})".format(*self._window[i])  # noqa: E731
+        if first is not None and (at < 0 or first[0] <= at):  # the input check: the cause of a non-finite loss
+            msg = f"{first[1]} (the loss's input at {where(first[0])})"
+            self._abandon()
+            raise ValueError(msg)
+        if at >= 0:
+            msg = where(int(at))
+            self._abandon()
             raise NonFiniteLossError(
-                f"loss became {value} at step {self.step + 1} (epoch {self.epoch + 1}, batch {self.batch_in_epoch + 1}); "
-                f"nothing was stepped, the last good checkpoint is kept. Lower the learning rate, use fp32/bf16 "
-                f"instead of fp16, or set grad_clip")
+                f"loss became {value} at {msg}; nothing was stepped from then on and no checkpoint written, the last "
+                f"good checkpoint is kept. Lower the learning rate, use fp32/bf16 instead of fp16, or set grad_clip")
+        self._window.clear()
+        flags.clear()
+        self.checks.index = 0
+        return last
+
+    def _abandon(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        self._window.clear()
+        self.checks.flags.clear()
+        self._bad_at = self._last = None
 
     def _sync_context(self, last: bool) -> ContextManager[Any]:
         """DDP all-reduces gradients only on the backward that ends an optimiser step."""
@@ -230,24 +306,23 @@ class Engine(Generic[B]):
             return nullcontext()
         return self.ddp.no_sync()
 
-    def backward(self, out: Tensor | CachedStep) -> float:
+    def backward(self, out: Tensor | CachedStep) -> Tensor:
         """Back-propagate one micro-batch (a loss tensor, or a :class:`CachedStep`), step the
-        optimiser every ``accumulate`` micro-batches; returns the loss value."""
+        optimiser every ``accumulate`` micro-batches; returns the loss, detached and on its device (no host read)."""
         last = (self._micro + 1) % self.accumulate == 0
         if isinstance(out, CachedStep):
             value = self._cached_backward(out, last)
         else:
-            value = float(out.detach())
-            self._check(value)
+            value = out.detach()
+            self._watch(value)
             with self._sync_context(last):
                 self.scaler.scale(out / self.accumulate).backward()
         self._micro += 1
         if last:
             self._optimizer_step()
-        self.last_loss = value
         return value
 
-    def _cached_backward(self, cs: CachedStep, last: bool) -> float:
+    def _cached_backward(self, cs: CachedStep, last: bool) -> Tensor:
         buffers = [b for b in self.model.buffers() if b.dtype.is_floating_point or b.dtype == torch.long]
         saved = [b.detach().clone() for b in buffers]  # BatchNorm running statistics: updated by one pass only
         with self.autocast():
@@ -259,8 +334,8 @@ class Engine(Generic[B]):
         leaf = torch.cat(embs, dim=cs.dim).detach().requires_grad_(True)
         with self.autocast():
             loss = cs.loss(leaf)
-        value = float(loss.detach())
-        self._check(value)
+        value = loss.detach()
+        self._watch(value)
         self.scaler.scale(loss / self.accumulate).backward()
         grads = leaf.grad.split([e.shape[cs.dim] for e in embs], dim=cs.dim)  # type: ignore[union-attr]
         for i, (c, st, g) in enumerate(zip(cs.chunks, states, grads)):
@@ -310,16 +385,22 @@ class Engine(Generic[B]):
                 if self._done(max_steps):
                     stopped = True
                     break
-                with self.autocast():
-                    out = step_fn(b)
-                value = self.backward(out)
+                self.checks.index = len(self._window)
+                with deferred(self.checks):
+                    with self.autocast():
+                        out = step_fn(b)
+                    value = self.backward(out)
                 self.batch_in_epoch += 1
                 self.logger.update(value, self.loss_obj)
                 self.throughput.update((size(b) if size else len(b)) * sd.world_size())  # type: ignore[arg-type]
-                if hasattr(bar, "set_postfix"):
-                    bar.set_postfix(loss=f"{value:.4f}", rate=f"{self.throughput.rate:.0f}/s", refresh=False)  # type: ignore[attr-defined]
-                if self._micro % self.accumulate == 0 and on_step is not None:
+                stepped = self._micro % self.accumulate == 0
+                if stepped and self.step % self.log_every == 0:  # the one host read of the interval
+                    shown = self.flush()
+                    if hasattr(bar, "set_postfix"):
+                        bar.set_postfix(loss=f"{shown:.4f}", rate=f"{self.throughput.rate:.0f}/s", refresh=False)  # type: ignore[attr-defined]
+                if stepped and on_step is not None:
                     on_step()
+            self.flush()  # a non-finite loss of the epoch's last steps is named before anything is logged or saved
             if stopped or (self._done(max_steps) and self.batch_in_epoch < len(bs)):
                 break
             stats = {**self.logger.means(), rate_name: self.throughput.rate}
@@ -354,6 +435,7 @@ class Engine(Generic[B]):
         optimiser-step boundary: a half-accumulated gradient is not part of the state."""
         if self._micro % self.accumulate:
             raise RuntimeError("a checkpoint is written between optimiser steps only (gradient accumulation in progress)")
+        self.flush()  # never a checkpoint after a non-finite loss
         ranks = [self._random_state()]
         if sd.is_distributed():
             import torch.distributed as dist
@@ -408,5 +490,5 @@ def resumable(registry: Any, run_id: str | None) -> str | None:
         return None
 
 
-__all__ = ["CachedStep", "Engine", "NonFiniteLossError", "PRECISIONS", "autocast", "epoch_batches", "eval_batches",
-           "grad_cache_embeddings", "resolve_device", "resumable"]
+__all__ = ["CachedStep", "Engine", "LOG_EVERY", "NonFiniteLossError", "PRECISIONS", "autocast", "epoch_batches",
+           "eval_batches", "grad_cache_embeddings", "optimizer_options", "resolve_device", "resumable"]

@@ -6,6 +6,8 @@ import sys
 import time
 from typing import Any, Iterable, Iterator, TypeVar
 
+import torch
+from torch import Tensor
 from tqdm.auto import tqdm
 
 from suite import distributed as sd
@@ -39,21 +41,35 @@ class Throughput:
         self.items, self.t0 = 0, time.perf_counter()
 
 
+def diagnostic_values(loss: Any) -> dict[str, Tensor | float]:
+    """A loss's diagnostics as they are, tensors left on their device (a :class:`ContrastiveLoss` keeps them as
+    tensors); a loss of another kind through its ``diagnostics()``."""
+    raw = getattr(loss, "diagnostic_tensors", None)
+    return dict(raw() if callable(raw) else (loss.diagnostics() if hasattr(loss, "diagnostics") else {}))
+
+
 class LossLogger:
-    """Running means of the loss and of the loss's own diagnostics over an epoch."""
+    """Running means of the loss and of the loss's own diagnostics over an epoch. The sums stay where the values are
+    (on the device: no host read per step); :meth:`means` reads them all at once."""
 
     def __init__(self) -> None:
-        self.sums: dict[str, float] = {}
+        self.sums: dict[str, Tensor | float] = {}
         self.count = 0
 
-    def update(self, loss_value: float, loss: ContrastiveLoss | None = None) -> None:
+    def update(self, loss_value: Tensor | float, loss: ContrastiveLoss | None = None) -> None:
         self.count += 1
-        vals = {"loss": loss_value, **(loss.diagnostics() if loss is not None else {})}
+        vals = {"loss": loss_value, **(diagnostic_values(loss) if loss is not None else {})}
         for k, v in vals.items():
-            self.sums[k] = self.sums.get(k, 0.0) + float(v)
+            v = v.detach().float() if isinstance(v, Tensor) else float(v)
+            self.sums[k] = v if k not in self.sums else self.sums[k] + v
 
     def means(self) -> dict[str, float]:
-        return {k: v / max(self.count, 1) for k, v in self.sums.items()}
+        if not self.sums:
+            return {}
+        keys = list(self.sums)
+        dev = next((v.device for v in self.sums.values() if isinstance(v, Tensor)), torch.device("cpu"))
+        vals = torch.stack([torch.as_tensor(self.sums[k], dtype=torch.float32).to(dev).reshape(()) for k in keys])
+        return dict(zip(keys, (v / max(self.count, 1) for v in vals.tolist())))  # one host read
 
     def reset(self) -> None:
         self.sums, self.count = {}, 0

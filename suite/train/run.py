@@ -87,7 +87,7 @@ from torch import Tensor, nn
 from suite import distributed as sd
 from suite.config import experiment_config, run_option_values, run_options
 from suite.inputs import changed_inputs, input_identities
-from suite.train.engine import CachedStep, Engine, epoch_batches, resolve_device, resumable
+from suite.train.engine import LOG_EVERY, CachedStep, Engine, epoch_batches, resolve_device, resumable
 from suite.train.folders import (CHECKPOINTS, EXPORT, LOCK, PROVENANCE, RUNS_ROOT, Checkpoints, FolderBusyError,
                                   check_run_options, hold_folder, run_folder, runs_root)
 from suite.train.legacy import Earlier, earlier_layout, remove_when_built, upgrade_entries
@@ -119,6 +119,8 @@ class Training:
     data_info: dict[str, float] = field(default_factory=dict)  # logged once as split "data"
     checkpoint_unit: str = "epoch"  # what cfg.checkpoint_every counts: "epoch" or "step"
     log_epochs: bool = True  # the engine logs each epoch's training stats (a task that logs its own: False)
+    log_every: int = LOG_EVERY  # optimiser steps between the engine's host reads (no read per step on a GPU)
+    compile: bool = False  # the forward through torch.compile (opt-in)
 
 
 class Task(Generic[C]):
@@ -230,6 +232,8 @@ class RunContext(Generic[C]):
         return epoch_batches(n, batch_size, self.seed, epoch)
 
     def log(self, metrics: dict[str, float], split: str | None, step: int | None = None) -> None:
+        if self.engine is not None:
+            self.engine.flush()  # nothing is logged after a non-finite loss the engine has not read yet
         if self.run is not None and metrics:
             self.run.log_many(metrics, split=split, step=step)
 
@@ -361,7 +365,8 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
     training = task.build(cfg, ctx)
     engine: Engine[Any] = Engine(training.model, training.optimizer, device=device, scheduler=training.scheduler,
                                  precision=training.precision, grad_clip=training.grad_clip, loss=training.loss,
-                                 generators=ctx.generators, desc=task.name or "train", unit=training.unit)
+                                 generators=ctx.generators, desc=task.name or "train", unit=training.unit,
+                                 log_every=training.log_every, compile=training.compile)
     ctx.engine = engine
     experiment = experiment_config(cfg)
     inputs = {k: v["files"] for k, v in input_identities(cfg, own=folder).items()}

@@ -1,0 +1,156 @@
+"""No host read per training step (issue 47): the engine keeps the loss, the losses' diagnostics and their input checks
+on the device and reads them every ``log_every`` steps and at an epoch's end. Counted on the CPU by patching every way a
+tensor reaches the host (``item``, ``float``, ``int``, ``bool``, ``tolist``, ``cpu``, ``numpy``), so the property holds
+where there is no GPU."""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterator
+
+import pytest
+import torch
+from torch import nn
+
+from suite.losses import build as build_loss
+from suite.train import Engine, NonFiniteLossError, epoch_batches, load_checkpoint
+
+READS = ("item", "__float__", "__int__", "__bool__", "__index__", "tolist", "cpu", "numpy")
+
+
+@pytest.fixture()
+def host_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every host read of a tensor while the fixture is active, by name."""
+    seen: list[str] = []
+    for name in READS:
+        real = getattr(torch.Tensor, name)
+
+        def counted(self: torch.Tensor, *a: Any, _real: Callable[..., Any] = real, _name: str = name, **k: Any) -> Any:
+            seen.append(_name)
+            return _real(self, *a, **k)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    yield seen
+
+
+X = torch.randn(96, 6, generator=torch.Generator().manual_seed(0))
+LABELS = torch.arange(96) % 4
+
+
+def _inputs(name: str, idx: torch.Tensor, z: Callable[[torch.Tensor], torch.Tensor]) -> tuple[tuple[torch.Tensor, ...], dict[str, torch.Tensor]]:
+    x = X[idx]
+    a, b = z(x), z(x + 0.1)
+    loss = build_loss(name)
+    extra: dict[str, torch.Tensor] = {}
+    if "labels" in loss.requires:
+        extra["labels"] = LABELS[idx]
+    if "similarity" in loss.requires:
+        extra["similarity"] = (LABELS[idx][:, None] == LABELS[idx][None, :]).float()
+    if getattr(loss, "multi_view", False):
+        return (torch.stack([a, b, z(x - 0.1)]),), extra
+    return (a, b), extra
+
+
+def _train(name: str, fused: bool, log_every: int, epochs: int = 2) -> Engine:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 8))
+    loss = build_loss(name)
+    eng = Engine(model, torch.optim.Adam(model.parameters(), lr=1e-3, fused=fused), device="cpu", loss=loss,
+                 log_every=log_every)
+
+    def step(idx: torch.Tensor) -> torch.Tensor:
+        args, extra = _inputs(name, idx, eng.ddp)
+        return loss(*args, **extra)
+
+    eng.fit(lambda ep: epoch_batches(len(X), 8, seed=1, epoch=ep), step, epochs=epochs)
+    return eng
+
+
+# the two losses that still choose an exact path from their inputs' magnitude (one read a call): see docs/gpu.md
+PATH_READS = {"tsimclr": 1, "simclr_l2": 1}
+
+
+@pytest.mark.parametrize("name", ["infonce", "dcl", "macl", "supcon", "xclr", "hard_negative", "align_uniform",
+                                  "cacr", "cmc", "uaur", "tsimclr", "simclr_l2"])
+def test_a_step_reads_the_host_only_at_the_logging_interval(name: str, host_reads: list[str]) -> None:
+    """24 steps (2 epochs of 12), log_every 5, fused Adam -> at most 4 + 2 reads of the interval and the epochs' ends
+    and 2 of the epochs' means; the old engine read 3 to 6 times every step (the loss, its diagnostics, the checks)"""
+    eng = _train(name, fused=True, log_every=5)
+    steps = eng.step
+    assert steps == 24
+    allowed = math.ceil(steps / 5) + 2 * 2 + PATH_READS.get(name, 0) * steps
+    assert len(host_reads) <= allowed, (name, len(host_reads), sorted(set(host_reads)))
+    assert eng.host_reads <= math.ceil(steps / 5) + 2
+
+
+def test_an_optimiser_that_cannot_skip_on_the_device_is_guarded_by_a_read_per_step(host_reads: list[str]) -> None:
+    """plain (unfused) Adam -> one read of the engine per step, before its update: the update of a non-finite loss is
+    never made"""
+    eng = _train("infonce", fused=False, log_every=50, epochs=1)
+    assert not eng.skips_on_device
+    assert eng.host_reads >= eng.step
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_non_finite_loss_is_named_and_never_stepped_between_reads(fused: bool, tmp_path: Any) -> None:
+    """the loss turns NaN at step 4 of 12, log_every 50 (no read until the epoch ends, fused) -> NonFiniteLossError
+    naming step 4; the parameters equal the step-3 checkpoint's: no update from step 4 on was made"""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 8))
+    loss = build_loss("infonce")
+    eng = Engine(model, torch.optim.Adam(model.parameters(), lr=1e-2, fused=fused), device="cpu", loss=loss, log_every=50)
+    ck = tmp_path / "ck.pt"
+
+    def step(idx: torch.Tensor) -> torch.Tensor:
+        value = loss(eng.ddp(X[idx]), eng.ddp(X[idx] + 0.1))
+        return value * float("nan") if eng.step == 3 else value
+
+    def on_step() -> None:
+        if eng.step == 3:
+            eng.save(ck, {})
+
+    with pytest.raises(NonFiniteLossError, match=r"loss became nan at step 4 \(epoch 1, batch 4\)"):
+        eng.fit(lambda ep: epoch_batches(len(X), 8, seed=1, epoch=ep), step, epochs=1, on_step=on_step)
+    assert eng.step == (12 if fused else 3)  # fused: the later steps ran, their updates skipped on the device
+    state = load_checkpoint(ck)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, state["model"][k]), k
+
+
+def test_a_failed_input_check_is_named_at_the_next_read() -> None:
+    """a zero embedding at step 2 (the cosine of a zero vector is undefined) -> the loss's ValueError, named with its
+    step at the epoch's read, not a silent wrong loss"""
+    torch.manual_seed(0)
+    model = nn.Linear(6, 8)
+    loss = build_loss("infonce")
+    eng = Engine(model, torch.optim.Adam(model.parameters(), lr=1e-3, fused=True), device="cpu", loss=loss)
+
+    def step(idx: torch.Tensor) -> torch.Tensor:
+        z = eng.ddp(X[idx])
+        if eng.step == 1:
+            z = z * torch.cat([torch.zeros(1, 1), torch.ones(len(idx) - 1, 1)])
+        return loss(z, eng.ddp(X[idx] + 0.1))
+
+    with pytest.raises(ValueError, match=r"zero vectors.*step 2 \(epoch 1, batch 2\)"):
+        eng.fit(lambda ep: epoch_batches(len(X), 8, seed=1, epoch=ep), step, epochs=1)
+
+
+def test_epoch_stats_equal_the_per_step_values() -> None:
+    """the epoch's loss mean read once from the device equals the mean of the per-step losses"""
+    torch.manual_seed(0)
+    model = nn.Linear(6, 8)
+    loss = build_loss("macl")
+    eng = Engine(model, torch.optim.Adam(model.parameters(), lr=1e-3, fused=True), device="cpu", loss=loss)
+    seen: list[float] = []
+    taus: list[float] = []
+
+    def step(idx: torch.Tensor) -> torch.Tensor:
+        v = loss(eng.ddp(X[idx]), eng.ddp(X[idx] + 0.1))
+        seen.append(float(v.detach()))
+        taus.append(float(loss.tau_a))
+        return v
+
+    got: dict[str, float] = {}
+    eng.fit(lambda ep: epoch_batches(len(X), 8, seed=1, epoch=ep), step, epochs=1,
+            on_epoch=lambda ep, stats: got.update(stats))
+    assert got["loss"] == pytest.approx(sum(seen) / len(seen), rel=1e-6)
+    assert got["tau"] == pytest.approx(sum(taus) / len(taus), rel=1e-6)
