@@ -21,12 +21,24 @@ from suite.losses.core import NEG_INF, sq_dists_normalized
 
 @torch.no_grad()
 def alignment(z_a: Tensor, z_b: Tensor, alpha: float = 2.0) -> float:
-    return float(_alignment(F.normalize(z_a.float(), dim=1), F.normalize(z_b.float(), dim=1), alpha))
+    return float(alignment_on_device(z_a, z_b, alpha))
 
 
 @torch.no_grad()
 def uniformity(z: Tensor, t: float = 2.0) -> float:
-    return float(_uniformity(F.normalize(z.float(), dim=1), t))
+    return float(uniformity_on_device(z, t))
+
+
+@torch.no_grad()
+def alignment_on_device(z_a: Tensor, z_b: Tensor, alpha: float = 2.0) -> Tensor:
+    """:func:`alignment` as a 0-d tensor on the embeddings' device (no host read: a training step's meter)."""
+    return _alignment(F.normalize(z_a.float(), dim=1), F.normalize(z_b.float(), dim=1), alpha)
+
+
+@torch.no_grad()
+def uniformity_on_device(z: Tensor, t: float = 2.0) -> Tensor:
+    """:func:`uniformity` as a 0-d tensor on the embeddings' device."""
+    return _uniformity(F.normalize(z.float(), dim=1), t)
 
 
 @torch.no_grad()

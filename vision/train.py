@@ -21,7 +21,7 @@ from suite import distributed as sd
 from suite.eval.points import log_points
 from suite.presets import make_loss
 from suite.config import check_ints, check_numbers, is_number
-from suite.train import CachedStep
+from suite.train import CachedStep, optimizer_options
 from suite.train.legacy import Earlier, OldFolder, OldHash
 from suite.train.run import RunContext, RunResult, Task, Training, run
 from vision.card import vision_card
@@ -153,14 +153,26 @@ def step_output(ddp: nn.Module, inner: nn.Module, out: Any, labels: Tensor, chun
     return ddp(out.views, labels=labels, iou=out.iou)
 
 
-def build_optimizer(cfg: PretrainConfig, params: list[nn.Parameter]) -> tuple[torch.optim.Optimizer, float]:
+def build_optimizer(cfg: PretrainConfig, params: list[nn.Parameter],
+                    device: torch.device = torch.device("cpu")) -> tuple[torch.optim.Optimizer, float]:
+    """The optimiser and its base learning rate; fused on CUDA (:func:`suite.train.optimizer_options`)."""
+    fast = optimizer_options(device)
     if cfg.optimizer == "sgd":
         lr = cfg.lr or 0.06 * cfg.batch_size * sd.world_size() / 256
-        return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay), lr
+        return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, **fast), lr
     if cfg.optimizer == "adam":
         lr = cfg.lr or 1e-3
-        return torch.optim.Adam(params, lr=lr, weight_decay=cfg.weight_decay), lr
+        return torch.optim.Adam(params, lr=lr, weight_decay=cfg.weight_decay, **fast), lr
     raise ValueError(f"optimizer must be 'sgd' or 'adam', got {cfg.optimizer!r}")
+
+
+def _on_device(x: Tensor, device: torch.device, share: float = 0.25) -> Tensor:
+    """``x`` moved to a CUDA ``device`` once when it takes at most ``share`` of its free memory (CIFAR-10's uint8
+    images: 150 MB), so a step gathers its batch there; else pinned, for asynchronous copies. The CPU: ``x``."""
+    if device.type != "cuda":
+        return x
+    free, _ = torch.cuda.mem_get_info(device)
+    return x.to(device) if x.numel() * x.element_size() <= share * free else x.pin_memory()
 
 
 def lr_at(step: int, total: int, warmup: int, base: float) -> float:
@@ -262,8 +274,14 @@ class PretrainTask(Task[PretrainConfig]):
             if hasattr(method, "key_encoder"):  # MoCo: the key encoder starts as the query encoder
                 method.key_encoder.load_state_dict(method.query_encoder.state_dict())  # type: ignore[union-attr,operator]
         self.loss = method.loss  # type: ignore[union-attr]
+        if device.type == "cuda":  # GPU speed (issue 47): NHWC convolutions, cuDNN's autotuner for the fixed shapes,
+            for enc in (method.query_encoder, getattr(method, "key_encoder", None)):  # the images on the device once
+                if isinstance(enc, Encoder):
+                    enc.channels_last()
+            torch.backends.cudnn.benchmark = True
+        train_x, train_y = _on_device(data.train_x, device), _on_device(data.train_y, device)
         augment = ViewAugment(self.recipe, cfg.views, return_iou=cfg.iou_weights).to(device)
-        opt, base_lr = build_optimizer(cfg, [p for p in method.parameters() if p.requires_grad])
+        opt, base_lr = build_optimizer(cfg, [p for p in method.parameters() if p.requires_grad], device)
         n = data.train_x.shape[0]
 
         def batches(epoch: int) -> list[Tensor]:
@@ -276,15 +294,16 @@ class PretrainTask(Task[PretrainConfig]):
         self.t_aug = [0.0, time.perf_counter()]  # augmentation seconds this epoch, epoch start
 
         def step(idx: Tensor) -> Tensor | CachedStep:
-            x = data.train_x[idx].to(device, non_blocking=True)
-            y = data.train_y[idx].to(device)
+            idx = idx.to(train_x.device, non_blocking=True)
+            x = train_x[idx].to(device, non_blocking=True)
+            y = train_y[idx].to(device, non_blocking=True)
             t0 = time.perf_counter()
             out = augment(x)  # views (V, N, C, S, S)
             self.t_aug[0] += time.perf_counter() - t0
             return step_output(ctx.engine.ddp, method, out, y, cfg.grad_cache_chunk)  # type: ignore[union-attr]
 
         counts = {f"class_count_{i}": c for i, c in enumerate(info.get("class_counts", []))}
-        return Training(method, opt, batches, step, epochs=cfg.epochs, scheduler=sched, loss=self.loss,
+        return Training(method, opt, batches, step, epochs=cfg.epochs, scheduler=sched, loss=self.loss, compile=cfg.compile,
                         precision="bf16" if cfg.bf16 else "fp32", on_step=method.after_step,  # type: ignore[arg-type]
                         rate_name="images_per_s", unit="step",
                         data_info={**counts, "train_images": info["train"],

@@ -27,7 +27,7 @@ from graph.mol.card import mol_card
 from graph.mol.model import MolGIN, MolGINConfig, projection_head
 from suite import presets
 from suite.paths import data_path
-from suite.train import CachedStep
+from suite.train import CachedStep, data_workers, optimizer_options
 from suite.train.legacy import Earlier
 from suite.train.run import EXPORT, RunContext, RunResult, Task, Training, run
 
@@ -42,7 +42,7 @@ CORPORA = {"zinc": ("zinc", "moses", "train.csv.gz"), "moses": ("zinc", "moses",
 @dataclass
 class PretrainMolConfig(MolGINConfig):
     # where and how it runs, not what: left out of the experiment config a resume must match
-    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "resume", "keep_checkpoints", "device", "registry")
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "resume", "keep_checkpoints", "device", "registry", "compile")
     corpus: str = field(default="zinc", metadata={"help": "'zinc' (local MOSES train set) or a SMILES file path"})
     limit: int | None = field(default=None, metadata={"help": "a seeded random subset of this many molecules (default: the whole corpus)"})
     subset_seed: int = 0
@@ -62,6 +62,8 @@ class PretrainMolConfig(MolGINConfig):
     resume: bool = True
     keep_checkpoints: int = field(default=2, metadata={"help": "newest checkpoints kept (0: none once the run has finished)"})
     device: str = "auto"
+    compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (a run option: the "
+                                                           "same experiment, equal to eager within tolerance)"})
     registry: bool = True
 
 
@@ -141,20 +143,21 @@ class MolPretrainTask(Task[PretrainMolConfig]):
         aug1, aug2 = make_augmentation(cfg.aug1, cfg.aug_ratio), make_augmentation(cfg.aug2, cfg.aug_ratio)
         aug_gen = ctx.generator("aug")
 
-        def step(idx: Tensor) -> Tensor | CachedStep:
+        def step(b: Any) -> Tensor | CachedStep:  # b: the batch collated ahead (Training.collate), in workers on a GPU
             ddp = ctx.engine.ddp  # type: ignore[union-attr]
-            b = graphs.batch(idx).to_pyg()
-            v1 = aug1(b, aug_gen).to(device)  # augment on CPU (seeded generator), then move
-            v2 = aug2(b, aug_gen).to(device)
+            v1 = aug1(b, aug_gen).to(device, non_blocking=True)  # augment on CPU (seeded generator), then move
+            v2 = aug2(b, aug_gen).to(device, non_blocking=True)
             if cfg.grad_cache_chunk:  # views made once, encoded in chunks of molecules, the loss over the whole batch
                 return CachedStep(lambda c: torch.stack([ddp(c[0]), ddp(c[1])]),
                                   chunk_views([v1, v2], cfg.grad_cache_chunk), lambda z: loss_fn(z[0], z[1]), dim=1)
             return loss_fn(ddp(v1), ddp(v2))  # (B, D) each
 
         n = len(graphs)
-        return Training(model, torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay),
+        return Training(model, torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                                **optimizer_options(device)),
                         lambda epoch: ctx.epoch_batches(n, cfg.batch_size, epoch), step, epochs=cfg.epochs,
-                        loss=loss_fn, rate_name="mol_per_s",
+                        loss=loss_fn, rate_name="mol_per_s", collate=lambda idx: graphs.batch(idx).to_pyg(),
+                        workers=data_workers(device), compile=cfg.compile,
                         data_info={"molecules": n, "skipped": graphs.skipped, "featurize_mol_per_s": self.feat_rate})
 
     def on_epoch(self, cfg: PretrainMolConfig, ctx: RunContext[PretrainMolConfig], training: Training, epoch: int,

@@ -40,8 +40,8 @@ from graph.tu.presets import resolve
 from graph.tu.model import MODEL_TYPE, GINEncoder, GraphCLModel
 from suite import distributed as sd
 from suite.losses import apply_loss
-from suite.metrics import alignment, uniformity
-from suite.train import CachedStep
+from suite.metrics import alignment_on_device, uniformity_on_device
+from suite.train import CachedStep, data_workers, optimizer_options
 from suite.config import load_config
 from suite.pretrained import POSITIVE_INT, load_export, load_state
 from suite.train.legacy import Earlier, OldExport
@@ -51,7 +51,7 @@ from suite.train.run import EXPORT, PROVENANCE, RunContext, Task, Training, run
 @dataclass
 class TUConfig:
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("data_root", "download", "out", "save_embeddings", "device", "resume",
-                                              "checkpoint_every", "keep_checkpoints")
+                                              "checkpoint_every", "keep_checkpoints", "compile")
     RETIRED_RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("save_dir",)  # run options of older versions (now ``out``)
     dataset: str = field(default="MUTAG", metadata={"help": "TU dataset name"})
     loss: str = field(default="graphcl", metadata={"help": "preset (graphcl, macl, infonce, cacr, cacr3, tsimclr) or core loss"})
@@ -82,6 +82,8 @@ class TUConfig:
     save_embeddings: bool = field(default=False, metadata={"help": "also save the final embeddings and labels "
                                                                    "(<out>/embeddings.npz)"})
     device: str = field(default="cpu", metadata={"help": "cpu or cuda"})
+    compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (a run option: the "
+                                                           "same experiment, equal to eager within tolerance)"})
     resume: bool = True
     checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (0: at the end only)"})
     keep_checkpoints: int = field(default=0, metadata={"help": "checkpoints kept once the run has finished (0: none)"})
@@ -210,27 +212,29 @@ class TUTask(Task[TUConfig]):
         self.dropped = n - sum(len(b) for b in ctx.epoch_batches(n, cfg.batch_size, 0)) * sd.world_size()
         self.au = {"alignment": 0.0, "uniformity": 0.0}
 
-        def loss_of(z: Tensor) -> Tensor:  # z (V, B, d)
-            self.au["alignment"] += alignment(z[0].detach(), z[1].detach())
-            self.au["uniformity"] += uniformity(z[0].detach())
+        def loss_of(z: Tensor) -> Tensor:  # z (V, B, d); the meters stay on the device (no host read per step)
+            self.au["alignment"] = self.au["alignment"] + alignment_on_device(z[0].detach(), z[1].detach())
+            self.au["uniformity"] = self.au["uniformity"] + uniformity_on_device(z[0].detach())
             return apply_loss(loss, z)
 
-        def step(idx: Tensor) -> Tensor | CachedStep:
+        def step(batch: Batch) -> Tensor | CachedStep:  # collated ahead (Training.collate), in workers on a GPU
             ddp = ctx.engine.ddp  # type: ignore[union-attr]
-            views = make_views(collate(data, idx).to(device), view_mode, aug, gen)
+            views = make_views(batch.to(device, non_blocking=True), view_mode, aug, gen)
             if cfg.grad_cache_chunk:  # the views made once, encoded in chunks of graphs, the loss over the whole batch
                 return CachedStep(lambda c: ddp(list(c)), chunk_views(views, cfg.grad_cache_chunk), loss_of, dim=1)
             return loss_of(ddp(views))
 
         self.t0 = time.perf_counter()
-        return Training(MultiViewModel(self.model), torch.optim.Adam(self.model.parameters(), lr=cfg.lr),
+        return Training(MultiViewModel(self.model),
+                        torch.optim.Adam(self.model.parameters(), lr=cfg.lr, **optimizer_options(device)),
                         lambda epoch: ctx.epoch_batches(n, cfg.batch_size, epoch), step, epochs=cfg.epochs, loss=loss,
-                        size=len, rate_name="graphs_per_s")
+                        size=len, rate_name="graphs_per_s", collate=lambda idx: collate(data, idx),
+                        workers=data_workers(device), compile=cfg.compile)
 
     def on_epoch(self, cfg: TUConfig, ctx: RunContext[TUConfig], training: Training, epoch: int,
                  stats: dict[str, float]) -> None:
         steps = max(len(training.batches(epoch - 1)), 1)
-        au = {k: v / steps for k, v in self.au.items()}
+        au = {k: float(v) / steps for k, v in self.au.items()}
         self.au.update(alignment=0.0, uniformity=0.0)
         self.stats.append({**stats, **au})
         if not sd.is_main():

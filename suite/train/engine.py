@@ -43,11 +43,12 @@ engine"); the step overhead is measured on the smallest step (MUTAG GraphCL) by
 """
 from __future__ import annotations
 
+import os
 import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Generic, Sequence, TypeVar
+from typing import Any, Callable, ContextManager, Generic, Iterator, Sequence, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -94,6 +95,14 @@ def optimizer_options(device: torch.device) -> dict[str, Any]:
     and a flagged update is skipped on the device, :class:`Engine`); none elsewhere, so the CPU's numbers stay those of
     torch's default implementation."""
     return {"fused": True} if device.type == "cuda" else {}
+
+
+def data_workers(device: torch.device) -> int:
+    """``DataLoader`` workers for the host's part of a step (:class:`Prefetch`): on CUDA up to 4 (half the cores), so
+    collating and tokenising run beside the GPU; none on the CPU, whose cores the step itself uses."""
+    if device.type != "cuda":
+        return 0
+    return max(1, min(4, (os.cpu_count() or 2) // 2))
 
 
 def check_precision(precision: str) -> str:
@@ -363,15 +372,32 @@ class Engine(Generic[B]):
     def fit(self, batches: Callable[[int], Sequence[B]], step_fn: Callable[[B], Tensor | CachedStep], *,
             epochs: int | None = None, max_steps: int | None = None, size: Callable[[B], int] | None = None,
             on_step: Callable[[], None] | None = None, on_epoch: Callable[[int, dict[str, float]], None] | None = None,
-            log_epochs: bool = True, rate_name: str = "items_per_s") -> None:
+            log_epochs: bool = True, rate_name: str = "items_per_s", collate: Callable[[B], Any] | None = None,
+            workers: int = 0) -> None:
         """Train from the current position (``epoch``, ``batch_in_epoch``) until ``epochs`` epochs or
         ``max_steps`` optimiser steps. ``batches(epoch)`` lists the epoch's batches (deterministic in
         the epoch); ``step_fn(batch)`` runs under autocast and returns the loss. ``on_step()`` after
         every optimiser step, ``on_epoch(epoch, stats)`` after every finished epoch (1-based; stats:
-        loss means, diagnostics, ``rate_name`` per second); epoch stats go to the registry run."""
+        loss means, diagnostics, ``rate_name`` per second); epoch stats go to the registry run.
+
+        ``collate(batch)``: the host's part of a step (collating graphs, tokenising sentences; deterministic, no
+        random stream), whose result ``step_fn`` then takes instead of the batch; with ``workers`` > 0 it runs in
+        that many ``DataLoader`` worker processes ahead of the step, into pinned memory on CUDA, off the critical
+        path (:class:`Prefetch`)."""
         if epochs is None and max_steps is None:
             raise ValueError("fit needs epochs or max_steps")
         self.model.train()
+        prefetch = Prefetch(collate, workers, pin=self.device.type == "cuda") if collate is not None else None
+        try:
+            self._fit(batches, step_fn, epochs, max_steps, size, on_step, on_epoch, log_epochs, rate_name, prefetch)
+        finally:
+            if prefetch is not None:
+                prefetch.close()
+
+    def _fit(self, batches: Callable[[int], Sequence[B]], step_fn: Callable[[Any], Tensor | CachedStep],
+             epochs: int | None, max_steps: int | None, size: Callable[[B], int] | None,
+             on_step: Callable[[], None] | None, on_epoch: Callable[[int, dict[str, float]], None] | None,
+             log_epochs: bool, rate_name: str, prefetch: "Prefetch | None") -> None:
         while (epochs is None or self.epoch < epochs) and not self._done(max_steps):
             bs = batches(self.epoch)
             start = self.batch_in_epoch
@@ -381,6 +407,7 @@ class Engine(Generic[B]):
             bar = progress(bs[start:], desc=f"{self.desc} ep{self.epoch + 1}" + (f"/{epochs}" if epochs else ""),
                            total=len(bs) - start, unit=self.unit)
             stopped = False
+            ready = prefetch(bs[start:]) if prefetch is not None else None
             for b in bar:
                 if self._done(max_steps):
                     stopped = True
@@ -388,7 +415,7 @@ class Engine(Generic[B]):
                 self.checks.index = len(self._window)
                 with deferred(self.checks):
                     with self.autocast():
-                        out = step_fn(b)
+                        out = step_fn(next(ready) if ready is not None else b)
                     value = self.backward(out)
                 self.batch_in_epoch += 1
                 self.logger.update(value, self.loss_obj)
@@ -479,6 +506,52 @@ class Engine(Generic[B]):
         return dict(state["extra"])
 
 
+class _Collated(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    def __init__(self, collate: Callable[[Any], Any]) -> None:
+        self.collate = collate
+
+    def __getitem__(self, batch: Any) -> Any:
+        return self.collate(batch)
+
+
+class _Batches(torch.utils.data.Sampler):  # type: ignore[type-arg]
+    """The batches of the current epoch, set before each pass (the sampler runs in the training process)."""
+
+    def __init__(self) -> None:
+        self.batches: Sequence[Any] = ()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+class Prefetch:
+    """``collate`` of each batch, in order: in this process (``workers`` 0), or in persistent ``DataLoader`` workers
+    that run ahead of the step (forked, so they share the data; their seeds come from a generator of their own, so the
+    training process's random streams are the same with and without them)."""
+
+    def __init__(self, collate: Callable[[Any], Any], workers: int = 0, pin: bool = False) -> None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+            raise ValueError(f"workers must be an integer >= 0, got {workers!r}")
+        self.collate, self.sampler = collate, _Batches()
+        self.loader = None
+        if workers:
+            self.loader = torch.utils.data.DataLoader(
+                _Collated(collate), sampler=self.sampler, batch_size=None, num_workers=workers, pin_memory=pin,
+                persistent_workers=True, prefetch_factor=4, generator=torch.Generator().manual_seed(0))
+
+    def __call__(self, batches: Sequence[Any]) -> Iterator[Any]:
+        if self.loader is None:
+            return map(self.collate, batches)
+        self.sampler.batches = batches
+        return iter(self.loader)
+
+    def close(self) -> None:
+        self.loader = None  # the workers end with the loader
+
+
 def resumable(registry: Any, run_id: str | None) -> str | None:
     """``run_id`` if ``registry`` holds that run (a resumed run continues its row), else None (a new row:
     the checkpoint came from another registry, or the row is gone)."""
@@ -491,4 +564,4 @@ def resumable(registry: Any, run_id: str | None) -> str | None:
 
 
 __all__ = ["CachedStep", "Engine", "LOG_EVERY", "NonFiniteLossError", "PRECISIONS", "autocast", "epoch_batches",
-           "eval_batches", "grad_cache_embeddings", "optimizer_options", "resolve_device", "resumable"]
+           "eval_batches", "grad_cache_embeddings", "data_workers", "optimizer_options", "resolve_device", "resumable"]

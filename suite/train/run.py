@@ -121,6 +121,8 @@ class Training:
     log_epochs: bool = True  # the engine logs each epoch's training stats (a task that logs its own: False)
     log_every: int = LOG_EVERY  # optimiser steps between the engine's host reads (no read per step on a GPU)
     compile: bool = False  # the forward through torch.compile (opt-in)
+    collate: Callable[[Any], Any] | None = None  # the host's part of a step: step() then takes its result (Engine.fit)
+    workers: int = 0  # DataLoader workers that run collate ahead of the step (0: in the training process)
 
 
 class Task(Generic[C]):
@@ -415,7 +417,8 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
                 save()
 
         engine.fit(training.batches, training.step, epochs=epochs, max_steps=training.max_steps, size=training.size,
-                   on_step=step_end, on_epoch=epoch_end, rate_name=training.rate_name, log_epochs=training.log_epochs)
+                   on_step=step_end, on_epoch=epoch_end, rate_name=training.rate_name, log_epochs=training.log_epochs,
+                   collate=training.collate, workers=training.workers)
         if epochs is None:  # a run counted in steps: its last checkpoint
             save()
         if stop_after is not None and training.epochs is not None and engine.epoch < training.epochs:

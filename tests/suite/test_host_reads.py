@@ -154,3 +154,27 @@ def test_epoch_stats_equal_the_per_step_values() -> None:
             on_epoch=lambda ep, stats: got.update(stats))
     assert got["loss"] == pytest.approx(sum(seen) / len(seen), rel=1e-6)
     assert got["tau"] == pytest.approx(sum(taus) / len(taus), rel=1e-6)
+
+
+def _collated_run(workers: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.Dropout(0.2), nn.Linear(16, 8))
+    loss = build_loss("infonce")
+    eng = Engine(model, torch.optim.Adam(model.parameters(), lr=1e-2), device="cpu", loss=loss)
+
+    def step(b: dict[str, torch.Tensor]) -> torch.Tensor:
+        return loss(eng.ddp(b["x"]), eng.ddp(b["x"] + 0.1))
+
+    eng.fit(lambda ep: epoch_batches(len(X), 8, seed=1, epoch=ep), step, epochs=2,
+            collate=lambda idx: {"x": X[idx].clone()}, workers=workers)
+    return model.state_dict(), torch.get_rng_state()
+
+
+def test_collating_in_workers_changes_nothing() -> None:
+    """the host's part of a step (collate) in 2 DataLoader workers ahead of the step -> the same parameters bit for bit
+    and the same global random state (dropout) as collating in the training process"""
+    here, rng_here = _collated_run(0)
+    there, rng_there = _collated_run(2)
+    assert torch.equal(rng_here, rng_there)
+    for k in here:
+        assert torch.equal(here[k], there[k]), k

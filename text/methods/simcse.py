@@ -37,7 +37,7 @@ from suite.config import check_ints, check_numbers, is_int
 from suite.paths import data_path
 from suite import presets
 from suite.registry import Registry
-from suite.train import CachedStep
+from suite.train import CachedStep, data_workers, optimizer_options
 from suite.train.legacy import Earlier
 from suite.train.run import RunContext, RunResult, Task, Training, run
 from text.data import Triplet, nli_triplets, read_sentences, read_triplets_csv, unlabelled_sentences
@@ -56,7 +56,7 @@ WIKI = ("wiki", "wiki1m_head11914.txt")
 class SimCSEConfig:
     # where and how it runs, not what: left out of the experiment config a resume must match
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "device", "resume", "checkpoint_every", "keep_checkpoints",
-                                              "grad_cache_chunk")
+                                              "grad_cache_chunk", "compile")
     RENAMED_FIELDS: ClassVar[dict[str, str]] = {"keep_checkpoint": "keep_checkpoints"}  # a switch before (false: 0)
     mode: Literal["unsup", "sup"] = "unsup"
     backbone: str = field(default="default", metadata={"help": "HF path/name or 'default' (packaged all-MiniLM-L6-v2)"})
@@ -86,6 +86,8 @@ class SimCSEConfig:
                                                    "(default: runs/simcse-<mode>/<loss>-s<seed>-<config hash>)"})
     bf16: bool = False
     device: str = "auto"
+    compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (a run option: the "
+                                                           "same experiment, equal to eager within tolerance)"})
     resume: bool = True
     checkpoint_every: int = field(default=0, metadata={"help": "resume checkpoint every N steps (0 = at each eval)"})
     keep_checkpoints: int = field(default=1, metadata={"help": "checkpoints (optimizer state) kept after training "
@@ -224,7 +226,7 @@ class SimCSETask(Task[SimCSEConfig]):
         if getattr(encoder.backbone, "pooler", None) is not None:  # BERT's pooler is never used: freeze it (DDP needs
             encoder.backbone.pooler.requires_grad_(False)            # every trainable parameter to receive a gradient)
         opt = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=cfg.lr,
-                                weight_decay=cfg.weight_decay)
+                                weight_decay=cfg.weight_decay, **optimizer_options(device))
         steps_per_epoch = len(ctx.epoch_batches(len(data), cfg.batch_size, 0))
         total = cfg.max_steps or steps_per_epoch * cfg.epochs
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))  # HF linear decay, no warm-up
@@ -246,7 +248,10 @@ class SimCSETask(Task[SimCSEConfig]):
         self.evaluate_dev, self.ctx = evaluate, ctx
         self.t0 = time.perf_counter()
         return Training(encoder, opt, lambda epoch: ctx.epoch_batches(len(data), cfg.batch_size, epoch),
-                        lambda idx: simcse_step(ctx.engine.ddp, encoder, loss, data, idx, cfg, views, graph_emb, device),  # type: ignore[union-attr]
+                        lambda b: simcse_step(ctx.engine.ddp, encoder, loss, data, b["idx"], cfg, views, graph_emb,  # type: ignore[union-attr]
+                                              device, tokens=b),
+                        collate=lambda idx: simcse_tokens(encoder, data, idx, cfg), workers=data_workers(device),
+                        compile=cfg.compile,
                         epochs=None if cfg.max_steps else cfg.epochs, max_steps=total, scheduler=sched, loss=loss,
                         precision="bf16" if cfg.bf16 else "fp32", on_step=on_step, rate_name="sentences_per_s",
                         checkpoint_unit="step", log_epochs=False)
@@ -305,20 +310,28 @@ def _log_eval(ctx: RunContext[SimCSEConfig], dev: float) -> dict[str, float]:
     return {**rec, "step": float(engine.step)}
 
 
-def simcse_step(model: torch.nn.Module, encoder: SentenceEncoder, loss: ContrastiveLoss, data: list[Any], idx: Tensor,
-          cfg: SimCSEConfig, views: int, graph_emb: Tensor | None, device: torch.device) -> Tensor | CachedStep:
-    """The loss of one batch, or with ``cfg.grad_cache_chunk`` the :class:`suite.train.CachedStep`
-    that encodes it in chunks of that many sentences (all views of a sentence in its chunk)."""
+def simcse_tokens(encoder: SentenceEncoder, data: list[Any], idx: Tensor, cfg: SimCSEConfig) -> dict[str, Tensor]:
+    """The host's part of a step: the batch's sentences tokenised (``input_ids``, ``attention_mask``: (B, T) for
+    unsupervised SimCSE, (3B, T) anchors, positives, hard negatives for supervised), with ``idx``. Deterministic:
+    the engine runs it ahead of the step in ``DataLoader`` workers on a GPU (``Training.collate``)."""
     items = [data[i] for i in idx.tolist()]
-    b = len(items)
-    if cfg.mode == "unsup":
-        enc = encoder.tokenize(items, cfg.max_length)
-        ids, mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)  # (B, T)
-        ids_g, mask_g = ids.expand(views, *ids.shape), mask.expand(views, *mask.shape)  # (V, B, T): V dropout masks
+    flat = items if cfg.mode == "unsup" else [s for trip in zip(*items) for s in trip]
+    return {"idx": idx, **encoder.tokenize(flat, cfg.max_length)}
+
+
+def simcse_step(model: torch.nn.Module, encoder: SentenceEncoder, loss: ContrastiveLoss, data: list[Any], idx: Tensor,
+          cfg: SimCSEConfig, views: int, graph_emb: Tensor | None, device: torch.device,
+          tokens: dict[str, Tensor] | None = None) -> Tensor | CachedStep:
+    """The loss of one batch, or with ``cfg.grad_cache_chunk`` the :class:`suite.train.CachedStep`
+    that encodes it in chunks of that many sentences (all views of a sentence in its chunk). ``tokens``: the batch
+    tokenised ahead (:func:`simcse_tokens`; default: tokenised here)."""
+    enc = tokens if tokens is not None else simcse_tokens(encoder, data, idx, cfg)
+    b = len(idx)
+    ids, mask = (enc[k].to(device, non_blocking=True) for k in ("input_ids", "attention_mask"))
+    if cfg.mode == "unsup":  # (B, T) -> (V, B, T): V dropout masks
+        ids_g, mask_g = ids.expand(views, *ids.shape), mask.expand(views, *mask.shape)
     else:
-        flat = [s for trip in zip(*items) for s in trip]  # anchors, then positives, then hard negatives
-        enc = encoder.tokenize(flat, cfg.max_length)
-        ids_g, mask_g = (enc[k].to(device).view(3, b, -1) for k in ("input_ids", "attention_mask"))  # (3, B, T)
+        ids_g, mask_g = ids.view(3, b, -1), mask.view(3, b, -1)  # (3, B, T)
 
     def encode(cols: Tensor | slice) -> Tensor:  # the sentences ``cols`` of every group in ONE pass -> (G, k, d)
         i, m = ids_g[:, cols], mask_g[:, cols]

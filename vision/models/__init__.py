@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from suite.pretrained import POSITIVE_INT, load_pretrained, load_state, save_pretrained
@@ -44,10 +45,19 @@ class Encoder(nn.Module):
         self.head = ProjectionHead(int(backbone.out_dim), proj_hidden, proj_dim)
 
     def features(self, x: Tensor) -> Tensor:
-        return self.backbone(x)
+        return self.backbone(x.contiguous(memory_format=self.memory_format))
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.head(self.backbone(x))
+        return self.head(self.features(x))
+
+    memory_format = torch.contiguous_format  # torch.channels_last on a GPU: :meth:`channels_last`
+
+    def channels_last(self) -> "Encoder":
+        """Convolutions in NHWC (``channels_last``): weights and inputs, the layout cuDNN's fastest kernels take on a
+        GPU (issue 47: 1.9x for a CIFAR ResNet-18 in bf16 on an H100). The values are the same; checkpoints and
+        exports hold the same tensors."""
+        self.memory_format = torch.channels_last
+        return self.to(memory_format=torch.channels_last)  # type: ignore[call-arg]
 
     spec: dict[str, Any] | None = None  # what rebuilds it (set by :func:`build_encoder`)
 
