@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu: the CPU build of torch (a much smaller download)
 TORCH_INDEX ?=
 
-.PHONY: install demo test test-all docs gpu-check bench-losses clean
+.PHONY: install demo test test-all docs gpu-check gpu-bench bench-losses clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -44,6 +44,12 @@ docs: $(STAMP)
 # losses' CUDA values against the CPU's, throughput into the registry; without a GPU it says so and exits 0.
 gpu-check: $(STAMP)
 	$(PY) -m suite.gpu_check
+
+# Each front-end's training step beside a plain PyTorch loop of the same model, and every loss against a plain InfoNCE,
+# interleaved on one device (the issue's sizes on a GPU, a tiny size on the CPU); recorded in the registry, then
+# benchmarks/results/gpu_bench.md from the registry.
+gpu-bench: $(STAMP)
+	$(PY) -m benchmarks.measurements.gpu_bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info docs/_build

@@ -47,6 +47,17 @@ class KeyQueue(nn.Module):
         if random_init:
             self.keys.copy_(torch.nn.functional.normalize(torch.randn(size, dim), dim=1))
             self.count.fill_(size)
+        self._count: int | None = int(self.count)  # the host's copy of ``count``: no device read per step
+
+    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
+        super()._load_from_state_dict(*args, **kwargs)
+        self._count = None  # read once from the loaded buffer
+
+    def filled(self) -> int:
+        """Filled slots (the host's copy of ``count``; read from the device once after a load)."""
+        if self._count is None:
+            self._count = int(self.count)
+        return self._count
 
     @torch.no_grad()
     def enqueue(self, keys: Tensor, labels: Tensor | None = None) -> None:
@@ -61,15 +72,16 @@ class KeyQueue(nn.Module):
         self.labels[idx] = labels.long()
         self.ptr.copy_((self.ptr + b) % self.size)
         self.count.copy_(torch.clamp(self.count + b, max=self.size))
+        self._count = min(self.filled() + b, self.size)
 
     def get(self) -> tuple[Tensor, Tensor]:
         """Filled entries, newest first: keys (q, d), labels (q,) with q = min(enqueued, size)."""
-        c = int(self.count)
+        c = self.filled()
         order = (self.ptr - 1 - torch.arange(c, device=self.keys.device)) % self.size
         return self.keys[order], self.labels[order]
 
     def __len__(self) -> int:
-        return int(self.count)
+        return self.filled()
 
 
 @torch.no_grad()

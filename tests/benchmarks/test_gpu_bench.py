@@ -1,0 +1,49 @@
+"""``make gpu-bench`` at its CI size on the CPU (issue 47): every front-end's step beside its plain loop and every loss
+beside the plain InfoNCE, recorded in the registry, the table rendered from it; the plain loops compute the same loss
+as the suite."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+import suite.losses as L
+from benchmarks.measurements import gpu_bench as gb
+from suite.registry import Registry
+
+FRONT_ENDS = {"vision-simclr", "vision-moco", "graph-tu", "graph-mol", "text-simcse"}
+
+
+def test_plain_infonce_is_the_suites() -> None:
+    """the plain loops' NT-Xent equals the suite's InfoNCE (2N - 1 candidates, both directions) in value and gradient"""
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(16, 8, generator=g, dtype=torch.float64).requires_grad_() for _ in range(2))
+    ours = L.build("infonce", temperature=gb.TEMPERATURE)(a, b)
+    plain = gb.nt_xent(a, b)
+    assert float(ours) == pytest.approx(float(plain), rel=1e-12)
+    for x, y in zip(torch.autograd.grad(ours, (a, b)), torch.autograd.grad(plain, (a, b))):
+        torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-12)
+
+
+def test_gpu_bench_on_the_cpu(tmp_path: Path) -> None:
+    """the tiny size on the CPU -> five front-ends and every loss (dense, tiled) with positive rates and finite ratios
+    in the registry; the table, made from the registry alone, shows each of them"""
+    reg_path, out = tmp_path / "r.sqlite", tmp_path / "gpu_bench.md"
+    assert gb.main(["--device", "cpu", "--size", "tiny", "--registry", str(reg_path), "--out", str(out),
+                    "--repeats", "1"]) == 0
+    reg = Registry(str(reg_path))
+    fe = {r["dataset"]: reg.final_metrics(r["id"]) for r in reg.runs(status="finished", task=gb.TASK)}
+    assert set(fe) == FRONT_ENDS
+    for name, m in fe.items():
+        ratio = m[("ratio", "bench")]
+        assert math.isfinite(ratio) and ratio > 0, name
+        assert m[("suite_examples_per_s", "bench")] > 0 and m[("plain_examples_per_s", "bench")] > 0, name
+    cases = {r["dataset"] for r in reg.runs(status="finished", task=gb.LOSS_TASK)}
+    losses = set(L.available()) - set(L.plugins())
+    assert cases == {f"{n}-{p}" for n in losses for p in ("dense", "tiled")} | {"plain-infonce", "plain-infonce-3pairs"}
+    text = out.read_text()
+    assert "## cpu, size `tiny`" in text
+    for name in FRONT_ENDS | {"infonce-dense", "cacr-tiled"}:
+        assert f"| {name} |" in text, name
