@@ -316,7 +316,8 @@ def mask_attributes(batch: Batch, ratio: Ratio = 0.2, generator: torch.Generator
             raise ValueError(f"mask_attributes: unknown mask_value {mask_value!r}; use 'gaussian', 'mean', 'zero', "
                              "a number or a token tensor")
     else:
-        token = torch.as_tensor(mask_value, device=x.device)
+        token = (mask_value.to(x.device) if isinstance(mask_value, Tensor)  # a number: no copy from the host
+                 else torch.full((), mask_value, device=x.device))
         if token.dim() > 0 and tuple(token.shape) != tuple(x.shape[1:]):
             raise ValueError(f"mask_attributes: mask token has shape {tuple(token.shape)}, features have "
                              f"{tuple(x.shape[1:])}")

@@ -168,11 +168,19 @@ def build_optimizer(cfg: PretrainConfig, params: list[nn.Parameter],
 
 def _on_device(x: Tensor, device: torch.device, share: float = 0.25) -> Tensor:
     """``x`` moved to a CUDA ``device`` once when it takes at most ``share`` of its free memory (CIFAR-10's uint8
-    images: 150 MB), so a step gathers its batch there; else pinned, for asynchronous copies. The CPU: ``x``."""
+    images: 150 MB), so a step gathers its batch there; else (and on the CPU) ``x``."""
     if device.type != "cuda":
         return x
     free, _ = torch.cuda.mem_get_info(device)
-    return x.to(device) if x.numel() * x.element_size() <= share * free else x.pin_memory()
+    return x.to(device) if x.numel() * x.element_size() <= share * free else x
+
+
+def _moved(x: Tensor, device: torch.device) -> Tensor:
+    """A batch on ``device``; from the host to CUDA through pinned memory (a copy from pageable memory waits for the
+    GPU)."""
+    if x.device == device:
+        return x
+    return (x.pin_memory() if device.type == "cuda" else x).to(device, non_blocking=True)
 
 
 def lr_at(step: int, total: int, warmup: int, base: float) -> float:
@@ -286,7 +294,10 @@ class PretrainTask(Task[PretrainConfig]):
 
         def batches(epoch: int) -> list[Tensor]:
             bs = ctx.epoch_batches(n, cfg.batch_size, epoch)
-            return bs[: cfg.max_steps_per_epoch] if cfg.max_steps_per_epoch else bs
+            bs = bs[: cfg.max_steps_per_epoch] if cfg.max_steps_per_epoch else bs
+            if train_x.device.type == "cuda":  # the epoch's indices copied once (a step's copy from pageable memory
+                bs = list(torch.cat(bs).to(train_x.device).split([len(b) for b in bs]))  # waits for the GPU)
+            return bs
 
         steps_per_epoch = len(batches(0))
         total, warmup = max(1, steps_per_epoch * cfg.epochs), steps_per_epoch * cfg.warmup_epochs
@@ -294,9 +305,7 @@ class PretrainTask(Task[PretrainConfig]):
         self.t_aug = [0.0, time.perf_counter()]  # augmentation seconds this epoch, epoch start
 
         def step(idx: Tensor) -> Tensor | CachedStep:
-            idx = idx.to(train_x.device, non_blocking=True)
-            x = train_x[idx].to(device, non_blocking=True)
-            y = train_y[idx].to(device, non_blocking=True)
+            x, y = _moved(train_x[idx], device), _moved(train_y[idx], device)
             t0 = time.perf_counter()
             out = augment(x)  # views (V, N, C, S, S)
             self.t_aug[0] += time.perf_counter() - t0

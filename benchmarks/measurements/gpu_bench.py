@@ -41,6 +41,7 @@ import random
 import statistics
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -96,12 +97,14 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def nt_xent(a: Tensor, b: Tensor, t: float = TEMPERATURE) -> Tensor:
-    """InfoNCE as the field writes it: the 2N normalised embeddings, their similarity matrix, cross-entropy."""
+def nt_xent(a: Tensor, b: Tensor, t: float = TEMPERATURE, queue: Tensor | None = None) -> Tensor:
+    """InfoNCE as the field writes it: the 2N normalised embeddings, their similarity matrix (and the queue's
+    normalised keys as more candidates), cross-entropy."""
     n = a.shape[0]
     z = torch.cat([a, b])
     z = F.normalize(z.float() if z.dtype in (torch.float16, torch.bfloat16) else z, dim=1)
-    sim = (z @ z.T / t).fill_diagonal_(float("-inf"))
+    cands = z if queue is None else torch.cat([z, F.normalize(queue.to(z.dtype), dim=1)])
+    sim = (z @ cands.T / t).fill_diagonal_(float("-inf"))
     target = torch.cat([torch.arange(n, 2 * n), torch.arange(n)]).to(a.device)
     return F.cross_entropy(sim, target)
 
@@ -247,7 +250,8 @@ class PlainSimCLR(Plain):
 
 
 class PlainMoCo(PlainSimCLR):
-    """MoCo-v2: the key encoder a momentum copy (one ``_foreach_lerp_``), a queue of keys on the device."""
+    """MoCo-v2: the key encoder a momentum copy (one ``_foreach_lerp_``), a queue of keys on the device; the loss the
+    suite's MoCo takes with InfoNCE (the query and its key both anchors, the queue as further negatives)."""
 
     def __init__(self, images: Tensor, batch: int, encoder: str, width: float, bf16: bool, device: torch.device,
                  queue: int, momentum: float = 0.99) -> None:
@@ -263,9 +267,8 @@ class PlainMoCo(PlainSimCLR):
             q = self.model(v[:n])
             with torch.no_grad():
                 k = self.key(v[n:])
-        q, k = F.normalize(q.float(), dim=1), F.normalize(k.float(), dim=1)
-        logits = torch.cat([(q * k).sum(1, keepdim=True), q @ self.queue.T], 1) / TEMPERATURE
-        loss = F.cross_entropy(logits, torch.zeros(n, dtype=torch.long, device=self.device))
+        loss = nt_xent(q.float(), k.float(), queue=self.queue)
+        k = F.normalize(k.float(), dim=1)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
@@ -470,11 +473,16 @@ def interleave(engine: Any, training: Any, plain: Plain, device: torch.device, w
             clock["base"] = _mark(device)
             clock["t0"] = time.perf_counter()
 
-    kw: dict[str, Any] = {}
-    if getattr(training, "collate", None) is not None:
-        kw = {"collate": training.collate, "workers": training.workers}
-    engine.fit(training.batches, training.step, max_steps=total, size=training.size, on_step=on_step, **kw)
+    engine.fit(training.batches, training.step, max_steps=total, size=training.size, on_step=on_step,
+               **_prefetch(training))
     return out
+
+
+def _prefetch(training: Any) -> dict[str, Any]:
+    """The engine's collate / workers arguments of a training (none for code from before they existed)."""
+    if getattr(training, "collate", None) is None:
+        return {}
+    return {"collate": training.collate, "workers": training.workers}
 
 
 def _batch_size(training: Any) -> int:
@@ -544,12 +552,22 @@ def front_ends(size: Size, device: torch.device, bf16: bool, scratch: Path) -> l
     bert = write_bert(scratch / "bert", texts, size.text_layers, size.text_hidden, size.text_heads)
 
     def text_suite(folder: Path) -> tuple[Any, Any]:
+        from suite.gpu_check import write_data
         from text.methods.simcse import SimCSEConfig, SimCSETask
 
         cfg = SimCSEConfig(backbone=str(bert), pooling="mean", mlp_head=False, data=str(scratch / "sentences.txt"),
                            loss="infonce", batch_size=size.text_batch, max_steps=10**6, eval_every=0, bf16=bf16,
                            device=str(device), out=str(folder / "text"))
-        return suite_side(SimCSETask(cfg), cfg, device, folder)
+        stand_in = write_data(scratch / "data")["root"]  # a stand-in STS-B dev split: the task reads it when built
+        was = os.environ.get("SUITE_DATA")
+        os.environ["SUITE_DATA"] = str(stand_in)
+        try:
+            return suite_side(SimCSETask(cfg), cfg, device, folder)
+        finally:
+            if was is None:
+                os.environ.pop("SUITE_DATA", None)
+            else:
+                os.environ["SUITE_DATA"] = was
 
     works.append(Work("text-simcse", "sentences", text_suite,
                       lambda folder: PlainSimCSE(bert, texts, size.text_batch, bf16, device),
@@ -558,10 +576,39 @@ def front_ends(size: Size, device: torch.device, bf16: bool, scratch: Path) -> l
     return works
 
 
-def measure_front_end(work: Work, size: Size, device: torch.device, scratch: Path) -> dict[str, float]:
+def profile(engine: Any, training: Any, plain: Plain, device: torch.device, steps: int, path: Path) -> None:
+    """torch.profiler tables of ``steps`` more steps of each side (the operators by device and by host time)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    kw = _prefetch(training)
+    parts = []
+    for side, run in (("suite", lambda: engine.fit(training.batches, training.step, max_steps=engine.step + steps,
+                                                     size=training.size, on_step=training.on_step, **kw)),
+                      ("plain", lambda: plain.run(steps))):
+        sync(device)
+        with torch_profile(activities=acts) as prof:
+            run()
+            sync(device)
+        parts += [f"== {side}: {steps} steps, by {key}", prof.key_averages().table(sort_by=key, row_limit=25),
+                  f"== {side}: by self_cpu_time_total", prof.key_averages().table(sort_by="self_cpu_time_total",
+                                                                                   row_limit=25)]
+    path.write_text("\n".join(parts))
+
+
+def measure_front_end(work: Work, size: Size, device: torch.device, scratch: Path,
+                      profile_to: Path | None = None) -> dict[str, float]:
     engine, training = work.suite(scratch)
     batch = _batch_size(training)
     plain = work.plain(scratch)
+    if profile_to is not None:
+        engine.fit(training.batches, training.step, max_steps=size.warmup, size=training.size,
+                   on_step=training.on_step, **_prefetch(training))
+        plain.run(size.warmup)
+        profile(engine, training, plain, device, size.steps, profile_to / f"profile-{work.name}.txt")
+        return {}
     r = interleave(engine, training, plain, device, size.warmup, size.rounds, size.steps)
     ratios = [p / s for s, p in zip(r.suite_s, r.plain_s)]  # time per step: plain / suite = suite rate / plain rate
     suite_rate = statistics.median(size.steps / t for t in r.suite_s)
@@ -614,11 +661,16 @@ def loss_cases(n: int, device: torch.device) -> dict[str, tuple[Callable[[], Ten
 
 def measure_losses(n: int, device: torch.device, repeats: int) -> dict[str, dict[str, float]]:
     """Median forward + backward time of every case, interleaved; the ratio to the plain InfoNCE of the same round
-    (three-view losses: to three plain pairs)."""
+    (three-view losses: to three plain pairs). The losses run as the engine runs them: their input checks deferred to
+    the engine's read (:func:`suite.losses.checks.deferred`)."""
+    from suite.losses.checks import DeferredChecks, deferred
+
     cases = loss_cases(n, device)
     times: dict[str, list[float]] = {k: [] for k in cases}
     peaks: dict[str, float] = {}
     failed: dict[str, str] = {}
+
+    checks = DeferredChecks()
 
     def once(k: str) -> float:
         fn, leaves, _ = cases[k]
@@ -627,8 +679,10 @@ def measure_losses(n: int, device: torch.device, repeats: int) -> dict[str, dict
         sync(device)
         base = _mark(device)
         t0 = time.perf_counter()
-        fn().backward()
+        with deferred(checks):  # as the engine runs a loss: its input checks read with the loss, not in the step
+            fn().backward()
         sync(device)
+        checks.pending.clear()
         peaks[k] = _max(peaks.get(k, math.nan), _peak_above(device, base))
         return time.perf_counter() - t0
 
@@ -729,6 +783,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--registry", default=None, help="registry (default: $SUITE_REGISTRY)")
     ap.add_argument("--no-record", action="store_true", help="print this call's table only")
     ap.add_argument("--out", default=str(RESULTS), help="the Markdown table (from the registry)")
+    ap.add_argument("--profile", default="", help="a folder: instead of measuring, torch.profiler tables of each "
+                    "front-end's two sides (a profiler slows every launch after it: never in a measuring process)")
     args = ap.parse_args(argv)
     from suite.train import resolve_device
 
@@ -742,17 +798,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reg = Registry(args.registry) if not args.no_record else Registry(str(Path(tempfile.mkdtemp()) / "r.sqlite"))
     os.environ.setdefault("SUITE_NO_PROGRESS", "1")
+    failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="gpu-bench-") as tmp:
         scratch = Path(tmp)
         if not only or only - {"losses"}:
             for work in front_ends(size, device, bf16, scratch):
                 if only and work.name not in only:
                     continue
-                m = measure_front_end(work, size, device, scratch)
+                try:
+                    m = measure_front_end(work, size, device, scratch, Path(args.profile) if args.profile else None)
+                except Exception:  # noqa: BLE001 - one front-end's fault is reported, the others still measured
+                    failures.append(work.name)
+                    traceback.print_exc()
+                    continue
+                if args.profile:
+                    continue
                 print(f"{work.name}: suite {m['suite_examples_per_s']:,.0f} {work.unit}/s, plain "
                       f"{m['plain_examples_per_s']:,.0f}/s, ratio {m['ratio']:.2f}", flush=True)
                 _record(reg, TASK, work.name, {**info, **work.config}, m)
-        if not args.skip_losses and (not only or "losses" in only):
+        if not args.skip_losses and not args.profile and (not only or "losses" in only):
             for n in size.loss_n:
                 res = measure_losses(n, device, args.repeats or (10 if size_name == "full" else 3))
                 for case, m in res.items():
@@ -765,7 +829,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         Path(args.out).write_text(text)
         print(f"gpu-bench: {args.out}")
-    return 0
+    if failures:
+        print(f"gpu-bench: {len(failures)} front-end(s) failed: {', '.join(failures)} (tracebacks above)")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

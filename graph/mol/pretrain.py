@@ -89,6 +89,12 @@ class ContrastiveMolModel(nn.Module):
         return self.head(self.encoder.embed(b))
 
 
+def _to(batch: Any, device: torch.device) -> Any:
+    """A host batch on ``device``: through pinned memory to CUDA, so the copy does not wait for the GPU (a copy from
+    pageable memory synchronises the stream)."""
+    return batch.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else batch.to(device)
+
+
 def make_augmentation(name: str, ratio: float) -> Callable[..., Any]:
     """``aug(pyg_batch, generator) -> pyg_batch`` from :mod:`graph.augment` (TU front-end, issue 3)."""
     from graph.augment import build_augmentation
@@ -145,8 +151,7 @@ class MolPretrainTask(Task[PretrainMolConfig]):
 
         def step(b: Any) -> Tensor | CachedStep:  # b: the batch collated ahead (Training.collate), in workers on a GPU
             ddp = ctx.engine.ddp  # type: ignore[union-attr]
-            v1 = aug1(b, aug_gen).to(device, non_blocking=True)  # augment on CPU (seeded generator), then move
-            v2 = aug2(b, aug_gen).to(device, non_blocking=True)
+            v1, v2 = (_to(aug(b, aug_gen), device) for aug in (aug1, aug2))  # augmented on the CPU (seeded), moved
             if cfg.grad_cache_chunk:  # views made once, encoded in chunks of molecules, the loss over the whole batch
                 return CachedStep(lambda c: torch.stack([ddp(c[0]), ddp(c[1])]),
                                   chunk_views([v1, v2], cfg.grad_cache_chunk), lambda z: loss_fn(z[0], z[1]), dim=1)

@@ -34,7 +34,7 @@ def uniformity(x: Tensor, t: float = 2.0, extra: Tensor | None = None, chunk: in
         return pair_kernel_lse(x, lambda u: -t * u, lambda u: torch.full_like(u, -t), extra, chunk) - math.log(2.0 * count)
     d = -t * sq_dists_normalized(x, x)  # (M, M)
     k = torch.arange(m, device=x.device)
-    d = d.index_put((k, k), torch.tensor(float("-inf"), dtype=d.dtype, device=d.device))
+    d = d.index_put((k, k), torch.full((), float("-inf"), dtype=d.dtype, device=d.device))
     if extra is not None:
         d = torch.cat([d, -t * sq_dists_normalized(x, extra) + math.log(2.0)], dim=1)
     return torch.logsumexp(d.flatten(), dim=0) - math.log(2.0 * count)

@@ -18,20 +18,17 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 class DeferredChecks:
     """The value checks of the losses, kept on the device while a training engine runs (issue 47): a check that would
-    read the device (non-finite inputs, zero embeddings, negative weights) records a flag instead, the first
-    micro-batch it failed at (``index``, set by the engine), and the engine reads every flag with the loss at its next
-    host read, raising the check's ``ValueError`` naming that step. Outside :func:`deferred` every check reads the
-    device at once, as before."""
+    read the device (non-finite inputs, zero embeddings, negative weights) keeps its flag (a 0-d tensor, no further
+    work on the device) with the micro-batch it was made in (``index``, set by the engine); the engine reads every flag
+    with the loss at its next host read and raises the first failed check's ``ValueError`` naming that step. Outside
+    :func:`deferred` every check reads the device at once, as before."""
 
     def __init__(self) -> None:
-        self.flags: dict[str, Tensor] = {}  # message -> first failing index (-1: none)
+        self.pending: list[tuple[int, str, Tensor]] = []  # (micro-batch index, message, failed flag)
         self.index = 0
 
     def add(self, bad: Tensor, message: str) -> None:
-        cur = self.flags.get(message)
-        if cur is None or cur.device != bad.device:
-            cur = torch.full((), -1, dtype=torch.long, device=bad.device)
-        self.flags[message] = torch.where((cur < 0) & bad.reshape(()), self.index, cur)
+        self.pending.append((self.index, message, bad))
 
 
 _DEFERRED: contextvars.ContextVar[DeferredChecks | None] = contextvars.ContextVar("suite_deferred_checks", default=None)

@@ -123,7 +123,7 @@ def pair_rows(ps: PairSetup, start: int, stop: int, *, exclude_positive: bool = 
         rows = torch.arange(stop - start, device=a.device)
         # in place on the product's output (not saved by its backward): no extra (rows, C) buffer
         sim.index_put_((rows.repeat(len(excluded)), torch.cat(excluded)),
-                       torch.tensor(mask_value, dtype=sim.dtype, device=sim.device))
+                       torch.full((), mask_value, dtype=sim.dtype, device=sim.device))
     if ps.queue is not None:
         sim = torch.cat([sim, a @ ps.queue.T], dim=1)  # (rows, C + Q)
     return sim

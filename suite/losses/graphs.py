@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import torch.nn.functional as F
 from torch import Tensor
 
-from suite.losses.checks import check_labels
+from suite.losses.checks import _fails, check_labels
 
 
 def label_graph(labels: Tensor) -> Tensor:
@@ -34,7 +34,7 @@ def sample_graph(class_graph: Tensor, labels: Tensor) -> Tensor:
     """Index a (C, C) class graph by the batch labels: (N, N) sample graph."""
     labels = check_labels(labels, labels.shape[0] if isinstance(labels, Tensor) else -1)
     c = class_graph.shape[0]
-    if int(labels.min()) < 0 or int(labels.max()) >= c:
+    if _fails(((labels < 0) | (labels >= c)).any(), f"labels must lie in [0, {c}) for a graph of {c} classes"):
         raise ValueError(f"labels must lie in [0, {c}) for a graph of {c} classes; got range [{int(labels.min())}, {int(labels.max())}]")
     return class_graph[labels][:, labels]
 

@@ -85,7 +85,7 @@ class SimCLRL2(PairLoss):
         if ps.negatives != "none":  # the positive from the difference (exact), not from the product
             sim = sim.index_put((rows, ps.pos[start:stop]), pos[start:stop])
         if ps.self_col is not None:
-            sim = sim.index_put((rows, ps.self_col[start:stop]), torch.tensor(NEG_INF, dtype=sim.dtype, device=sim.device))
+            sim = sim.index_put((rows, ps.self_col[start:stop]), torch.full((), NEG_INF, dtype=sim.dtype, device=sim.device))
         if queue is not None:
             sim = torch.cat([sim, neg_distances(a, queue) / t], dim=1)
         return sim

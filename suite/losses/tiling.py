@@ -143,7 +143,7 @@ def _exclude(sim: Tensor, excl: Tensor | None, s: int, e: int) -> Tensor:
         rows = torch.arange(e - s, device=sim.device)
         cols = excl[:, s:e]
         sim.index_put_((rows.repeat(cols.shape[0]), cols.reshape(-1)),
-                       torch.tensor(float("-inf"), dtype=sim.dtype, device=sim.device))
+                       torch.full((), float("-inf"), dtype=sim.dtype, device=sim.device))
     return sim
 
 

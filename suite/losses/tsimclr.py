@@ -100,7 +100,7 @@ class TSimCLR(ContrastiveLoss):
         else:
             log_q = self._log_q(_sq_dists(e, e))  # (2M, 2M)
             k = torch.arange(e.shape[0], device=e.device)
-            log_q = log_q.index_put((k, k), torch.tensor(float("-inf"), dtype=log_q.dtype, device=e.device))  # j != k
+            log_q = log_q.index_put((k, k), torch.full((), float("-inf"), dtype=log_q.dtype, device=e.device))  # j != k
             if queue is not None:
                 log_q = torch.cat([log_q, self._log_q(_sq_dists(e, queue)) + log2], dim=1)
             log_z = torch.logsumexp(log_q.flatten(), 0)

@@ -34,7 +34,7 @@ from torch import Tensor
 
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, register_loss
-from suite.losses.checks import _check_float, check_device, check_pair, check_positive, check_queue
+from suite.losses.checks import _check_float, _fails, check_device, check_pair, check_positive, check_queue
 from suite.losses.core import normalize, pair_lse, pair_rows, pair_setup
 from suite.losses.tiling import weighted_cross
 
@@ -131,7 +131,8 @@ def _queue_graph(qs: Tensor, n: int, q: int) -> Tensor:
         raise ValueError(f"queue_similarity must be a floating-point tensor of shape ({n}, {q})")
     if qs.shape != (n, q):
         raise ValueError(f"queue_similarity must have shape ({n}, {q}); got {tuple(qs.shape)}")
-    if bool(torch.isnan(qs).any()) or bool((qs == float("inf")).any()):
+    msg = "queue_similarity may hold finite values or -inf (pure negative); found NaN or +inf"
+    if _fails(torch.isnan(qs).any() | (qs == float("inf")).any(), msg):
         raise ValueError("queue_similarity may hold finite values or -inf (pure negative); found NaN or +inf")
     return qs
 

@@ -43,6 +43,7 @@ engine"); the step overhead is measured on the smallest step (MUTAG GraphCL) by
 """
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from contextlib import nullcontext
@@ -56,7 +57,7 @@ from torch import Tensor, nn
 from suite import distributed as sd
 from suite.losses.checks import DeferredChecks, deferred
 from suite.train.checkpoint import load_for_resume, rng_state, save_checkpoint, set_rng_state
-from suite.train.meters import LossLogger, Throughput, progress
+from suite.train.meters import LossLogger, Throughput, diagnostic_values, progress
 from suite.train.seeding import seeded_generator
 
 B = TypeVar("B")
@@ -237,12 +238,14 @@ class Engine(Generic[B]):
         self.logger, self.throughput = LossLogger(), Throughput()
         self.log_every = log_every
         self._micro = 0
-        # the device-side watch of the loss (read by flush()): the last loss, the first non-finite one and its
-        # position in the window of micro-batches since the last read (-1: none; sticky until read)
+        # what the next read (flush) takes from the device, per micro-batch since the last one: its position
+        # (step, epoch, batch; 1-based), its loss and the loss's diagnostics (tensors, untouched until then)
+        self._window: list[tuple[int, int, int]] = []
+        self._losses: list[Tensor] = []
+        self._diags: list[dict[str, Tensor | float]] = []
         self._last: Tensor | None = None
-        self._bad_at: Tensor | None = None
-        self._bad_value: Tensor | None = None
-        self._window: list[tuple[int, int, int]] = []  # (step, epoch, batch), 1-based, of each unread micro-batch
+        self._last_read = float("nan")
+        self._found: Tensor | None = None  # a non-finite loss since the last read (fused optimisers' found_inf)
         # a fused optimiser skips a flagged update on the device (found_inf); any other is guarded by a host read
         self.skips_on_device = bool(getattr(optimizer, "defaults", {}).get("fused")) and not self.scaler.is_enabled()
         self.host_reads = 0  # reads of the device by the engine (flush), for the tests and the benchmark
@@ -255,59 +258,70 @@ class Engine(Generic[B]):
     @property
     def last_loss(self) -> float:
         """The last micro-batch's loss, read from the device (a host read: not for every step)."""
-        return float("nan") if self._last is None else float(self._last)
+        return self._last_read if self._last is None else float(self._last)
 
     def _watch(self, value: Tensor) -> None:
-        """Keep the loss on the device: the last value, and the first non-finite one of the window (sticky). Where
-        the optimiser cannot skip a flagged update on the device, read the device now, before anything is stepped."""
-        v = value.detach().float().reshape(())
-        if self._bad_at is None or self._bad_at.device != v.device:
-            self._bad_at = torch.full((), -1, dtype=torch.long, device=v.device)
-            self._bad_value = torch.zeros((), device=v.device)
-        newly = (self._bad_at < 0) & ~torch.isfinite(v)
-        self._bad_at = torch.where(newly, len(self._window), self._bad_at)
-        self._bad_value = torch.where(newly, v, self._bad_value)  # type: ignore[arg-type]
+        """Keep the loss and the loss's diagnostics of this micro-batch for the next read (no work on the device). Where
+        the optimiser skips a flagged update on the device, fold a non-finite loss into its sticky ``found_inf`` (from
+        this step on no update is made); where it cannot, read the device now, before anything is stepped."""
+        v = value.detach().reshape(())
         self._window.append((self.step + 1, self.epoch + 1, self.batch_in_epoch + 1))
+        self._losses.append(v)
+        self._diags.append(diagnostic_values(self.loss_obj) if self.loss_obj is not None else {})
         self._last = v
         if self.skips_on_device:
-            self.optimizer.found_inf = (self._bad_at >= 0).float()  # type: ignore[attr-defined]
+            bad = torch.isfinite(v).logical_not()
+            self._found = bad if self._found is None else self._found.logical_or(bad)
+            self.optimizer.found_inf = self._found.float()  # type: ignore[attr-defined]
         else:
             self.flush()
 
     def flush(self) -> float:
         """Read the device once: raise the ``ValueError`` of a loss's input check that failed since the last read, or
-        :class:`NonFiniteLossError` for a non-finite loss (each naming its step); else return the last loss. Called
-        every ``log_every`` steps, at the end of an epoch and of :meth:`fit`, before a checkpoint (:meth:`save`) and
-        before the run logs (``RunContext.log``)."""
-        if self._bad_at is None or self._last is None:
-            return float("nan")
-        flags = self.checks.flags
-        dev = self._last.device
-        at, value, last, *failed = torch.stack(
-            [self._bad_at.float(), self._bad_value, self._last, *(f.to(dev).float() for f in flags.values())]).tolist()  # type: ignore[list-item]
+        :class:`NonFiniteLossError` for a non-finite loss (each naming its step); else feed the epoch's meters and
+        return the last loss. Called every ``log_every`` steps, at the end of an epoch and of :meth:`fit`, before a
+        checkpoint (:meth:`save`) and before the run logs (``RunContext.log``)."""
+        if not self._losses:
+            return self._last_read
+        dev = self._losses[-1].device
+        keys = [list(d) for d in self._diags]
+        checks = self.checks.pending
+        flat = [*self._losses, *(d[k] for d, ks in zip(self._diags, keys) for k in ks), *(b for _, _, b in checks)]
+        values = torch.stack([torch.as_tensor(x).to(dev, torch.float32).reshape(()) for x in flat]).tolist()
         self.host_reads += 1
-        first = min(((int(i), m) for i, m in zip(failed, flags) if i >= 0), default=None)
+        n = len(self._losses)
+        losses, rest = values[:n], iter(values[n:])
+        diags = [{k: next(rest) for k in ks} for ks in keys]
+        failed = [(i, m) for (i, m, _), bad in zip(checks, rest) if bad]
+        at = next((i for i, v in enumerate(losses) if not math.isfinite(v)), None)
         where = lambda i: "step {} (epoch {}, batch {})".format(*self._window[i])  # noqa: E731
-        if first is not None and (at < 0 or first[0] <= at):  # the input check: the cause of a non-finite loss
-            msg = f"{first[1]} (the loss's input at {where(first[0])})"
+        if failed and (at is None or failed[0][0] <= at):  # the input check: the cause of a non-finite loss
+            msg = f"{failed[0][1]} (the loss's input at {where(failed[0][0])})"
             self._abandon()
             raise ValueError(msg)
-        if at >= 0:
-            msg = where(int(at))
+        if at is not None:
+            msg = f"loss became {losses[at]} at {where(at)}"
             self._abandon()
             raise NonFiniteLossError(
-                f"loss became {value} at {msg}; nothing was stepped from then on and no checkpoint written, the last "
-                f"good checkpoint is kept. Lower the learning rate, use fp32/bf16 instead of fp16, or set grad_clip")
-        self._window.clear()
-        flags.clear()
-        self.checks.index = 0
-        return last
+                f"{msg}; nothing was stepped from then on and no checkpoint written, the last good checkpoint is kept. "
+                f"Lower the learning rate, use fp32/bf16 instead of fp16, or set grad_clip")
+        for value, d in zip(losses, diags):
+            self.logger.update(value, d)
+        self._last_read = losses[-1]
+        self._abandon(keep=True)
+        return losses[-1]
 
-    def _abandon(self) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
+    def _abandon(self, keep: bool = False) -> None:
+        """Forget the window read (``keep``: it was read and is clean), else after a fault: no gradient kept."""
+        if not keep:
+            self.optimizer.zero_grad(set_to_none=True)
+            self._last = None
         self._window.clear()
-        self.checks.flags.clear()
-        self._bad_at = self._last = None
+        self._losses.clear()
+        self._diags.clear()
+        self.checks.pending.clear()
+        self.checks.index = 0
+        self._found = None
 
     def _sync_context(self, last: bool) -> ContextManager[Any]:
         """DDP all-reduces gradients only on the backward that ends an optimiser step."""
@@ -416,9 +430,8 @@ class Engine(Generic[B]):
                 with deferred(self.checks):
                     with self.autocast():
                         out = step_fn(next(ready) if ready is not None else b)
-                    value = self.backward(out)
+                    self.backward(out)
                 self.batch_in_epoch += 1
-                self.logger.update(value, self.loss_obj)
                 self.throughput.update((size(b) if size else len(b)) * sd.world_size())  # type: ignore[arg-type]
                 stepped = self._micro % self.accumulate == 0
                 if stepped and self.step % self.log_every == 0:  # the one host read of the interval

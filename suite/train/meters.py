@@ -49,27 +49,23 @@ def diagnostic_values(loss: Any) -> dict[str, Tensor | float]:
 
 
 class LossLogger:
-    """Running means of the loss and of the loss's own diagnostics over an epoch. The sums stay where the values are
-    (on the device: no host read per step); :meth:`means` reads them all at once."""
+    """Running means of the loss and of the loss's own diagnostics over an epoch (host values: the engine feeds it the
+    values it read from the device, a window of steps at a time)."""
 
     def __init__(self) -> None:
-        self.sums: dict[str, Tensor | float] = {}
+        self.sums: dict[str, float] = {}
         self.count = 0
 
-    def update(self, loss_value: Tensor | float, loss: ContrastiveLoss | None = None) -> None:
+    def update(self, loss_value: float, diagnostics: dict[str, Any] | ContrastiveLoss | None = None) -> None:
+        """One micro-batch: its loss and its loss's diagnostics (a dict of values, or the loss itself)."""
         self.count += 1
-        vals = {"loss": loss_value, **(diagnostic_values(loss) if loss is not None else {})}
-        for k, v in vals.items():
-            v = v.detach().float() if isinstance(v, Tensor) else float(v)
-            self.sums[k] = v if k not in self.sums else self.sums[k] + v
+        if diagnostics is not None and not isinstance(diagnostics, dict):
+            diagnostics = diagnostics.diagnostics()
+        for k, v in {"loss": loss_value, **(diagnostics or {})}.items():
+            self.sums[k] = self.sums.get(k, 0.0) + float(v)
 
     def means(self) -> dict[str, float]:
-        if not self.sums:
-            return {}
-        keys = list(self.sums)
-        dev = next((v.device for v in self.sums.values() if isinstance(v, Tensor)), torch.device("cpu"))
-        vals = torch.stack([torch.as_tensor(self.sums[k], dtype=torch.float32).to(dev).reshape(()) for k in keys])
-        return dict(zip(keys, (v / max(self.count, 1) for v in vals.tolist())))  # one host read
+        return {k: v / max(self.count, 1) for k, v in self.sums.items()}
 
     def reset(self) -> None:
         self.sums, self.count = {}, 0

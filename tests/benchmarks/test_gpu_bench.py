@@ -47,3 +47,13 @@ def test_gpu_bench_on_the_cpu(tmp_path: Path) -> None:
     assert "## cpu, size `tiny`" in text
     for name in FRONT_ENDS | {"infonce-dense", "cacr-tiled"}:
         assert f"| {name} |" in text, name
+
+
+def test_plain_moco_loss_is_the_suites() -> None:
+    """the plain MoCo loop's loss (query and key both anchors, the queue as further negatives) equals the suite's
+    InfoNCE with ``queue=``, which the suite's MoCo takes"""
+    g = torch.Generator().manual_seed(1)
+    q, k = (torch.randn(12, 8, generator=g, dtype=torch.float64) for _ in range(2))
+    queue = torch.nn.functional.normalize(torch.randn(20, 8, generator=g, dtype=torch.float64), dim=1)
+    ours = L.build("infonce", temperature=gb.TEMPERATURE)(q, k, queue=queue)
+    assert float(ours) == pytest.approx(float(gb.nt_xent(q, k, queue=queue)), rel=1e-12)
