@@ -180,18 +180,18 @@ class _PairKernelLSE(torch.autograd.Function):
         want = ctx.needs_input_grad[0]
         de = torch.zeros_like(e) if want else None
         col = torch.zeros(m, dtype=e.dtype, device=e.device)  # sum over rows of the weights, per column
-        big = float("-inf")  # running max of the logits
+        big = torch.full((), float("-inf"), dtype=e.dtype, device=e.device)  # running max of the logits
         total = torch.zeros((), dtype=e.dtype, device=e.device)  # sum of exp(logit - big)
-        for s, t in _spans(m, chunk):
+        for i, (s, t) in enumerate(_spans(m, chunk)):
             logits, u = _kernel_tile(e, queue, f, s, t)
-            new = max(big, float(logits.amax()))
-            if new > big:  # rescale what was summed against the old maximum (0 on the first tile)
-                scale = math.exp(big - new)
+            new = torch.maximum(big, logits.amax())  # on the device: no host read per tile
+            if i:  # rescale what was summed against the old maximum (nothing on the first tile)
+                scale = torch.where(new > big, torch.exp(big - new), torch.ones_like(big))
                 total.mul_(scale)
                 col.mul_(scale)
                 if de is not None:
                     de.mul_(scale)
-                big = new
+            big = new
             w = logits.sub_(big).exp_()
             total += w.sum()
             if de is not None:

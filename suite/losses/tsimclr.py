@@ -31,17 +31,12 @@ from torch import Tensor
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, register_loss
 from suite.losses.checks import check_pair, check_positive, check_queue, check_weights, weighted_mean
-from suite.losses.tiling import pair_kernel_lse, sq_distances
+from suite.losses.tiling import pair_kernel_lse
 
 
 def iou_weights(iou: Tensor, tau_prime: float = 1.0) -> Tensor:
     """t-SimCLR Sec. 4.1: p_ii' proportional to exp(IoU / tau'), scaled to mean 1. (N,) -> (N,)."""
     return torch.softmax(iou.double() / tau_prime, dim=0).to(iou.dtype) * iou.shape[0]
-
-
-def _sq_dists(a: Tensor, b: Tensor) -> Tensor:
-    """||a_i - b_j||^2 through one matrix product (no sqrt, unlike cdist), clamped >= 0."""
-    return sq_distances(a, b).clamp_min_(0.0)
 
 
 _BIG32 = 2.0 ** 40  # above this, float32 squared distances (summed over d) near overflow
@@ -91,19 +86,13 @@ class TSimCLR(ContrastiveLoss):
         # the normaliser in log space: log Z = logsumexp_{j != k} log q(e_j, e_k) (+ the (embedding, queue)
         # pairs in both orders); summing q directly underflows in float32 for spread-out features
         # (loss -inf at tau = 1, t_df = 100)
-        log2 = math.log(2.0)
         n_cols = e.shape[0] + (0 if queue is None else queue.shape[0])
         chunk = self._tile(e.shape[0], n_cols)
-        if chunk is not None:  # fused tiles: nothing (2M, 2M) is kept for the backward
-            a = self.temperature * self.t_df
-            log_z = pair_kernel_lse(e, self._log_q, lambda u: -(self.t_df + 1.0) / 2.0 / (a + u), queue, chunk)
-        else:
-            log_q = self._log_q(_sq_dists(e, e))  # (2M, 2M)
-            k = torch.arange(e.shape[0], device=e.device)
-            log_q = log_q.index_put((k, k), torch.full((), float("-inf"), dtype=log_q.dtype, device=e.device))  # j != k
-            if queue is not None:
-                log_q = torch.cat([log_q, self._log_q(_sq_dists(e, queue)) + log2], dim=1)
-            log_z = torch.logsumexp(log_q.flatten(), 0)
+        # fused: the gradient formed in the forward (a scalar output), nothing (2M, 2M) kept for the backward; dense
+        # is the same function in one tile (the same values; fewer passes over the matrix than autograd's graph)
+        a = self.temperature * self.t_df
+        log_z = pair_kernel_lse(e, self._log_q, lambda u: -(self.t_df + 1.0) / 2.0 / (a + u), queue,
+                                e.shape[0] if chunk is None else chunk)
         per_pair = log_z - pos  # (N,) l(x_i, x_i') = l(x_i', x_i)
         self._record(log_normaliser=log_z, log_normaliser_per_pair=log_z - math.log(e.shape[0] * (e.shape[0] - 1)))
         return weighted_mean(per_pair, weights).to(out_dtype)  # mean over the 2N anchors (both orders: same term)
