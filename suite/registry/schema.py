@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import platform
 import subprocess
 from dataclasses import asdict, is_dataclass
@@ -162,7 +163,10 @@ NOT_CODE = ("benchmarks/results", "*.md", "docs")
 def code_version(root: Path | None = None) -> str:
     """The commit the code of this checkout (``root``, default: the repository of this package) is (12 hex digits),
     ``-dirty`` when tracked code differs from it (results files and prose do not count: :data:`NOT_CODE`), or
-    ``v<version>`` outside a git checkout."""
+    ``v<version>`` outside a git checkout. A copy of the tree whose git metadata is not its own (a container, a lent
+    GPU machine) says its commit by ``SUITE_CODE_VERSION``, which is then taken as it is."""
+    if os.environ.get("SUITE_CODE_VERSION"):
+        return os.environ["SUITE_CODE_VERSION"]
     try:
         root = root or Path(__file__).resolve().parents[2]  # the repository
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
