@@ -305,3 +305,25 @@ def test_distributed_resume_restores_every_ranks_random_state(tmp_path: Path) ->
     assert not torch.equal(state["rank_rng"][0]["rng"]["torch"], state["rank_rng"][1]["rng"]["torch"])
     with pytest.raises(ValueError, match=r"written by 2 process\(es\) and is resumed by 1"):
         _engine(_model()).load(tmp_path / "ck.pt", {"seed": 3})
+
+
+def test_compile_equals_eager() -> None:
+    """--compile (the forward through torch.compile) -> after 8 steps the same parameters as eager within float32
+    tolerance, and checkpoints hold the module's own state (no compiled wrapper's names)"""
+    from suite.losses import build
+
+    x = torch.randn(64, 6, generator=torch.Generator().manual_seed(0))
+
+    def trained(compile: bool) -> dict[str, torch.Tensor]:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 4))
+        loss = build("infonce")
+        eng = Engine(model, torch.optim.Adam(model.parameters(), lr=1e-2), device="cpu", loss=loss, compile=compile)
+        eng.fit(lambda ep: epoch_batches(64, 16, 1, ep), lambda idx: loss(eng.ddp(x[idx]), eng.ddp(x[idx] + 0.1)),
+                epochs=2)
+        assert set(eng.state_dict({})["model"]) == set(model.state_dict())
+        return model.state_dict()
+
+    eager, compiled = trained(False), trained(True)
+    for k in eager:
+        torch.testing.assert_close(compiled[k], eager[k], rtol=1e-5, atol=1e-6)
