@@ -225,7 +225,7 @@ def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
         page += ["<h2>Speed on a GPU</h2>", f"<p>{_inline(_SPEED)}</p>"]
         for heading, body in speed:
             md += [f"### {heading}", "", body, ""]
-            page.append(f"<h3>{html.escape(heading)}</h3>{md_tables_to_html(body)}")
+            page.append(f"<h3>{_inline(heading)}</h3>{md_tables_to_html(body)}")
     md += ["## Evidence of each claim", ""] + [f"- **{e.id}**: {j.evidence}" for e, j in judged] + [""]
     page.append("<h2>Evidence of each claim</h2><ul>" + "".join(
         f"<li><b>{html.escape(e.id)}</b>: {html.escape(j.evidence)}</li>" for e, j in judged) + "</ul>")
