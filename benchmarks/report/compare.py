@@ -13,7 +13,7 @@ from typing import Any
 
 from benchmarks.runner.compare import D, Task, slug
 from benchmarks.runner.suitefile import Job
-from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict, mean_std
+from benchmarks.tables.claims import ALPHA, RULE_TEXT, Claim, Result, Verdict, holm, mean_std
 from suite.registry import Registry, markdown_table
 
 
@@ -69,7 +69,8 @@ class Row:
     values: list[float]
 
 
-def judge_task(reg: Registry, task: Task, loss: str) -> tuple[str, list[Row], list[list[str]]]:
+def judge_task(reg: Registry, task: Task, loss: str) -> tuple[str, list[Row], list[list[Any]]]:
+    """The task's metric, its rows (arms) and its verdicts: [claim, verdict, evidence, Result or None]."""
     rows = []
     metric = ""
     for label, jobs in task.arms.items():
@@ -84,11 +85,35 @@ def judge_task(reg: Registry, task: Task, loss: str) -> tuple[str, list[Row], li
                 continue
             if not mine.values or not r.values:
                 missing = " and ".join(x.label for x in (mine, r) if not x.values)
-                verdicts.append([f"{loss} beats {r.label}", str(Verdict.NOT_MEASURED), f"no finished run of {missing}"])
+                verdicts.append([f"{loss} beats {r.label}", str(Verdict.NOT_MEASURED), f"no finished run of {missing}",
+                                 None])
                 continue
             res = Claim(f"{task.frontend}/{task.command}", loss, r.label, metric).judge(mine.values, r.values)
-            verdicts.append([f"{loss} beats {r.label}", str(res.verdict), res.evidence()])
+            verdicts.append([f"{loss} beats {r.label}", str(res.verdict), res.evidence(), res])
     return metric, rows, verdicts
+
+
+def family_p(res: Result | None) -> float:
+    """A comparison's p-value in its verdict's direction (confirmed: p; contradicted: the reverse; else the smaller)."""
+    if res is None or res.verdict in (Verdict.NOT_MEASURED, Verdict.INCONCLUSIVE):
+        return float("nan")
+    if res.verdict is Verdict.CONFIRMED:
+        return res.p
+    if res.verdict is Verdict.CONTRADICTED:
+        return res.p_reverse
+    return min(res.p, res.p_reverse)
+
+
+def with_holm(verdicts: list[list[Any]], adjusted: list[float]) -> list[list[str]]:
+    """The verdict rows as shown: a confirmed or contradicted comparison that does not survive Holm's correction over
+    the page's family says so, and every judged one gives its Holm-adjusted p-value."""
+    out = []
+    for (claim, verdict, evidence, res), q in zip(verdicts, adjusted):
+        shown = verdict + (", not after Holm" if res is not None and res.verdict in (Verdict.CONFIRMED,
+                                                                                     Verdict.CONTRADICTED)
+                           and not q < ALPHA else "")
+        out.append([claim, shown, evidence + ("" if q != q else f", Holm's p = {q:.3g}")])
+    return out
 
 
 def timing_table(timings: dict[tuple[str, int], tuple[float, int]], loss: str) -> str:
@@ -159,8 +184,12 @@ def page(reg: Registry, suite: str, tasks: list[Task], loss: str, origin: dict[s
     html_parts = [f"<h1>{html.escape(loss)} beside the suite's losses</h1>", _paragraph(head[2])]
     md = list(head)
     summary = []
-    for task in tasks:
-        metric, rows, verdicts = judge_task(reg, task, loss)
+    judged = [(task, *judge_task(reg, task, loss)) for task in tasks]
+    # one family: the user's loss against every baseline on every task (Holm-Bonferroni)
+    adjusted = iter(holm([family_p(v[3]) for *_, verdicts in judged for v in verdicts]))
+    judged = [(task, metric, rows, with_holm(verdicts, [next(adjusted) for _ in verdicts]))
+              for task, metric, rows, verdicts in judged]
+    for task, metric, rows, verdicts in judged:
         pub = published(task)
         table = markdown_table(["loss", "seeds", metric or "headline"],
                                [[r.label, len(r.values), mean_std(r.values, show_n=False, empty="not run")] for r in rows]
@@ -193,8 +222,11 @@ def page(reg: Registry, suite: str, tasks: list[Task], loss: str, origin: dict[s
         html_parts += ["<h2>Left out</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>"]
     if summary:
         st = markdown_table(["task", "claim", "verdict"], summary)
-        md[len(head):len(head)] = ["## Verdicts", "", st, ""]
-        html_parts[2:2] = ["<h2>Verdicts</h2>", md_tables_to_html(st)]
+        fam = (f"One family of {len(summary)} comparisons (this loss against every baseline on every task), "
+               f"Holm-Bonferroni adjusted: a confirmed or contradicted verdict that does not survive the correction says "
+               f"so.")
+        md[len(head):len(head)] = ["## Verdicts", "", fam, "", st, ""]
+        html_parts[2:2] = ["<h2>Verdicts</h2>", _paragraph(fam), md_tables_to_html(st)]
     doc = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
            f"<title>{html.escape(loss)}: suite bench compare</title><style>body{{font-family:sans-serif;max-width:1100px;"
            "margin:auto;padding:0 8px}table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ccc;"

@@ -5,25 +5,60 @@ Every document (the per-task tables, ``results/README.md``, ``report.html``) sho
 :func:`findings`, which call that one judgement; a test checks that no results file states a claim with another
 verdict. How sets combine follows the paper: where it reports an average, the average is judged; where it claims
 wins "on k of N" sets, each set is judged and the verdicts combined (:func:`benchmarks.tables.claims.combine`). A verdict
-carries its gap with the 95 % confidence interval and the smallest gap the seeds could have detected, so that
-"not confirmed" can be read: a paper's gap below the detectable gap could not have been confirmed here.
-"""
+carries its gap with the 90 % interval that matches its one-sided test and the smallest gap the seeds could have
+detected; the claims are judged as one family (:func:`family`: Holm's adjusted p-values), and a "not confirmed" says
+whether our interval excludes the paper's gap, our seeds could have detected it, or the comparison is underpowered
+(:func:`against_paper`)."""
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from benchmarks.tables.claims import Result, Verdict
+from benchmarks.tables.claims import ALPHA, Result, Verdict, holm, seeds_needed
 
 
 @dataclass(frozen=True)
 class Judged:
     """One claim's verdict and its evidence; ``summary`` is the gap the findings table shows (in the claim's
-    direction, points), with its interval and detectable gap; None when nothing was measured."""
+    direction, points), with its interval and detectable gap; None when nothing was measured. A claim combined from
+    several data sets or margins gives its ``parts`` and how many must hold (``need`` of ``total``): its p-value in
+    the family is the intersection-union one (:meth:`p_value`)."""
     verdict: Verdict
     summary: Result | None
     evidence: str
+    parts: tuple[Result, ...] = ()
+    need: int | None = None
+    total: int | None = None
+
+    def p_value(self) -> float:
+        """The claim's one p-value for the family correction, in its verdict's direction (confirmed: "holds";
+        contradicted: the reverse; otherwise the smaller of the two). A claim that needs ``k`` of ``total`` parts
+        holds when some k parts all hold: the k-th smallest p-value (intersection-union over those k) times the
+        C(total, k) ways to choose them (Bonferroni: the choice was made after seeing the data), capped at 1; with
+        k = total that is the largest p-value. It is contradicted when some ``total - k + 1`` parts are reversed, by
+        the same rule on the reverse p-values. Parts not measured count as p = 1. NaN when nothing was judged."""
+        if self.verdict in (Verdict.NOT_MEASURED, Verdict.NOT_JUDGED, Verdict.INCONCLUSIVE):
+            return float("nan")
+        if self.parts:
+            total = max(self.total or 0, len(self.parts))
+            k = self.need or total
+
+            def kth(ps: list[float], j: int) -> float:
+                ps = sorted(p if p == p else 1.0 for p in ps) + [1.0] * (total - len(ps))
+                return min(1.0, math.comb(total, j) * ps[j - 1])
+
+            holds, reverse = kth([r.p for r in self.parts], k), kth([r.p_reverse for r in self.parts], total - k + 1)
+        elif self.summary is not None:
+            holds, reverse = self.summary.p, self.summary.p_reverse
+        else:
+            return float("nan")
+        if self.verdict is Verdict.CONFIRMED:
+            return holds
+        if self.verdict is Verdict.CONTRADICTED:
+            return reverse
+        return min(holds, reverse)
 
 
 @dataclass(frozen=True)
@@ -172,6 +207,49 @@ def entry(claim_id: str) -> Entry:
     return BY_ID[claim_id]
 
 
+def decisive(parts: list[Result], verdict: Verdict) -> Result:
+    """The part of an all-must-hold claim whose interval goes with the claim's verdict: confirmed, the weakest part
+    (largest p-value: every part is confirmed); contradicted, the most reversed part; otherwise the first part that is
+    not confirmed."""
+    if verdict is Verdict.CONFIRMED:
+        return max(parts, key=lambda r: r.p)
+    if verdict is Verdict.CONTRADICTED:
+        return min((r for r in parts if r.verdict is Verdict.CONTRADICTED), key=lambda r: r.p_reverse)
+    return next((r for r in parts if r.verdict is not Verdict.CONFIRMED), parts[0])
+
+
+def family(judged: list[tuple[Entry, Judged]]) -> dict[str, float]:
+    """Holm's adjusted p-value of every judged claim of ``judged`` (one family: every claim with a verdict from its
+    seeds), by claim id; NaN for a claim outside it (not measured, not judged, too few seeds)."""
+    adjusted = holm([j.p_value() for _, j in judged])
+    return {e.id: p for (e, _), p in zip(judged, adjusted)}
+
+
+def demoted(j: Judged, adjusted: float) -> bool:
+    """A confirmed or contradicted verdict that does not survive the family correction."""
+    return j.verdict in (Verdict.CONFIRMED, Verdict.CONTRADICTED) and not adjusted < ALPHA
+
+
+def shown_verdict(j: Judged, adjusted: float) -> str:
+    """The verdict as the pages show it: a confirmed or contradicted one that does not survive Holm's correction
+    says so."""
+    return f"**{j.verdict}**" + (", not after Holm" if demoted(j, adjusted) else "")
+
+
+def against_paper(e: Entry, j: Judged) -> str:
+    """Our interval against the paper's gap: ``excluded`` (the upper end lies below it: the paper's effect is ruled
+    out at this scale), ``detectable`` (our seeds could have detected it), else ``underpowered (~N seeds)``."""
+    r = j.summary
+    if r is None or e.paper_gap is None or r.ci[1] != r.ci[1]:
+        return "-"
+    if r.ci[1] < e.paper_gap:
+        return "excluded"
+    if r.detectable == r.detectable and r.detectable <= e.paper_gap:
+        return "detectable"
+    n = seeds_needed(r, e.paper_gap)
+    return "underpowered" + (f" (~{n} seeds a side)" if n is not None else "")
+
+
 def _gap(r: Result | None) -> str:
     if r is None or r.gap != r.gap:
         return "-"
@@ -185,14 +263,18 @@ def _detectable(r: Result | None) -> str:
 
 
 def reading(e: Entry, j: Judged) -> str:
-    """Whether our seeds could have seen the paper's effect: the paper's gap against the detectable gap."""
-    if j.summary is None or e.paper_gap is None or j.summary.detectable != j.summary.detectable:
+    """Our interval against the paper's gap (:func:`against_paper`), in words."""
+    case = against_paper(e, j)
+    if case == "-":
         return ""
-    if e.paper_gap < j.summary.detectable:  # "says little" only of a miss: a confirmed gap was larger than the paper's
-        return (f"the paper's gap ({e.paper_gap:+.2f}) is below what these seeds detect ({j.summary.detectable:.2f})"
-                + (": not confirming it says little" if j.verdict in (Verdict.NOT_CONFIRMED, Verdict.INCONCLUSIVE)
-                   else ""))
-    return f"these seeds detect the paper's gap ({e.paper_gap:+.2f} >= {j.summary.detectable:.2f})"
+    r = j.summary
+    assert r is not None and e.paper_gap is not None
+    if case == "excluded":
+        return f"the paper's gap ({e.paper_gap:+.2f}) is excluded at this scale (our upper bound {r.ci[1]:+.2f})"
+    if case == "detectable":
+        return f"these seeds detect the paper's gap ({e.paper_gap:+.2f} >= {r.detectable:.2f})"
+    return (f"underpowered: the paper's gap ({e.paper_gap:+.2f}) is below what these seeds detect ({r.detectable:.2f})"
+            + (f"; about {n} seeds a side would detect it" if (n := seeds_needed(r, e.paper_gap)) else ""))
 
 
 def line(claim_id: str, registry: Any) -> str:
@@ -218,40 +300,51 @@ def findings(registry: Any) -> list[tuple[Entry, Judged]]:
 def findings_table(judged: list[tuple[Entry, Judged]]) -> str:
     from suite.registry import markdown_table
 
+    adjusted = family(judged)
     rows = []
     for e, j in judged:
         ns = "-" if j.summary is None else (f"{j.summary.ns[0]}" if len(set(j.summary.ns)) == 1 else
                                             f"{min(j.summary.ns)}-{max(j.summary.ns)}")
+        p, q = j.p_value(), adjusted[e.id]
         rows.append([e.paper, e.claim, "-" if e.paper_gap is None else f"{e.paper_gap:+.2f}", _gap(j.summary),
-                     _detectable(j.summary), ns, f"**{j.verdict}**", e.protocol])
-    return markdown_table(["paper", "claim", "paper's gap", "our gap [95 % CI]", "detectable gap", "seeds a side",
-                           "verdict",
-                           "protocol"], rows)
+                     _detectable(j.summary), ns, "-" if p != p else f"{p:.3g} / {q:.3g}",
+                     shown_verdict(j, q), against_paper(e, j), e.protocol])
+    return markdown_table(["paper", "claim", "paper's gap", "our gap [90 % CI]", "detectable gap", "seeds a side",
+                           "p / Holm's p", "verdict", "the paper's gap", "protocol"], rows)
 
 
 def forest(judged: list[tuple[Entry, Judged]]) -> Any:
-    """One line per measured claim: our gap and its 95 % interval, the paper's gap as a red marker, zero marked (a
-    symmetric-log axis: linear within +-5 points, so small and large gaps both read)."""
+    """One line per measured claim on its own scale: the gap in units of its interval's half-width (so every 90 %
+    interval spans [x - 1, x + 1] and excludes zero exactly when the one-sided test is significant), the paper's gap
+    on the same scale (red diamond, "excluded" where it lies beyond the interval), zero and +-1 marked. The label
+    names the verdict, Holm's reading and the paper's-gap case."""
     import matplotlib.pyplot as plt
 
-    shown = [(e, j) for e, j in judged if j.summary is not None and j.summary.gap == j.summary.gap]
-    fig, ax = plt.subplots(figsize=(8.5, 0.42 * len(shown) + 1.2))
+    adjusted = family(judged)
+    shown = [(e, j) for e, j in judged if j.summary is not None and j.summary.gap == j.summary.gap
+             and j.summary.ci[0] == j.summary.ci[0]]
+    fig, ax = plt.subplots(figsize=(9.0, 0.42 * len(shown) + 1.4))
     colours = {Verdict.CONFIRMED: "tab:green", Verdict.CONTRADICTED: "tab:red"}
     for i, (e, j) in enumerate(shown):
         y = len(shown) - 1 - i
         r = j.summary
         assert r is not None
-        c = colours.get(j.verdict, "tab:gray")
-        if r.ci[0] == r.ci[0]:
-            ax.plot([r.ci[0], r.ci[1]], [y, y], color=c, lw=2)
-        ax.plot([r.gap], [y], "o", color=c, ms=5)
+        half = (r.ci[1] - r.ci[0]) / 2 or 1.0  # a zero-width interval (no spread): drawn in points
+        c = "tab:olive" if demoted(j, adjusted[e.id]) else colours.get(j.verdict, "tab:gray")
+        x = r.gap / half
+        ax.plot([(r.ci[0]) / half, (r.ci[1]) / half], [y, y], color=c, lw=2)
+        ax.plot([x], [y], "o", color=c, ms=5)
         if e.paper_gap is not None:
-            ax.plot([e.paper_gap], [y], "D", color="red", ms=5, mfc="none")
-    ax.axvline(0.0, color="black", lw=0.8)
-    ax.set_xscale("symlog", linthresh=5.0)
-    ax.set_yticks(range(len(shown)), [f"{e.id} ({j.verdict})" for e, j in reversed(shown)], fontsize=8)
-    ax.set_xlabel("gap in the claim's direction (points): ours with 95 % CI (line), paper's (red diamond)", fontsize=8)
+            ax.plot([e.paper_gap / half], [y], "D", color="red", ms=5, mfc="none")
+    for v, style in ((0.0, "-"), (-1.0, ":"), (1.0, ":")):
+        ax.axvline(v, color="black", lw=0.8, ls=style)
+    ax.set_xscale("symlog", linthresh=10.0)
+    labels = [f"{e.id}: {j.verdict}{' (not after Holm)' if demoted(j, adjusted[e.id]) else ''}"
+              f"{'' if against_paper(e, j) in ('-', 'detectable') else ', ' + against_paper(e, j).split(' (')[0]}"
+              for e, j in reversed(shown)]
+    ax.set_yticks(range(len(shown)), labels, fontsize=7)
+    ax.set_xlabel("gap in units of its 90 % interval's half-width: ours (dot, interval line), the paper's (red "
+                  "diamond)\nthe interval excludes zero beyond +-1 (dotted); olive: not significant after Holm", fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
     return fig
-

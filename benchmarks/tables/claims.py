@@ -21,6 +21,12 @@ cell means (:meth:`Claim.judge_contrast`): Welch's t statistic with the Welch-Sa
 freedom, which for the contrast ``a - b`` is exactly ``ttest_ind(equal_var=False)`` (tested). A claim
 over several data sets or margins (:func:`combine`) holds when at least ``need`` of them are confirmed.
 
+Every gap is shown with the interval that matches its test: the two-sided 90 % interval (Welch's standard error and
+degrees of freedom; Clopper-Pearson for a rate), whose lower end is the one-sided 95 % bound in the claim's direction.
+So a confirmed gap's interval lies above zero, a contradicted one's below it, and a not-confirmed one's contains zero
+unless the gap is significant but smaller than the minimum effect. :func:`holm` adjusts a family's p-values (Holm-Bonferroni, which
+controls the family-wise error); :func:`seeds_needed` is how many seeds a side a gap would take to detect.
+
 The std everywhere is the sample std (``ddof=1``); :func:`mean_std` is the one formatter.
 """
 from __future__ import annotations
@@ -75,14 +81,14 @@ class Result:
     p_reverse: float  # one-sided p-value of the opposite
     df: float
     ns: tuple[int, ...]  # seeds per cell
-    ci: tuple[float, float] = (math.nan, math.nan)  # two-sided 95 % confidence interval of the gap (Welch)
+    ci: tuple[float, float] = (math.nan, math.nan)  # two-sided 90 % interval of the gap: the one-sided test's bounds
     detectable: float = math.nan  # the smallest gap these seeds detect (one-sided alpha, power POWER), from the spread
 
     def evidence(self, digits: int = 2) -> str:
         p = "p n/a" if self.p != self.p else f"p = {self.p:.3g}"
         out = f"gap {self.gap:+.{digits}f}, {p}, n = {'/'.join(map(str, self.ns))}"
         if self.ci[0] == self.ci[0]:
-            out += (f", 95 % CI [{self.ci[0]:+.{digits}f}, {self.ci[1]:+.{digits}f}], detectable "
+            out += (f", 90 % CI [{self.ci[0]:+.{digits}f}, {self.ci[1]:+.{digits}f}], detectable "
                     f"{self.detectable:.{digits}f}")
         return out
 
@@ -145,7 +151,7 @@ class Claim:
     def judge_rate(self, successes: int, n: int, chance: float) -> Result:
         """Verdict on "the rate of successes (in percent) beats ``chance`` (a known constant, in percent)": the exact
         one-sided binomial test (``scipy.stats.binomtest``), not Welch's (a constant has no seeds); the gap is the
-        observed rate minus chance, its interval the Clopper-Pearson 95 % interval minus chance, and the detectable
+        observed rate minus chance, its interval the Clopper-Pearson 90 % interval minus chance, and the detectable
         gap the smallest rate above chance that ``n`` trials could show at ``alpha`` (power aside: n is fixed)."""
         from scipy import stats
 
@@ -154,7 +160,7 @@ class Claim:
         test = stats.binomtest(successes, n, chance / 100, alternative="greater")
         rev = stats.binomtest(successes, n, chance / 100, alternative="less")
         gap = 100 * successes / n - chance
-        ci = stats.binomtest(successes, n).proportion_ci(0.95, method="exact")  # Clopper-Pearson
+        ci = stats.binomtest(successes, n).proportion_ci(1 - 2 * self.alpha, method="exact")  # Clopper-Pearson
         lo, hi = ci.low, ci.high
         k_min = next((k for k in range(n + 1)
                       if stats.binomtest(k, n, chance / 100, alternative="greater").pvalue < self.alpha), n + 1)
@@ -171,9 +177,10 @@ class Claim:
 
 def interval(terms: Sequence[tuple[float, Sequence[float]]], df: float, alpha: float = ALPHA
              ) -> tuple[tuple[float, float], float]:
-    """The two-sided 95 % confidence interval of the contrast ``sum(c * mean(values))`` (Welch's standard error
-    and degrees of freedom ``df``) and the smallest contrast a one-sided test at ``alpha`` detects with power
-    :data:`POWER` given that standard error: ``(t_{1-alpha} + t_{POWER}) * se``. NaN without two values a cell."""
+    """The two-sided ``1 - 2 alpha`` (90 %) interval of the contrast ``sum(c * mean(values))`` (Welch's standard error
+    and degrees of freedom ``df``), whose ends are the one-sided test's bounds (a confirmed gap's lower end lies above
+    zero), and the smallest contrast a one-sided test at ``alpha`` detects with power :data:`POWER` given that
+    standard error: ``(t_{1-alpha} + t_{POWER}) * se``. NaN without two values a cell."""
     from scipy import stats
 
     if any(len(v) < 2 for _, v in terms) or df != df:
@@ -182,8 +189,30 @@ def interval(terms: Sequence[tuple[float, Sequence[float]]], df: float, alpha: f
     se = math.sqrt(sum(c * c * statistics.variance(v) / len(v) for c, v in terms))
     if se == 0.0:
         return (est, est), 0.0
-    half = float(stats.t.ppf(0.975, df)) * se
+    half = float(stats.t.ppf(1 - alpha, df)) * se
     return (est - half, est + half), float(stats.t.ppf(1 - alpha, df) + stats.t.ppf(POWER, df)) * se
+
+
+def holm(ps: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values of a family (step-down: the i-th smallest times (m - i + 1), made monotone,
+    capped at 1); NaN entries stay NaN and are not counted in m."""
+    idx = sorted((i for i, p in enumerate(ps) if p == p), key=lambda i: ps[i])
+    m, out, run = len(idx), [math.nan] * len(ps), 0.0
+    for rank, i in enumerate(idx):
+        run = max(run, min(1.0, (m - rank) * ps[i]))
+        out[i] = run
+    return out
+
+
+def seeds_needed(r: Result, gap: float) -> int | None:
+    """About how many seeds a side the claim would need for its detectable gap to reach ``gap`` (the spread as
+    observed, every side scaled alike: the detectable gap shrinks with the square root of the seeds); None where it
+    cannot be said (no spread measured, a gap <= 0, a rate)."""
+    if not (gap > 0) or r.detectable != r.detectable or r.df != r.df or not r.ns:
+        return None
+    if r.detectable <= gap:
+        return max(r.ns)
+    return math.ceil(max(r.ns) * (r.detectable / gap) ** 2)
 
 
 def combine(results: Sequence[Result], need: int | None = None, total: int | None = None) -> Verdict:
@@ -212,9 +241,15 @@ RULE_TEXT = (f"Verdicts (benchmarks/tables/claims.py): Welch's t-test on the per
              f"direction, alpha = {ALPHA}, minimum effect {MIN_EFFECT} points. **confirmed**: p < alpha and the gap is "
              f"at least the minimum effect; **contradicted**: the same holds the other way; **not confirmed**: neither; "
              f"**inconclusive (n < 3)**: a side has fewer than {MIN_SEEDS} seeds; **not judged**: measured, but the "
-             f"experiment cannot speak to the claim (the evidence names the failed precondition). Each gap has its "
-             f"95 % confidence interval and the smallest gap the seeds could detect (one-sided alpha, power {POWER}, "
-             f"from the measured spread); a paper's gap below it could not have been confirmed here. An ordering "
-             f"against a known chance rate is judged by the exact binomial test. Std = sample std (ddof 1).")
+             f"experiment cannot speak to the claim (the evidence names the failed precondition). Each gap has the "
+             f"interval that matches the one-sided test: the two-sided 90 % interval, whose lower end is the one-sided "
+             f"95 % bound (a confirmed gap's interval lies above zero), and the smallest gap the seeds could detect "
+             f"(one-sided alpha, power {POWER}, from the measured spread). The claims are one family: Holm's "
+             f"adjusted p-value (Holm-Bonferroni, family-wise error) says whether a confirmed or contradicted verdict "
+             f"survives the correction. Against the paper's gap: **excluded** when our interval's upper end lies "
+             f"below it (the paper's effect is ruled out at this scale), **detectable** when our seeds could have "
+             f"detected it (detectable gap at most the paper's), else **underpowered**, with about how many seeds a "
+             f"side it would take (the observed spread). An ordering against a known chance rate is judged by the "
+             f"exact binomial test. Std = sample std (ddof 1).")
 
 

@@ -140,7 +140,8 @@ def judge_claim(registry: Registry, suite: str = SUITE) -> Judged:
     k = len(terms)
     summary = CLAIM.judge_contrast([t for m, g in terms for t in ((1 / k, m), (-1 / k, g))]) if terms else None
     return Judged(verdict, summary, f"confirmed on {done} of {len(results)} measured (needs 4 of 6); average gap over "
-                                    f"them: {summary.evidence() if summary else '-'}; " + "; ".join(ev))
+                                    f"them: {summary.evidence() if summary else '-'}; " + "; ".join(ev),
+                  tuple(results), need=4, total=len(PUBLISHED))
 
 
 def figures(registry: Registry, suite: str = SUITE) -> list[tuple[str, Any]]:

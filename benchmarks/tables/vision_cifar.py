@@ -18,7 +18,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.tables.catalogue import Judged, line
+from benchmarks.tables.catalogue import Judged, decisive, line
 from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict, combine, mean_std
 from benchmarks.tables import RESULTS, JobRuns, md, progress_line, suite_runs, register_table, table_cli
 from suite.registry import Registry
@@ -180,8 +180,12 @@ def _judged(res: Cells, detail: str, margins: Margins | None, missing: str) -> J
         return [100 * v for v in res.get((row, bs, imb), {}).get(k, [])]
 
     results = [claim.judge_contrast([(c, vals(*key)) for c, key in m]) for m in margins]
-    return Judged(combine(results), results[0], f"{detail}; " + "; ".join(f"margin {i + 1}: {r.evidence(1)}"
-                                                                          for i, r in enumerate(results)))
+    verdict = combine(results)
+    shown = decisive(results, verdict) if verdict is not Verdict.INCONCLUSIVE else results[0]
+    return Judged(verdict, shown, f"{detail}; " + "; ".join(f"margin {i + 1}: {r.evidence(1)}"
+                                                            for i, r in enumerate(results))
+                  + (f" (the gap shown: margin {results.index(shown) + 1})" if len(results) > 1 else ""),
+                  tuple(results) if len(results) > 1 else ())
 
 
 NCE, CACR4, CMC4 = "infonce (SimCLR)", "cacr K=4 (V=5)", "cmc K=4 (V=5)"

@@ -17,8 +17,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.tables.catalogue import Judged, line
-from benchmarks.tables.claims import RULE_TEXT, Claim, combine, mean_std
+from benchmarks.tables.catalogue import Judged, decisive, line
+from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict, combine, mean_std
 from benchmarks.tables import RESULTS, JobRuns, md, progress_line, register_table, suite_runs, table_cli
 from suite.registry import Registry
 
@@ -228,7 +228,11 @@ def judge(registry: Registry, key: str) -> Judged:
     ours, margins = _margins(collect(jrs), timing(jrs))[key]
     results = [CLAIMS[key].judge_contrast(m) for m in margins]
     detail = "; ".join(f"margin {i + 1}: {r.evidence(2)}" for i, r in enumerate(results))
-    return Judged(combine(results), results[0], f"{ours} ({detail}) [{REDUCTION_SHORT}]")
+    verdict = combine(results)
+    shown = decisive(results, verdict) if verdict is not Verdict.INCONCLUSIVE else results[0]
+    if len(results) > 1:
+        detail += f"; the gap shown: margin {results.index(shown) + 1}"
+    return Judged(verdict, shown, f"{ours} ({detail}) [{REDUCTION_SHORT}]", tuple(results) if len(results) > 1 else ())
 
 
 def _caption_graph(res: dict[tuple[str, str, int], Cell]) -> dict[str, float]:
