@@ -3,6 +3,7 @@ fine-tuning following the encoder each loss pretrained) and the page (verdicts o
 the registry)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -70,9 +71,69 @@ def test_page_judges_the_loss_against_each_baseline(loss_file: str, tmp_path: Pa
                 run.set_primary("acc", "test")
                 run.log("acc", v, split="test")
     md, doc = page(reg, "quick", tasks, loss_file, {"sha256": "ab" * 32, "import": loss_file}, {}, None, [])
-    assert f"| {loss_file} beats graphcl | confirmed |" in md
-    assert f"| {loss_file} beats macl | not confirmed |" in md
-    assert f"| {loss_file} | 3 | 86.50 ± 0.50 |" in md and "| GraphCL (You et al. 2020) (published) | - | 86.80 ± 1.34 |" in md
+    # the loss by its class name; its file and the source's sha once, in the header
+    assert md.startswith("# CosMargin beside the suite's losses") and md.count(loss_file) == 1 and "abababababab" in md
+    assert "| CosMargin beats graphcl | confirmed" in md
+    assert "| CosMargin beats macl | not confirmed" in md
+    assert "| CosMargin | 3 | 86.50 ± 0.50 |" in md and "| GraphCL (You et al. 2020) (published) | - | 86.80 ± 1.34 |" in md
     assert "| infonce | 0 | not run |" in md  # images and sentences have no runs here: said, not hidden
-    assert f"| {loss_file} beats infonce | not measured | no finished run of {loss_file} and infonce |" in md
-    assert doc.startswith("<!DOCTYPE html>") and "<h2>Verdicts</h2>" in doc and "data:image/png;base64," in doc
+    assert "| CosMargin beats infonce | not measured | no finished run of CosMargin and infonce |" in md
+    # the findings first: one line per modality, the gap with its 90 % interval and the verdict
+    findings = md[md.index("## Findings"):md.index("## Verdicts")]
+    assert md.index("## Findings") < md.index("Loss `CosMargin`")
+    assert re.search(r"- \*\*graphs\*\*: MUTAG: vs graphcl: \+5\.50 \[\+\d\.\d\d, \+\d\.\d\d\] \*\*confirmed\*\*", findings)
+    assert doc.startswith("<!DOCTYPE html>") and "<h2>Findings</h2>" in doc and "<h2>Verdicts</h2>" in doc
+    assert doc.index("<h2>Findings</h2>") < doc.index("<h2>Verdicts</h2>") and "data:image/png;base64," in doc
+
+
+def test_a_profile_that_cannot_separate_losses_is_said(loss_file: str, tmp_path: Path) -> None:
+    """baselines within the minimum effect of each other (86.90-86.99, as 8 SimCSE steps from a contrastive start
+    give) -> no verdicts for the task, one row saying the profile cannot separate losses and which can"""
+    _, tasks, _ = plan(SUITES / "quick.yaml", loss_file)
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    values = {"graphcl": [0.869, 0.870, 0.871], "macl": [0.8695, 0.8699, 0.8690], loss_file: [0.80, 0.81, 0.82]}
+    for label, jobs in tasks[0].arms.items():
+        for job, v in zip(jobs, values[label]):
+            with reg.run(modality="graph", task="tu-graphcl", dataset="MUTAG", loss=label, seed=job.seed,
+                         cfg_hash=job.hash) as run:
+                run.set_primary("acc", "test")
+                run.log("acc", v, split="test")
+    md, _ = page(reg, "quick", tasks, loss_file, {"sha256": "ab" * 32, "import": loss_file}, {}, None, [])
+    assert "| CosMargin against the baselines | cannot separate losses at this profile |" in md
+    assert "--suite cpu" in md and "CosMargin beats graphcl" not in md
+
+
+def test_the_page_shows_every_run_the_runner_counts_done(tmp_path: Path) -> None:
+    """the quick suite's MUTAG baselines imported from the committed snapshot (MACL's three runs come from code that
+    recorded no headline) -> every job the runner counts finished has its value on the page: MACL shows 3 runs"""
+    from benchmarks.report.compare import arm_values
+    from benchmarks.runner.compare import import_baselines
+
+    _, tasks, _ = plan(SUITES / "quick.yaml", "dcl")
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    assert import_baselines(reg, all_jobs(tasks)) > 0
+    mutag = tasks[0]
+    for label, jobs in mutag.arms.items():
+        vals, _, blank = arm_values(reg, jobs)
+        done = sum(reg.job_status(j.hash) == "finished" for j in jobs)
+        assert len(vals) + blank == done and blank == 0, label
+    assert len(arm_values(reg, mutag.arms["macl"])[0]) == 3
+
+
+def test_axis_labels_never_overlap(tmp_path: Path) -> None:
+    """a long class name beside the baselines -> the figure's x labels, as drawn, do not overlap"""
+    import matplotlib.pyplot as plt
+
+    from benchmarks.report.compare import Row, figure
+
+    _, tasks, _ = plan(SUITES / "quick.yaml", "dcl")
+    loss = "/some/where/deep/in/a/folder/my_losses.py:ACosineMarginLossWithAVeryLongName"
+    rows = [Row("graphcl", [80.0, 81.0, 82.0]), Row("macl", [86.0, 87.0, 88.0]), Row(loss, [85.0, 86.0, 87.0]),
+            Row("tsimclr", [84.0, 85.0, 86.0])]
+    fig = figure(tasks[0], rows, [], loss, "acc (test)", "ACosineMarginLossWithAVeryLongName")
+    fig.canvas.draw()
+    boxes = [t.get_window_extent() for t in fig.axes[0].get_xticklabels()]
+    assert len(boxes) == 4
+    for a, b in zip(boxes, boxes[1:]):
+        assert not a.overlaps(b), (a, b)
+    plt.close(fig)

@@ -57,11 +57,9 @@ def test_committed_results_rebuild_from_the_snapshot(rebuilt: Path) -> None:
     assert differ(rebuilt, RESULTS) == []
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs Debian's chromium package)")
-def test_report_page_in_a_real_browser(rebuilt: Path, tmp_path: Path) -> None:
-    page = rebuilt / "report.html"
-    assert page.stat().st_size < 1.5 * 2**20
-    html = page.read_text(encoding="utf-8")
+def probe(html: str, tmp_path: Path) -> dict:
+    """The page opened in headless Chromium at 1,280 px, what the probe script saw."""
+    assert CHROMIUM is not None
     probed = tmp_path / "probed.html"
     probed.write_text(html.replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
     res = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,900",
@@ -69,7 +67,14 @@ def test_report_page_in_a_real_browser(rebuilt: Path, tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=120)
     found = re.search(r'<pre id="probe">(.*?)</pre>', res.stdout, flags=re.S)
     assert found, res.stderr[-2000:]
-    out = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs Debian's chromium package)")
+def test_report_page_in_a_real_browser(rebuilt: Path, tmp_path: Path) -> None:
+    page = rebuilt / "report.html"
+    assert page.stat().st_size < 1.5 * 2**20
+    out = probe(page.read_text(encoding="utf-8"), tmp_path)
     assert out["scroll"] <= out["width"], out  # no horizontal scrolling at 1,280 px
     assert out["images"] > 0 and out["broken"] == 0 and out["alt"] == 0, out
     assert out["errors"] == [], out
@@ -80,3 +85,33 @@ def test_report_page_in_a_real_browser(rebuilt: Path, tmp_path: Path) -> None:
     h3 = out["h3"]
     full = h3.index("MoleculeNet transfer at Hu et al.'s fine-tuning protocol (headline)")
     assert full < next(i for i, t in enumerate(h3) if t.startswith("MoleculeNet transfer, reduced")), h3
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs Debian's chromium package)")
+def test_comparison_page_in_a_real_browser(tmp_path: Path) -> None:
+    """`bench compare`'s page for a loss in a file outside the project, its baselines imported from the committed
+    snapshot and its own MUTAG runs logged: no horizontal scrolling at 1,280 px, every figure loads with its caption,
+    no console error, the findings first, the loss named by its class (the path once, in the header)"""
+    from benchmarks.report.compare import page
+    from benchmarks.runner.compare import SUITES, all_jobs, import_baselines, plan
+    from suite.registry import Registry
+
+    loss = "/some/dir/my_loss.py:PairCos"
+    _, tasks, _ = plan(SUITES / "quick.yaml", "dcl")
+    for t in tasks:  # the user's loss in the arms of "dcl" (its jobs differ only in the loss)
+        t.arms[loss] = t.arms.pop("dcl")
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    import_baselines(reg, all_jobs(tasks))
+    for job, v in zip(tasks[0].arms[loss], (0.84, 0.85, 0.86)):
+        with reg.run(modality="graph", task="tu-graphcl", dataset="MUTAG", loss=loss, seed=job.seed,
+                     cfg_hash=job.hash) as run:
+            run.set_primary("acc", "test")
+            run.log("acc", v, split="test")
+    _, doc = page(reg, "quick", tasks, loss, {"sha256": "cd" * 32, "import": loss}, {}, None, [])
+    out = probe(doc, tmp_path)
+    assert out["scroll"] <= out["width"] and out["wide"] == 0 and out["wideTables"] == 0, out
+    assert out["images"] > 0 and out["broken"] == 0 and out["alt"] == 0 and out["uncaptioned"] == 0, out
+    assert out["errors"] == [], out
+    assert out["h2"][:2] == ["Findings", "Verdicts"], out["h2"]
+    assert doc.count("/some/dir/my_loss.py") == 1 and "<h1>PairCos beside" in doc
+    assert "macl</td><td>3</td>" in doc  # the imported MACL runs the runner counts done are on the page

@@ -53,6 +53,7 @@ def test_tutorial_commands_run_as_written(tmp_path: Path) -> None:
         outputs.append(res.stdout)
     assert "| barlow_twins |" in outputs[2] and "suite-barlow-twins 0.1.0" in outputs[2]
     page = (tmp_path / "results" / "compare" / "barlow_twins.md").read_text()
+    assert page.index("## Findings") < page.index("## Verdicts") < page.index("Loss `barlow_twins` from the package")
     assert "## Verdicts" in page and re.search(r"\| barlow_twins beats infonce \| (confirmed|not confirmed|contradicted) \|", page)
     assert re.search(r"\| barlow_twins \| 3 \| \d+\.\d\d ± \d+\.\d\d \|", page) and "| infonce | 3 |" in page
     assert "| 256 |" in page and (tmp_path / "results" / "compare" / "barlow_twins.html").read_text().startswith("<!DOCTYPE html>")
