@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextvars
 import math
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import torch
 from torch import Tensor
@@ -60,7 +60,8 @@ def _check_float(x: Any, what: str) -> Tensor:
         raise ValueError(f"{what} must be a floating-point tensor, got dtype {x.dtype}")
     if x.device.type == "meta":  # no values to check (shape inference)
         return x
-    if _fails(~torch.isfinite(x).all(), f"{what} contains non-finite values"):
+    # x * 0 is 0 for every finite entry and NaN for an infinite or NaN one: three small ops (isfinite's are six)
+    if _fails(torch.isnan((x.detach() * 0).sum()), f"{what} contains non-finite values"):
         n_nan = int(torch.isnan(x).sum())
         n_inf = int(torch.isinf(x).sum())
         raise ValueError(f"{what} contains non-finite values ({n_nan} NaN, {n_inf} inf)")
@@ -248,17 +249,32 @@ def _exp2(k: Tensor, dtype: torch.dtype) -> Tensor:
     return torch.exp2(k.clamp(-lim, lim).to(dtype))
 
 
-def normalize_rows(x: Tensor, what: str = "embeddings") -> Tensor:
+def normalize_rows(x: Tensor, what: str = "embeddings", parts: Sequence[tuple[str, int]] = ()) -> Tensor:
     """Each row of ``x`` (..., d) divided by its L2 norm, for any finite scale: every row is first scaled by the power
     of two of its largest entry (exact), so rows around 1e20 (whose squares overflow float32) or 1e-30 (whose squares
     underflow) give the same unit vectors as at scale 1, where the result equals ``F.normalize``'s bit for bit. A row
-    of zeros has no direction (its cosine similarity is undefined): ``ValueError`` naming ``what`` and the row."""
+    of zeros has no direction (its cosine similarity is undefined): ``ValueError`` naming ``what`` and the row.
+    ``parts``: ``x`` (rows, d) is several inputs stacked, ``(name, rows)`` each, normalised in one pass (the values
+    are row by row the same); a zero row is named by its input and its row there."""
     peak = x.detach().abs().amax(dim=-1, keepdim=True)  # (..., 1)
     if x.device.type != "meta":
-        zero = peak == 0
-        if _fails(zero.any(), f"{what}: some embeddings are zero vectors, whose cosine similarity is undefined"):
-            rows = zero.flatten().nonzero().flatten()
-            raise ValueError(f"{what}: {rows.numel()} of {zero.numel()} embeddings are zero vectors (first: row "
-                             f"{int(rows[0])}); the cosine similarity of a zero vector is undefined (a dead encoder "
-                             f"output, or inputs that were never filled)")
+        zero = peak.reshape(-1) == 0
+        for name, (lo, hi) in _spans_of(parts, zero.numel(), what):
+            if _fails(zero[lo:hi].any(), f"{name}: some embeddings are zero vectors, whose cosine similarity is "
+                                         f"undefined"):
+                rows = zero[lo:hi].nonzero().flatten()
+                raise ValueError(f"{name}: {rows.numel()} of {hi - lo} embeddings are zero vectors (first: row "
+                                 f"{int(rows[0])}); the cosine similarity of a zero vector is undefined (a dead "
+                                 f"encoder output, or inputs that were never filled)")
     return torch.nn.functional.normalize(_pow2_scaled(x, peak), dim=-1)
+
+
+def _spans_of(parts: Sequence[tuple[str, int]], total: int, what: str) -> list[tuple[str, tuple[int, int]]]:
+    """(name, (first row, end)) of each stacked input; no parts: the whole of ``x`` under ``what``."""
+    if not parts:
+        return [(what, (0, total))]
+    out, lo = [], 0
+    for name, n in parts:
+        out.append((name, (lo, lo + n)))
+        lo += n
+    return out
