@@ -1,6 +1,6 @@
 """The ``suite`` command (also ``python -m suite``).
 
-Built in: ``suite losses`` and ``suite results list|show|compare|export|reap``. Other packages add
+Built in: ``suite losses`` and ``suite results list|show|compare|export|import|merge|reap|plot``. Other packages add
 sub-commands through the ``suite.cli`` entry-point group (``vision``, ``graph``, ``text``,
 ``bench``): each entry point is a function ``register(subparsers)`` that adds its parser and sets
 ``func``. ``suite`` itself never imports them statically.
@@ -66,6 +66,13 @@ def _reason(exc: OSError) -> str:
 
 
 def _cmd_results(args: argparse.Namespace) -> int:
+    ids = list(args.run_id or [])
+    if args.action == "plot":
+        return _plot(args, ids)
+    if len(ids) > 1:
+        print(f"suite results {args.action}: give one run id or file, got {len(ids)}", file=sys.stderr)
+        return 2
+    args.run_id = ids[0] if ids else None
     if args.action == "import":
         if not args.run_id:
             print("suite results import: give the .jsonl file (from `suite results export --format jsonl`)", file=sys.stderr)
@@ -138,6 +145,47 @@ def _cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plot(args: argparse.Namespace, ids: list[str]) -> int:
+    """``suite results plot RUN_ID [RUN_ID ...] --metric loss``: the step curves of the runs (split ``train-step``,
+    or ``--split``) in one figure, each labelled by its setting (task, dataset, loss, seed); PNG or SVG by ``--out``."""
+    if not ids:
+        print("suite results plot: give one or more run ids (prefixes; see `suite results list`)", file=sys.stderr)
+        return 2
+    out = Path(args.out or f"curves-{args.metric}.png")
+    if out.suffix.lower() not in (".png", ".svg"):
+        raise ValueError(f"suite results plot: --out {out} must end in .png or .svg")
+    _file_target(out, f"cannot write the figure to {out}")
+    reg = open_registry(args.registry)
+    split = args.split or "train-step"
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for rid in ids:
+        try:
+            run = reg.get(rid)
+        except KeyError as exc:
+            raise ValueError(f"{exc.args[0]} in the registry {reg.shown} (see `suite results list`)") from None
+        pts = sorted((m["step"], m["value"]) for m in reg.metrics(run["id"], args.metric)
+                     if m["split"] == split and m["step"] is not None)
+        if not pts:
+            raise ValueError(f"run {run['id'][:10]} has no {args.metric!r} curve in split {split!r} (runs log step "
+                             f"curves every log_every steps since issue 51; older runs have only per-epoch values: "
+                             f"--split train)")
+        label = f"{run['task']} {run['dataset']} {run['loss']} s{run['seed']} ({run['id'][:6]})"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1.2, label=label)
+    ax.set_xlabel("optimiser step" if split == "train-step" else "step", fontsize=9)
+    ax.set_ylabel(f"{args.metric} ({split})", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    print(f"wrote {out}")
+    return 0
+
+
 def walk_commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("suite",)
                   ) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
     """Every command of the tree under ``parser`` with its path (``("suite", "graph", "tu")``), depth first."""
@@ -157,12 +205,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     pl.set_defaults(func=_cmd_losses)
 
     pr = sub.add_parser("results", help="query the results registry")
-    pr.add_argument("action", choices=["list", "show", "compare", "export", "import", "merge", "reap"],
-                    help="reap: mark runs whose process is gone (on this host) as interrupted; list does it too; "
+    pr.add_argument("action", choices=["list", "show", "compare", "export", "import", "merge", "reap", "plot"],
+                    help="plot RUN_ID ...: the runs' step curves of --metric in one figure (--out .png or .svg); "
+                         "reap: mark runs whose process is gone (on this host) as interrupted; list does it too; "
                          "import FILE.jsonl: add the runs of a snapshot (export --format jsonl), skipping ids present; "
                          "merge FILE.jsonl: add this registry's new runs to a snapshot and update those resumed or "
                          "superseded, every other line kept (runs of several trees into one committed snapshot)")
-    pr.add_argument("run_id", nargs="?", help="run id or prefix (for show); the .jsonl file (for import and merge)")
+    pr.add_argument("run_id", nargs="*", help="run id or prefix (for show; several for plot); the .jsonl file (for "
+                                              "import and merge)")
     pr.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY); "
                                                      "a .jsonl snapshot for list/show/compare/export")
     for k in ("modality", "task", "dataset", "loss"):

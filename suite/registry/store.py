@@ -226,6 +226,14 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
             with self._tx() as conn:
                 conn.execute(metrics_t.insert(), rows)
 
+    def drop_metrics(self, run_id: str, split: str, after_step: int) -> int:
+        """Remove the run's metrics of ``split`` logged at a step above ``after_step`` (a resumed run continues from
+        its checkpoint's step: what its interrupted process logged beyond it is logged again, never twice); returns
+        how many."""
+        with self._tx() as conn:
+            return conn.execute(metrics_t.delete().where(metrics_t.c.run_id == run_id, metrics_t.c.split == split,
+                                                         metrics_t.c.step > after_step)).rowcount
+
     def finish(self, run_id: str, status: str = "finished", error: str | None = None) -> None:
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")

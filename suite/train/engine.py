@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -250,6 +251,12 @@ class Engine(Generic[B]):
         self.skips_on_device = bool(getattr(optimizer, "defaults", {}).get("fused")) and not self.scaler.is_enabled()
         self.host_reads = 0  # reads of the device by the engine (flush), for the tests and the benchmark
         self.checks = DeferredChecks()  # the losses' input checks while a step runs (read with the loss)
+        # the step curves (split ``train-step``, logged at each interval's read, issue 51): host sums since the last
+        # point, the gradient norm of the interval's last step (a device tensor, read with the loss)
+        self._curve: dict[str, float] = {}
+        self._curve_n, self._curve_items, self._curve_t0 = 0, 0, time.perf_counter()
+        self._grad_norm: Tensor | None = None
+        self.curve_rate = "items_per_s"
 
     # ------------------------------------------------------------------ one step
     def autocast(self) -> ContextManager[Any]:
@@ -281,18 +288,23 @@ class Engine(Generic[B]):
         :class:`NonFiniteLossError` for a non-finite loss (each naming its step); else feed the epoch's meters and
         return the last loss. Called every ``log_every`` steps, at the end of an epoch and of :meth:`fit`, before a
         checkpoint (:meth:`save`) and before the run logs (``RunContext.log``)."""
-        if not self._losses:
+        if not self._losses and self._grad_norm is None:
             return self._last_read
-        dev = self._losses[-1].device
+        dev = (self._losses[-1] if self._losses else self._grad_norm).device  # type: ignore[union-attr]
         keys = [list(d) for d in self._diags]
         checks = self.checks.pending
-        flat = [*self._losses, *(d[k] for d, ks in zip(self._diags, keys) for k in ks), *(b for _, _, b in checks)]
+        norm = [] if self._grad_norm is None else [self._grad_norm]
+        flat = [*self._losses, *(d[k] for d, ks in zip(self._diags, keys) for k in ks), *(b for _, _, b in checks),
+                *norm]
         values = torch.stack([torch.as_tensor(x).to(dev, torch.float32).reshape(()) for x in flat]).tolist()
         self.host_reads += 1
         n = len(self._losses)
         losses, rest = values[:n], iter(values[n:])
         diags = [{k: next(rest) for k in ks} for ks in keys]
         failed = [(i, m) for (i, m, _), bad in zip(checks, rest) if bad]
+        if norm:
+            self._curve["grad_norm"] = values[-1]
+            self._grad_norm = None
         at = next((i for i, v in enumerate(losses) if not math.isfinite(v)), None)
         where = lambda i: "step {} (epoch {}, batch {})".format(*self._window[i])  # noqa: E731
         if failed and (at is None or failed[0][0] <= at):  # the input check: the cause of a non-finite loss
@@ -307,9 +319,13 @@ class Engine(Generic[B]):
                 f"Lower the learning rate, use fp32/bf16 instead of fp16, or set grad_clip")
         for value, d in zip(losses, diags):
             self.logger.update(value, d)
-        self._last_read = losses[-1]
+            for k, v in {"loss": value, **d}.items():
+                self._curve[k] = self._curve.get(k, 0.0) + float(v)
+        self._curve_n += len(losses)
+        if losses:
+            self._last_read = losses[-1]
         self._abandon(keep=True)
-        return losses[-1]
+        return self._last_read
 
     def _abandon(self, keep: bool = False) -> None:
         """Forget the window read (``keep``: it was read and is clean), else after a fault: no gradient kept."""
@@ -370,9 +386,14 @@ class Engine(Generic[B]):
         return value
 
     def _optimizer_step(self) -> None:
+        curve = self.run is not None and (self.step + 1) % self.log_every == 0  # this step ends a curve interval
         if self.grad_clip > 0:
             self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+            self._grad_norm = norm.detach() if curve else None
+        elif curve and not self.scaler.is_enabled():  # fp16's gradients are scaled: no norm without unscaling
+            grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+            self._grad_norm = torch.nn.utils.get_total_norm(grads).detach() if grads else None
         scale = self.scaler.get_scale() if self.scaler.is_enabled() else 0.0
         self.scaler.step(self.optimizer)
         self.scaler.update()
@@ -401,6 +422,7 @@ class Engine(Generic[B]):
         if epochs is None and max_steps is None:
             raise ValueError("fit needs epochs or max_steps")
         self.model.train()
+        self.curve_rate = rate_name
         prefetch = Prefetch(collate, workers, pin=self.device.type == "cuda") if collate is not None else None
         try:
             self._fit(batches, step_fn, epochs, max_steps, size, on_step, on_epoch, log_epochs, rate_name, prefetch)
@@ -432,15 +454,19 @@ class Engine(Generic[B]):
                         out = step_fn(next(ready) if ready is not None else b)
                     self.backward(out)
                 self.batch_in_epoch += 1
-                self.throughput.update((size(b) if size else len(b)) * sd.world_size())  # type: ignore[arg-type]
+                items = (size(b) if size else len(b)) * sd.world_size()  # type: ignore[arg-type]
+                self.throughput.update(items)
+                self._curve_items += items
                 stepped = self._micro % self.accumulate == 0
                 if stepped and self.step % self.log_every == 0:  # the one host read of the interval
                     shown = self.flush()
+                    self.log_curve()
                     if hasattr(bar, "set_postfix"):
                         bar.set_postfix(loss=f"{shown:.4f}", rate=f"{self.throughput.rate:.0f}/s", refresh=False)  # type: ignore[attr-defined]
                 if stepped and on_step is not None:
                     on_step()
             self.flush()  # a non-finite loss of the epoch's last steps is named before anything is logged or saved
+            self.log_curve()
             if stopped or (self._done(max_steps) and self.batch_in_epoch < len(bs)):
                 break
             stats = {**self.logger.means(), rate_name: self.throughput.rate}
@@ -450,6 +476,23 @@ class Engine(Generic[B]):
                 self.run.log_many(stats, split="train", step=self.epoch)
             if on_epoch is not None:
                 on_epoch(self.epoch, stats)
+
+    def log_curve(self) -> None:
+        """One point of the step curves (split ``train-step``, step = optimiser steps): the means since the last point
+        of the loss and its diagnostics, the learning rate, ``curve_rate`` (examples per second), the gradient norm
+        of the interval's last step and, on CUDA, the peak memory; read values only (called after :meth:`flush`)."""
+        if self.run is None or not self._curve_n:
+            return
+        now = time.perf_counter()
+        point = {k: v / self._curve_n for k, v in self._curve.items() if k != "grad_norm"}
+        point["lr"] = float(self.optimizer.param_groups[0]["lr"])
+        point[self.curve_rate] = self._curve_items / max(now - self._curve_t0, 1e-9)
+        if "grad_norm" in self._curve:
+            point["grad_norm"] = self._curve["grad_norm"]
+        if self.device.type == "cuda":
+            point["gpu_mem_mb"] = torch.cuda.max_memory_allocated(self.device) / 2**20
+        self.run.log_many(point, split="train-step", step=self.step)
+        self._curve, self._curve_n, self._curve_items, self._curve_t0 = {}, 0, 0, now
 
     def _done(self, max_steps: int | None) -> bool:
         return max_steps is not None and self.step >= max_steps

@@ -402,6 +402,8 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
                                                     cfg_hash))
             if engine.step == 0:  # a fresh run (a resumed one logged its data when it started)
                 ctx.log(training.data_info, split="data")
+            elif hasattr(reg, "drop_metrics"):  # resumed: the step curves continue from the checkpoint's step
+                reg.drop_metrics(ctx.run.id, "train-step", engine.step)
         engine.run = ctx.run
         by_step = training.checkpoint_unit == "step"
 

@@ -85,6 +85,8 @@ def _cases(f: dict[str, str], d: Path) -> list[list[str]]:
         ["results", "merge"], ["results", "merge", f["bad.jsonl"], "--registry", new_db], ["results", "merge", str(d)],
         ["results", "merge", nodir + ".jsonl", "--registry", new_db],
         ["results", "compare", "--registry", f["bad.jsonl"]], ["results", "reap", "--registry", f["notadb.sqlite"]],
+        ["results", "plot"], ["results", "plot", "zzz", "--out", str(d / "c.png")],
+        ["results", "plot", "zzz", "--out", str(d / "c.txt")], ["results", "plot", "zzz", "--out", nodir + ".png"],
         # vision
         ["vision", "pretrain", "--epochs", "x"], ["vision", "pretrain", "--config", f["bad.yaml"]],
         ["vision", "pretrain", "--config", f["list.yaml"]], ["vision", "pretrain", "--config", str(d / "none.yaml")],
