@@ -9,7 +9,8 @@ from typing import Any, ClassVar, Literal
 class PretrainConfig:
     # where and how it runs, not what: left out of the experiment config a resume must match
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("device", "out", "resume", "registry", "eval_every", "checkpoint_every",
-                                              "keep_checkpoints", "points", "class_similarity", "compile")
+                                              "keep_checkpoints", "points", "class_similarity", "compile",
+                                              "log_to")
     # run options of older versions: out_dir / run_name (now ``out``), ckpt_every (now ``checkpoint_every``)
     RETIRED_RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out_dir", "run_name", "ckpt_every")
     # data
@@ -66,6 +67,8 @@ class PretrainConfig:
     bf16: bool = field(default=False, metadata={"help": "bfloat16 autocast for the encoder"})
     compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (a run option: the "
                                                            "same experiment, equal to eager within tolerance)"})
+    log_to: str = field(default="", metadata={"help": "send the step curves to trackers too: tensorboard (event files "
+                                                      "in the run folder); a run option"})
     grad_cache_chunk: int = field(default=0, metadata={"help": "gradient caching (SimCLR): encode the batch in chunks "
                                                                 "of K images; BatchNorm sees chunks, so K is part of "
                                                                 "the experiment (0 = off)", "omit_default": True})

@@ -42,7 +42,8 @@ CORPORA = {"zinc": ("zinc", "moses", "train.csv.gz"), "moses": ("zinc", "moses",
 @dataclass
 class PretrainMolConfig(MolGINConfig):
     # where and how it runs, not what: left out of the experiment config a resume must match
-    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "resume", "keep_checkpoints", "device", "registry", "compile")
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "resume", "keep_checkpoints", "device", "registry", "compile",
+                                              "log_to")
     corpus: str = field(default="zinc", metadata={"help": "'zinc' (local MOSES train set) or a SMILES file path"})
     limit: int | None = field(default=None, metadata={"help": "a seeded random subset of this many molecules (default: the whole corpus)"})
     subset_seed: int = 0
@@ -64,6 +65,8 @@ class PretrainMolConfig(MolGINConfig):
     device: str = "auto"
     compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (a run option: the "
                                                            "same experiment, equal to eager within tolerance)"})
+    log_to: str = field(default="", metadata={"help": "send the step curves to trackers too: tensorboard (event files "
+                                                      "in the run folder); a run option"})
     registry: bool = True
 
 

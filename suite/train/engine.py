@@ -257,6 +257,7 @@ class Engine(Generic[B]):
         self._curve_n, self._curve_items, self._curve_t0 = 0, 0, time.perf_counter()
         self._grad_norm: Tensor | None = None
         self.curve_rate = "items_per_s"
+        self.trackers: list[Any] = []  # where the curve points go besides the registry (suite.train.trackers)
 
     # ------------------------------------------------------------------ one step
     def autocast(self) -> ContextManager[Any]:
@@ -386,7 +387,7 @@ class Engine(Generic[B]):
         return value
 
     def _optimizer_step(self) -> None:
-        curve = self.run is not None and (self.step + 1) % self.log_every == 0  # this step ends a curve interval
+        curve = (self.run is not None or bool(self.trackers)) and (self.step + 1) % self.log_every == 0  # ends one
         if self.grad_clip > 0:
             self.scaler.unscale_(self.optimizer)
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
@@ -481,7 +482,7 @@ class Engine(Generic[B]):
         """One point of the step curves (split ``train-step``, step = optimiser steps): the means since the last point
         of the loss and its diagnostics, the learning rate, ``curve_rate`` (examples per second), the gradient norm
         of the interval's last step and, on CUDA, the peak memory; read values only (called after :meth:`flush`)."""
-        if self.run is None or not self._curve_n:
+        if (self.run is None and not self.trackers) or not self._curve_n:
             return
         now = time.perf_counter()
         point = {k: v / self._curve_n for k, v in self._curve.items() if k != "grad_norm"}
@@ -491,7 +492,10 @@ class Engine(Generic[B]):
             point["grad_norm"] = self._curve["grad_norm"]
         if self.device.type == "cuda":
             point["gpu_mem_mb"] = torch.cuda.max_memory_allocated(self.device) / 2**20
-        self.run.log_many(point, split="train-step", step=self.step)
+        if self.run is not None:
+            self.run.log_many(point, split="train-step", step=self.step)
+        for tracker in self.trackers:
+            tracker.log(point, self.step)
         self._curve, self._curve_n, self._curve_items, self._curve_t0 = {}, 0, 0, now
 
     def _done(self, max_steps: int | None) -> bool:

@@ -355,6 +355,9 @@ def _finished(task: Task[C], cfg: C, reg: Any, cfg_hash: str, folder: Path) -> R
 
 def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | None,
          stop_after: int | None) -> RunResult:
+    from suite.train.trackers import open_trackers, parse
+
+    trackers = parse(getattr(cfg, "log_to", ""))  # a missing package: one line, before anything is built
     seed = getattr(cfg, "seed")
     device = resolve_device(getattr(cfg, "device", "auto"))
     seed_everything(seed, rank=sd.rank())
@@ -405,6 +408,13 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
             elif hasattr(reg, "drop_metrics"):  # resumed: the step curves continue from the checkpoint's step
                 reg.drop_metrics(ctx.run.id, "train-step", engine.step)
         engine.run = ctx.run
+        if trackers and sd.is_main():  # named by the run, with its config, code version and seed
+            from suite.registry import code_version
+
+            engine.trackers = open_trackers(trackers, folder, {"run_id": getattr(ctx.run, "id", None), "seed": seed,
+                                                               "code_version": code_version(), "config": experiment})
+            for t in engine.trackers:
+                stack.callback(t.close)
         by_step = training.checkpoint_unit == "step"
 
         def step_end() -> None:

@@ -127,3 +127,63 @@ def test_a_long_run_adds_little_to_the_registry(tmp_path: Path) -> None:
         per_point = (path.stat().st_size - before) / 500
     points = 100 * math.ceil(97 / LOG_EVERY) + 100  # an interval's points and each epoch's last
     assert points * per_point < 5 * 2**20, (points, per_point)
+
+
+@dataclass
+class TrackedConfig(CurveConfig):
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "device", "checkpoint_every", "log_to")
+    log_to: str = ""
+
+
+def test_tensorboard_reads_back_the_curves(tmp_path: Path) -> None:
+    """--log-to tensorboard -> event files in the run folder that TensorBoard's own EventAccumulator reads: the same
+    loss points as the registry's, at the same steps"""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    res = run(CurveTask(), TrackedConfig(out=str(tmp_path / "run"), log_to="tensorboard"), registry=reg)
+    acc = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    acc.Reload()
+    got = [(e.step, e.value) for e in acc.Scalars("train-step/loss")]
+    want = _curve(reg, res.run_id, "loss")
+    assert [s for s, _ in got] == [s for s, _ in want] == [3, 4, 6, 8]
+    assert all(math.isclose(a, b, rel_tol=1e-6) for (_, a), (_, b) in zip(got, want))
+    assert "train-step/tau" in acc.Tags()["scalars"]
+
+
+def test_a_failing_tracker_costs_a_warning_not_the_run(tmp_path: Path, monkeypatch: Any) -> None:
+    """the tracker's writer raises (a full disk) at its first point -> one warning naming it; the run finishes and
+    its registry row holds the whole curve"""
+    import pytest
+
+    from suite.train import trackers
+
+    def broken(self: Any, point: dict, step: int) -> None:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(trackers.TensorBoard, "log", broken)
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    with pytest.warns(UserWarning, match="tracker tensorboard failed .*No space left"):
+        res = run(CurveTask(), TrackedConfig(out=str(tmp_path / "run"), log_to="tensorboard"), registry=reg)
+    assert reg.get(res.run_id)["status"] == "finished"
+    assert [s for s, _ in _curve(reg, res.run_id, "loss")] == [3, 4, 6, 8]
+
+
+def test_an_unknown_or_missing_tracker_is_one_line_before_anything_is_built(tmp_path: Path, monkeypatch: Any) -> None:
+    import builtins
+
+    import pytest
+
+    with pytest.raises(ValueError, match="unknown tracker 'mlflw'"):
+        run(CurveTask(), TrackedConfig(out=str(tmp_path / "a"), log_to="mlflw"), registry=False)
+    real = builtins.__import__
+
+    def no_tensorboard(name: str, *a: Any, **k: Any) -> Any:
+        if name == "tensorboard":
+            raise ImportError(name)
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_tensorboard)
+    with pytest.raises(ValueError, match=r"pip install 'contrastive-suite\[tensorboard\]'"):
+        run(CurveTask(), TrackedConfig(out=str(tmp_path / "b"), log_to="tensorboard"), registry=False)
+    assert not (tmp_path / "b" / "checkpoints").exists()
