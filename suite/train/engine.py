@@ -424,6 +424,7 @@ class Engine(Generic[B]):
             raise ValueError("fit needs epochs or max_steps")
         self.model.train()
         self.curve_rate = rate_name
+        self._curve_items, self._curve_t0 = 0, time.perf_counter()  # the rate counts from the loop's start, not the build
         prefetch = Prefetch(collate, workers, pin=self.device.type == "cuda") if collate is not None else None
         try:
             self._fit(batches, step_fn, epochs, max_steps, size, on_step, on_epoch, log_epochs, rate_name, prefetch)
