@@ -86,6 +86,7 @@ def _cases(f: dict[str, str], d: Path) -> list[list[str]]:
         ["results", "merge", nodir + ".jsonl", "--registry", new_db],
         ["results", "compare", "--registry", f["bad.jsonl"]], ["results", "reap", "--registry", f["notadb.sqlite"]],
         ["results", "plot"], ["results", "plot", "zzz", "--out", str(d / "c.png")],
+        ["bench", "status", "nosuchsuite"], ["bench", "status", "quick", "--only", "("],
         ["results", "plot", "zzz", "--out", str(d / "c.txt")], ["results", "plot", "zzz", "--out", nodir + ".png"],
         # vision
         ["vision", "pretrain", "--epochs", "x"], ["vision", "pretrain", "--config", f["bad.yaml"]],

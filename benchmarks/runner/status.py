@@ -1,0 +1,60 @@
+"""``suite bench status SUITE``: a grid seen from anywhere the registry is (issue 51, item 4; the cluster's executors
+will report into the same jobs table). For each job of the suite: its state in the registry's jobs table (not started,
+running, finished, failed, interrupted), the run recorded under its hash, and that run's last logged step (its step
+curve, else its last epoch), so a grid started on another machine can be followed by pointing ``--registry`` at its
+database."""
+from __future__ import annotations
+
+import argparse
+import re
+from collections import Counter
+from typing import Any
+
+from benchmarks.runner.suitefile import Job, load_suite
+
+
+def job_rows(reg: Any, jobs: list[Job]) -> list[list[str]]:
+    """One row a job: label, state, its newest run (id, status), the run's last logged step and when it was logged."""
+    rows = []
+    for j in jobs:
+        state = (reg.job(j.hash) or {}).get("status") or "not started"
+        runs = reg.runs(config_hash=j.hash)
+        if not runs:
+            rows.append([j.label(), state, "-", "-", "-", "-"])
+            continue
+        run = runs[-1]
+        ms = reg.metrics(run["id"])
+        steps = [m for m in ms if m["split"] == "train-step" and m["step"] is not None]
+        epochs = [m for m in ms if m["split"] == "train" and m["step"] is not None]
+        last = (f"step {max(m['step'] for m in steps)}" if steps else
+                f"epoch {max(m['step'] for m in epochs)}" if epochs else "-")
+        when = max((str(m["logged_at"] or "") for m in ms), default="")[:19] or "-"
+        rows.append([j.label(), state, run["id"][:10], run["status"], last, when])
+    return rows
+
+
+def _main(args: argparse.Namespace) -> int:
+    from suite.registry import markdown_table, open_registry
+
+    name, jobs = load_suite(args.suite)
+    if args.only:
+        try:
+            pattern = re.compile(args.only)
+        except re.error as exc:
+            raise ValueError(f"--only {args.only!r} is not a regular expression ({exc})") from None
+        jobs = [j for j in jobs if pattern.search(j.label())]
+    reg = open_registry(args.registry)
+    rows = job_rows(reg, jobs)
+    print(markdown_table(["job", "state", "run", "run status", "last logged", "at (UTC)"], rows))
+    counts = Counter(r[1] for r in rows)
+    print(f"{name}: {len(rows)} jobs: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("status", help="each job of a suite: its state in the registry and its run's last logged step")
+    p.add_argument("suite", help="suite YAML file, or the name of a shipped suite (quick, cpu, paper)")
+    p.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY), or a "
+                                                    ".jsonl snapshot")
+    p.add_argument("--only", default=None, metavar="REGEX", help="only the jobs whose command line matches")
+    p.set_defaults(func=_main)
