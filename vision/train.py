@@ -21,7 +21,7 @@ from suite import distributed as sd
 from suite.eval.points import log_points
 from suite.presets import make_loss
 from suite.config import check_ints, check_numbers, is_number
-from suite.train import CachedStep, optimizer_options
+from suite.train import CachedStep, optimizer_options, to_device
 from suite.train.legacy import Earlier, OldFolder, OldHash
 from suite.train.run import RunContext, RunResult, Task, Training, run
 from vision.card import vision_card
@@ -175,14 +175,6 @@ def _on_device(x: Tensor, device: torch.device, share: float = 0.25) -> Tensor:
     return x.to(device) if x.numel() * x.element_size() <= share * free else x
 
 
-def _moved(x: Tensor, device: torch.device) -> Tensor:
-    """A batch on ``device``; from the host to CUDA through pinned memory (a copy from pageable memory waits for the
-    GPU)."""
-    if x.device == device:
-        return x
-    return (x.pin_memory() if device.type == "cuda" else x).to(device, non_blocking=True)
-
-
 def lr_at(step: int, total: int, warmup: int, base: float) -> float:
     """Linear warm-up then cosine decay to 0 (steps)."""
     if step < warmup:
@@ -305,7 +297,7 @@ class PretrainTask(Task[PretrainConfig]):
         self.t_aug = [0.0, time.perf_counter()]  # augmentation seconds this epoch, epoch start
 
         def step(idx: Tensor) -> Tensor | CachedStep:
-            x, y = _moved(train_x[idx], device), _moved(train_y[idx], device)
+            x, y = to_device(train_x[idx], device), to_device(train_y[idx], device)
             t0 = time.perf_counter()
             out = augment(x)  # views (V, N, C, S, S)
             self.t_aug[0] += time.perf_counter() - t0

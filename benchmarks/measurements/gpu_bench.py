@@ -50,6 +50,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from suite.train import data_workers, optimizer_options
+
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "gpu_bench.md"
 OUT = RESULTS  # the file :func:`table` renders (benchmarks.report: TABLES)
 TASK, LOSS_TASK = "gpu-bench", "gpu-bench-loss"
@@ -234,9 +236,8 @@ class PlainSimCLR(Plain):
         self.fmt = _channels_last(self.model, device)
         torch.backends.cudnn.benchmark = device.type == "cuda"
         self.aug = ViewAugment(get_recipe("cifar", 32), 2).to(device)
-        fused = {"fused": True} if device.type == "cuda" else {}
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.06 * batch / 256, momentum=0.9, weight_decay=5e-4,
-                                   **fused)
+                                   **optimizer_options(device))
         self.dtype = torch.bfloat16 if bf16 else None
         self.gen = torch.Generator(device).manual_seed(0)
 
@@ -289,10 +290,6 @@ def _forever(loader: Any) -> Any:
         yield from loader
 
 
-def _workers(device: torch.device) -> int:
-    return max(1, min(4, (os.cpu_count() or 2) // 2)) if device.type == "cuda" else 0
-
-
 class PlainGraphCL(Plain):
     """GraphCL with PyG's own ``DataLoader`` (workers and pinned memory on CUDA), the suite's GIN and augmentation."""
 
@@ -306,15 +303,14 @@ class PlainGraphCL(Plain):
 
         cfg = TUConfig()
         self.device, self.examples, self.make_views = device, batch, make_views
-        w = _workers(device)
+        w = data_workers(device)
         self.batches = _forever(DataLoader(data.graphs, batch_size=batch, shuffle=True, drop_last=True, num_workers=w,
                                            pin_memory=device.type == "cuda", persistent_workers=w > 0))
         _, self.mode, _ = resolve(loss, None, cfg.views)
         self.aug = build_augmentation(cfg.aug, cfg.aug_ratio)
         self.gen = torch.Generator(device).manual_seed(0)
         self.model = GraphCLModel(data.num_features, cfg.hidden, cfg.layers).to(device)
-        fused = {"fused": True} if device.type == "cuda" else {}
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, **fused)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, **optimizer_options(device))
 
     def step(self) -> None:
         b = next(self.batches).to(self.device, non_blocking=True)
@@ -342,15 +338,14 @@ class PlainMol(Plain):
         for i in range(len(graphs)):
             b = graphs.batch([i])
             data.append(Data(x=b.x, edge_index=b.edge_index, edge_attr=b.edge_attr))
-        w = _workers(device)
+        w = data_workers(device)
         self.batches = _forever(DataLoader(data, batch_size=batch, shuffle=True, drop_last=True, num_workers=w,
                                            pin_memory=device.type == "cuda", persistent_workers=w > 0))
         self.aug1, self.aug2 = make_augmentation(cfg.aug1, cfg.aug_ratio), make_augmentation(cfg.aug2, cfg.aug_ratio)
         self.gen = torch.Generator().manual_seed(0)
         self.device, self.examples = device, batch
         self.model = ContrastiveMolModel(MolGIN(layers, dim, cfg.dropout, get_featurizer("hu"))).to(device)
-        fused = {"fused": True} if device.type == "cuda" else {}
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, **fused)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, **optimizer_options(device))
 
     def step(self) -> None:
         b = next(self.batches)
@@ -372,8 +367,7 @@ class PlainSimCSE(Plain):
         self.tok = AutoTokenizer.from_pretrained(str(folder))
         self.model = AutoModel.from_pretrained(str(folder)).to(device).train()
         self.texts, self.batch, self.device, self.examples = texts, batch, device, batch
-        fused = {"fused": True} if device.type == "cuda" else {}
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-5, **fused)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-5, **optimizer_options(device))
         self.dtype = torch.bfloat16 if bf16 else None
         self.rng = random.Random(0)
 

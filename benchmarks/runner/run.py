@@ -462,6 +462,21 @@ def register(sub: Any) -> None:
     p.set_defaults(func=_main)
 
 
+def only_jobs(jobs: list[Job], only: str | None, suite: str) -> list[Job]:
+    """The jobs whose command line matches the regular expression ``only`` (``--only``; None: all of them); a bad
+    expression, or one that matches no job, is a ``ValueError`` naming it."""
+    if not only:
+        return jobs
+    try:
+        pattern = re.compile(only)
+    except re.error as exc:
+        raise ValueError(f"--only {only!r} is not a regular expression ({exc})") from None
+    out = [j for j in jobs if pattern.search(j.label())]
+    if not out:
+        raise ValueError(f"--only {only!r} matches no job of suite {suite}")
+    return out
+
+
 def require_committed_code(allow_dirty: bool) -> None:
     """Benchmark runs record the commit their code is, so it must name code that exists: a checkout whose tracked code
     differs from its commit is refused (results files and prose may differ), unless ``allow_dirty`` (a try-out; its
@@ -482,14 +497,7 @@ def _main(args: argparse.Namespace) -> int:
 
     name, jobs = load_suite(args.suite)
     whole = jobs
-    if args.only:
-        try:
-            pattern = re.compile(args.only)
-        except re.error as exc:
-            raise ValueError(f"--only {args.only!r} is not a regular expression ({exc})") from None
-        jobs = [j for j in jobs if pattern.search(j.label())]
-        if not jobs:
-            raise ValueError(f"--only {args.only!r} matches no job of suite {name}")
+    jobs = only_jobs(jobs, args.only, name)
     if not args.dry_run:
         require_committed_code(args.allow_dirty)
     url = args.registry or registry_url()

@@ -6,7 +6,6 @@ database."""
 from __future__ import annotations
 
 import argparse
-import re
 from collections import Counter
 from typing import Any
 
@@ -36,13 +35,10 @@ def job_rows(reg: Any, jobs: list[Job]) -> list[list[str]]:
 def _main(args: argparse.Namespace) -> int:
     from suite.registry import markdown_table, open_registry
 
+    from benchmarks.runner.run import only_jobs
+
     name, jobs = load_suite(args.suite)
-    if args.only:
-        try:
-            pattern = re.compile(args.only)
-        except re.error as exc:
-            raise ValueError(f"--only {args.only!r} is not a regular expression ({exc})") from None
-        jobs = [j for j in jobs if pattern.search(j.label())]
+    jobs = only_jobs(jobs, args.only, name)
     reg = open_registry(args.registry)
     rows = job_rows(reg, jobs)
     print(markdown_table(["job", "state", "run", "run status", "last logged", "at (UTC)"], rows))

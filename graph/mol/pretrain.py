@@ -27,7 +27,7 @@ from graph.mol.card import mol_card
 from graph.mol.model import MolGIN, MolGINConfig, projection_head
 from suite import presets
 from suite.paths import data_path
-from suite.train import CachedStep, data_workers, optimizer_options
+from suite.train import CachedStep, data_workers, optimizer_options, to_device
 from suite.train.legacy import Earlier
 from suite.train.run import EXPORT, RunContext, RunResult, Task, Training, run
 
@@ -92,12 +92,6 @@ class ContrastiveMolModel(nn.Module):
         return self.head(self.encoder.embed(b))
 
 
-def _to(batch: Any, device: torch.device) -> Any:
-    """A host batch on ``device``: through pinned memory to CUDA, so the copy does not wait for the GPU (a copy from
-    pageable memory synchronises the stream)."""
-    return batch.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else batch.to(device)
-
-
 def make_augmentation(name: str, ratio: float) -> Callable[..., Any]:
     """``aug(pyg_batch, generator) -> pyg_batch`` from :mod:`graph.augment` (TU front-end, issue 3)."""
     from graph.augment import build_augmentation
@@ -154,7 +148,7 @@ class MolPretrainTask(Task[PretrainMolConfig]):
 
         def step(b: Any) -> Tensor | CachedStep:  # b: the batch collated ahead (Training.collate), in workers on a GPU
             ddp = ctx.engine.ddp  # type: ignore[union-attr]
-            v1, v2 = (_to(aug(b, aug_gen), device) for aug in (aug1, aug2))  # augmented on the CPU (seeded), moved
+            v1, v2 = (to_device(aug(b, aug_gen), device) for aug in (aug1, aug2))  # augmented on the CPU (seeded), moved
             if cfg.grad_cache_chunk:  # views made once, encoded in chunks of molecules, the loss over the whole batch
                 return CachedStep(lambda c: torch.stack([ddp(c[0]), ddp(c[1])]),
                                   chunk_views([v1, v2], cfg.grad_cache_chunk), lambda z: loss_fn(z[0], z[1]), dim=1)

@@ -107,6 +107,17 @@ def data_workers(device: torch.device) -> int:
     return max(1, min(4, (os.cpu_count() or 2) // 2))
 
 
+def to_device(batch: Any, device: torch.device) -> Any:
+    """A host batch (a tensor, a PyG batch: anything with ``pin_memory`` and ``to``) on ``device``; to CUDA through
+    pinned memory, so the copy does not wait for the GPU (a copy from pageable memory synchronises the stream). A
+    tensor already there is returned as it is."""
+    if isinstance(batch, Tensor) and batch.device == device:
+        return batch
+    if device.type == "cuda":
+        return batch.pin_memory().to(device, non_blocking=True)
+    return batch.to(device)
+
+
 def check_precision(precision: str) -> str:
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
@@ -624,5 +635,6 @@ def resumable(registry: Any, run_id: str | None) -> str | None:
         return None
 
 
-__all__ = ["CachedStep", "Engine", "LOG_EVERY", "NonFiniteLossError", "PRECISIONS", "autocast", "epoch_batches",
-           "eval_batches", "grad_cache_embeddings", "data_workers", "optimizer_options", "resolve_device", "resumable"]
+__all__ = ["CachedStep", "Engine", "LOG_EVERY", "NonFiniteLossError", "PRECISIONS", "autocast", "data_workers",
+           "epoch_batches", "eval_batches", "grad_cache_embeddings", "optimizer_options", "resolve_device", "resumable",
+           "to_device"]

@@ -60,16 +60,21 @@ def test_fine_tuning_follows_the_encoder_of_each_loss(loss_file: str, tmp_path: 
     assert max(j.stage for j in all_jobs(tasks)) == 1 and all_jobs(tasks)[0].stage == 0
 
 
-def test_page_judges_the_loss_against_each_baseline(loss_file: str, tmp_path: Path) -> None:
-    _, tasks, _ = plan(SUITES / "quick.yaml", loss_file)
+def _mutag(tasks: list, values: dict, tmp_path: Path) -> Registry:
+    """A registry holding the first task's (MUTAG) arms: per arm, its seeds' accuracies ``values[label]``."""
     reg = Registry(str(tmp_path / "r.sqlite"))
-    values = {"graphcl": [0.80, 0.81, 0.82], "macl": [0.86, 0.87, 0.88], loss_file: [0.86, 0.865, 0.87]}
     for label, jobs in tasks[0].arms.items():
         for job, v in zip(jobs, values[label]):
             with reg.run(modality="graph", task="tu-graphcl", dataset="MUTAG", loss=label, seed=job.seed,
                          cfg_hash=job.hash) as run:
                 run.set_primary("acc", "test")
                 run.log("acc", v, split="test")
+    return reg
+
+
+def test_page_judges_the_loss_against_each_baseline(loss_file: str, tmp_path: Path) -> None:
+    _, tasks, _ = plan(SUITES / "quick.yaml", loss_file)
+    reg = _mutag(tasks, {"graphcl": [0.80, 0.81, 0.82], "macl": [0.86, 0.87, 0.88], loss_file: [0.86, 0.865, 0.87]}, tmp_path)
     md, doc = page(reg, "quick", tasks, loss_file, {"sha256": "ab" * 32, "import": loss_file}, {}, None, [])
     # the loss by its class name; its file and the source's sha once, in the header
     assert md.startswith("# CosMargin beside the suite's losses") and md.count(loss_file) == 1 and "abababababab" in md
@@ -90,14 +95,7 @@ def test_a_profile_that_cannot_separate_losses_is_said(loss_file: str, tmp_path:
     """baselines within the minimum effect of each other (86.90-86.99, as 8 SimCSE steps from a contrastive start
     give) -> no verdicts for the task, one row saying the profile cannot separate losses and which can"""
     _, tasks, _ = plan(SUITES / "quick.yaml", loss_file)
-    reg = Registry(str(tmp_path / "r.sqlite"))
-    values = {"graphcl": [0.869, 0.870, 0.871], "macl": [0.8695, 0.8699, 0.8690], loss_file: [0.80, 0.81, 0.82]}
-    for label, jobs in tasks[0].arms.items():
-        for job, v in zip(jobs, values[label]):
-            with reg.run(modality="graph", task="tu-graphcl", dataset="MUTAG", loss=label, seed=job.seed,
-                         cfg_hash=job.hash) as run:
-                run.set_primary("acc", "test")
-                run.log("acc", v, split="test")
+    reg = _mutag(tasks, {"graphcl": [0.869, 0.870, 0.871], "macl": [0.8695, 0.8699, 0.8690], loss_file: [0.80, 0.81, 0.82]}, tmp_path)
     md, _ = page(reg, "quick", tasks, loss_file, {"sha256": "ab" * 32, "import": loss_file}, {}, None, [])
     assert "| CosMargin against the baselines | cannot separate losses at this profile |" in md
     assert "--suite cpu" in md and "CosMargin beats graphcl" not in md
