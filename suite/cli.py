@@ -39,9 +39,12 @@ def _cmd_losses(args: argparse.Namespace) -> int:
         doc = ((sys.modules[cls.__module__].__doc__ or cls.__doc__ or "-").strip() or "-").splitlines()[0]
         if name in L.plugins():
             doc = f"{doc} (installed: {L.plugins()[name]})"
-        rows.append([name, kind, extra or "-", "sphere" if cls.hypersphere else "euclidean", hp, doc])
+        fused = getattr(cls, "fused_tiles", "no")
+        rows.append([name, kind, extra or "-", "sphere" if cls.hypersphere else "euclidean", hp, fused, doc])
     al = L.aliases()
-    print(markdown_table(["loss", "input", "needs", "space", "defaults", "reference"], rows))
+    print(markdown_table(["loss", "input", "needs", "space", "defaults", "fused GPU tiles", "reference"], rows))
+    print("fused GPU tiles: the tiled path (chunk_size) on a CUDA device runs Triton kernels (suite.losses.fused); "
+          "'part': some of its terms, 'no': PyTorch tiles")
     print("aliases: " + ", ".join(f"{a} -> {n}" for a, n in sorted(al.items())))
     return 0
 

@@ -31,7 +31,8 @@ def uniformity(x: Tensor, t: float = 2.0, extra: Tensor | None = None, chunk: in
     count = m * (m - 1) / 2 + (0 if extra is None else m * extra.shape[0])
     # the (M, M) matrix is symmetric: pairs i<j are half the off-diagonal; pairs with extra counted once (+ log 2)
     if chunk is not None:
-        return pair_kernel_lse(x, lambda u: -t * u, lambda u: torch.full_like(u, -t), extra, chunk) - math.log(2.0 * count)
+        return (pair_kernel_lse(x, lambda u: -t * u, lambda u: torch.full_like(u, -t), extra, chunk, ("linear", t))
+                - math.log(2.0 * count))
     d = -t * sq_dists_normalized(x, x)  # (M, M)
     k = torch.arange(m, device=x.device)
     d = d.index_put((k, k), torch.full((), float("-inf"), dtype=d.dtype, device=d.device))
@@ -46,6 +47,7 @@ def alignment(z_a: Tensor, z_b: Tensor, alpha: float = 2.0) -> Tensor:
 
 @register_loss("align_uniform", "au", "aucl")
 class AlignUniform(ContrastiveLoss):
+    fused_tiles = "yes"
     def __init__(self, alpha: float = 2.0, t: float = 2.0, align_weight: float = 1.0, uniform_weight: float = 1.0) -> None:
         super().__init__()
         self.alpha = check_positive(alpha, "alpha")

@@ -49,6 +49,14 @@ class ContrastiveLoss(nn.Module, metaclass=_LossMeta):
     """
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.__dict__.get("precision", "fp32") != "fp32":
+            from suite.losses import fused
+
+            with fused.precision(self.precision):
+                return self._call(*args, **kwargs)
+        return self._call(*args, **kwargs)
+
+    def _call(self, *args: Any, **kwargs: Any) -> Any:
         dev = next((a.device.type for a in (*args, *kwargs.values()) if isinstance(a, Tensor)), None)
         if dev is not None and torch.is_autocast_enabled(dev):
             with torch.autocast(dev, enabled=False):
@@ -60,11 +68,13 @@ class ContrastiveLoss(nn.Module, metaclass=_LossMeta):
     hypersphere: ClassVar[bool] = True
     has_negatives: ClassVar[bool] = True
     requires: ClassVar[tuple[str, ...]] = ()
+    fused_tiles: ClassVar[str] = "no"  # its tiled path on the fused GPU kernels (suite.losses.fused): yes, part, no
 
     def __init__(self) -> None:
         super().__init__()
         self._stats: dict[str, Tensor] = {}
         self.chunk_size: int | str | None = "auto"  # see suite.losses.tiling; set by build(..., chunk_size=)
+        self.precision = "fp32"  # the fused kernels' products (suite.losses.fused); set by build(..., precision=)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if self.__dict__.get("_built") and not name.startswith("_"):
@@ -72,6 +82,10 @@ class ContrastiveLoss(nn.Module, metaclass=_LossMeta):
                 from suite.losses.tiling import check_chunk_size
 
                 value = check_chunk_size(value)
+            elif name == "precision":
+                from suite.losses.fused import check_precision
+
+                value = check_precision(value)
             elif name in _setting_names(type(self)):
                 value = self._checked_setting(name, value)
         super().__setattr__(name, value)
@@ -231,19 +245,23 @@ def canonical_name(name: str) -> str:
     return key
 
 
-def build(name: str, chunk_size: int | str | None = "auto", **hparams: Any) -> ContrastiveLoss:
+def build(name: str, chunk_size: int | str | None = "auto", precision: str = "fp32", **hparams: Any) -> ContrastiveLoss:
     """Construct the loss registered as ``name`` with the given hyper-parameters.
 
     ``chunk_size`` selects the path (:mod:`suite.losses.tiling`): ``"auto"`` (the default) is dense up to 2^24
     similarity entries and memory-bounded tiles above, ``None`` always dense, an int that many anchor rows per
-    tile; same values and gradients either way. Unknown names and unknown hyper-parameters raise
-    ``ValueError`` naming the problem.
+    tile; same values and gradients either way. ``precision``: the products of the tiled path's fused GPU kernels
+    (:mod:`suite.losses.fused`): ``"fp32"`` (exact, the default), or ``"tf32"`` / ``"bf16"`` (faster, an error
+    stated in docs/design/losses.md); the CPU and the dense path ignore it. Unknown names and unknown
+    hyper-parameters raise ``ValueError`` naming the problem.
     """
+    from suite.losses.fused import check_precision
     from suite.losses.tiling import check_chunk_size
 
     if not isinstance(name, str):
         raise ValueError(f"loss name must be a string, got {name!r}")
     chunk_size = check_chunk_size(chunk_size)
+    precision = check_precision(precision)
     key = canonical_name(name)
     factory = _REGISTRY[key]
     target = getattr(factory, "__wrapped__", factory)
@@ -255,6 +273,7 @@ def build(name: str, chunk_size: int | str | None = "auto", **hparams: Any) -> C
     loss = factory(**hparams)
     if isinstance(loss, ContrastiveLoss):
         loss.chunk_size = chunk_size
+        loss.precision = precision
     else:  # an installed package's loss that does not derive from ContrastiveLoss (suite.losses.user.UserLoss)
         object.__setattr__(loss, "_suite_hparams", dict(hparams))
     return loss

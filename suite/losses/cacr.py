@@ -58,6 +58,7 @@ def _entropy(log_w: Tensor, dim: int = -1) -> Tensor:
 
 @register_loss("cacr", "cct")
 class CACR(ContrastiveLoss):
+    fused_tiles = "no"  # its soft-min weights keep their gradient through a cost per pair: PyTorch tiles
     multi_view = True
 
     def __init__(self, t_pos: float = 1.0, t_neg: float = 2.0, detach_weights: bool = False,

@@ -24,6 +24,7 @@ from suite.losses.tiling import row_lse
 
 @register_loss("cmc")
 class CMC(ContrastiveLoss):
+    fused_tiles = "yes"
     multi_view = True
 
     def __init__(self, temperature: float = 0.1) -> None:

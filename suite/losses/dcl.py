@@ -20,6 +20,7 @@ from suite.losses.pair import PairLoss
 
 @register_loss("dcl")
 class DCL(PairLoss):
+    fused_tiles = "yes"
     def __init__(self, temperature: float = 0.1, negatives: str = "all", symmetric: bool = True) -> None:
         super().__init__()
         self._arrangement(negatives, symmetric, temperature)

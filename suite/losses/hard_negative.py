@@ -29,6 +29,7 @@ from suite.losses.pair import PairLoss
 
 @register_loss("hard_negative", "hcl", "hn_cl")
 class HardNegative(PairLoss):
+    fused_tiles = "yes"
     def __init__(
         self, temperature: float = 0.5, beta: float = 1.0, tau_plus: float = 0.0, negatives: str = "all", symmetric: bool = True
     ) -> None:

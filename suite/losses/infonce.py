@@ -26,6 +26,7 @@ from suite.losses.pair import PairLoss
 
 @register_loss("infonce", "ntxent", "nt_xent", "simclr")
 class InfoNCE(PairLoss):
+    fused_tiles = "yes"
     def __init__(self, temperature: float = 0.1, negatives: str = "all", symmetric: bool = True) -> None:
         super().__init__()
         self._arrangement(negatives, symmetric, temperature)

@@ -46,6 +46,7 @@ from suite.losses.pair import PairLoss
 
 @register_loss("macl")
 class MACL(PairLoss):
+    fused_tiles = "yes"
     def __init__(
         self,
         tau0: float = 0.1,

@@ -57,6 +57,7 @@ def neg_distances(a: Tensor, b: Tensor) -> Tensor:
 
 @register_loss("simclr_l2", "l2_simclr")
 class SimCLRL2(PairLoss):
+    fused_tiles = "yes"
     hypersphere = False
 
     def __init__(self, temperature: float = 1.0, negatives: str = "all", symmetric: bool = True) -> None:
@@ -129,12 +130,13 @@ class SimCLRL2(PairLoss):
         def df(u: Tensor) -> Tensor:  # its derivative; none below the floor (as clamp_min's)
             return u.clamp_min(_EPS2).rsqrt_().mul_(-0.5 / t).mul_(u >= _EPS2)
 
+        kind = ("negdist", 1.0 / t)  # the same f for the fused kernels
         if ps.negatives == "none":
-            return torch.logaddexp(pos, row_kernel_lse(ps.anchors, q, None, None, f, df, chunk))
+            return torch.logaddexp(pos, row_kernel_lse(ps.anchors, q, None, None, f, df, chunk, kind))
         excl = torch.stack([c for c in (ps.self_col, ps.pos) if c is not None])  # (k, A) columns left out
         if len(ps.cands) == 1:
-            return torch.logaddexp(pos, row_kernel_lse(ps.anchors, ps.cands[0], q, excl, f, df, chunk))
+            return torch.logaddexp(pos, row_kernel_lse(ps.anchors, ps.cands[0], q, excl, f, df, chunk, kind))
         n = ps.n_local  # "cross", symmetric: rows [0, N) against z_b, rows [N, 2N) against z_a
         rows = [slice(h * n, (h + 1) * n) for h in range(len(ps.cands))]
-        return torch.logaddexp(pos, torch.cat([row_kernel_lse(ps.anchors[r], c, q, excl[:, r], f, df, chunk)
+        return torch.logaddexp(pos, torch.cat([row_kernel_lse(ps.anchors[r], c, q, excl[:, r], f, df, chunk, kind)
                                                for r, c in zip(rows, ps.cands)]))

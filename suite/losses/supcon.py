@@ -24,6 +24,7 @@ from suite.losses.core import normalize, pair_lse, pair_rows, pair_setup
 
 @register_loss("supcon")
 class SupCon(ContrastiveLoss):
+    fused_tiles = "yes"
     requires = ("labels",)
 
     def __init__(self, temperature: float = 0.1) -> None:

@@ -15,6 +15,11 @@ tile from the embeddings in the backward:
 Peak extra memory is O(chunk x C + (A + C) d) instead of O(A x C); values and gradients are those of the
 dense path (the same operations, summed in another order; tested to 1e-10 in float64).
 
+On a CUDA device with Triton, float32 inputs take the fused kernels of :mod:`suite.losses.fused` instead (the
+same row statistics, the tiles never leaving registers): :func:`row_lse`, and :func:`row_kernel_lse` and
+:func:`pair_kernel_lse` when their caller names the kernel (``kind``). CACR's :func:`softmin_cost` and X-CLR's
+:func:`weighted_cross` keep these PyTorch tiles everywhere.
+
 ``chunk_size``: ``None`` (dense, one tile), an int >= 1 (rows per tile), or ``"auto"``: dense while
 the matrix has at most :data:`AUTO_DENSE_ELEMENTS` entries, else tiles of about
 :data:`AUTO_TILE_ELEMENTS` entries (at least one row).
@@ -27,7 +32,10 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
+from suite.losses import fused
 from suite.memory import pin_malloc_threshold
+
+Kind = tuple  # (mode, c1[, c2]) of suite.losses.fused: a log-kernel the fused kernels compute themselves
 
 AUTO_DENSE_ELEMENTS = 1 << 24  # 2N = 4096 two-view: dense (64 MiB per float32 matrix)
 AUTO_TILE_ELEMENTS = 1 << 22  # 16 MiB per float32 tile
@@ -160,6 +168,8 @@ def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: T
     the fused path of the InfoNCE family. ``uniform``: the caller sums or averages the rows with equal
     weights, so the candidates' gradient is formed in the forward too (see :class:`_RowLSE`; exact either
     way, only faster when the hint holds)."""
+    if fused.applies(anchors, cands, queue):
+        return fused.row_lse(anchors, cands, queue, excl)
     pin_malloc_threshold()
     return _RowLSE.apply(anchors, cands, queue, excl, chunk, bool(uniform))
 
@@ -233,9 +243,13 @@ def _kernel_tile(e: Tensor, queue: Tensor | None, f: Callable[[Tensor], Tensor],
 
 
 def pair_kernel_lse(e: Tensor, f: Callable[[Tensor], Tensor], df: Callable[[Tensor], Tensor],
-                    queue: Tensor | None = None, chunk: int = 1024) -> Tensor:
+                    queue: Tensor | None = None, chunk: int = 1024, kind: Kind | None = None) -> Tensor:
     """Scalar log( sum_{j != k} exp f(||e_j - e_k||^2) + 2 sum_{j,m} exp f(||e_j - q_m||^2) ) in row tiles with
-    the exact gradient (t-SimCLR's normaliser, the uniformity term); ``queue`` gets no gradient."""
+    the exact gradient (t-SimCLR's normaliser, the uniformity term); ``queue`` gets no gradient. ``kind``: ``f`` as
+    one of the fused kernels' modes, ``(mode, c1[, c2])`` (:mod:`suite.losses.fused`), which then run it where they
+    apply."""
+    if kind is not None and fused.applies(e, queue):
+        return fused.pair_lse(e, queue, mode=kind[0], c1=kind[1], c2=kind[2] if len(kind) > 2 else 1.0)
     pin_malloc_threshold()
     return _PairKernelLSE.apply(e, None if queue is None else queue.detach(), f, df, chunk)
 
@@ -290,11 +304,15 @@ def _distance_logits(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl:
 
 
 def row_kernel_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None,
-                   f: Callable[[Tensor], Tensor], df: Callable[[Tensor], Tensor], chunk: int = 1024) -> Tensor:
+                   f: Callable[[Tensor], Tensor], df: Callable[[Tensor], Tensor], chunk: int = 1024,
+                   kind: Kind | None = None) -> Tensor:
     """(A,) logsumexp_j of the rows of [f(||a_i - c_j||^2) (entries ``excl`` (k, A) set to -inf) |
     f(||a_i - q_m||^2)] in row tiles of ``chunk``, with the exact gradient (memory O((A + C) d + chunk x C)).
     ``queue`` gets no gradient. ``f`` returns a new tensor (it may not alias its input); ``df`` is its
-    derivative, 0 where ``f`` is flat."""
+    derivative, 0 where ``f`` is flat. ``kind``: ``f`` as a mode of the fused kernels (see :func:`pair_kernel_lse`)."""
+    if kind is not None and fused.applies(anchors, cands, queue):
+        return fused.row_lse(anchors, cands, None if queue is None else queue.detach(), excl, mode=kind[0], c1=kind[1],
+                             c2=kind[2] if len(kind) > 2 else 1.0)
     pin_malloc_threshold()
     return _RowKernelLSE.apply(anchors, cands, None if queue is None else queue.detach(), excl, f, df, chunk)
 

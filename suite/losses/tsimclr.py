@@ -61,6 +61,7 @@ def _needs_float64(*xs: Tensor | None) -> bool:
 
 @register_loss("tsimclr", "t_simclr")
 class TSimCLR(ContrastiveLoss):
+    fused_tiles = "yes"
     hypersphere = False
 
     def __init__(self, temperature: float = 5.0, t_df: float = 5.0) -> None:
@@ -92,7 +93,8 @@ class TSimCLR(ContrastiveLoss):
         # is the same function in one tile (the same values; fewer passes over the matrix than autograd's graph)
         a = self.temperature * self.t_df
         log_z = pair_kernel_lse(e, self._log_q, lambda u: -(self.t_df + 1.0) / 2.0 / (a + u), queue,
-                                e.shape[0] if chunk is None else chunk)
+                                e.shape[0] if chunk is None else chunk,
+                                None if chunk is None else ("cauchy", (self.t_df + 1.0) / 2.0, a))
         per_pair = log_z - pos  # (N,) l(x_i, x_i') = l(x_i', x_i)
         self._record(log_normaliser=log_z, log_normaliser_per_pair=log_z - math.log(e.shape[0] * (e.shape[0] - 1)))
         return weighted_mean(per_pair, weights).to(out_dtype)  # mean over the 2N anchors (both orders: same term)

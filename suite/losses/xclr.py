@@ -41,6 +41,7 @@ from suite.losses.tiling import weighted_cross
 
 @register_loss("xclr", "x_clr")
 class XCLR(ContrastiveLoss):
+    fused_tiles = "part"  # the log-sum-exps fused; the target-weighted cross term keeps PyTorch tiles (a weight per pair)
     requires = ("similarity",)
 
     def __init__(self, temperature: float = 0.1, target_temperature: float = 0.1) -> None:

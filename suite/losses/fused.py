@@ -1,0 +1,374 @@
+"""Fused Triton kernels for the tiled path: each tile's similarities stay in registers, never in memory.
+
+Every fused primitive is a row log-sum-exp of a kernel of the pairs. For anchors A (M, d) and columns
+X = [candidates (C, d); queue (Q, d)], with s_ij = a_i . x_j and u_ij = ||a_i - x_j||^2 = |a_i|^2 - 2 s_ij + |x_j|^2:
+
+    lse_i = log sum_{j not excluded} exp l_ij,   l_ij = f(s_ij or u_ij) (+ ``qoff`` on the queue's columns)
+
+with the kernels (``mode``)
+
+    "dot":     l = s                              (the InfoNCE family: InfoNCE, MoCo, DCL, MACL, SupCon, X-CLR, CMC,
+                                                   hard negatives; the anchors carry 1/tau)
+    "negdist": l = -c1 sqrt(max(u, 1e-24))        (SimCLR with -l2 similarity, c1 = 1/tau)
+    "cauchy":  l = -c1 log(1 + u / c2)            (t-SimCLR's normaliser, c1 = (nu + 1) / 2, c2 = tau nu)
+    "linear":  l = -c1 u                          (the uniformity term, c1 = t)
+
+and up to two excluded candidate columns per row (``excl`` (k, M): the anchor's own column, its positive).
+
+Forward: one program per ``BLOCK_M`` rows runs over the columns in ``BLOCK_N`` tiles with a running maximum (the
+online log-sum-exp of FlashAttention and Inf-CL). While it has each tile's softmax p at hand it also folds the
+anchors' gradient into the same pass: O_i = sum_j p_ij w_ij x_j and r_i = sum_j p_ij w_ij with w = dl/d(s or u)
+(1 for "dot"), rescaled as the maximum grows. Then d lse_i / d a_i = O_i ("dot") or 2 (r_i a_i - O_i) (distance
+kernels), so the anchors' gradient costs no second pass. Backward: one program per ``BLOCK_N`` columns recomputes
+its tiles against every row and sums dX_j = sum_i g_i p_ij w_ij a_i ("dot") or 2 (x_j R_j - that sum), R_j = sum_i
+g_i p_ij w_ij. Four products per tile in all (the dense path: three, and an (M, C) matrix), no atomics: the result
+is the same bit for bit from run to run.
+
+Precision (``precision``): ``"fp32"`` (the default) computes every product in IEEE float32 (no TF32), equal to the
+float64 reference within the suite's float32 tolerances. ``"tf32"`` and ``"bf16"`` are opt-in: the products' inputs
+rounded to TF32 (10-bit mantissa) or bfloat16 (7-bit), accumulated in float32, as Inf-CL computes. The log-sum-exp,
+the exponentials and all sums stay float32. Their error against float64 is measured in docs/design/losses.md.
+
+Where it runs: float32 inputs with d <= :data:`MAX_DIM` on a CUDA device with Triton installed. Elsewhere (the CPU,
+float64, wider embeddings) the tiled path of :mod:`suite.losses.tiling` runs as before. :func:`interpret` runs the
+kernels on CPU tensors under Triton's interpreter (the tests); ``SUITE_FUSED=off`` (or :func:`use` ``"off"``)
+keeps today's tiled path on a GPU too (the benchmarks' baseline).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import math
+import os
+import sys
+from typing import Any, Iterator
+
+import torch
+from torch import Tensor
+
+MODES = {"dot": 0, "negdist": 1, "cauchy": 2, "linear": 3}
+PRECISIONS = ("fp32", "tf32", "bf16")
+MAX_DIM = 256  # the widest embedding held in registers (a row block of the anchors, the output accumulator)
+_EPS2 = 1e-24  # -l2 kernel's squared-distance floor, as suite.losses.simclr_l2
+
+_use: contextvars.ContextVar[str] = contextvars.ContextVar("suite_fused", default="")
+_precision: contextvars.ContextVar[str] = contextvars.ContextVar("suite_fused_precision", default="fp32")
+
+
+def check_precision(value: Any) -> str:
+    if value not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {value!r}")
+    return str(value)
+
+
+@contextlib.contextmanager
+def use(mode: str) -> Iterator[None]:
+    """Within the block, the fused kernels run ``"auto"`` (CUDA with Triton: the default), ``"off"`` (never) or
+    ``"interpret"`` (on CPU tensors too, under Triton's interpreter)."""
+    if mode not in ("auto", "off", "interpret"):
+        raise ValueError(f"fused mode must be auto, off or interpret, got {mode!r}")
+    token = _use.set(mode)
+    try:
+        yield
+    finally:
+        _use.reset(token)
+
+
+def interpret() -> contextlib.AbstractContextManager[None]:
+    """The kernels on CPU tensors under Triton's interpreter (slow: small sizes only)."""
+    return use("interpret")
+
+
+@contextlib.contextmanager
+def precision(value: str) -> Iterator[None]:
+    """Products of the fused kernels in ``value`` within the block (a loss's ``precision`` setting)."""
+    token = _precision.set(check_precision(value))
+    try:
+        yield
+    finally:
+        _precision.reset(token)
+
+
+def _mode() -> str:
+    return _use.get() or os.environ.get("SUITE_FUSED", "auto")
+
+
+@functools.lru_cache(maxsize=1)
+def triton_available() -> bool:
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except Exception:  # an absent or broken Triton: the tiled path
+        return False
+    return True
+
+
+def applies(*xs: Tensor | None) -> bool:
+    """Whether the fused kernels take these inputs (float32, d <= MAX_DIM; CUDA with Triton, or the interpreter)."""
+    mode = _mode()
+    ts = [x for x in xs if x is not None]
+    if mode == "off" or not ts:
+        return False
+    if not all(x.device.type == "cpu" if mode == "interpret" else x.is_cuda for x in ts):
+        return False  # checked first: the CPU's tiled path never imports Triton
+    if any(x.dtype != torch.float32 or x.dim() != 2 or x.shape[1] > MAX_DIM for x in ts):
+        return False
+    return triton_available()
+
+
+def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: Tensor | None = None, *,
+            mode: str = "dot", c1: float = 1.0, c2: float = 1.0, qoff: float = 0.0) -> Tensor:
+    """(M,) lse_i of the module docstring, with the exact gradient to the anchors, the candidates and the queue (each
+    where it requires one). ``excl`` (k <= 2, M): candidate columns left out of row i."""
+    if excl is not None and excl.shape[0] > 2:
+        raise ValueError(f"at most 2 excluded columns per row, got {excl.shape[0]}")
+    return _FusedRows.apply(anchors, cands, queue, excl, MODES[mode], float(c1), float(c2), float(qoff),
+                            _precision.get())
+
+
+def pair_lse(e: Tensor, queue: Tensor | None, *, mode: str, c1: float, c2: float = 1.0) -> Tensor:
+    """Scalar log( sum_{j != k} exp l(e_j, e_k) + 2 sum_{j, m} exp l(e_j, q_m) ): the log-sum-exp over the rows of
+    :func:`row_lse` of ``e`` against itself (own column left out) and the queue (log 2 added, no gradient)."""
+    self_col = torch.arange(e.shape[0], device=e.device)[None]
+    rows = row_lse(e, e, None if queue is None else queue.detach(), self_col, mode=mode, c1=c1, c2=c2,
+                   qoff=math.log(2.0))
+    return torch.logsumexp(rows, 0)
+
+
+class _FusedRows(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, mode: int,
+                c1: float, c2: float, qoff: float, prec: str) -> Tensor:
+        a = anchors.contiguous()
+        x = cands.contiguous() if queue is None else torch.cat([cands, queue]).contiguous()
+        ex = None if excl is None else excl.to(torch.int64).contiguous()
+        want_o = ctx.needs_input_grad[0]
+        lse, o, r = _forward(a, x, cands.shape[0], ex, mode, c1, c2, qoff, prec, want_o)
+        ctx.save_for_backward(a, x, ex, lse, o, r)
+        ctx.args = (cands.shape[0], mode, c1, c2, qoff, prec, queue is not None)
+        return lse
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        a, x, ex, lse, o, r = ctx.saved_tensors
+        n_c, mode, c1, c2, qoff, prec, has_q = ctx.args
+        need_a, need_c, need_q = ctx.needs_input_grad[:3]
+        need_q = need_q and has_q
+        g = g.contiguous()
+        da = None
+        if need_a:
+            da = g[:, None] * o if mode == 0 else 2.0 * g[:, None] * (r[:, None] * a - o)
+        dc = dq = None
+        if need_c or need_q:
+            n_grad = x.shape[0] if need_q else n_c  # the queue's columns only where it wants a gradient
+            dx = _backward(a, x, n_c, n_grad, ex, lse, g, mode, c1, c2, qoff, prec)
+            dc = dx[:n_c] if need_c else None
+            dq = dx[n_c:] if need_q else None
+        return da, dc, dq, None, None, None, None, None, None
+
+
+def _norms(mode: int, *xs: Tensor) -> list[Tensor]:
+    return [(x * x).sum(1) if mode else x[:, 0] for x in xs]  # unused by "dot" (any float32 pointer)
+
+
+def _launch_args(prec: str, d: int, interpreted: bool) -> dict[str, Any]:
+    import triton
+
+    return {"BD": max(16, triton.next_power_of_2(d)), "PREC": {"fp32": "ieee", "tf32": "tf32", "bf16": "ieee"}[prec],
+            "BF16": 0 if prec != "bf16" else 2 if interpreted else 1}
+
+
+def _forward(a: Tensor, x: Tensor, n_c: int, ex: Tensor | None, mode: int, c1: float, c2: float, qoff: float,
+             prec: str, want_o: bool) -> tuple[Tensor, Tensor, Tensor]:
+    import triton
+
+    m, d = a.shape
+    lse = torch.empty(m, dtype=torch.float32, device=a.device)
+    o = torch.empty((m, d) if want_o else (1, 1), dtype=torch.float32, device=a.device)
+    r = torch.empty(m if want_o and mode else 1, dtype=torch.float32, device=a.device)
+    na, nx = _norms(mode, a, x)
+    fwd, _ = _kernels(a.device.type == "cpu")
+    grid = lambda meta: (triton.cdiv(m, meta["BM"]),)  # noqa: E731
+    fwd[grid](a, x, na, nx, lse if ex is None else ex, lse, o, r, m, x.shape[0], n_c, d, c1, c2, qoff,
+              MODE=mode, K_EXCL=0 if ex is None else ex.shape[0], WANT_O=want_o, HAS_Q=x.shape[0] > n_c,
+              **_launch_args(prec, d, a.device.type == "cpu"), **_fixed(a))
+    return lse, o, r
+
+
+def _backward(a: Tensor, x: Tensor, n_c: int, n_grad: int, ex: Tensor | None, lse: Tensor, g: Tensor, mode: int,
+              c1: float, c2: float, qoff: float, prec: str) -> Tensor:
+    import triton
+
+    m, d = a.shape
+    dx = torch.zeros_like(x)  # columns past n_grad (a queue without gradient) stay 0
+    na, nx = _norms(mode, a, x)
+    _, bwd = _kernels(a.device.type == "cpu")
+    grid = lambda meta: (triton.cdiv(n_grad, meta["BN"]),)  # noqa: E731
+    bwd[grid](a, x, na, nx, lse if ex is None else ex, lse, g, dx, m, n_grad, n_c, d, c1, c2, qoff,
+              MODE=mode, K_EXCL=0 if ex is None else ex.shape[0], HAS_Q=x.shape[0] > n_c,
+              **_launch_args(prec, d, a.device.type == "cpu"), **_fixed(a))
+    return dx
+
+
+def _fixed(a: Tensor) -> dict[str, int]:
+    """Block sizes under the interpreter (small, fast to interpret); on a GPU the autotuner picks them."""
+    return {"BM": 16, "BN": 16} if a.device.type == "cpu" else {}
+
+
+tl: Any = None  # triton.language, imported with the kernels (the module imports without Triton)
+
+
+def _logits(s, na, nx, rmask, cmask, cols, n_c, c1, c2, qoff, e0, e1, MODE: tl.constexpr, K_EXCL: tl.constexpr,
+            HAS_Q: tl.constexpr):  # pragma: no cover (traced by Triton)
+    """(logits with -inf where left out, w = dl/d(s or u), valid) of a tile: shared by both kernels."""
+    if MODE == 0:
+        logit = s
+        w = s  # unused
+    else:
+        u_raw = na[:, None] + nx[None, :] - 2.0 * s
+        if MODE == 1:
+            uu = tl.maximum(u_raw, 1e-24)
+            root = tl.sqrt(uu)
+            logit = -c1 * root
+            w = tl.where(u_raw >= 1e-24, -0.5 * c1 / root, 0.0)
+        elif MODE == 2:
+            u = tl.maximum(u_raw, 0.0)
+            logit = -c1 * tl.log(1.0 + u / c2)
+            w = tl.where(u_raw > 0.0, -c1 / (c2 + u), 0.0)
+        else:
+            u = tl.maximum(u_raw, 0.0)
+            logit = -c1 * u
+            w = tl.where(u_raw > 0.0, -c1 + 0.0 * u, 0.0)
+    if HAS_Q:
+        logit = tl.where(cols[None, :] >= n_c, logit + qoff, logit)
+    valid = rmask[:, None] & cmask[None, :]
+    if K_EXCL >= 1:
+        valid = valid & (cols[None, :] != e0[:, None])
+    if K_EXCL >= 2:
+        valid = valid & (cols[None, :] != e1[:, None])
+    return tl.where(valid, logit, float("-inf")), w, valid
+
+
+def _mm_input(t, BF16: tl.constexpr):  # pragma: no cover (traced by Triton)
+    """A product's input: as it is, in bfloat16 (``BF16`` 1: the tensor cores), or rounded to bfloat16 and kept in
+    float32 (2: the same products, for Triton's interpreter, whose bfloat16 products are wrong)."""
+    if BF16 == 1:
+        return t.to(tl.bfloat16)
+    elif BF16 == 2:
+        return t.to(tl.bfloat16).to(tl.float32)
+    else:
+        return t
+
+
+def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, M, C, n_c, D, c1, c2, qoff,  # pragma: no cover (traced by Triton)
+                MODE: tl.constexpr, K_EXCL: tl.constexpr, WANT_O: tl.constexpr, HAS_Q: tl.constexpr,
+                PREC: tl.constexpr, BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                BD: tl.constexpr):
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    rmask = rows < M
+    offs_d = tl.arange(0, BD)
+    dmask = offs_d < D
+    a = tl.load(A + rows[:, None] * D + offs_d[None, :], mask=rmask[:, None] & dmask[None, :], other=0.0)
+    a_mm = _bf16(a, BF16)
+    na = tl.load(NA + rows, mask=rmask, other=0.0) if MODE != 0 else tl.zeros([BM], tl.float32)
+    e0 = tl.load(E + rows, mask=rmask, other=-1) if K_EXCL >= 1 else rows
+    e1 = tl.load(E + M + rows, mask=rmask, other=-1) if K_EXCL >= 2 else rows
+    m_i = tl.full([BM], float("-inf"), tl.float32)
+    l_i = tl.zeros([BM], tl.float32)
+    r_i = tl.zeros([BM], tl.float32)
+    acc = tl.zeros([BM, BD], tl.float32)
+    for start in range(0, C, BN):
+        cols = start + tl.arange(0, BN)
+        cmask = cols < C
+        x = tl.load(X + cols[:, None] * D + offs_d[None, :], mask=cmask[:, None] & dmask[None, :], other=0.0)
+        x_mm = _bf16(x, BF16)
+        s = tl.dot(a_mm, tl.trans(x_mm), input_precision=PREC, out_dtype=tl.float32)
+        nx = tl.load(NX + cols, mask=cmask, other=0.0) if MODE != 0 else tl.zeros([BN], tl.float32)
+        logit, w, valid = _logits_jit(s, na, nx, rmask, cmask, cols, n_c, c1, c2, qoff, e0, e1, MODE, K_EXCL, HAS_Q)
+        m_new = tl.maximum(m_i, tl.max(logit, 1))
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing seen yet: no nan
+        alpha = tl.exp(m_i - shift)
+        p = tl.where(valid, tl.exp(logit - shift[:, None]), 0.0)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if WANT_O:
+            pw = p if MODE == 0 else p * w
+            if MODE != 0:
+                r_i = r_i * alpha + tl.sum(pw, 1)
+            pw_mm = _bf16(pw, BF16)
+            acc = acc * alpha[:, None] + tl.dot(pw_mm, x_mm, input_precision=PREC, out_dtype=tl.float32)
+        m_i = m_new
+    tl.store(LSE + rows, m_i + tl.log(l_i), mask=rmask)  # -inf for a row with every column left out
+    if WANT_O:
+        inv = tl.where(l_i > 0.0, 1.0 / l_i, 0.0)
+        tl.store(O + rows[:, None] * D + offs_d[None, :], acc * inv[:, None], mask=rmask[:, None] & dmask[None, :])
+        if MODE != 0:
+            tl.store(R + rows, r_i * inv, mask=rmask)
+
+
+def _bwd_kernel(A, X, NA, NX, E, LSE, G, DX, M, n_grad, n_c, D, c1, c2, qoff,  # pragma: no cover (traced)
+                MODE: tl.constexpr, K_EXCL: tl.constexpr, HAS_Q: tl.constexpr, PREC: tl.constexpr,
+                BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
+    cols = tl.program_id(0) * BN + tl.arange(0, BN)
+    cmask = cols < n_grad
+    offs_d = tl.arange(0, BD)
+    dmask = offs_d < D
+    x = tl.load(X + cols[:, None] * D + offs_d[None, :], mask=cmask[:, None] & dmask[None, :], other=0.0)
+    x_mm = _bf16(x, BF16)
+    nx = tl.load(NX + cols, mask=cmask, other=0.0) if MODE != 0 else tl.zeros([BN], tl.float32)
+    dx = tl.zeros([BN, BD], tl.float32)
+    rsum = tl.zeros([BN], tl.float32)
+    for start in range(0, M, BM):
+        rows = start + tl.arange(0, BM)
+        rmask = rows < M
+        a = tl.load(A + rows[:, None] * D + offs_d[None, :], mask=rmask[:, None] & dmask[None, :], other=0.0)
+        a_mm = _bf16(a, BF16)
+        lse = tl.load(LSE + rows, mask=rmask, other=0.0)
+        g = tl.load(G + rows, mask=rmask, other=0.0)
+        na = tl.load(NA + rows, mask=rmask, other=0.0) if MODE != 0 else tl.zeros([BM], tl.float32)
+        e0 = tl.load(E + rows, mask=rmask, other=-1) if K_EXCL >= 1 else rows
+        e1 = tl.load(E + M + rows, mask=rmask, other=-1) if K_EXCL >= 2 else rows
+        s = tl.dot(a_mm, tl.trans(x_mm), input_precision=PREC, out_dtype=tl.float32)
+        logit, w, valid = _logits_jit(s, na, nx, rmask, cmask, cols, n_c, c1, c2, qoff, e0, e1, MODE, K_EXCL, HAS_Q)
+        p = tl.where(valid, tl.exp(logit - lse[:, None]), 0.0) * g[:, None]
+        if MODE != 0:
+            p = p * w
+            rsum += tl.sum(p, 0)
+        p_mm = _bf16(p, BF16)
+        dx += tl.dot(tl.trans(p_mm), a_mm, input_precision=PREC, out_dtype=tl.float32)
+    if MODE != 0:
+        dx = 2.0 * (x * rsum[:, None] - dx)
+    tl.store(DX + cols[:, None] * D + offs_d[None, :], dx, mask=cmask[:, None] & dmask[None, :])
+
+
+_CONFIGS = [(64, 64, 4, 2), (128, 64, 8, 2), (64, 128, 8, 2), (128, 128, 8, 2)]  # BM, BN, warps, stages
+_logits_jit: Any = None
+_bf16: Any = None
+_jitted: dict[bool, tuple[Any, Any]] = {}
+
+
+def _kernels(interpreted: bool) -> tuple[Any, Any]:
+    """The two kernels, jitted by Triton at first use (under its interpreter for CPU tensors, autotuned on a GPU).
+    Triton decides at its import whether it interprets (``TRITON_INTERPRET=1``, its own library included), so one
+    process runs the kernels one way."""
+    global tl, _logits_jit, _bf16
+    if interpreted not in _jitted:
+        if _jitted or ("triton" in sys.modules and (os.environ.get("TRITON_INTERPRET") == "1") != interpreted):
+            raise RuntimeError("Triton was imported " + ("without" if interpreted else "with") + " TRITON_INTERPRET=1: "
+                               "the fused kernels run " + ("interpreted" if interpreted else "compiled") + " only in a "
+                               "process that sets it " + ("before" if interpreted else "to 0 before") + " importing "
+                               "Triton")
+        if interpreted:
+            os.environ["TRITON_INTERPRET"] = "1"
+        import triton
+        import triton.language
+
+        tl = triton.language
+        _logits_jit, _bf16 = triton.jit(_logits), triton.jit(_mm_input)
+        fwd, bwd = triton.jit(_fwd_kernel), triton.jit(_bwd_kernel)
+        if not interpreted:
+            configs = [triton.Config({"BM": bm, "BN": bn}, num_warps=w, num_stages=st) for bm, bn, w, st in _CONFIGS]
+            fwd = triton.autotune(configs, key=["D", "MODE", "K_EXCL", "WANT_O", "PREC", "BF16"])(fwd)
+            bwd = triton.autotune(configs, key=["D", "MODE", "K_EXCL", "PREC", "BF16"])(bwd)
+        _jitted[interpreted] = (fwd, bwd)
+    return _jitted[interpreted]

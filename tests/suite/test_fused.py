@@ -1,0 +1,181 @@
+"""The fused Triton kernels of the tiled path (suite.losses.fused), run on the CPU under Triton's interpreter: every
+loss that takes them against its float64 dense path (values and gradients), each kernel mode against a naive float64
+reference (a queue with its gradient, two excluded columns, a row with every column left out, sizes that fill no
+block), extreme temperatures, the opt-in precisions' error, and where the kernels do not apply."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import suite.losses as L
+from suite.losses import fused
+from tests.suite.test_tiled import CASES, _inputs, _value_and_grads
+
+pytest.importorskip("triton", reason="Triton is not installed (extra [triton]; in [test] on Linux x86-64)")
+if os.environ.get("TRITON_INTERPRET") != "1":  # pragma: no cover (tests/conftest.py sets it)
+    pytest.skip("TRITON_INTERPRET=1 must be set before Triton is imported", allow_module_level=True)
+
+F64 = torch.float64
+# the interpreter evaluates log(0) of a row block's padding rows in numpy (masked out afterwards)
+pytestmark = pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+FUSED_CASES = [c for c in CASES if L.loss_class(c[1]).fused_tiles != "no"]
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """The number of fused kernel calls made (so a test knows the kernels ran, not the PyTorch tiles)."""
+    n = {"fused": 0}
+    apply = fused._FusedRows.apply
+
+    def counted(*args):
+        n["fused"] += 1
+        return apply(*args)
+
+    monkeypatch.setattr(fused._FusedRows, "apply", counted)
+    return n
+
+
+def test_every_loss_says_whether_it_takes_the_kernels():
+    assert {n for n in L.available() if L.loss_class(n).fused_tiles == "no"} == {"cacr", "uaur"}
+    assert L.loss_class("xclr").fused_tiles == "part"
+
+
+@pytest.mark.parametrize("case", FUSED_CASES, ids=[c[0] for c in FUSED_CASES])
+def test_fused_loss_equals_float64_dense(case, calls):
+    """float32 through the kernels against the float64 dense path (float32's for calls that draw their own extra
+    inputs): the suite's float32 tolerances."""
+    _, name, hp, kind = case
+    x = _inputs(F64)
+    # these calls draw extra inputs in the inputs' dtype: their reference is the float32 dense path on the same draws
+    ref_x = _float32(x) if kind in ("graph_queue", "graph_emb") else x
+    ref_v, ref_g = _value_and_grads(L.build(name, chunk_size=None, **hp), kind, ref_x)
+    with fused.interpret():
+        v, g = _value_and_grads(L.build(name, chunk_size=4, **hp), kind, _float32(x))
+    assert calls["fused"] > 0
+    assert torch.allclose(v.detach().double(), ref_v.double(), rtol=1e-5, atol=1e-6), (float(v), float(ref_v))
+    for a, b in zip(g, ref_g):
+        b = b.double()
+        assert torch.allclose(a.double(), b, rtol=1e-4, atol=1e-5 * float(b.abs().max())), (a.double() - b).abs().max()
+
+
+def _float32(x):
+    return {k: (v.float() if v.is_floating_point() else v) for k, v in x.items()}
+
+
+def _reference(a, x, q, excl, mode, c1, c2, qoff):
+    cols = x if q is None else torch.cat([x, q])
+    s = a @ cols.T
+    if mode == "dot":
+        logit = s
+    else:
+        u = (a[:, None, :] - cols[None]).pow(2).sum(-1)  # from the difference: the float64 truth
+        logit = {"negdist": lambda: -c1 * u.clamp_min(1e-24).sqrt(), "cauchy": lambda: -c1 * torch.log1p(u / c2),
+                 "linear": lambda: -c1 * u}[mode]()
+    if q is not None:
+        logit = torch.cat([logit[:, : x.shape[0]], logit[:, x.shape[0]:] + qoff], 1)
+    keep = torch.ones_like(logit, dtype=torch.bool)
+    if excl is not None:
+        for e in excl:
+            keep[torch.arange(a.shape[0]), e] = False
+    return torch.logsumexp(logit.masked_fill(~keep, float("-inf")), 1)
+
+
+@pytest.mark.parametrize("mode", list(fused.MODES))
+@pytest.mark.parametrize("with_queue", [False, True])
+def test_kernel_modes_against_float64(mode, with_queue, calls):
+    """Each mode: 35 rows x 41 columns (+ 9 queue columns), d = 20 (none a multiple of the 16-wide blocks), two
+    excluded columns per row, the last row with every candidate left out and no queue (lse -inf, no gradient), any
+    incoming gradient; the queue's gradient where it wants one."""
+    g = torch.Generator().manual_seed(3)
+    m, c, d = 35, 41, 20
+    a, x = torch.randn(m, d, generator=g, dtype=F64), torch.randn(c, d, generator=g, dtype=F64)
+    q = torch.randn(9, d, generator=g, dtype=F64) if with_queue else None
+    excl = torch.stack([torch.arange(m), (torch.arange(m) + 7) % c])
+    if c == 41 and not with_queue:
+        c, x = 2, x[:2]  # every row's candidates are both excluded for row 0 and 1 below
+        excl = torch.stack([torch.arange(m) % 2, (torch.arange(m) + 1) % 2])
+    w = torch.randn(m, generator=g, dtype=F64)
+    c1, c2 = (1.7, 0.6) if mode != "linear" else (0.3, 1.0)
+    leaves64 = [t.clone().requires_grad_() for t in (a, x) + ((q,) if q is not None else ())]
+    ref = _reference(*leaves64[:2], leaves64[2] if q is not None else None, excl, mode, c1, c2, 0.4)
+    ref_g = torch.autograd.grad((ref.masked_fill(ref.isinf(), 0) * w).sum(), leaves64, allow_unused=True)
+    leaves = [t.float().requires_grad_() for t in leaves64]
+    with fused.interpret():
+        out = fused.row_lse(leaves[0], leaves[1], leaves[2] if q is not None else None, excl, mode=mode, c1=c1,
+                            c2=c2, qoff=0.4)
+    got_g = torch.autograd.grad((out.masked_fill(out.isinf(), 0) * w.float()).sum(), leaves)
+    assert calls["fused"] == 1
+    assert torch.equal(out.isinf(), ref.isinf())
+    fin = ~ref.isinf()
+    assert torch.allclose(out[fin].double(), ref[fin], rtol=1e-5, atol=1e-5)
+    for got, want in zip(got_g, ref_g):
+        want = torch.zeros_like(got, dtype=F64) if want is None else want
+        assert torch.isfinite(got).all()
+        assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-5 * float(want.abs().max()) + 1e-7)
+
+
+@pytest.mark.parametrize("temperature", [0.005, 100.0])
+def test_extreme_temperatures_match_float64(temperature, calls):
+    """InfoNCE and DCL at temperatures whose logits reach 200 (exp overflows float32 without the running maximum)
+    and whose logits are all near 0: float32 kernels against float64 dense."""
+    x = _inputs(F64, seed=5)
+    for name in ("infonce", "dcl"):
+        ref_v, ref_g = _value_and_grads(L.build(name, chunk_size=None, temperature=temperature), "pair", x)
+        with fused.interpret():
+            v, g = _value_and_grads(L.build(name, chunk_size=3, temperature=temperature), "pair", _float32(x))
+        assert float(v.detach()) == pytest.approx(float(ref_v), rel=1e-5, abs=1e-6)
+        for a, b in zip(g, ref_g):
+            assert torch.allclose(a.double(), b, rtol=1e-4, atol=1e-5 * float(b.abs().max()))
+    assert calls["fused"] >= 2
+
+
+@pytest.mark.parametrize("prec,bound", [("tf32", 2e-3), ("bf16", 2e-2)])
+def test_opt_in_precision_error_is_bounded(prec, bound, calls):
+    """The opt-in precisions round the products' inputs (bf16: 8 bits of mantissa): the loss stays within ``bound``
+    (relative) of float64; fp32 stays within 1e-5. Under the interpreter TF32 products are computed in float32."""
+    g = torch.Generator().manual_seed(2)
+    za, zb = torch.randn(40, 32, generator=g, dtype=F64), torch.randn(40, 32, generator=g, dtype=F64)
+    ref = float(L.build("infonce", chunk_size=None)(za, zb))
+    errs = {}
+    for p in ("fp32", prec):
+        with fused.interpret():
+            errs[p] = abs(float(L.build("infonce", chunk_size=16, precision=p)(za.float(), zb.float())) - ref) / ref
+    assert errs["fp32"] < 1e-5
+    assert errs[prec] < bound
+    if prec == "bf16":
+        assert errs["bf16"] > errs["fp32"]  # the rounding is real: the setting reached the kernels
+    assert calls["fused"] == 2
+
+
+def test_precision_is_a_checked_setting():
+    loss = L.build("infonce", precision="bf16")
+    assert loss.precision == "bf16"
+    with pytest.raises(ValueError, match="precision must be one of fp32, tf32, bf16, got 'fp16'"):
+        L.build("infonce", precision="fp16")
+    with pytest.raises(ValueError, match="precision must be one of"):
+        loss.precision = "half"
+    assert loss.precision == "bf16"
+
+
+def test_where_the_kernels_do_not_apply(calls):
+    """The CPU without the interpreter, float64, embeddings wider than MAX_DIM, SUITE_FUSED=off: today's tiles."""
+    x32 = torch.randn(6, 8)
+    assert not fused.applies(x32)  # the CPU: the PyTorch tiles
+    with fused.interpret():
+        assert fused.applies(x32)
+        assert not fused.applies(x32.double())
+        assert not fused.applies(torch.randn(6, fused.MAX_DIM + 1))
+        with fused.use("off"):
+            assert not fused.applies(x32)
+        L.build("infonce", chunk_size=2)(x32.double(), torch.randn(6, 8, dtype=F64))
+    assert calls["fused"] == 0
+    with pytest.raises(ValueError, match="fused mode must be"):
+        with fused.use("on"):
+            pass
+
+
+def test_more_than_two_exclusions_are_refused():
+    with pytest.raises(ValueError, match="at most 2 excluded columns per row, got 3"):
+        fused.row_lse(torch.randn(4, 3), torch.randn(4, 3), None, torch.zeros(3, 4, dtype=torch.long))
