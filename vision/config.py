@@ -4,13 +4,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from suite.train.trackers import LOG_TO_HELP, MLFLOW_URI_HELP
+
 
 @dataclass
 class PretrainConfig:
     # where and how it runs, not what: left out of the experiment config a resume must match
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("device", "out", "resume", "registry", "eval_every", "checkpoint_every",
                                               "keep_checkpoints", "points", "class_similarity", "compile",
-                                              "log_to")
+                                              "log_to", "mlflow_uri")
     # run options of older versions: out_dir / run_name (now ``out``), ckpt_every (now ``checkpoint_every``)
     RETIRED_RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out_dir", "run_name", "ckpt_every")
     # data
@@ -67,8 +69,8 @@ class PretrainConfig:
     bf16: bool = field(default=False, metadata={"help": "bfloat16 autocast for the encoder"})
     compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (a run option: the "
                                                            "same experiment, equal to eager within tolerance)"})
-    log_to: str = field(default="", metadata={"help": "send the step curves to trackers too: tensorboard (event files "
-                                                      "in the run folder); a run option"})
+    log_to: str = field(default="", metadata={"help": LOG_TO_HELP})
+    mlflow_uri: str = field(default="", metadata={"help": MLFLOW_URI_HELP})
     grad_cache_chunk: int = field(default=0, metadata={"help": "gradient caching (SimCLR): encode the batch in chunks "
                                                                 "of K images; BatchNorm sees chunks, so K is part of "
                                                                 "the experiment (0 = off)", "omit_default": True})

@@ -13,6 +13,9 @@ times its ``seeds``, every job one command line ``suite <frontend> <command> --k
         grid: {dataset: [MUTAG, PROTEINS], loss: [graphcl, macl]}
         args: {epochs: 20}         # fixed flags (true -> --flag, false -> --no-flag, list -> several values;
                                    # strings may use {job} (hash), {seed} and other args, e.g. out dirs)
+        log_to: tensorboard,mlflow # trackers the training commands send step curves to (--log-to), and
+        mlflow_uri: http://host:5000  # where MLflow's go (--mlflow-uri); run options, so not part of the job hash;
+                                   # beside `name` and `jobs` they apply to every group that names none
 
 Every job has a hash of (frontend, command, args, seed); the child process gets it as
 ``SUITE_CONFIG_HASH``, which the registry stores as the config hash of the runs it records. The runner
@@ -81,6 +84,8 @@ class Job:
     seed_flag: str = "--seed"
     timeout: float | None = None
     stage: int = 0
+    log_to: str = ""  # run options passed as --log-to / --mlflow-uri: not part of the hash
+    mlflow_uri: str = ""
 
     @property
     def hash(self) -> str:
@@ -124,6 +129,10 @@ class Job:
                 out += [flag, str(v)]
         if self.seed is not None:
             out += [self.seed_flag, str(self.seed)]
+        if self.log_to:
+            out += ["--log-to", self.log_to]
+        if self.mlflow_uri:
+            out += ["--mlflow-uri", self.mlflow_uri]
         return out
 
     def label(self) -> str:
@@ -167,16 +176,18 @@ def _load_suite(path: str, _mtime_ns: int, _size: int) -> tuple[str, tuple[Job, 
         raise ValueError(f"suite {p} must have a non-empty 'jobs' list")
     name = suite_name(spec["name"], p) if "name" in spec else _SAFE_CHARS.sub("_", p.stem)
     jobs: list[Job] = []
+    tracking = _tracking(spec, f"suite {p}", {})
     for i, g in enumerate(spec["jobs"]):
-        jobs += _group_jobs(g, f"suite {p}, job group {i}")
+        jobs += _group_jobs(g, f"suite {p}, job group {i}", tracking)
     hashes = [j.hash for j in jobs]
     if len(set(hashes)) != len(hashes):
         raise ValueError(f"suite {p} declares the same job twice")
     return name, tuple(jobs)
 
 
-SUITE_KEYS = {"name", "jobs", "report"}  # report: what benchmarks/report shows of the suite
-GROUP_KEYS = {"frontend", "command", "grid", "args", "seeds", "seed_flag", "timeout", "stage"}
+TRACKING_KEYS = {"log_to", "mlflow_uri"}  # run options of every training command: a suite's or a group's
+SUITE_KEYS = {"name", "jobs", "report"} | TRACKING_KEYS  # report: what benchmarks/report shows of the suite
+GROUP_KEYS = {"frontend", "command", "grid", "args", "seeds", "seed_flag", "timeout", "stage"} | TRACKING_KEYS
 _SAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _SCALARS = (str, int, float, bool, type(None))
@@ -187,10 +198,29 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _group_jobs(g: Any, where: str) -> list[Job]:
+def _tracking(spec: dict[str, Any], where: str, default: dict[str, str]) -> dict[str, str]:
+    """``log_to`` / ``mlflow_uri`` of a suite or a group (``default``: the suite's), checked: strings, trackers the
+    suite knows (their packages are the job's to find: a missing one is its first line)."""
+    from suite.train.trackers import KNOWN
+
+    out = dict(default)
+    for key in sorted(TRACKING_KEYS & set(spec)):
+        value = spec[key]
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: {key} must be a string (log_to: tensorboard,mlflow), got {value!r}")
+        out[key] = value
+    unknown = [n for n in (s.strip() for s in out.get("log_to", "").split(",")) if n and n not in KNOWN]
+    if unknown:
+        raise ValueError(f"{where}: log_to names an unknown tracker {unknown[0]!r}; choose from "
+                         f"{', '.join(sorted(KNOWN))} (comma-separated)")
+    return out
+
+
+def _group_jobs(g: Any, where: str, tracking: dict[str, str] | None = None) -> list[Job]:
     """The jobs of one job group, every value checked first (``where``: the file and group, for the message): a
     word for frontend and command, mappings of scalars (or lists of them) for grid and args with no empty list,
-    integer seeds, a ``--flag``, a positive timeout, a stage >= 0, and ``{placeholders}`` that name an arg."""
+    integer seeds, a ``--flag``, a positive timeout, a stage >= 0, and ``{placeholders}`` that name an arg;
+    ``tracking``: the suite's ``log_to`` / ``mlflow_uri``, which the group's own replace."""
     if not isinstance(g, dict):
         raise ValueError(f"{where}: must be a mapping (frontend, command, ...), got {g!r}")
     unknown = set(g) - GROUP_KEYS
@@ -233,6 +263,9 @@ def _group_jobs(g: Any, where: str) -> list[Job]:
     stage = g.get("stage", 0)
     if not _is_int(stage) or stage < 0:
         raise ValueError(f"{where}: stage must be an integer >= 0, got {stage!r}")
+    tracking = _tracking(g, where, tracking or {})
+    if tracking.get("mlflow_uri") and "mlflow" not in [n.strip() for n in tracking.get("log_to", "").split(",")]:
+        raise ValueError(f"{where}: mlflow_uri is set but log_to does not name mlflow")
     keys = sorted(grid)
     values = [v if isinstance(v, list) else [v] for v in (grid[k] for k in keys)]
     jobs = []
@@ -240,7 +273,7 @@ def _group_jobs(g: Any, where: str) -> list[Job]:
         args = {**fixed, **dict(zip(keys, combo))}
         for seed in seeds:
             job = Job(g["frontend"], g["command"], tuple(sorted(args.items(), key=lambda kv: kv[0])), seed, flag,
-                      timeout, stage)
+                      timeout, stage, **tracking)
             try:
                 job.argv()
             except (KeyError, IndexError, ValueError) as exc:

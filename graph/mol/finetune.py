@@ -30,12 +30,13 @@ from graph.mol.model import MolGIN, MolGINConfig, MolPredictor, load_mol_encoder
 from suite import distributed as sd
 from suite.config import check_ints, check_numbers, is_int, is_number
 from suite.train.run import RunContext, RunResult, Task, Training, run
+from suite.train.trackers import LOG_TO_HELP, MLFLOW_URI_HELP
 
 
 @dataclass
 class FinetuneMolConfig(MolGINConfig):
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("data_root", "device", "registry", "eval_batch_size", "out", "resume",
-                                              "checkpoint_every", "keep_checkpoints", "log_to")
+                                              "checkpoint_every", "keep_checkpoints", "log_to", "mlflow_uri")
     dataset: str = "bbbp"
     init: str = field(default="none", metadata={"help": "encoder checkpoint (file or pretraining dir) or 'none'"})
     seed: int = field(default=0, metadata={"help": "seed of the head, dropout and batch order (and of the split when "
@@ -49,8 +50,8 @@ class FinetuneMolConfig(MolGINConfig):
     data_root: str | None = field(default=None, metadata={"help": "folder holding the MoleculeNet CSV files "
                                                                    "(default: $SUITE_DATA/moleculenet)"})
     device: str = "auto"
-    log_to: str = field(default="", metadata={"help": "send the step curves to trackers too: tensorboard (event files "
-                                                      "in the run folder); a run option"})
+    log_to: str = field(default="", metadata={"help": LOG_TO_HELP})
+    mlflow_uri: str = field(default="", metadata={"help": MLFLOW_URI_HELP})
     registry: bool = True
     out: str = field(default="", metadata={"help": "run folder (default: runs/molnet-finetune/<set>-<init>-s<seed>-<hash>)"})
     resume: bool = True

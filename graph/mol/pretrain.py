@@ -30,6 +30,7 @@ from suite.paths import data_path
 from suite.train import CachedStep, data_workers, optimizer_options, to_device
 from suite.train.legacy import Earlier
 from suite.train.run import EXPORT, RunContext, RunResult, Task, Training, run
+from suite.train.trackers import LOG_TO_HELP, MLFLOW_URI_HELP
 
 # Loss presets: suite.presets, setting "graph_transfer" (graphcl, macl, infonce). GraphCL's transfer code
 # (chem/pretrain_graphcl.py) contrasts view 1 against view 2 only (cross-view negatives, one direction) with the
@@ -43,7 +44,7 @@ CORPORA = {"zinc": ("zinc", "moses", "train.csv.gz"), "moses": ("zinc", "moses",
 class PretrainMolConfig(MolGINConfig):
     # where and how it runs, not what: left out of the experiment config a resume must match
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "resume", "keep_checkpoints", "device", "registry", "compile",
-                                              "log_to")
+                                              "log_to", "mlflow_uri")
     corpus: str = field(default="zinc", metadata={"help": "'zinc' (local MOSES train set) or a SMILES file path"})
     limit: int | None = field(default=None, metadata={"help": "a seeded random subset of this many molecules (default: the whole corpus)"})
     subset_seed: int = 0
@@ -65,8 +66,8 @@ class PretrainMolConfig(MolGINConfig):
     device: str = "auto"
     compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (a run option: the "
                                                            "same experiment, equal to eager within tolerance)"})
-    log_to: str = field(default="", metadata={"help": "send the step curves to trackers too: tensorboard (event files "
-                                                      "in the run folder); a run option"})
+    log_to: str = field(default="", metadata={"help": LOG_TO_HELP})
+    mlflow_uri: str = field(default="", metadata={"help": MLFLOW_URI_HELP})
     registry: bool = True
 
 

@@ -46,12 +46,13 @@ from suite.config import load_config
 from suite.pretrained import POSITIVE_INT, load_export, load_state
 from suite.train.legacy import Earlier, OldExport
 from suite.train.run import EXPORT, PROVENANCE, RunContext, Task, Training, run
+from suite.train.trackers import LOG_TO_HELP, MLFLOW_URI_HELP
 
 
 @dataclass
 class TUConfig:
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("data_root", "download", "out", "save_embeddings", "device", "resume",
-                                              "checkpoint_every", "keep_checkpoints", "compile", "log_to")
+                                              "checkpoint_every", "keep_checkpoints", "compile", "log_to", "mlflow_uri")
     RETIRED_RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("save_dir",)  # run options of older versions (now ``out``)
     dataset: str = field(default="MUTAG", metadata={"help": "TU dataset name"})
     loss: str = field(default="graphcl", metadata={"help": "preset (graphcl, macl, infonce, cacr, cacr3, tsimclr) or core loss"})
@@ -84,8 +85,8 @@ class TUConfig:
     device: str = field(default="cpu", metadata={"help": "cpu or cuda"})
     compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (a run option: the "
                                                            "same experiment, equal to eager within tolerance)"})
-    log_to: str = field(default="", metadata={"help": "send the step curves to trackers too: tensorboard (event files "
-                                                      "in the run folder); a run option"})
+    log_to: str = field(default="", metadata={"help": LOG_TO_HELP})
+    mlflow_uri: str = field(default="", metadata={"help": MLFLOW_URI_HELP})
     resume: bool = True
     checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (0: at the end only)"})
     keep_checkpoints: int = field(default=0, metadata={"help": "checkpoints kept once the run has finished (0: none)"})

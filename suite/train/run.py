@@ -355,9 +355,10 @@ def _finished(task: Task[C], cfg: C, reg: Any, cfg_hash: str, folder: Path) -> R
 
 def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | None,
          stop_after: int | None) -> RunResult:
-    from suite.train.trackers import open_trackers, parse
+    from suite.train.trackers import end_status, open_trackers, parse
 
-    trackers = parse(getattr(cfg, "log_to", ""))  # a missing package: one line, before anything is built
+    # a missing package: one line, before anything is built
+    trackers = parse(getattr(cfg, "log_to", ""), getattr(cfg, "mlflow_uri", ""))
     seed = getattr(cfg, "seed")
     device = resolve_device(getattr(cfg, "device", "auto"))
     seed_everything(seed, rank=sd.rank())
@@ -412,9 +413,11 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
             from suite.registry import code_version
 
             engine.trackers = open_trackers(trackers, folder, {"run_id": getattr(ctx.run, "id", None), "seed": seed,
-                                                               "code_version": code_version(), "config": experiment})
-            for t in engine.trackers:
-                stack.callback(t.close)
+                                                               "task": task.name or task.modality,
+                                                               "code_version": code_version(), "config": experiment},
+                                            {"mlflow_uri": getattr(cfg, "mlflow_uri", "")})
+            for t in engine.trackers:  # closed with the run's end: finished, interrupted or failed
+                stack.push(lambda exc_type, *_, t=t: t.close(end_status(exc_type)))
         by_step = training.checkpoint_unit == "step"
 
         def step_end() -> None:
@@ -441,6 +444,8 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
             module = task.export_module(cfg, training)
             if module is not None:
                 export = _export(task, cfg, ctx, training, module, folder / EXPORT, metrics)
+                for t in engine.trackers:
+                    t.artifact(export)
         if task.keep_checkpoints(cfg) == 0 and sd.is_main():
             ckpts.prune(0)
         if sd.is_main():

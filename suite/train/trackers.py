@@ -1,20 +1,35 @@
 """Curves where researchers already look (issue 51): the engine's step-curve points (:meth:`suite.train.Engine.log_curve`)
-sent on to the trackers a run names in ``log_to`` (``--log-to tensorboard``), beside the registry.
+sent on to the trackers a run names in ``log_to`` (``--log-to tensorboard,mlflow``), beside the registry.
 
 * ``tensorboard``: event files in ``<run folder>/tensorboard`` (``tensorboard --logdir <run folder>``), one scalar per
   metric under ``train-step/``, the run's config and code version as text; the extra ``[tensorboard]``.
+* ``mlflow``: one MLflow run named by the registry's run id (tag ``suite.run_id``; a resumed run continues it) in the
+  experiment named by the task, its config (flattened), code version and seed as params, each point's metrics at
+  their step under ``train-step/``, the export folder as an artifact at the end and the run's end as its status. The
+  store is ``--mlflow-uri`` (a tracking server ``http://host:port``, ``sqlite:///file.db``, ...), else a SQLite store
+  in the run folder, ``<run folder>/mlflow/mlflow.db`` with artifacts beside it (MLflow 3 refuses a plain ``./mlruns``
+  file store unless ``MLFLOW_ALLOW_FILE_STORE=true``; with it, ``--mlflow-uri file:///...`` works too). A server that
+  stops answering costs at most MLflow's retries once: the suite sets ``MLFLOW_HTTP_REQUEST_MAX_RETRIES=2`` and
+  ``MLFLOW_HTTP_REQUEST_TIMEOUT=30`` where they are not set (MLflow's defaults wait minutes). The extra ``[mlflow]``.
 
 A tracker is an option, never a dependency: a missing package is one line naming the extra to install, before the run
 builds anything; a tracker that fails while the run goes (disk full, a server gone) costs one warning and stops
-itself, never the run or its registry row. MLflow and Weights & Biases are the rest of issue 51."""
+itself, never the run or its registry row."""
 from __future__ import annotations
 
 import json
+import os
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Protocol
 
-KNOWN = {"tensorboard": ("tensorboard", "tensorboard")}  # tracker -> (its module, the extra that installs it)
+# tracker -> (its module, the extra that installs it)
+KNOWN = {"tensorboard": ("tensorboard", "tensorboard"), "mlflow": ("mlflow", "mlflow")}
+LOG_TO_HELP = ("send the step curves to trackers too, comma-separated: tensorboard (event files in the run folder), "
+               "mlflow (a store in the run folder, or --mlflow-uri); a run option")
+MLFLOW_URI_HELP = ("the MLflow tracking URI --log-to mlflow sends to (http://host:port, sqlite:///file.db); empty: "
+                   "<run folder>/mlflow/mlflow.db; a run option")
 
 
 class Tracker(Protocol):
@@ -22,13 +37,15 @@ class Tracker(Protocol):
 
     def log(self, point: dict[str, float], step: int) -> None: ...
 
-    def close(self) -> None: ...
+    def artifact(self, folder: Path) -> None: ...
+
+    def close(self, status: str) -> None: ...
 
 
-def parse(spec: str | None) -> list[str]:
-    """The tracker names of ``spec`` (``"tensorboard"``, comma-separated; empty: none), each checked: an unknown name,
-    or one whose package is missing, is a ``ValueError`` of one line (the extra to install)."""
-    names = [s.strip() for s in (spec or "").split(",") if s.strip()]
+def parse(spec: str | None, mlflow_uri: str | None = None) -> list[str]:
+    """The tracker names of ``spec`` (``"tensorboard,mlflow"``, comma-separated; empty: none), each checked: an unknown
+    name, one whose package is missing, or an ``mlflow_uri`` without ``mlflow`` is a ``ValueError`` of one line."""
+    names = list(dict.fromkeys(s.strip() for s in (spec or "").split(",") if s.strip()))
     for n in names:
         if n not in KNOWN:
             raise ValueError(f"log_to: unknown tracker {n!r}; choose from {', '.join(sorted(KNOWN))} (comma-separated)")
@@ -38,7 +55,31 @@ def parse(spec: str | None) -> list[str]:
         except ImportError:
             raise ValueError(f"log_to {n}: the package {module!r} is not installed; pip install "
                              f"'contrastive-suite[{extra}]'") from None
+    if mlflow_uri and "mlflow" not in names:
+        raise ValueError(f"mlflow_uri {mlflow_uri!r} is set but log_to does not name mlflow (--log-to mlflow)")
     return names
+
+
+def _info_json(info: dict[str, Any]) -> str:
+    return json.dumps(info, indent=1, sort_keys=True, default=str)
+
+
+def flat_params(info: dict[str, Any]) -> dict[str, str]:
+    """The run's config (nested keys joined by ``.``), code version and seed as tracker parameters (strings)."""
+    out: dict[str, str] = {}
+
+    def put(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and value:
+            for k, v in value.items():
+                put(f"{prefix}.{k}" if prefix else str(k), v)
+        else:
+            out[prefix] = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+    put("", info.get("config") or {})
+    for key in ("code_version", "seed", "run_id"):
+        if info.get(key) is not None:
+            put(key, info[key])
+    return out
 
 
 class TensorBoard:
@@ -46,19 +87,80 @@ class TensorBoard:
 
     name = "tensorboard"
 
-    def __init__(self, folder: Path, info: dict[str, Any]) -> None:
+    def __init__(self, folder: Path, info: dict[str, Any], options: dict[str, Any]) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         self.writer = SummaryWriter(log_dir=str(folder / "tensorboard"))
-        self.writer.add_text("run", "```\n" + json.dumps(info, indent=1, sort_keys=True, default=str) + "\n```", 0)
+        self.writer.add_text("run", "```\n" + _info_json(info) + "\n```", 0)
 
     def log(self, point: dict[str, float], step: int) -> None:
         for k, v in point.items():
             self.writer.add_scalar(f"train-step/{k}", v, step)
 
-    def close(self) -> None:
+    def artifact(self, folder: Path) -> None:
+        pass
+
+    def close(self, status: str) -> None:
         self.writer.flush()
         self.writer.close()
+
+
+class MLflow:
+    """A run of an MLflow store (``options["mlflow_uri"]``, else ``<folder>/mlflow/mlflow.db``) through an
+    ``MlflowClient`` of its own (no process-wide active run, no global tracking URI)."""
+
+    name = "mlflow"
+    STATUS = {"finished": "FINISHED", "interrupted": "KILLED"}  # anything else: FAILED
+    PARAM_CHARS = 6000  # MLflow's limit on a param's value
+
+    def __init__(self, folder: Path, info: dict[str, Any], options: dict[str, Any]) -> None:
+        for var, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2"), ("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")):
+            os.environ.setdefault(var, value)  # a server gone: seconds once, not MLflow's minutes
+        from mlflow.entities import Param
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient
+
+        uri = options.get("mlflow_uri") or ""
+        local = folder.resolve() / "mlflow"
+        if not uri:
+            local.mkdir(parents=True, exist_ok=True)
+            uri = f"sqlite:///{local / 'mlflow.db'}"
+        self.client = MlflowClient(tracking_uri=uri)
+        experiment = str(info.get("task") or "contrastive-suite")
+        found = self.client.get_experiment_by_name(experiment)
+        if found is None:
+            try:
+                exp_id = self.client.create_experiment(
+                    experiment, artifact_location=None if options.get("mlflow_uri") else (local / "artifacts").as_uri())
+            except MlflowException:  # another job of a grid created it first
+                exp_id = self.client.get_experiment_by_name(experiment).experiment_id
+        else:
+            exp_id = found.experiment_id
+        name = str(info.get("run_id") or folder.name)
+        earlier = self.client.search_runs([exp_id], filter_string=f"tags.`suite.run_id` = '{name}'", max_results=1)
+        if earlier:  # a resumed run continues its MLflow run (its params are there already)
+            self.id = earlier[0].info.run_id
+            self.client.update_run(self.id, status="RUNNING")
+            have = earlier[0].data.params
+        else:
+            self.id = self.client.create_run(exp_id, run_name=name,
+                                             tags={"suite.run_id": name, "suite.folder": str(folder)}).info.run_id
+            have = {}
+        params = [Param(k, v[:self.PARAM_CHARS]) for k, v in flat_params(info).items() if k not in have]
+        for i in range(0, len(params), 100):  # MLflow takes at most 100 params a batch
+            self.client.log_batch(self.id, params=params[i:i + 100])
+
+    def log(self, point: dict[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self.client.log_batch(self.id, metrics=[Metric(f"train-step/{k}", float(v), now, step) for k, v in point.items()])
+
+    def artifact(self, folder: Path) -> None:
+        self.client.log_artifacts(self.id, str(folder), artifact_path=folder.name)
+
+    def close(self, status: str) -> None:
+        self.client.set_terminated(self.id, self.STATUS.get(status, "FAILED"))
 
 
 class Guarded:
@@ -80,18 +182,32 @@ class Guarded:
     def log(self, point: dict[str, float], step: int) -> None:
         self._do("log", point, step)
 
-    def close(self) -> None:
-        self._do("close")
+    def artifact(self, folder: Path) -> None:
+        self._do("artifact", folder)
+
+    def close(self, status: str = "finished") -> None:
+        self._do("close", status)
 
 
-def open_trackers(names: list[str], folder: Path, info: dict[str, Any]) -> list[Guarded]:
-    """The trackers ``names`` for a run in ``folder`` (``info``: its id, config, code version and seed)."""
-    makers = {"tensorboard": TensorBoard}
+MAKERS: dict[str, Any] = {"tensorboard": TensorBoard, "mlflow": MLflow}
+
+
+def open_trackers(names: list[str], folder: Path, info: dict[str, Any],
+                  options: dict[str, Any] | None = None) -> list[Guarded]:
+    """The trackers ``names`` for a run in ``folder`` (``info``: its id, task, config, code version and seed;
+    ``options``: the run options trackers read, ``mlflow_uri``)."""
     out = []
     for n in names:
         try:
-            out.append(Guarded(makers[n](folder, info)))
+            out.append(Guarded(MAKERS[n](folder, info, options or {})))
         except Exception as exc:  # noqa: BLE001 - a tracker that cannot start is a warning, not the run's end
             warnings.warn(f"tracker {n} could not start ({type(exc).__name__}: {exc}); the run goes on without it",
                           stacklevel=2)
     return out
+
+
+def end_status(exc_type: type[BaseException] | None) -> str:
+    """The run's end as a tracker records it: finished, interrupted (Ctrl-C, SIGTERM) or failed."""
+    if exc_type is None:
+        return "finished"
+    return "interrupted" if issubclass(exc_type, KeyboardInterrupt) else "failed"

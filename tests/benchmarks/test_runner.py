@@ -45,6 +45,30 @@ def test_grid_expansion_and_argv(tmp_path):
         load_suite(tmp_path / "none.yaml")
 
 
+def test_log_to_in_a_suite_file_is_a_run_option(tmp_path):
+    """log_to / mlflow_uri beside `jobs` apply to every group, a group's own replace them; they become --log-to /
+    --mlflow-uri and leave the job hashes as they were (a finished grid is not run again for a tracker); an unknown
+    tracker, a non-string or an mlflow_uri without mlflow is one line when the file is loaded"""
+    group = {"frontend": "graph", "command": "tu", "seeds": [0], "grid": {"loss": ["graphcl", "macl"]}}
+
+    def load(top=None, own=None, name="t"):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({"name": name, **(top or {}), "jobs": [{**group, **(own or {})}, dict(
+            group, command="mol-pretrain")]}))
+        return load_suite(path)[1]
+
+    plain = load()
+    tracked = load({"log_to": "tensorboard"}, {"log_to": "tensorboard,mlflow", "mlflow_uri": "http://h:5000"})
+    assert [j.hash for j in tracked] == [j.hash for j in plain]
+    assert tracked[0].argv()[-4:] == ["--log-to", "tensorboard,mlflow", "--mlflow-uri", "http://h:5000"]
+    assert tracked[-1].argv()[-2:] == ["--log-to", "tensorboard"] and "--mlflow-uri" not in tracked[-1].argv()
+    for top, own, msg in (({"log_to": "tensorbord"}, None, "unknown tracker 'tensorbord'"),
+                          (None, {"log_to": ["mlflow"]}, "log_to must be a string"),
+                          ({"mlflow_uri": "http://h"}, {"log_to": "tensorboard"}, "mlflow_uri is set but log_to")):
+        with pytest.raises(ValueError, match=msg):
+            load(top, own, name="bad")
+
+
 def test_interrupted_sweep_resumes_without_duplicates(tmp_path):
     db = str(tmp_path / "r.sqlite")
     path = _suite(tmp_path, 3)

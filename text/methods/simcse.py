@@ -40,6 +40,7 @@ from suite.registry import Registry
 from suite.train import CachedStep, data_workers, optimizer_options
 from suite.train.legacy import Earlier
 from suite.train.run import RunContext, RunResult, Task, Training, run
+from suite.train.trackers import LOG_TO_HELP, MLFLOW_URI_HELP
 from text.data import Triplet, nli_triplets, read_sentences, read_triplets_csv, unlabelled_sentences
 from text.eval.encode import EncodeFn
 from text.eval.sts import STSEvaluator
@@ -56,7 +57,7 @@ WIKI = ("wiki", "wiki1m_head11914.txt")
 class SimCSEConfig:
     # where and how it runs, not what: left out of the experiment config a resume must match
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "device", "resume", "checkpoint_every", "keep_checkpoints",
-                                              "grad_cache_chunk", "compile", "log_to")
+                                              "grad_cache_chunk", "compile", "log_to", "mlflow_uri")
     RENAMED_FIELDS: ClassVar[dict[str, str]] = {"keep_checkpoint": "keep_checkpoints"}  # a switch before (false: 0)
     mode: Literal["unsup", "sup"] = "unsup"
     backbone: str = field(default="default", metadata={"help": "HF path/name or 'default' (packaged all-MiniLM-L6-v2)"})
@@ -88,8 +89,8 @@ class SimCSEConfig:
     device: str = "auto"
     compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (a run option: the "
                                                            "same experiment, equal to eager within tolerance)"})
-    log_to: str = field(default="", metadata={"help": "send the step curves to trackers too: tensorboard (event files "
-                                                      "in the run folder); a run option"})
+    log_to: str = field(default="", metadata={"help": LOG_TO_HELP})
+    mlflow_uri: str = field(default="", metadata={"help": MLFLOW_URI_HELP})
     resume: bool = True
     checkpoint_every: int = field(default=0, metadata={"help": "resume checkpoint every N steps (0 = at each eval)"})
     keep_checkpoints: int = field(default=1, metadata={"help": "checkpoints (optimizer state) kept after training "
