@@ -253,12 +253,12 @@ def _logits(s, na, nx, rmask, cmask, cols, n_c, c1, c2, qoff, e0, e1, MODE: tl.c
 def _mm_input(t, BF16: tl.constexpr):  # pragma: no cover (traced by Triton)
     """A product's input: as it is, in bfloat16 (``BF16`` 1: the tensor cores), or rounded to bfloat16 and kept in
     float32 (2: the same products, for Triton's interpreter, whose bfloat16 products are wrong)."""
+    out = t
     if BF16 == 1:
-        return t.to(tl.bfloat16)
+        out = t.to(tl.bfloat16)
     elif BF16 == 2:
-        return t.to(tl.bfloat16).to(tl.float32)
-    else:
-        return t
+        out = t.to(tl.bfloat16).to(tl.float32)
+    return out
 
 
 def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, M, C, n_c, D, c1, c2, qoff,  # pragma: no cover (traced by Triton)
@@ -341,7 +341,7 @@ def _bwd_kernel(A, X, NA, NX, E, LSE, G, DX, M, n_grad, n_c, D, c1, c2, qoff,  #
     tl.store(DX + cols[:, None] * D + offs_d[None, :], dx, mask=cmask[:, None] & dmask[None, :])
 
 
-_CONFIGS = [(64, 64, 4, 2), (128, 64, 8, 2), (64, 128, 8, 2), (128, 128, 8, 2)]  # BM, BN, warps, stages
+_CONFIGS = [(64, 64, 4, 2), (128, 64, 8, 2)]  # BM, BN, warps, stages: the autotuner's choice (few: each compiles)
 _logits_jit: Any = None
 _bf16: Any = None
 _jitted: dict[bool, tuple[Any, Any]] = {}

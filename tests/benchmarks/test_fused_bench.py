@@ -1,0 +1,64 @@
+"""The GPU bench of the tiled path (benchmarks.measurements.fused_bench) on the CPU: every loss it measures builds and
+runs on each of its paths at a tiny 2N (the kernels under Triton's interpreter), and the GPU section of
+losses_large.md is rendered from its registry rows alone."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from benchmarks.measurements import fused_bench as fb
+from benchmarks.measurements.loss_tables import table_large
+from suite.registry import Registry
+
+pytest.importorskip("triton", reason="Triton is not installed (extra [triton])")
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("name", fb.fused_losses())
+def test_every_path_runs(name, monkeypatch):
+    from suite.losses import fused, tiling
+
+    monkeypatch.setattr(tiling, "AUTO_DENSE_ELEMENTS", 0)  # "auto" tiles at this size, as at the bench's sizes
+    calls = []
+    apply = fused._FusedRows.apply
+    monkeypatch.setattr(fused._FusedRows, "apply", lambda *a: calls.append(1) or apply(*a))
+    for path, mode in (("dense", "auto"), ("tiled", "off"), ("fused", "interpret")):
+        m = fb.measure(*fb.call(name, 48, CPU, path, "fp32"), CPU, 1, mode)
+        assert math.isfinite(m["ms"]) and m["ms"] > 0
+        assert bool(calls) == (path == "fused")
+
+
+def test_no_cuda_no_measurement(capsys):
+    if torch.cuda.is_available():  # pragma: no cover
+        pytest.skip("a CUDA device is here")
+    assert fb.main(["--sizes", "64"]) == 0
+    assert "no CUDA device" in capsys.readouterr().out
+
+
+def test_gpu_section_from_the_registry(tmp_path):
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    info = {"device": "NVIDIA X", "torch": "2.11", "cuda": "13.0", "threads": "1", "triton": "3.6", "d": 128}
+    rate = {"fp32": 50.0, "tf32": 400.0, "bf16": 800.0}
+
+    def rec(name, n, path, prec, ms, mb, **extra):
+        fb._record(reg, name, {**info, "two_n": n, "path": path, "precision": prec},
+                   {"ms": ms, "peak_mb": mb, "floor_ms": fb.flops(name, n) / (rate[prec] * 1e12) * 1e3,
+                    "matmul_tflops": rate[prec], **extra})
+
+    rec("infonce", 32768, "dense", "fp32", 40.0, 12000.0)
+    rec("infonce", 32768, "tiled", "fp32", 110.0, 130.0)
+    rec("infonce", 32768, "fused", "fp32", 30.0, 60.0)  # floor 4 * 2 * 32768^2 * 128 / 50e12 = 22.0 ms
+    rec("dcl", 131072, "dense", "fp32", math.nan, math.nan, oom=1.0)
+    rec("dcl", 1048576, "fused", "bf16", 9000.0, 5000.0)
+    fb._record(reg, "infonce", {**info, "two_n": 8192, "path": "precision-error", "precision": "bf16"},
+               {"loss_rel_err": 2e-3, "grad_rel_err": 1e-2})
+    text = table_large(reg, allow_dirty=True)
+    assert "NVIDIA X, torch 2.11, Triton 3.6, CUDA 13.0" in text
+    assert "| infonce | 32,768 | 40.0 (12,000) | 110.0 (130) | 30.0 (60) | - | - | - | 22.0 |" in text
+    assert "| dcl | 131,072 | out of memory |" in text
+    assert "the kernels 30.0 ms against dense 40.0 ms (faster), 1.36x the floor of 22.0 ms (target <= 1.5x: met)" in text
+    assert "dcl 5,000 MB; **over**: dcl." in text
+    assert "| bf16 | 2.0e-03 | 1.0e-02 |" in text
