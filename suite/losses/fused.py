@@ -175,7 +175,7 @@ def _norms(mode: int, *xs: Tensor) -> list[Tensor]:
 def _launch_args(prec: str, d: int, interpreted: bool) -> dict[str, Any]:
     import triton
 
-    return {"BD": max(16, triton.next_power_of_2(d)), "PREC": {"fp32": "ieee", "tf32": "tf32", "bf16": "ieee"}[prec],
+    return {"BD": max(16, triton.next_power_of_2(d)), "PREC": "ieee" if prec == "fp32" else "tf32",  # (bf16 operands: not used)
             "BF16": 0 if prec != "bf16" else 2 if interpreted else 1}
 
 
