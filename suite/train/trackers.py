@@ -11,6 +11,11 @@ sent on to the trackers a run names in ``log_to`` (``--log-to tensorboard,mlflow
   file store unless ``MLFLOW_ALLOW_FILE_STORE=true``; with it, ``--mlflow-uri file:///...`` works too). A server that
   stops answering costs at most MLflow's retries once: the suite sets ``MLFLOW_HTTP_REQUEST_MAX_RETRIES=2`` and
   ``MLFLOW_HTTP_REQUEST_TIMEOUT=30`` where they are not set (MLflow's defaults wait minutes). The extra ``[mlflow]``.
+* ``wandb``: a Weights & Biases run, always offline (``WANDB_MODE=offline`` is forced: nothing is sent; ``wandb sync
+  <run folder>/wandb/offline-run-*`` uploads it later) in ``<run folder>/wandb``, named by the run id, in the project
+  named by the task, the run's config, code version and seed as its config, each point at its step under
+  ``train-step/``, the export folder as a reference artifact (its files' checksums, not a copy), W&B's own system
+  metrics (GPU use) beside them; a resumed run is a new offline run of the same name. The extra ``[wandb]``.
 
 A tracker is an option, never a dependency: a missing package is one line naming the extra to install, before the run
 builds anything; a tracker that fails while the run goes (disk full, a server gone) costs one warning and stops
@@ -25,9 +30,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 # tracker -> (its module, the extra that installs it)
-KNOWN = {"tensorboard": ("tensorboard", "tensorboard"), "mlflow": ("mlflow", "mlflow")}
+KNOWN = {"tensorboard": ("tensorboard", "tensorboard"), "mlflow": ("mlflow", "mlflow"), "wandb": ("wandb", "wandb")}
 LOG_TO_HELP = ("send the step curves to trackers too, comma-separated: tensorboard (event files in the run folder), "
-               "mlflow (a store in the run folder, or --mlflow-uri); a run option")
+               "mlflow (a store in the run folder, or --mlflow-uri), wandb (offline, in the run folder); a run option")
 MLFLOW_URI_HELP = ("the MLflow tracking URI --log-to mlflow sends to (http://host:port, sqlite:///file.db); empty: "
                    "<run folder>/mlflow/mlflow.db; a run option")
 
@@ -163,6 +168,36 @@ class MLflow:
         self.client.set_terminated(self.id, self.STATUS.get(status, "FAILED"))
 
 
+class WandB:
+    """An offline W&B run in ``<folder>/wandb`` (``wandb.init`` with a run of its own: ``reinit="create_new"``)."""
+
+    name = "wandb"
+
+    def __init__(self, folder: Path, info: dict[str, Any], options: dict[str, Any]) -> None:
+        os.environ["WANDB_MODE"] = "offline"  # forced: a run never sends anything while it trains
+        import wandb
+
+        self.name_ = str(info.get("run_id") or folder.name)
+        config = {**(info.get("config") or {}), **{k: info[k] for k in ("code_version", "seed", "run_id")
+                                                   if info.get(k) is not None}}
+        settings = wandb.Settings(mode="offline", console="off", disable_git=True, quiet=True)
+        self.run = wandb.init(dir=str(folder), project=str(info.get("task") or "contrastive-suite"), name=self.name_,
+                              config=config, settings=settings, reinit="create_new")
+
+    def log(self, point: dict[str, float], step: int) -> None:
+        self.run.log({f"train-step/{k}": float(v) for k, v in point.items()}, step=step)
+
+    def artifact(self, folder: Path) -> None:
+        import wandb
+
+        art = wandb.Artifact(f"{folder.name}-{self.name_}".replace("/", "-"), type="model")
+        art.add_reference(folder.resolve().as_uri())
+        self.run.log_artifact(art)
+
+    def close(self, status: str) -> None:
+        self.run.finish(exit_code=0 if status == "finished" else 1)
+
+
 class Guarded:
     """A tracker whose failure costs one warning and ends it; the run goes on."""
 
@@ -189,7 +224,7 @@ class Guarded:
         self._do("close", status)
 
 
-MAKERS: dict[str, Any] = {"tensorboard": TensorBoard, "mlflow": MLflow}
+MAKERS: dict[str, Any] = {"tensorboard": TensorBoard, "mlflow": MLflow, "wandb": WandB}
 
 
 def open_trackers(names: list[str], folder: Path, info: dict[str, Any],

@@ -1,16 +1,19 @@
 """Trackers against the real tools (issue 51, item 5): a local MLflow tracking server (``mlflow server`` on a free port,
 started here, skipped only where mlflow is absent) and MLflow's local stores receive a toy run's params, step metrics
-and export folder, read back through ``MlflowClient``."""
+and export folder, read back through ``MlflowClient``; a W&B offline run directory holds the metrics, read from its
+``.wandb`` file as W&B's own protobuf records (skipped where wandb is absent)."""
 from __future__ import annotations
 
 import math
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
 import urllib.request
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -184,6 +187,76 @@ def test_a_server_gone_costs_a_warning_not_the_run(tmp_path: Path) -> None:
 def test_an_mlflow_uri_without_mlflow_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="mlflow_uri .* log_to does not name mlflow"):
         run(CurveTask(), MlflowConfig(out=str(tmp_path / "a"), log_to="", mlflow_uri="http://x"), registry=False)
+
+
+@dataclass
+class WandbConfig(CurveConfig):
+    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "device", "checkpoint_every", "log_to")
+    log_to: str = "wandb"
+
+
+def wandb_records(path: Path) -> Iterator[Any]:
+    """The records of a ``.wandb`` transaction log as W&B's protobuf ``Record`` objects. wandb 0.31 has no Python
+    reader any more (its Go core reads them), so the framing is read here: a 7-byte header (``:W&B``, 0xBEE1, version
+    0), then LevelDB log blocks of 32 KiB whose chunks carry a CRC-32, a length and a type (full, first, middle,
+    last); a block's tail shorter than a chunk header is padding."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B" and struct.unpack("<HB", data[4:7]) == (0xBEE1, 0), data[:7]
+    pos, block, parts = 7, 32768, b""
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # padding to the next block
+            pos += block - pos % block
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if kind == 0 and length == 0:
+            break
+        parts += data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):  # full, last
+            record = pb.Record()
+            record.ParseFromString(parts)
+            parts = b""
+            yield record
+
+
+def test_wandb_offline_run_holds_the_metrics(tmp_path: Path, monkeypatch: Any) -> None:
+    """--log-to wandb -> an offline run in <run folder>/wandb (offline though WANDB_MODE says online), named by the
+    registry's run id, its config with the seed and code version, the registry's loss points at their steps, the export
+    folder as an artifact, exit 0"""
+    pytest.importorskip("wandb", reason="wandb is not installed (the extra [wandb])")
+    monkeypatch.setenv("WANDB_MODE", "online")
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = run(ExportingTask(), WandbConfig(out=str(tmp_path / "run")), registry=reg)
+    assert not [w for w in caught if "tracker" in str(w.message)], [str(w.message) for w in caught]
+    (log,) = (tmp_path / "run" / "wandb").glob("offline-run-*/run-*.wandb")
+    history: dict[int, dict[str, float]] = {}
+    config: dict[str, Any] = {}
+    name, exit_code, artifacts = None, None, []
+    for r in wandb_records(log):
+        kind = r.WhichOneof("record_type")
+        if kind == "run":
+            name = r.run.display_name
+            config.update({i.key: i.value_json for i in r.run.config.update})
+        elif kind == "config":
+            config.update({i.key: i.value_json for i in r.config.update})
+        elif kind == "history":
+            items = {i.key or "/".join(i.nested_key): float(i.value_json) for i in r.history.item
+                     if (i.key or "/".join(i.nested_key)).startswith("train-step/")}
+            history[int(r.history.step.num)] = items
+        elif kind == "artifact":
+            artifacts.append(r.artifact.type)
+        elif kind == "exit":
+            exit_code = r.exit.exit_code
+    assert name == res.run_id and exit_code == 0 and artifacts == ["model"]  # the export folder, by reference
+    assert config["seed"] == "0" and config["lr"] == "0.05" and "code_version" in config
+    want = _curve(reg, res.run_id, "loss")
+    assert sorted(history) == [s for s, _ in want] == [3, 4, 6, 8]
+    assert all(math.isclose(history[s]["train-step/loss"], v, rel_tol=1e-6) for s, v in want)
+    assert "train-step/tau" in history[3]
 
 
 def test_every_tracker_has_its_extra() -> None:
