@@ -171,8 +171,7 @@ def _plot(args: argparse.Namespace, ids: list[str]) -> int:
             run = reg.get(rid)
         except KeyError as exc:
             raise ValueError(f"{exc.args[0]} in the registry {reg.shown} (see `suite results list`)") from None
-        pts = sorted((m["step"], m["value"]) for m in reg.metrics(run["id"], args.metric)
-                     if m["split"] == split and m["step"] is not None)
+        pts = reg.curve(run["id"], args.metric, split)
         if not pts:
             raise ValueError(f"run {run['id'][:10]} has no {args.metric!r} curve in split {split!r} (runs log step "
                              f"curves every log_every steps since issue 51; older runs have only per-epoch values: "

@@ -1,7 +1,8 @@
 """The report's figures as (caption, base64 PNG): each benchmark module's own pictures (``figures(registry)``, drawn
 in its modality's section), and the pictures across modalities: the loss x modality rank heat-map, MACL's
-temperature and CACR's conditional entropy over training, and the losses' forward+backward time. No figure has more
-than :data:`MAX_SERIES` series; every caption doubles as the image's alt text."""
+temperature and CACR's conditional entropy over training, and the losses' forward+backward time; and a suite's step
+curves (:func:`suite_curves`), where a suite file's ``report:`` asks for them. No figure has more than
+:data:`MAX_SERIES` series; every caption doubles as the image's alt text."""
 from __future__ import annotations
 
 import base64
@@ -14,8 +15,8 @@ from collections import defaultdict
 from typing import Any
 
 from benchmarks.report.cells import Table
-from benchmarks.tables import committed
-from suite.registry import Registry
+from benchmarks.tables import committed, suite_runs
+from suite.registry import Registry, step_curve
 
 MAX_SERIES = 8
 DPI = 80
@@ -149,3 +150,43 @@ def loss_time(reg: Registry) -> list[tuple[str, str]]:
     ax.set_title("Loss forward+backward time, dense path (CPU)")
     ax.legend(fontsize=7)
     return [("Forward+backward time of every loss on its dense path (CPU, log scale), per batch size", png(fig))]
+
+
+def suite_curves(reg: Registry, suite: str, metric: str, modality: str) -> tuple[str, Any] | None:
+    """The step curves of ``metric`` (split ``train-step``) of the suite's runs of ``modality``, as (caption, figure):
+    one series per setting (a job's arguments less its seed), the mean over its seeds at each step and a band from the
+    lowest to the highest seed's value (min-max); each job's newest finished run with a curve counts. At most
+    :data:`MAX_SERIES` settings (in the suite's order), the caption saying how many were left out; None when no run
+    of the suite and modality logged the curve."""
+    jrs = [jr for jr in suite_runs(reg, suite) if any(r.row["modality"] == modality for r in jr.runs)]
+    logged = reg.metrics_for([r.row["id"] for jr in jrs for r in jr.runs if r.row["modality"] == modality])
+    settings: dict[tuple[Any, ...], list[dict[int, float]]] = {}
+    args_of: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for jr in jrs:
+        curves = [c for c in (step_curve(logged[r.row["id"]], metric) for r in jr.runs if r.row["id"] in logged) if c]
+        if not curves:
+            continue
+        key = (jr.job.frontend, jr.job.command, jr.job.args)
+        settings.setdefault(key, []).append(dict(curves[-1]))
+        args_of[key] = {"command": f"{jr.job.frontend} {jr.job.command}", **dict(jr.job.args)}
+    if not settings:
+        return None
+    varying = [k for k in dict.fromkeys(k for a in args_of.values() for k in a)
+               if len({repr(a.get(k)) for a in args_of.values()}) > 1]
+    shown = list(settings)[:MAX_SERIES]
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    for key in shown:
+        seeds = settings[key]
+        steps = sorted({s for c in seeds for s in c})
+        at = [[c[s] for c in seeds if s in c] for s in steps]
+        label = ", ".join(f"{k}={args_of[key].get(k)}" for k in varying) or args_of[key]["command"]
+        (line,) = ax.plot(steps, [statistics.fmean(v) for v in at], lw=1.2, label=f"{label} (n={len(seeds)})")
+        ax.fill_between(steps, [min(v) for v in at], [max(v) for v in at], color=line.get_color(), alpha=0.2, lw=0)
+    ax.set_xlabel("optimiser step", fontsize=9)
+    ax.set_ylabel(metric, fontsize=9)
+    ax.legend(fontsize=6, bbox_to_anchor=(1.01, 1.0), loc="upper left")
+    more = f"; {len(settings) - len(shown)} more settings left out" if len(settings) > len(shown) else ""
+    caption = (f"{metric} over training (step curves, every log_every steps) of suite `{suite}`, {modality}: the mean "
+               f"over seeds and a min-max band, one series per setting ({len(shown)} of {len(settings)}{more})")
+    return caption, fig

@@ -3,7 +3,9 @@
 :func:`build` renders every results file from the registry alone: the benchmark modules' tables (:data:`TABLES`),
 then ``README.md`` and ``report.html``. Both open with the findings (every claim of :mod:`benchmarks.tables.catalogue`,
 judged once, and their forest plot), then one section per modality: the tables each suite file declares under
-``report:`` (its headline first, a labelled reduction below it), the modality's figures, and, collapsed, every
+``report:`` (its headline first, a labelled reduction below it; an entry with ``curves: loss`` instead of ``table``
+draws the suite's step curves of that modality, :func:`benchmarks.report.figures.suite_curves`, nothing where none
+were logged), the modality's figures, and, collapsed, every
 setting of every task of that modality (the history). The page is self-contained (images embedded), so it works
 offline.
 """
@@ -23,7 +25,7 @@ import yaml
 from benchmarks.tables.claims import RULE_TEXT, Verdict
 from benchmarks.tables import suite_runs, versions_of, versions_text
 from benchmarks.report.cells import Table, _fmt, _rows, collect, published
-from benchmarks.report.figures import loss_time, module_figures, png, rank_heatmap, trajectories
+from benchmarks.report.figures import loss_time, module_figures, png, rank_heatmap, suite_curves, trajectories
 from suite.registry import Registry, markdown_table, open_registry
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -56,12 +58,14 @@ SECTIONS = (Section("graphs", "Graphs", "graph", ("benchmarks.tables.graph_tu", 
 class Shown:
     """A table a suite file declares for the report (``report:`` entries): its section, its place in it, a title,
     and ``table``: ``file.md#heading`` (the part of a rendered results file under that heading; an empty heading:
-    the part before the first heading below the file's title)."""
+    the part before the first heading below the file's title), or ``curves``: a metric whose step curves the suite's
+    runs of the section's modality logged (one figure)."""
     suite: str
     section: str
     order: int
     title: str
     table: str
+    curves: str = ""
 
 
 def declared() -> list[Shown]:
@@ -73,10 +77,13 @@ def declared() -> list[Shown]:
     for f in sorted(SUITES.glob("*.yaml")):
         spec = yaml.safe_load(f.read_text()) or {}
         for e in spec.get("report") or []:
-            if not isinstance(e, dict) or set(e) != {"section", "order", "title", "table"} or e["section"] not in keys:
+            if (not isinstance(e, dict) or set(e) not in ({"section", "order", "title", "table"},
+                                                          {"section", "order", "title", "curves"})
+                    or e["section"] not in keys):
                 raise ValueError(f"suite {f}: a report entry needs section (one of {sorted(keys)}), order, title and "
-                                 f"table, got {e!r}")
-            out.append(Shown(f.stem, e["section"], int(e["order"]), str(e["title"]), str(e["table"])))
+                                 f"table (or curves: a metric), got {e!r}")
+            out.append(Shown(f.stem, e["section"], int(e["order"]), str(e["title"]), str(e.get("table", "")),
+                             str(e.get("curves", ""))))
     return sorted(out, key=lambda s: (s.section, s.order))
 
 
@@ -212,6 +219,13 @@ def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
         md += [f"## {sec.title}", ""]
         page.append(f"<h2>{html.escape(sec.title)}</h2>")
         for s in (s for s in shown if s.section == sec.key):
+            if s.curves:  # a figure of the suite's step curves, where its runs logged them
+                drawn = suite_curves(reg, s.suite, s.curves, sec.modality)
+                if drawn is not None:
+                    caption, fig = drawn
+                    md += [f"### {s.title}", "", f"Figure only (report.html): {caption}.", ""]
+                    page += [f"<h3>{html.escape(s.title)}</h3>", _figure_html(caption, png(fig))]
+                continue
             fname, _, heading = s.table.partition("#")
             part = excerpt(tables[fname], heading)
             versions = versions_of(suite_runs(reg, s.suite))

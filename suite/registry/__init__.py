@@ -8,12 +8,12 @@ One package, a file per concern:
 - :mod:`~suite.registry.jobs`: the benchmark runner's jobs and the reaping of dead runs;
 - :mod:`~suite.registry.snapshot`: export, checked import and merging of JSONL snapshots.
 """
-from suite.registry.queries import markdown_table
+from suite.registry.queries import CURVE_SPLIT, markdown_table, step_curve
 from suite.registry.schema import (STATUSES, RegistryError, check_run_row, code_version, config_hash, jobs_t, metrics_t,
                                    package_versions, runs_t)
 from suite.registry.snapshot import check_snapshot, merge_into_snapshot
 from suite.registry.store import Registry, Run, default_registry, open_registry
 
-__all__ = ["Registry", "RegistryError", "Run", "STATUSES", "check_run_row", "check_snapshot", "code_version",
-           "config_hash", "default_registry", "jobs_t", "markdown_table", "merge_into_snapshot", "metrics_t",
-           "open_registry", "package_versions", "runs_t"]
+__all__ = ["CURVE_SPLIT", "Registry", "RegistryError", "Run", "STATUSES", "check_run_row", "check_snapshot",
+           "code_version", "config_hash", "default_registry", "jobs_t", "markdown_table", "merge_into_snapshot",
+           "metrics_t", "open_registry", "package_versions", "runs_t", "step_curve"]

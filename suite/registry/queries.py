@@ -3,7 +3,7 @@ Markdown tables."""
 from __future__ import annotations
 
 import statistics
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import sqlalchemy as sa
 
@@ -12,8 +12,25 @@ from suite.registry.schema import runs_t
 
 
 
+CURVE_SPLIT = "train-step"  # the split of the step curves the engine logs every log_every steps (issue 51)
+
+
+def step_curve(metrics: Iterable[dict[str, Any]], name: str, split: str = CURVE_SPLIT) -> list[tuple[int, float]]:
+    """The curve of ``name`` in a run's metric rows (:meth:`Registry.metrics`, :meth:`Registry.metrics_for`): its
+    (step, value) points of ``split`` in step order, the last value logged at a step winning."""
+    points: dict[int, float] = {}
+    for m in metrics:
+        if m["name"] == name and m["split"] == split and m["step"] is not None:
+            points[int(m["step"])] = float(m["value"])
+    return sorted(points.items())
+
+
 class QueryMixin:
     """Read-only questions to a :class:`suite.registry.Registry`."""
+
+    def curve(self, run_id: str, name: str, split: str = CURVE_SPLIT) -> list[tuple[int, float]]:
+        """A run's step curve of ``name`` (:func:`step_curve`)."""
+        return step_curve(self.metrics(run_id, name), name, split)
 
     def find_finished(self, cfg_hash: str) -> dict[str, Any] | None:
         with self._read() as conn:
