@@ -180,7 +180,7 @@ class WandB:
         self.name_ = str(info.get("run_id") or folder.name)
         config = {**(info.get("config") or {}), **{k: info[k] for k in ("code_version", "seed", "run_id")
                                                    if info.get(k) is not None}}
-        settings = wandb.Settings(mode="offline", console="off", disable_git=True, quiet=True)
+        settings = wandb.Settings(mode="offline", console="off", disable_git=True, silent=True)
         self.run = wandb.init(dir=str(folder), project=str(info.get("task") or "contrastive-suite"), name=self.name_,
                               config=config, settings=settings, reinit="create_new")
 

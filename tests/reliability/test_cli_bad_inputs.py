@@ -96,6 +96,8 @@ def _cases(f: dict[str, str], d: Path) -> list[list[str]]:
         ["vision", "pretrain", "--dataset", "digits", "--epochs", "-1", "--no-registry"],
         ["vision", "pretrain", "--dataset", "digits", "--batch-size", "0", "--no-registry"],
         ["vision", "pretrain", "--dataset", "nosuch", "--no-registry"],
+        ["vision", "pretrain", "--dataset", "digits", "--log-to", "tensorboard,mlflw", "--no-registry"],
+        ["vision", "pretrain", "--dataset", "digits", "--mlflow-uri", "http://127.0.0.1:9", "--no-registry"],
         ["vision", "eval", "--ckpt", f["evil.pt"]], ["vision", "eval"],
         ["vision", "gmm", "--steps", "0"], ["vision", "gmm", "--sigma", "x"], ["vision", "gmm", "--experiment", "nosuch"],
         ["vision", "gmm", "--config", f["unknown.yaml"]], ["vision", "gmm", "--loss", "nosuch"],
