@@ -151,8 +151,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--losses", default="", help="comma-separated (default: every loss that takes the kernels)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=300.0)
+    ap.add_argument("--paths", default="dense,tiled,fused,inf-cl", help="comma-separated: the paths to run")
+    ap.add_argument("--precisions", default=",".join(PRECISIONS), help="comma-separated: the kernels' precisions")
+    ap.add_argument("--no-errors", action="store_true", help="skip the precision errors against float64")
     ap.add_argument("--registry", default=None, help="registry (default: $SUITE_REGISTRY)")
     args = ap.parse_args(argv)
+    paths, wanted = set(args.paths.split(",")), set(args.precisions.split(","))
     if not torch.cuda.is_available():
         print("fused-bench: no CUDA device here; nothing measured")
         return 0
@@ -166,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rates = matmul_rates(device)
     print("matmul TFLOP/s: " + ", ".join(f"{k} {v:.1f}" for k, v in rates.items()), flush=True)
     try:
-        errs = precision_errors(device)
+        errs = {} if args.no_errors else precision_errors(device)
     except Exception:  # noqa: BLE001 - said, and the timings still run
         traceback.print_exc()
         errs = {}
@@ -194,7 +198,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             cells += [(name, "fused", p) for p in precs]
         if has_infcl:
             cells.append(("inf-cl", "inf-cl", "tf32"))
+        if n == HUGE:  # InfoNCE in fp32 first, then every loss's memory, then the other precisions and Inf-CL
+            cells.sort(key=lambda c: (c != ("infonce", "fused", "fp32"), c[0] in ("infonce", "inf-cl")))
         for name, path, prec in cells:
+            if path not in paths or (path == "fused" and prec not in wanted):
+                continue
             if time.perf_counter() - t_start > args.budget_s:
                 skipped.append(f"{name} {path} {prec} 2N={n}")
                 continue
