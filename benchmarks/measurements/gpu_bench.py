@@ -21,7 +21,9 @@ alternate between the two (the plain round runs inside the suite's step callback
 round's ends); rates are medians over rounds, the ratio the median of the per-round ratios. On CUDA each side's peak
 step memory is the most allocated above what was allocated when its round began (both models live together).
 
-The loss core: every loss, dense and tiled (``chunk_size="auto"``), forward and backward at 2N = 8,192 and 32,768
+The loss core: every loss, dense and tiled (the rows per tile ``chunk_size="auto"`` takes above its dense limit; on
+CUDA the tiles are the fused kernels of :mod:`suite.losses.fused` where a loss takes them), forward and backward at
+2N = 8,192 and 32,768
 (``tiny``: 256), d = 128, fp32, against the plain InfoNCE at the same 2N (three-view losses against three plain pairs),
 interleaved round by round.
 
@@ -628,6 +630,7 @@ def loss_cases(n: int, device: torch.device) -> dict[str, tuple[Callable[[], Ten
     """Every loss of the core (installed plugins left out), dense and tiled, at 2N = ``n``, d = 128, fp32; the plain
     InfoNCE at 2N (and three plain pairs for the three-view losses). Value: (forward, leaves, views)."""
     import suite.losses as L
+    from suite.losses.tiling import AUTO_TILE_ELEMENTS
 
     gen = torch.Generator().manual_seed(0)
     out: dict[str, tuple[Callable[[], Tensor], list[Tensor], int]] = {}
@@ -639,7 +642,7 @@ def loss_cases(n: int, device: torch.device) -> dict[str, tuple[Callable[[], Ten
     cg = ((cg + cg.T) / 2).fill_diagonal_(1.0).to(device)
     plugins = set(L.plugins())
     for name in sorted(set(L.available()) - plugins):
-        for path, chunk in (("dense", None), ("tiled", "auto")):
+        for path, chunk in (("dense", None), ("tiled", max(1, AUTO_TILE_ELEMENTS // n))):
             loss = L.build(name, chunk_size=chunk).to(device)
             cls = type(loss)
             extra: dict[str, Any] = {}
@@ -760,16 +763,18 @@ def table(registry: Any, allow_dirty: bool = False) -> str:
             lines.append("")
         lrows = sorted(((k, r) for k, r in ls.items() if k[:2] == (dev, sz)), key=lambda kr: (kr[0][3], kr[0][2]))
         if lrows:
+            versions = sorted({r.code_version for _, r in lrows})
             lines += [f"### The loss core on {dev}, size `{sz}`: forward + backward, d = 128, fp32 (code "
-                      f"{lrows[0][1].code_version})", "",
+                      f"{', '.join(versions)}{': each row names its own' if len(versions) > 1 else ''})", "",
                       "Ratio to the plain InfoNCE (normalise, matrix product, cross-entropy) of the same round; "
                       "three-view losses (cacr, cmc, uaur) to three plain pairs. Targets: dense InfoNCE <= 1.1, "
                       "two-view seed losses <= 1.5, three-view <= 1.5.", "",
-                      "| 2N | case | ms | ratio | peak MB |", "|---|---|---|---|---|"]
+                      "| 2N | case | ms | ratio | peak MB | code |", "|---|---|---|---|---|---|"]
             for k, r in lrows:
                 m = r.metrics
                 lines.append(f"| {int(r.config.get('n', 0)):,} | {k[2]} | {_fmt(m.get('ms', math.nan), 2)} | "
-                             f"{_fmt(m.get('ratio', math.nan), 2)} | {_fmt(m.get('peak_mb', math.nan))} |")
+                             f"{_fmt(m.get('ratio', math.nan), 2)} | {_fmt(m.get('peak_mb', math.nan))} | "
+                             f"{r.code_version} |")
             short = [f"{k[2]} at 2N = {k[3]:,}: {r.metrics['ratio']:.2f} (target {LOSS_TARGETS[k[2]]})"
                      for k, r in lrows if k[2] in LOSS_TARGETS and not r.metrics.get("ratio", 0) <= LOSS_TARGETS[k[2]]]
             lines += ["", "Short of the targets (dense paths): " + ("; ".join(short) if short else "none") + "."]

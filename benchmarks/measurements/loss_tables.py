@@ -252,7 +252,8 @@ def _gpu_section(registry: Registry, allow_dirty: bool) -> list[str]:
         return []
     c = next(iter(runs.values())).config
     timed = {k: m for k, m in runs.items() if k[2] != "precision-error"}
-    rates = {p: m.metrics.get("matmul_tflops") for (_, _, path, p), m in timed.items() if path == "fused"}
+    seen = {p: m.metrics.get("matmul_tflops") for (_, _, path, p), m in timed.items() if path == "fused"}
+    rates = {p: seen[p] for p in ("fp32", "tf32", "bf16") if p in seen}
     cols = [("dense", "fp32"), ("tiled", "fp32"), ("fused", "fp32"), ("fused", "tf32"), ("fused", "bf16")]
 
     def cell(m: Any) -> str:
@@ -274,7 +275,7 @@ def _gpu_section(registry: Registry, allow_dirty: bool) -> list[str]:
              f"backward, d = {c.get('d')}, two-view losses 2N embeddings (CMC: 3 views of N), median of the recorded "
              f"calls after a warm-up call, ms (peak MB allocated above the inputs). `tiled`: today's PyTorch tiles "
              f"(`SUITE_FUSED=off`); `fused`: the Triton kernels (`suite.losses.fused`) with their products in fp32 "
-             f"(IEEE, the default), TF32 or bf16 (`precision=`). Inf-CL: its kernel (`inf_cl.cal_flash_loss`, TF32, "
+             f"(3xTF32, the default), TF32 or bf16 (`precision=`). Inf-CL: its kernel (`inf_cl.cal_flash_loss`, TF32, "
              f"the self column kept) on the same 2N x 2N InfoNCE. Floor: InfoNCE's four products over the 2N x 2N "
              f"matrix at this device's fp32 rate in a large cuBLAS product ("
              + ", ".join(f"{p} {r:.1f}" for p, r in rates.items() if r) + " TFLOP/s). At 1,048,576 only the kernels "

@@ -58,6 +58,14 @@ class ContrastiveLoss(nn.Module, metaclass=_LossMeta):
 
     def _call(self, *args: Any, **kwargs: Any) -> Any:
         dev = next((a.device.type for a in (*args, *kwargs.values()) if isinstance(a, Tensor)), None)
+        if dev == "cuda":  # "auto" tiles from a larger matrix there (suite.losses.tiling.AUTO_DENSE_ELEMENTS_CUDA)
+            from suite.losses.tiling import on_cuda
+
+            with on_cuda(True):
+                return self._call_on(dev, *args, **kwargs)
+        return self._call_on(dev, *args, **kwargs)
+
+    def _call_on(self, dev: str | None, *args: Any, **kwargs: Any) -> Any:
         if dev is not None and torch.is_autocast_enabled(dev):
             with torch.autocast(dev, enabled=False):
                 return super().__call__(*args, **kwargs)

@@ -21,7 +21,7 @@ CPU = torch.device("cpu")
 def test_every_path_runs(name, monkeypatch):
     from suite.losses import fused, tiling
 
-    monkeypatch.setattr(tiling, "AUTO_DENSE_ELEMENTS", 0)  # "auto" tiles at this size, as at the bench's sizes
+    monkeypatch.setattr(tiling, "AUTO_TILE_ELEMENTS", 48 * 8)  # 8 rows per tile at 2N = 48: the bench's tiles, scaled
     calls = []
     apply = fused._FusedRows.apply
     monkeypatch.setattr(fused._FusedRows, "apply", lambda *a: calls.append(1) or apply(*a))

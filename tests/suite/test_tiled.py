@@ -133,6 +133,12 @@ def test_auto_rule():
     assert tiling.resolve("auto", 65536, 65536) == tiling.AUTO_TILE_ELEMENTS // 65536
     assert tiling.resolve(None, 10**6, 10**6) is None
     assert tiling.resolve(64, 10, 10) is None and tiling.resolve(3, 10, 10) == 3
+    assert tiling.resolve("auto", 8192, 8192) == tiling.AUTO_TILE_ELEMENTS // 8192  # the CPU: tiles at 2N = 8,192
+    with tiling.on_cuda(True):  # a CUDA device: dense there, tiles above
+        assert tiling.resolve("auto", 8192, 8192) is None
+        assert tiling.resolve("auto", 16384, 16384) == tiling.AUTO_TILE_ELEMENTS // 16384
+        assert tiling.resolve(None, 10**6, 10**6) is None and tiling.resolve(3, 10, 10) == 3
+    assert tiling.resolve("auto", 8192, 8192) == tiling.AUTO_TILE_ELEMENTS // 8192
 
 
 _MEM_SCRIPT = r"""
