@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.runner.suitefile import SUITES, Job, check_commands, load_suite
-from benchmarks.runner.run import Runner, execute, require_committed_code
+from benchmarks.runner.run import Runner, add_executor_options, execute, executor_of, require_committed_code
 from suite.registry import Registry
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "results" / "registry.jsonl"
@@ -238,6 +238,7 @@ def register(sub: Any) -> None:
     p.add_argument("--suite", default="quick", help="a suite name (benchmarks/suites/<name>.yaml) or a suite file")
     p.add_argument("--loss-hparams", default="", help="the loss's hyper-parameters, key=value,...")
     p.add_argument("--jobs", type=int, default=1, help="jobs at a time (one thread each on 2 cores: --jobs 2)")
+    add_executor_options(p)
     p.add_argument("--registry", default=None, help="registry URL or path (default: $SUITE_REGISTRY)")
     p.add_argument("--out", default="results/compare", help="folder of the page")
     p.add_argument("--no-snapshot", action="store_true", help="never import baseline runs from the committed snapshot")
@@ -283,13 +284,14 @@ def _main(args: argparse.Namespace) -> int:
     jobs = all_jobs(tasks)
     url = args.registry or registry_url()
     check_commands(jobs, suite)
+    executor = executor_of(args, url)
     reg = Registry(url)
     if not args.no_snapshot and not args.dry_run:
         added = import_baselines(reg, [j for t in tasks for label, js in t.arms.items() if label != args.loss for j in js])
         if added:
             print(f"imported {added} finished baseline run(s) from {SNAPSHOT}")
     runner = Runner(url, jobs=args.jobs, log_dir=Path("results/bench-logs") / f"compare-{slug(args.loss)}",
-                    dry_run=args.dry_run)
+                    dry_run=args.dry_run, executor=executor)
     rc = execute(runner, f"compare {built.name} ({name})", jobs)
     if args.dry_run:
         return rc

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.runner.suitefile import Job, check_commands, load_suite
+from benchmarks.runner.suitefile import Job, _loss_origin, check_commands, load_suite
+from suite.config import LOSS_SHA_ENV
 from suite.paths import resolve_model_path
 from suite.registry import Registry
 
@@ -69,6 +70,8 @@ class Runner:
     _stale: set[str] = field(default_factory=set)  # finished jobs whose input (an exported model) changed since
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
+    executor: Any = None  # a cluster executor (benchmarks.runner.executors.ClusterExecutor); None: local processes
+    claim_options: dict[str, Any] = field(default_factory=dict)  # a job's process on a node: how it takes its row
 
     def command(self, job: Job) -> list[str]:
         if self.launcher == "torchrun":
@@ -102,6 +105,11 @@ class Runner:
             env["SUITE_RUNNER_PID"] = str(os.getpid())
         if self.jobs > 1:
             env["SUITE_NO_PROGRESS"] = "1"
+        origin = _loss_origin(dict(job.args).get("loss"))
+        if origin:  # the user's loss source the job's hash was made with: the child refuses another (suite.config)
+            env[LOSS_SHA_ENV] = origin["sha256"]
+        else:
+            env.pop(LOSS_SHA_ENV, None)
         return env
 
     def run_one(self, job: Job, reg: Registry) -> str:
@@ -114,7 +122,8 @@ class Runner:
         if self.dry_run:
             print("would run:", " ".join(self.command(job)))
             return "dry-run"
-        if not reg.claim_job(job.hash, job.label(), rerun=job.hash in self._rebuild):
+        log = self.log_dir / f"{job.hash}.log"
+        if not reg.claim_job(job.hash, job.label(), rerun=job.hash in self._rebuild, **self.claim_options):
             self._end(job, None)
             held = reg.job(job.hash) or {}
             if held.get("status") == "finished":
@@ -127,10 +136,9 @@ class Runner:
             self._running[job.hash] = (job, time.monotonic())
         print(f"[start] {job.label()}\n{self.progress()}", flush=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        log = self.log_dir / f"{job.hash}.log"
         env = self.env(job)
         t0 = time.perf_counter()
-        with open(log, "w") as fh:
+        with open(log, "a" if self.claim_options.get("requeues") else "w") as fh:  # a requeued job's log goes on
             fh.write(" ".join(self.command(job)) + "\n")
             fh.flush()
             # its own session (process group): the runner signals the job with every process it starts
@@ -157,7 +165,7 @@ class Runner:
                     _signal_group(proc, signal.SIGKILL)
                     proc.wait()
         status = "finished" if rc == 0 else ("interrupted" if self._stop.is_set() else f"failed (rc={rc}, log {log})")
-        reg.finish_job(job.hash, status.split(" ")[0])
+        reg.finish_job(job.hash, status.split(" ")[0], only_if=("running",))  # a cancelled job stays cancelled
         took = time.perf_counter() - t0
         self._end(job, took if rc == 0 else None)
         if status.startswith("failed"):
@@ -321,6 +329,8 @@ class Runner:
         """Stop scheduling and send SIGTERM to every running job's process group (their runs are marked
         interrupted); a group still alive after ``grace`` seconds gets SIGKILL."""
         self._stop.set()
+        if self.executor is not None:
+            self.executor.stop()
         with self._lock:
             procs = [p for p in self._procs if p.poll() is None]
         for p in procs:
@@ -383,6 +393,17 @@ class Runner:
                 continue
             if stage != min(j.stage for j in jobs) and not self.dry_run:  # an earlier stage may have rebuilt an input
                 self._mark_stale([j for j in jobs if j.stage == stage and j.hash not in self._rebuild], reg)
+            if self.executor is not None:  # a cluster: the stage's jobs submitted, followed to their ends
+                try:
+                    statuses = self.executor.run_stage(self, [j for j in jobs if j.stage == stage], reg)
+                except KeyboardInterrupt:
+                    self.stop()
+                    raise
+                for s in (x.split(" ")[0] for x in statuses):
+                    counts[s] = counts.get(s, 0) + 1
+                    if s in ("failed", "cancelled", "interrupted") and failed_stage is None:
+                        failed_stage = stage
+                continue
             with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
                 futures = [pool.submit(self.run_one, j, reg) for j in jobs if j.stage == stage]
                 try:
@@ -450,6 +471,7 @@ def register(sub: Any) -> None:
     p.add_argument("--nproc-per-node", type=int, default=1)
     p.add_argument("--nnodes", type=int, default=1)
     p.add_argument("--rdzv-endpoint", default=None, help="host:port for multi-node torchrun")
+    add_executor_options(p)
     p.add_argument("--dry-run", action="store_true", help="print the commands that would run and the time they would "
                                                            "take, from durations recorded in the registry")
     p.add_argument("--only", default=None, metavar="REGEX",
@@ -460,6 +482,35 @@ def register(sub: Any) -> None:
                    help="with --dry-run: exit 1 if the estimated wall time exceeds this many seconds (or a job's "
                         "duration is unknown)")
     p.set_defaults(func=_main)
+
+
+def add_executor_options(p: argparse.ArgumentParser) -> None:
+    """``--executor`` and its options (``bench run`` and ``bench compare``)."""
+    from benchmarks.runner.executors import EXECUTORS
+
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="where the jobs run: processes of this machine (local), SLURM job arrays through submitit "
+                        "(slurm), Ray tasks (ray); a suite file's resources: say what a job asks a cluster for")
+    p.add_argument("--max-parallel", type=int, default=0,
+                   help="slurm: array tasks running at a time (0: as many as SLURM gives)")
+    p.add_argument("--max-requeues", type=int, default=3,
+                   help="slurm/ray: times a preempted or timed-out job is requeued (it resumes from its checkpoint)")
+    p.add_argument("--ray-address", default=None, help="ray: the cluster's address (default: a local Ray cluster)")
+
+
+def executor_of(args: argparse.Namespace, registry_url: str) -> Any:
+    """The cluster executor the options name (checked before any job is claimed), None for local."""
+    if args.executor == "local":
+        return None
+    from benchmarks.runner.executors import ClusterExecutor
+
+    if args.max_parallel < 0 or args.max_requeues < 0:
+        raise ValueError(f"--max-parallel and --max-requeues must be >= 0, got {args.max_parallel} and "
+                         f"{args.max_requeues}")
+    ex = ClusterExecutor(args.executor, max_parallel=args.max_parallel, max_requeues=args.max_requeues,
+                         ray_address=args.ray_address)
+    ex.check(registry_url)
+    return ex
 
 
 def only_jobs(jobs: list[Job], only: str | None, suite: str) -> list[Job]:
@@ -506,6 +557,9 @@ def _main(args: argparse.Namespace) -> int:
                     dry_run=args.dry_run, threads=args.threads, whole=whole)
     if args.jobs < 1 or args.threads < 0:
         raise ValueError(f"--jobs must be >= 1 and --threads >= 0, got --jobs {args.jobs} --threads {args.threads}")
+    if args.executor != "local" and args.launcher != "local":
+        raise ValueError("--launcher torchrun is for --executor local (a cluster job runs one process)")
+    runner.executor = executor_of(args, url)
     check_commands(_unfinished(jobs, url), args.suite)
 
     rc = execute(runner, name, jobs)
@@ -536,8 +590,9 @@ def execute(runner: Runner, name: str, jobs: list[Job]) -> int:
 
     old = {sig: signal.signal(sig, on_term) for sig in (signal.SIGTERM, signal.SIGHUP)}
     atexit.register(runner.kill_all)
-    print(f"suite {name}: {len(jobs)} jobs, {runner.jobs} at a time x {runner.thread_budget()} threads "
-          f"({available_cores()} cores), registry {runner.registry_url}", flush=True)
+    where = (f"on {runner.executor.kind}" if runner.executor is not None else
+             f"{runner.jobs} at a time x {runner.thread_budget()} threads ({available_cores()} cores)")
+    print(f"suite {name}: {len(jobs)} jobs, {where}, registry {runner.registry_url}", flush=True)
     try:
         counts = runner.run(jobs)
     except KeyboardInterrupt:

@@ -86,6 +86,7 @@ class Job:
     stage: int = 0
     log_to: str = ""  # run options passed as --log-to / --mlflow-uri: not part of the hash
     mlflow_uri: str = ""
+    resources: tuple[tuple[str, Any], ...] = ()  # what a cluster executor asks for (``resources:``): not in the hash
 
     @property
     def hash(self) -> str:
@@ -177,8 +178,9 @@ def _load_suite(path: str, _mtime_ns: int, _size: int) -> tuple[str, tuple[Job, 
     name = suite_name(spec["name"], p) if "name" in spec else _SAFE_CHARS.sub("_", p.stem)
     jobs: list[Job] = []
     tracking = _tracking(spec, f"suite {p}", {})
+    resources = _resources(spec.get("resources"), f"suite {p}", {})
     for i, g in enumerate(spec["jobs"]):
-        jobs += _group_jobs(g, f"suite {p}, job group {i}", tracking)
+        jobs += _group_jobs(g, f"suite {p}, job group {i}", tracking, resources)
     hashes = [j.hash for j in jobs]
     if len(set(hashes)) != len(hashes):
         raise ValueError(f"suite {p} declares the same job twice")
@@ -186,8 +188,14 @@ def _load_suite(path: str, _mtime_ns: int, _size: int) -> tuple[str, tuple[Job, 
 
 
 TRACKING_KEYS = {"log_to", "mlflow_uri"}  # run options of every training command: a suite's or a group's
-SUITE_KEYS = {"name", "jobs", "report"} | TRACKING_KEYS  # report: what benchmarks/report shows of the suite
-GROUP_KEYS = {"frontend", "command", "grid", "args", "seeds", "seed_flag", "timeout", "stage"} | TRACKING_KEYS
+SUITE_KEYS = {"name", "jobs", "report", "resources"} | TRACKING_KEYS  # report: what benchmarks/report shows of the suite
+GROUP_KEYS = {"frontend", "command", "grid", "args", "seeds", "seed_flag", "timeout", "stage", "resources"} | TRACKING_KEYS
+# what a job asks a cluster executor for (``resources:`` beside ``jobs``: the suite's defaults; in a group: its own,
+# key by key); the local executor ignores them. ``options``: further scheduler options as they are spelled there
+# (sbatch's long options without ``--``, e.g. {constraint: a100, qos: high}; for Ray, custom resources).
+RESOURCE_KEYS = {"gpus": "an integer >= 0", "cpus": "an integer >= 1", "mem": "a size such as 16G or a number of GB",
+                 "time": "minutes (an integer) or H:MM:SS", "partition": "a string", "account": "a string",
+                 "options": "a mapping of scheduler option -> value"}
 _SAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _SCALARS = (str, int, float, bool, type(None))
@@ -216,7 +224,37 @@ def _tracking(spec: dict[str, Any], where: str, default: dict[str, str]) -> dict
     return out
 
 
-def _group_jobs(g: Any, where: str, tracking: dict[str, str] | None = None) -> list[Job]:
+def _resources(value: Any, where: str, default: dict[str, Any]) -> dict[str, Any]:
+    """A ``resources:`` mapping (:data:`RESOURCE_KEYS`) checked, over ``default`` (the suite's) key by key."""
+    if value is None:
+        return dict(default)
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: resources must be a mapping ({', '.join(sorted(RESOURCE_KEYS))}), got {value!r}")
+    out = dict(default)
+    for k, v in value.items():
+        if k not in RESOURCE_KEYS:
+            raise ValueError(f"{where}: resources key {k!r} is unknown; known: {', '.join(sorted(RESOURCE_KEYS))}")
+        ok = {"gpus": lambda x: _is_int(x) and x >= 0, "cpus": lambda x: _is_int(x) and x >= 1,
+              "mem": lambda x: (isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0)
+              or (isinstance(x, str) and re.fullmatch(r"\d+(\.\d+)?[KMGT]?B?", x, re.I) is not None),
+              "time": lambda x: (_is_int(x) and x > 0) or (isinstance(x, str) and re.fullmatch(
+                  r"(\d+-)?\d+(:\d\d){0,2}", x) is not None),
+              "partition": lambda x: isinstance(x, str) and bool(x), "account": lambda x: isinstance(x, str) and bool(x),
+              "options": lambda x: isinstance(x, dict) and all(isinstance(a, str) and isinstance(b, _SCALARS)
+                                                               for a, b in x.items())}[k]
+        if not ok(v):
+            raise ValueError(f"{where}: resources {k} must be {RESOURCE_KEYS[k]}, got {v!r}")
+        out[k] = {**out.get("options", {}), **v} if k == "options" else v
+    return out
+
+
+def resources_of(job: Job) -> dict[str, Any]:
+    """A job's ``resources:`` as a mapping (``options`` a mapping too)."""
+    return {k: dict(v) if k == "options" else v for k, v in job.resources}
+
+
+def _group_jobs(g: Any, where: str, tracking: dict[str, str] | None = None,
+                resources: dict[str, Any] | None = None) -> list[Job]:
     """The jobs of one job group, every value checked first (``where``: the file and group, for the message): a
     word for frontend and command, mappings of scalars (or lists of them) for grid and args with no empty list,
     integer seeds, a ``--flag``, a positive timeout, a stage >= 0, and ``{placeholders}`` that name an arg;
@@ -264,6 +302,8 @@ def _group_jobs(g: Any, where: str, tracking: dict[str, str] | None = None) -> l
     if not _is_int(stage) or stage < 0:
         raise ValueError(f"{where}: stage must be an integer >= 0, got {stage!r}")
     tracking = _tracking(g, where, tracking or {})
+    res = _resources(g.get("resources"), where, resources or {})
+    frozen = tuple(sorted((k, tuple(sorted(v.items())) if k == "options" else v) for k, v in res.items()))
     if tracking.get("mlflow_uri") and "mlflow" not in [n.strip() for n in tracking.get("log_to", "").split(",")]:
         raise ValueError(f"{where}: mlflow_uri is set but log_to does not name mlflow")
     keys = sorted(grid)
@@ -273,7 +313,7 @@ def _group_jobs(g: Any, where: str, tracking: dict[str, str] | None = None) -> l
         args = {**fixed, **dict(zip(keys, combo))}
         for seed in seeds:
             job = Job(g["frontend"], g["command"], tuple(sorted(args.items(), key=lambda kv: kv[0])), seed, flag,
-                      timeout, stage, **tracking)
+                      timeout, stage, **tracking, resources=frozen)
             try:
                 job.argv()
             except (KeyError, IndexError, ValueError) as exc:

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from suite.registry.schema import _now, jobs_t, runs_t
+from suite.registry.schema import RegistryError, _now, jobs_t, runs_t
 
 SUPERSEDED = "superseded: its benchmark job was re-run"  # the error of a run whose job was claimed again
 IMPORTED = "(imported from a snapshot)"  # the command of a job row made by importing runs (no command recorded)
@@ -22,28 +22,65 @@ class JobsMixin:
         with self._read() as conn:
             return conn.execute(sa.select(jobs_t.c.status).where(jobs_t.c.hash == job_hash)).scalar()
 
-    def claim_job(self, job_hash: str, command: str, rerun: bool = False) -> bool:
+    def claim_job(self, job_hash: str, command: str, rerun: bool = False, *, status: str = "running",
+                  queued_by: tuple[str, int] | None = None, scheduler_id: str | None = None,
+                  requeues: int | None = None, log: str | None = None) -> bool:
         """Atomically claim a job for this process. False if it is finished (unless ``rerun``: a finished job run
-        again), or running: its runner or its job process (``child_pid``, which may outlive a killed runner) is
-        alive, or it runs on another host.
+        again), or running or queued: its runner or its job process (``child_pid``, which may outlive a killed runner)
+        is alive, or it runs on another host.
+
+        A cluster executor first claims with ``status="queued"`` on the submitting host; the job's own process on a node
+        then takes that row with ``queued_by`` (the submitting host and pid, which it was handed), and a job the
+        scheduler requeued takes its own row back by its ``scheduler_id``. ``scheduler_id``, ``requeues`` and ``log``
+        are kept from the row unless given.
 
         Runs recorded by an earlier, unfinished attempt of the job are marked ``interrupted``, so a
-        resumed job never leaves duplicate finished rows.
+        resumed job never leaves duplicate finished rows (a requeued run continues its row from its checkpoint).
         """
+        try:
+            return self._claim(job_hash, command, rerun, status, queued_by, scheduler_id, requeues, log)
+        except RegistryError as exc:  # another process inserted the job's row between our read and our write
+            if isinstance(exc.__cause__, sa.exc.IntegrityError):
+                return False
+            raise
+
+    def _claim(self, job_hash: str, command: str, rerun: bool, status: str, queued_by: tuple[str, int] | None,
+               scheduler_id: str | None, requeues: int | None, log: str | None) -> bool:
         host, pid = socket.gethostname(), os.getpid()
+        keep: dict[str, Any] = {}
         with self._tx() as conn:
-            row = conn.execute(sa.select(jobs_t).where(jobs_t.c.hash == job_hash)).first()
+            # the row locked until this claim commits (PostgreSQL; SQLite's write transaction holds the whole file)
+            row = conn.execute(sa.select(jobs_t).where(jobs_t.c.hash == job_hash).with_for_update()).first()
             if row is not None:
+                ours = ((queued_by is not None and row.status == "queued" and (row.host, row.pid) == tuple(queued_by))
+                        or (scheduler_id is not None and row.scheduler_id == scheduler_id
+                            and row.status in ("running", "queued", "interrupted")))
                 if row.status == "finished" and not rerun:
                     return False
-                if row.status == "running" and _job_alive(row, host):
+                if row.status in ("running", "queued") and not ours and _job_alive(row, host):
                     return False
-                conn.execute(jobs_t.delete().where(jobs_t.c.hash == job_hash))
+                if row.status in ("queued", "running", "interrupted") or ours:
+                    keep = {k: getattr(row, k) for k in ("scheduler_id", "log", "requeues")}
             conn.execute(runs_t.update().where(runs_t.c.config_hash == job_hash).values(
                 status="interrupted", error=SUPERSEDED))
-            conn.execute(jobs_t.insert().values(hash=job_hash, status="running", command=command, host=host,
-                                                pid=pid, started_at=_now()))
+            given = {k: v for k, v in (("scheduler_id", scheduler_id), ("log", log), ("requeues", requeues))
+                     if v is not None}
+            values = dict(status=status, command=command, host=host, pid=pid, started_at=_now(), ended_at=None,
+                          child_pid=None, **{"scheduler_id": None, "log": None, "requeues": None, **keep, **given})
+            if row is None:  # a process that inserts it first wins; this insert then fails (claim_job: False)
+                conn.execute(jobs_t.insert().values(hash=job_hash, **values))
+            else:  # the row is locked: updated in place (a delete and insert of the key deadlocked on PostgreSQL)
+                conn.execute(jobs_t.update().where(jobs_t.c.hash == job_hash).values(**values))
         return True
+
+    def update_job(self, job_hash: str, only_if: tuple[str, ...] = (), **values: Any) -> bool:
+        """Set columns of a job row (``scheduler_id``, ``log``, ``status``...); with ``only_if``, only while its status
+        is one of those (a job's end never overwrites a ``cancelled``). True if a row changed."""
+        q = jobs_t.update().where(jobs_t.c.hash == job_hash)
+        if only_if:
+            q = q.where(jobs_t.c.status.in_(only_if))
+        with self._tx() as conn:
+            return bool(conn.execute(q.values(**values)).rowcount)
 
     def set_job_child(self, job_hash: str, child_pid: int) -> None:
         """Record the process that runs a claimed job (checked by later claims and by ``reap``)."""
@@ -82,9 +119,9 @@ class JobsMixin:
                         out[h] = secs
         return out
 
-    def finish_job(self, job_hash: str, status: str) -> None:
-        with self._tx() as conn:
-            conn.execute(jobs_t.update().where(jobs_t.c.hash == job_hash).values(status=status, ended_at=_now()))
+    def finish_job(self, job_hash: str, status: str, only_if: tuple[str, ...] = ()) -> None:
+        """The job's end (``only_if``: only while its status is one of those)."""
+        self.update_job(job_hash, only_if, status=status, ended_at=_now())
 
     def reap(self) -> dict[str, int]:
         """Mark ``running`` runs whose process is gone on this host as ``interrupted`` (a SIGKILLed run, a

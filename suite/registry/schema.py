@@ -67,8 +67,11 @@ jobs_t = sa.Table(  # benchmark-runner jobs: one row per job hash (see benchmark
     sa.Column("started_at", sa.String(32)),
     sa.Column("ended_at", sa.String(32)),
     sa.Column("child_pid", sa.Integer),  # the job's own process (pid is the runner's); added in round 2
+    sa.Column("scheduler_id", sa.String(64)),  # a cluster executor's id of the job (SLURM's 123_4, a Ray task)
+    sa.Column("log", sa.Text),  # where the job's output goes
+    sa.Column("requeues", sa.Integer),  # times the scheduler requeued it (preemption, time limit, node failure)
 )
-_ADDED_COLUMNS = {"runs": _ADDED_RUN_COLUMNS, "jobs": ("child_pid",)}
+_ADDED_COLUMNS = {"runs": _ADDED_RUN_COLUMNS, "jobs": ("child_pid", "scheduler_id", "log", "requeues")}
 
 
 class RegistryError(ValueError):
