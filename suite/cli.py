@@ -46,6 +46,10 @@ def _cmd_losses(args: argparse.Namespace) -> int:
     print("fused GPU tiles: the tiled path (chunk_size) on a CUDA device runs Triton kernels (suite.losses.fused); "
           "'part': some of its terms, 'no': PyTorch tiles")
     print("aliases: " + ", ".join(f"{a} -> {n}" for a, n in sorted(al.items())))
+    from suite.losses.base import plugin_errors
+
+    for name, why in sorted(plugin_errors().items()):  # an installed loss left out: said, never a failed listing
+        print(f"left out: {why}")
     return 0
 
 
@@ -279,9 +283,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         return int(args.func(args) or 0)
-    except ValueError as exc:  # bad input: a clear message, no traceback
+    except ValueError as exc:  # bad input: a clear message, no traceback (a user's loss: its own lines, that help)
+        frames = getattr(exc, "user_frames", None)
+        if frames:
+            print("Traceback of your loss (most recent call last):\n" + "\n".join(frames), file=sys.stderr)
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
+    except (FloatingPointError, MemoryError) as exc:  # a run that failed (a loss turned NaN, the GPU's memory): one line
+        print(f"error: {_one_line(str(exc)) or 'out of memory'}", file=sys.stderr)
+        return 1
     except OSError as exc:  # a missing, unreadable or unwritable path, a full disk: named, no traceback
         where = f": {exc.filename}" if exc.filename and str(exc.filename) not in str(exc.strerror) else ""
         print(f"error: {_one_line(str(exc.strerror or exc))}{where}", file=sys.stderr)

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import re
 import types
 import typing
@@ -197,6 +198,9 @@ def experiment_config(cfg: Any) -> dict[str, Any]:
     return json.loads(json.dumps(d, sort_keys=True, default=str))
 
 
+LOSS_SHA_ENV = "SUITE_LOSS_SHA256"  # set by the benchmark runner: the user's loss source a job's hash was made with
+
+
 def _loss_origin(loss: Any) -> dict[str, Any] | None:
     """A user's loss (``cfg.loss`` naming ``module:Class``, ``file.py:Class`` or an installed package's loss) is
     part of the experiment by its origin (import path, package version, source sha256): changing its source makes a
@@ -205,7 +209,14 @@ def _loss_origin(loss: Any) -> dict[str, Any] | None:
         return None
     from suite.presets import loss_origin
 
-    return loss_origin(loss)
+    origin = loss_origin(loss)
+    expected = os.environ.get(LOSS_SHA_ENV)
+    if origin is not None and expected and origin.get("sha256") != expected:
+        raise ValueError(f"loss {loss!r}: its source changed after the benchmark grid was loaded (sha256 "
+                         f"{expected[:12]} when the grid's jobs were made, {origin['sha256'][:12]} now); this job would "
+                         "record the new source under the old setting: run the grid again, which makes the changed loss "
+                         "a new setting")
+    return origin
 
 
 def run_option_values(cfg: Any) -> dict[str, Any]:

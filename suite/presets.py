@@ -210,7 +210,13 @@ def loss_origin(loss: str) -> dict[str, Any] | None:
     if user.is_spec(loss):
         return user.origin(loss)
     key = L.aliases().get(_key(loss), _key(loss))
-    return user.origin(key) if key in L.plugins() else None
+    if key in L.plugins():
+        return user.origin(key)
+    from suite.losses.base import plugin_errors
+
+    if key not in L.available() and key in plugin_errors():  # an installed loss that is broken: said before any work
+        raise ValueError(plugin_errors()[key])
+    return None
 
 
 def loss_label(setting: str, loss: str, *, presets_keep_name: bool = False) -> str:

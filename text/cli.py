@@ -20,10 +20,18 @@ def _train(args: argparse.Namespace) -> int:
     from text.methods.simcse import SimCSEConfig, train_simcse
 
     cfg = config_from_args(SimCSEConfig, args, args.config)
+    if args.final_eval != "none":  # its data checked before hours of training, not after
+        from text.data import senteval_root
+
+        if not senteval_root().is_dir():
+            raise ValueError(f"--final-eval {args.final_eval} evaluates on SentEval's data, not found: {senteval_root()}; "
+                             "set SUITE_DATA to the data root holding senteval/downstream, or train without it with "
+                             "--final-eval none")
     res = train_simcse(cfg)
     out = str(res.export or res.folder)
-    print(f"best STS-B dev Spearman {100 * res.info['best_stsb_dev']:.2f} after {res.steps} steps; "
-          f"{res.info['sentences_per_s']:.1f} sentences/s; saved to {out}")
+    dev = (f"best STS-B dev Spearman {100 * res.info['best_stsb_dev']:.2f}" if cfg.dev_eval else
+           "no STS-B dev evaluation (the last model)")
+    print(f"{dev} after {res.steps} steps; {res.info['sentences_per_s']:.1f} sentences/s; saved to {out}")
     if args.final_eval != "none":
         m = evaluate_model(EvalConfig(model=out, tasks=args.final_eval, label=cfg.loss, seed=cfg.seed))
         print(summary_line(m))

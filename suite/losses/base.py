@@ -228,6 +228,12 @@ def load_plugins() -> None:
             _PLUGINS[ep.name] = f"{ep.value} ({ep.dist.name} {ep.dist.version})" if ep.dist else ep.value
 
 
+def plugin_errors() -> dict[str, str]:
+    """Losses of installed packages that were left out (a failed import, a taken name): name -> why."""
+    load_plugins()
+    return dict(_PLUGIN_ERRORS)
+
+
 def plugins() -> dict[str, str]:
     """Losses added by installed packages: name -> where from."""
     load_plugins()
@@ -241,7 +247,7 @@ def canonical_name(name: str) -> str:
     key = _ALIASES.get(key, key)
     if key not in _REGISTRY:
         load_plugins()
-    if key in _PLUGIN_ERRORS and key not in _PLUGINS:
+    if key in _PLUGIN_ERRORS and key not in _PLUGINS and key not in _REGISTRY:  # a built-in keeps its name
         raise ValueError(_PLUGIN_ERRORS[key])
     if key not in _REGISTRY:
         if ":" in name:

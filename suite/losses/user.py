@@ -27,6 +27,7 @@ Example: >>> loss = build_user("examples/my_loss.py:CosMargin", margin=0.3); sel
 """
 from __future__ import annotations
 
+import contextvars
 import copy
 import hashlib
 import importlib
@@ -35,6 +36,7 @@ import importlib.util
 import inspect
 import re
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,85 @@ _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 class LossError(ValueError):
     """A user's loss that cannot be used: one line naming the loss and what went wrong."""
+
+
+class UserLossFault(LossError):
+    """A user's loss failed while a run trained: it raised, returned something a loss does not return, or changed its
+    inputs in place. One line naming the loss and what it did (the training engine adds the step); ``user_frames`` holds
+    the lines of the traceback that lie in the user's own source (what helps them debug it; none of the suite's)."""
+
+    def __init__(self, message: str, user_frames: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.user_frames = list(user_frames or [])
+
+
+_PREFLIGHT: contextvars.ContextVar[bool] = contextvars.ContextVar("suite_user_loss_preflight", default=False)
+_INPUTS = ("z_a", "z_b")
+
+
+def _user_frames(exc: BaseException, cls: type) -> list[str]:
+    """The traceback lines of ``exc`` in the source of ``cls`` (its file; a package's folder), formatted as Python does."""
+    try:
+        src = Path(inspect.getsourcefile(cls) or "").resolve()
+    except (TypeError, OSError):
+        return []
+    mine = src.parent if src.name == "__init__.py" else src
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if f.filename and (Path(f.filename).resolve() == mine or mine in Path(f.filename).resolve().parents)]
+    return [line.rstrip("\n") for line in traceback.format_list(frames)]
+
+
+def _guard(adopted: type, user_cls: type, label: str) -> Any:
+    """``__call__`` of an adopted loss: the user's call, then checks of what it did that read nothing from the device
+    (no host read per step): it returns a floating 0-d tensor on its inputs' device, with a gradient where its inputs
+    have one, and leaves its inputs as they were (their version counters). Anything raised in the user's code becomes a
+    :class:`UserLossFault` naming the loss, with the user's own traceback lines; a CUDA out-of-memory error passes as
+    it is (the engine names the batch and the memory)."""
+
+    def __call__(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        call = super(adopted, self).__call__  # type: ignore[misc]
+        if _PREFLIGHT.get():  # the self-check says what is wrong in its own words
+            return call(*args, **kwargs)
+        names = ("views",) if len(args) == 1 else _INPUTS
+        given = [(names[i] if i < len(names) else f"input {i}", a) for i, a in enumerate(args) if isinstance(a, Tensor)]
+        given += [(k, v) for k, v in kwargs.items() if isinstance(v, Tensor)]
+        versions = [t._version for _, t in given]
+        try:
+            out = call(*args, **kwargs)
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as exc:
+            raise UserLossFault(f"loss {label!r} raised {type(exc).__name__}: {_first_line(exc)}",
+                                _user_frames(exc, user_cls)) from exc
+        changed = [name for (name, t), v in zip(given, versions) if t._version != v]
+        if changed:
+            raise UserLossFault(f"loss {label!r} changed its input {', '.join(changed)} in place; a loss must leave its "
+                                "inputs as they are (the encoder's backward and the other terms read them): compute on "
+                                "new tensors (z = z / n, not z.div_(n))")
+        dev = given[0][1].device if given else None
+        if not isinstance(out, Tensor):
+            raise UserLossFault(f"loss {label!r} returned {type(out).__name__}, not a tensor; a loss returns a 0-d "
+                                "floating-point tensor")
+        if out.dim() != 0:
+            raise UserLossFault(f"loss {label!r} returned a tensor of shape {tuple(out.shape)}; a loss returns a scalar "
+                                "(shape ())")
+        if not out.is_floating_point():
+            raise UserLossFault(f"loss {label!r} returned dtype {out.dtype}; a loss returns a floating-point scalar "
+                                "(its gradient flows to the encoder)")
+        if dev is not None and out.device != dev:
+            raise UserLossFault(f"loss {label!r} returned a tensor on {out.device}, but its inputs are on {dev}; a loss "
+                                "returns its value on its inputs' device")
+        if torch.is_grad_enabled() and any(t.requires_grad for _, t in given) and not out.requires_grad:
+            raise UserLossFault(f"loss {label!r} returned a value without a gradient (detached from its inputs); the "
+                                "encoder would not learn")
+        return out
+
+    return __call__
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "(no message)"
 
 
 class UserLoss:
@@ -166,8 +247,10 @@ def adopt(cls: type, label: str) -> type:
         raise LossError(f"loss {label!r}: {getattr(cls, '__name__', cls)!r} is not a loss (not a torch.nn.Module "
                         f"subclass)")
     bases = (cls,) if issubclass(cls, ContrastiveLoss) else (cls, UserLoss)
-    return type(cls.__name__, bases, {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
-                                      "__doc__": cls.__doc__, "name": label})
+    adopted = type(cls.__name__, bases, {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                                         "__doc__": cls.__doc__, "name": label})
+    adopted.__call__ = _guard(adopted, cls, label)  # type: ignore[method-assign]
+    return adopted
 
 
 def load_class(spec: str) -> type:
@@ -249,6 +332,15 @@ def self_check(loss: Any, label: str, n: int = 8, d: int = 16) -> None:
     if getattr(loss, "multi_view", False):
         cases.append(("multi-view (V, N, d)", (torch.randn(3, n, d, generator=gen, dtype=torch.float64),)))
     extra = _inputs(loss, n, d, gen)
+    token = _PREFLIGHT.set(True)
+    try:
+        _self_check(probe, label, cases, extra)
+    finally:
+        _PREFLIGHT.reset(token)
+
+
+def _self_check(probe: nn.Module, label: str, cases: list[tuple[str, tuple[Tensor, ...]]],
+                extra: dict[str, Tensor]) -> None:
     for kind, inputs in cases:
         inputs = tuple(x.requires_grad_() for x in inputs)
         try:
@@ -272,5 +364,5 @@ def self_check(loss: Any, label: str, n: int = 8, d: int = 16) -> None:
                 raise LossError(f"loss {label!r}: gives a non-finite gradient to input {i} on {kind} embeddings")
 
 
-__all__ = ["GROUP", "LossError", "UserLoss", "adopt", "build_user", "construct", "entry_point", "entry_points",
+__all__ = ["GROUP", "LossError", "UserLoss", "UserLossFault", "adopt", "build_user", "construct", "entry_point", "entry_points",
            "is_spec", "load_class", "origin", "self_check"]

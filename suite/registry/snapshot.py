@@ -21,6 +21,17 @@ def check_snapshot(path: str | Path, nothing: str = "nothing imported") -> list[
     """Every run of the JSONL snapshot at ``path`` as ``(line number, line, row)``, each checked by
     :func:`check_run_row` and ids unique within the file. Any bad line: one ``ValueError`` listing every bad line of
     the file with its number (``nothing`` says what that means for the caller: nothing was written)."""
+    rows, errors = scan_snapshot(path)
+    if errors:
+        shown = errors[:20] + ([f"... and {len(errors) - 20} more"] if len(errors) > 20 else [])
+        head = f"{len(errors)} bad lines ({nothing}): " if len(errors) > 1 else f"({nothing}) "
+        raise ValueError(head + " | ".join(shown))
+    return rows
+
+
+def scan_snapshot(path: str | Path) -> tuple[list[tuple[int, str, dict[str, Any]]], list[str]]:
+    """The good runs of the JSONL snapshot at ``path`` (as :func:`check_snapshot` gives them) and a message per bad line
+    (file, line and what is wrong): a reader shows what can be read and says what it left out."""
     from suite.safeio import read_text
 
     p = Path(path)
@@ -47,11 +58,7 @@ def check_snapshot(path: str | Path, nothing: str = "nothing imported") -> list[
             errors.append(f"{p}, line {i}: " + "; ".join(bad) + (f" (run {rid})" if isinstance(rid, str) else ""))
         else:
             rows.append((i, line, rec))
-    if errors:
-        shown = errors[:20] + ([f"... and {len(errors) - 20} more"] if len(errors) > 20 else [])
-        head = f"{len(errors)} bad lines ({nothing}): " if len(errors) > 1 else f"({nothing}) "
-        raise ValueError(head + " | ".join(shown))
-    return rows
+    return rows, errors
 
 
 

@@ -22,6 +22,7 @@ import math
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -64,7 +65,8 @@ def _make_engine(url: str) -> tuple[sa.Engine, Path | None]:
             parent.mkdir(parents=True, exist_ok=True)
             url = f"sqlite:///{path}"
     if url.startswith("sqlite"):
-        engine = sa.create_engine(url, connect_args={"timeout": 60, "isolation_level": None}, poolclass=sa.pool.NullPool)
+        wait = lock_timeout()
+        engine = sa.create_engine(url, connect_args={"timeout": wait, "isolation_level": None}, poolclass=sa.pool.NullPool)
         if read_only is not None:
             return engine, read_only
 
@@ -72,7 +74,7 @@ def _make_engine(url: str) -> tuple[sa.Engine, Path | None]:
         def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA busy_timeout=60000")
+            cur.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
@@ -83,6 +85,27 @@ def _make_engine(url: str) -> tuple[sa.Engine, Path | None]:
 
         return engine, None
     return sa.create_engine(url, pool_pre_ping=True), None
+
+
+def lock_timeout() -> float:
+    """Seconds a SQLite registry waits for another process's write to end (``$SUITE_REGISTRY_TIMEOUT``, default 60)."""
+    raw = os.environ.get("SUITE_REGISTRY_TIMEOUT", "60")
+    try:
+        wait = float(raw)
+    except ValueError:
+        wait = math.nan
+    if not (math.isfinite(wait) and wait >= 0):
+        raise ValueError(f"SUITE_REGISTRY_TIMEOUT must be a number of seconds >= 0, got {raw!r}")
+    return wait
+
+
+def _why(exc: BaseException) -> str:
+    """The driver's reason, and for a lock what it means: another process holds the registry."""
+    reason = _reason(exc)
+    if "database is locked" in reason or "database table is locked" in reason:
+        return (f"locked by another process, which held it for more than {lock_timeout():g} s "
+                f"(SUITE_REGISTRY_TIMEOUT) ({reason}); nothing was written, what was recorded before is kept")
+    return reason
 
 
 def display_url(url: str) -> str:
@@ -121,7 +144,7 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
                     time.sleep(0.2 * (attempt + 1))
             self._migrate()
         except (sa.exc.SQLAlchemyError, OSError) as exc:
-            raise RegistryError(f"cannot open the registry {self.shown}: {_reason(exc)}") from exc
+            raise RegistryError(f"cannot open the registry {self.shown}: {_why(exc)}") from exc
         except ImportError as exc:  # a database URL whose driver is not installed (mysql:// without MySQLdb)
             name = exc.name or str(exc)
             hint = f" (pip install {_DRIVERS[name]})" if name in _DRIVERS else ""
@@ -138,7 +161,7 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
             with self.engine.begin() as conn:
                 yield conn
         except sa.exc.DBAPIError as exc:
-            raise RegistryError(f"registry {self.shown}: {_reason(exc)}") from exc
+            raise RegistryError(f"registry {self.shown}: {_why(exc)}") from exc
 
     @contextmanager
     def _read(self) -> Iterator[sa.Connection]:
@@ -146,7 +169,7 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
             with self.engine.connect() as conn:
                 yield conn
         except sa.exc.DBAPIError as exc:
-            raise RegistryError(f"registry {self.shown}: {_reason(exc)}") from exc
+            raise RegistryError(f"registry {self.shown}: {_why(exc)}") from exc
 
     def _migrate(self) -> None:
         """Add the columns of newer versions to a database made by an older one (ALTER TABLE ADD COLUMN)."""
@@ -418,10 +441,19 @@ def open_registry(spec: str | None = None) -> Registry:
         src = Path(spec)
         if not src.is_file():
             raise ValueError(f"registry snapshot not found: {src}")
+        from suite.registry.snapshot import check_snapshot, scan_snapshot
+
+        rows, bad = scan_snapshot(src)  # a line that does not parse is left out and said; the others are read
+        if bad and not rows:  # nothing readable: the one error of check_snapshot
+            check_snapshot(src, nothing="nothing read")
+        if bad:
+            print(f"warning: {len(bad)} bad line(s) of {src} left out, the other {len(rows)} runs read: "
+                  + " | ".join(b.replace(f"{src}, ", "") for b in bad[:5]) + (" | ..." if len(bad) > 5 else ""),
+                  file=sys.stderr)
         tmp = Path(tempfile.mkdtemp(prefix="suite-registry-"))
         atexit.register(shutil.rmtree, tmp, True)
         reg = Registry(str(tmp / "registry.sqlite"))
-        reg.import_jsonl(src)
+        reg.import_jsonl(src, checked=rows)
         reg.source = str(src)  # what reports name (the temporary database is gone after the process)
         return reg
     return Registry(spec)

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 import warnings
 from contextlib import nullcontext
@@ -57,7 +58,7 @@ from torch import Tensor, nn
 
 from suite import distributed as sd
 from suite.losses.checks import DeferredChecks, deferred
-from suite.train.checkpoint import load_for_resume, rng_state, save_checkpoint, set_rng_state
+from suite.train.checkpoint import check_resume_config, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from suite.train.meters import LossLogger, Throughput, diagnostic_values, progress
 from suite.train.seeding import seeded_generator
 
@@ -71,6 +72,41 @@ class NonFiniteLossError(FloatingPointError):
     """The loss became NaN or infinite; nothing was stepped, the last good checkpoint is kept."""
 
 
+class OutOfMemory(MemoryError):
+    """The GPU ran out of memory in a step (the loss or the encoder) or in the evaluation: one line naming where, the
+    batch, the memory asked for and free, and the options that fit it; the last checkpoint is kept."""
+
+
+_OOM_ASKED = re.compile(r"Tried to allocate ([\d.]+ [KMGTP]?i?B)")
+_OOM_TOTAL = re.compile(r"total capacity of ([\d.]+ [KMGTP]?i?B) of which ([\d.]+ [KMGTP]?i?B) is free")
+
+
+def oom_memory(exc: BaseException) -> str:
+    """``tried to allocate X, Y free of Z`` from torch's out-of-memory message (what of it is there)."""
+    text = str(exc)
+    asked, total = _OOM_ASKED.search(text), _OOM_TOTAL.search(text)
+    parts = [f"tried to allocate {asked.group(1)}"] if asked else []
+    if total:
+        parts.append(f"{total.group(2)} free of {total.group(1)}")
+    return ", ".join(parts) if parts else "the allocator gave no sizes"
+
+
+def _in_loss(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised inside a loss (the core's ``suite/losses`` or a user's adopted loss)."""
+    from suite.losses.user import UserLossFault
+
+    if isinstance(exc, UserLossFault):
+        return True
+    losses = Path(__file__).resolve().parents[1] / "losses"
+    tb = exc.__traceback__
+    while tb is not None:
+        f = Path(tb.tb_frame.f_code.co_filename)
+        if losses in f.parents:  # the user's loss is called through suite/losses/user.py's guard
+            return True
+        tb = tb.tb_next
+    return False
+
+
 # ----------------------------------------------------------------------------- device, precision
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -79,7 +115,9 @@ def resolve_device(name: str = "auto") -> torch.device:
     CPU; ``cuda`` without an index means the current CUDA device. Unknown names and ``cuda`` on a
     machine without a GPU raise a one-line ``ValueError``."""
     if name == "auto":
-        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+        if not torch.cuda.is_available():
+            return torch.device("cpu")
+        return check_cuda_device(torch.device("cuda"), name)
     try:
         dev = torch.device(name)
     except (RuntimeError, TypeError):
@@ -87,9 +125,35 @@ def resolve_device(name: str = "auto") -> torch.device:
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(f"device {name!r} asked for, but no CUDA GPU is available; use --device cpu or auto")
-        if dev.index is None:
-            dev = torch.device("cuda", torch.cuda.current_device())
+        dev = check_cuda_device(dev, name)
     return dev
+
+
+def check_cuda_device(dev: torch.device, asked: str) -> torch.device:
+    """``dev`` (``cuda`` or ``cuda:N``) with its index, checked against this machine: an index it does not have, or a
+    CUDA that is installed but cannot be used (a driver too old, a GPU busy or lost), is a one-line ``ValueError``
+    naming what was asked for, before anything is built."""
+    try:
+        count = torch.cuda.device_count()
+        index = torch.cuda.current_device() if dev.index is None else dev.index
+        if index >= count:
+            have = ", ".join(f"cuda:{i}" for i in range(count)) or "none"
+            raise ValueError(f"device {asked!r} asked for, but this machine has {count} CUDA GPU(s) ({have}); use one "
+                             "of them, --device auto or cpu")
+        torch.cuda.get_device_properties(index)
+    except (RuntimeError, AssertionError) as exc:  # torch's CUDA errors (torch.AcceleratorError is a RuntimeError)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"device {asked!r}: CUDA is installed but cannot be used ({first}); use --device cpu, or fix "
+                         "the driver / free the GPU") from None
+    return torch.device("cuda", index)
+
+
+def check_device_precision(device: torch.device, precision: str) -> None:
+    """bf16 on a CUDA GPU that has no bfloat16 (before Ampere): a one-line ``ValueError`` naming the GPU, before
+    anything is built (autocast would otherwise emulate it, slowly, or fail inside a kernel)."""
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ValueError(f"bf16 asked for, but {device} ({torch.cuda.get_device_name(device)}) does not support "
+                         "bfloat16; train in fp32 (drop --bf16 / use --precision fp32)")
 
 
 def optimizer_options(device: torch.device) -> dict[str, Any]:
@@ -233,6 +297,7 @@ class Engine(Generic[B]):
             raise ValueError(f"grad_clip must be >= 0 (0: off), got {grad_clip}")
         self.device = device if isinstance(device, torch.device) else resolve_device(device)
         self.precision = check_precision(precision)
+        check_device_precision(self.device, precision)
         self.model = model
         self.ddp = sd.wrap_ddp(model)
         if compile:  # opt-in: the forward through torch.compile; the checkpoints hold the uncompiled module's state
@@ -324,7 +389,8 @@ class Engine(Generic[B]):
             self._abandon()
             raise ValueError(msg)
         if at is not None:
-            msg = f"loss became {losses[at]} at {where(at)}"
+            name = getattr(self.loss_obj, "name", "")
+            msg = f"loss became {losses[at]} at {where(at)}" + (f" in loss {name!r}" if name else "")
             self._abandon()
             raise NonFiniteLossError(
                 f"{msg}; nothing was stepped from then on and no checkpoint written, the last good checkpoint is kept. "
@@ -338,6 +404,37 @@ class Engine(Generic[B]):
             self._last_read = losses[-1]
         self._abandon(keep=True)
         return self._last_read
+
+    def _fault(self, exc: Exception, batch: int) -> None:
+        """A step raised ``exc``: first the read of what the interval left (a non-finite loss or a failed input check
+        before it is the cause, and is raised instead); then a user's loss's fault or a GPU out of memory is raised again
+        naming the step (no gradient kept, nothing stepped or saved); anything else returns to be raised as it is."""
+        from suite.losses.user import UserLossFault
+
+        where = f"step {self.step + 1} (epoch {self.epoch + 1}, batch {self.batch_in_epoch + 1})"
+        if isinstance(exc, (UserLossFault, torch.cuda.OutOfMemoryError)):
+            try:
+                self.flush()
+            except (ValueError, FloatingPointError):
+                raise
+            except Exception:  # noqa: BLE001 (the device itself may be gone: the step's own error is the one to say)
+                pass
+        else:
+            return
+        self._abandon()
+        self._micro = 0  # the half-accumulated step is dropped with its gradient
+        if isinstance(exc, UserLossFault):
+            raise UserLossFault(f"{exc} at {where}; nothing was stepped and no checkpoint written, the last checkpoint "
+                                "is kept", exc.user_frames) from exc.__cause__
+        if _in_loss(exc):
+            hint = ("build the loss with chunk_size='auto' (memory-bounded tiles; --loss-hparams chunk_size=auto) or "
+                    "give a smaller --batch-size")
+        else:
+            hint = ("encode the batch in chunks with gradient caching (--grad-cache-chunk K: the same gradient, the "
+                    "memory of K examples) or give a smaller --batch-size")
+        raise OutOfMemory(f"GPU out of memory at {where} in the {'loss' if _in_loss(exc) else 'encoder'} with a batch of "
+                          f"{batch} ({oom_memory(exc)}); {hint}. Nothing was stepped and no checkpoint written, the last "
+                          f"checkpoint is kept") from None
 
     def _abandon(self, keep: bool = False) -> None:
         """Forget the window read (``keep``: it was read and is clean), else after a fault: no gradient kept."""
@@ -442,6 +539,8 @@ class Engine(Generic[B]):
         finally:
             if prefetch is not None:
                 prefetch.close()
+        self.flush()
+        self.log_curve()  # the last steps' point (the points fall every log_every steps, not at each epoch's end)
 
     def _fit(self, batches: Callable[[int], Sequence[B]], step_fn: Callable[[Any], Tensor | CachedStep],
              epochs: int | None, max_steps: int | None, size: Callable[[B], int] | None,
@@ -462,10 +561,14 @@ class Engine(Generic[B]):
                     stopped = True
                     break
                 self.checks.index = len(self._window)
-                with deferred(self.checks):
-                    with self.autocast():
-                        out = step_fn(next(ready) if ready is not None else b)
-                    self.backward(out)
+                try:
+                    with deferred(self.checks):
+                        with self.autocast():
+                            out = step_fn(next(ready) if ready is not None else b)
+                        self.backward(out)
+                except Exception as exc:  # named with its step (and the batch, for memory); the user's code's as such
+                    self._fault(exc, size(b) if size else len(b))  # type: ignore[arg-type]
+                    raise
                 self.batch_in_epoch += 1
                 items = (size(b) if size else len(b)) * sd.world_size()  # type: ignore[arg-type]
                 self.throughput.update(items)
@@ -479,7 +582,6 @@ class Engine(Generic[B]):
                 if stepped and on_step is not None:
                     on_step()
             self.flush()  # a non-finite loss of the epoch's last steps is named before anything is logged or saved
-            self.log_curve()
             if stopped or (self._done(max_steps) and self.batch_in_epoch < len(bs)):
                 break
             stats = {**self.logger.means(), rate_name: self.throughput.rate}
@@ -548,9 +650,15 @@ class Engine(Generic[B]):
     def load(self, path: str | Path, config: dict[str, Any], ignore: tuple[str, ...] = ()) -> dict[str, Any]:
         """Resume from ``path`` (refused with :class:`suite.train.ConfigMismatchError` naming the
         differing keys when it records another experiment); returns the front-end's ``extra``."""
-        state = load_for_resume(path, config, map_location=self.device, ignore=ignore)
-        if state.get("layout") != LAYOUT:
-            raise ValueError(f"checkpoint {path} has layout {state.get('layout')!r}, this engine writes {LAYOUT}; "
+        state = load_checkpoint(path, map_location=self.device)
+        layout = state.get("layout")
+        if isinstance(layout, int) and not isinstance(layout, bool) and layout > LAYOUT:  # before its config is compared
+            raise ValueError(f"checkpoint {path} was written by a newer version of the suite (layout {layout}; this "
+                             f"version reads layout {LAYOUT}): update the suite to resume it, or give another output "
+                             "folder; the checkpoint is left as it is")
+        check_resume_config(path, state.get("config"), config, ignore)
+        if layout != LAYOUT:
+            raise ValueError(f"checkpoint {path} has layout {layout!r}, this engine writes {LAYOUT}; "
                              f"it was written by an older version: start a new output folder")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -635,6 +743,6 @@ def resumable(registry: Any, run_id: str | None) -> str | None:
         return None
 
 
-__all__ = ["CachedStep", "Engine", "LOG_EVERY", "NonFiniteLossError", "PRECISIONS", "autocast", "data_workers",
-           "epoch_batches", "eval_batches", "grad_cache_embeddings", "optimizer_options", "resolve_device", "resumable",
+__all__ = ["CachedStep", "Engine", "LOG_EVERY", "NonFiniteLossError", "OutOfMemory", "PRECISIONS", "autocast", "data_workers",
+           "check_cuda_device", "check_device_precision", "epoch_batches", "eval_batches", "grad_cache_embeddings", "optimizer_options", "resolve_device", "resumable",
            "to_device"]

@@ -87,9 +87,11 @@ from torch import Tensor, nn
 from suite import distributed as sd
 from suite.config import experiment_config, run_option_values, run_options
 from suite.inputs import changed_inputs, input_identities
-from suite.train.engine import LOG_EVERY, CachedStep, Engine, epoch_batches, resolve_device, resumable
+from suite.train.engine import (LOG_EVERY, CachedStep, Engine, OutOfMemory, check_device_precision, epoch_batches,
+                                oom_memory, resolve_device, resumable)
 from suite.train.folders import (CHECKPOINTS, EXPORT, LOCK, PROVENANCE, RUNS_ROOT, Checkpoints, FolderBusyError,
                                   check_run_options, hold_folder, run_folder, runs_root)
+from suite.train.checkpoint import ConfigMismatchError
 from suite.train.legacy import Earlier, earlier_layout, remove_when_built, upgrade_entries
 from suite.train.seeding import derive_seed, seed_everything, seeded_generator
 
@@ -334,6 +336,8 @@ def _other_inputs(path: Path, inputs: dict[str, str]) -> list[str]:
     from before inputs were recorded, or an input not there now: nothing to compare)."""
     from suite.train.checkpoint import load_checkpoint
 
+    if not inputs:  # nothing to compare (and a damaged checkpoint is named where it is resumed)
+        return []
     was = (load_checkpoint(path).get("config") or {}).get(INPUTS)
     if not isinstance(was, dict):
         return []
@@ -361,6 +365,7 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
     trackers = parse(getattr(cfg, "log_to", ""), getattr(cfg, "mlflow_uri", ""))
     seed = getattr(cfg, "seed")
     device = resolve_device(getattr(cfg, "device", "auto"))
+    check_device_precision(device, "bf16" if getattr(cfg, "bf16", False) is True else getattr(cfg, "precision", "fp32"))
     seed_everything(seed, rank=sd.rank())
     found = earlier_layout(task.earlier, folder, cfg=cfg, stem=task.stem(cfg))
     ckpts = Checkpoints(folder / CHECKPOINTS, task.keep_checkpoints(cfg), found.checkpoints)
@@ -368,6 +373,7 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
     if isinstance(every, bool) or not isinstance(every, int) or every < 0:
         raise ValueError(f"checkpoint_every must be an integer >= 0 (0: at the end only), got {every!r}")
     ctx: RunContext[C] = RunContext(cfg, device, folder, seed, moved=found.files)
+    reg = open_registry(cfg, registry)  # a damaged or locked registry is said before any data is read or model built
     training = task.build(cfg, ctx)
     engine: Engine[Any] = Engine(training.model, training.optimizer, device=device, scheduler=training.scheduler,
                                  precision=training.precision, grad_clip=training.grad_clip, loss=training.loss,
@@ -386,11 +392,20 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
                   f"now; {len(gone)} removed, the run starts from the beginning", flush=True)
         last = None
     if last is not None:
-        task.restore(cfg, ctx, training, engine.load(last, experiment, ignore=(*run_options(cfg), INPUTS)))
+        try:
+            state = engine.load(last, experiment, ignore=(*run_options(cfg), INPUTS))
+        except ValueError as exc:  # a damaged or foreign checkpoint is left as it is; an earlier one is named
+            if isinstance(exc, ConfigMismatchError) or "newer version" in str(exc):
+                raise
+            earlier = [c for c in ckpts.all() if c != last]
+            if not earlier:
+                raise
+            raise ValueError(f"{exc}; nothing was changed: move it out of {last.parent} to resume from the checkpoint "
+                             f"before it, {earlier[-1].name}") from None
+        task.restore(cfg, ctx, training, state)
     resumed_from = engine.epoch
     epochs = training.epochs if stop_after is None or training.epochs is None else min(training.epochs,
                                                                                          engine.epoch + stop_after)
-    reg = open_registry(cfg, registry)
     t0 = time.perf_counter()
     metrics: dict[str, float] = {}
     export: Path | None = None
@@ -439,7 +454,14 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
         if stop_after is not None and training.epochs is not None and engine.epoch < training.epochs:
             raise KeyboardInterrupt(f"stopped after {stop_after} epoch(s) (stop_after)")
         if sd.is_main():
-            metrics = task.evaluate(cfg, ctx, training)
+            try:
+                metrics = task.evaluate(cfg, ctx, training)
+            except torch.cuda.OutOfMemoryError as exc:  # the trained model is in the last checkpoint: one line
+                last_ckpt = ckpts.latest()
+                raise OutOfMemory(
+                    f"GPU out of memory in the evaluation after training ({oom_memory(exc)}); the trained model is kept "
+                    f"in {last_ckpt or folder}: give a smaller evaluation batch (--eval-batch-size where the command "
+                    "has it) and run the same command again, which evaluates without training again") from None
             ctx.log(metrics, split=task.eval_split, step=engine.step if by_step else engine.epoch)
             module = task.export_module(cfg, training)
             if module is not None:

@@ -80,6 +80,9 @@ class SimCSEConfig:
     max_steps: int = field(default=0, metadata={"help": "stop after N steps (0 = epochs)"})
     eval_every: int = field(default=125, metadata={"help": "STS-B dev every N steps, best kept (0 = only at the end)"})
     eval_batch_size: int = 128
+    dev_eval: bool = field(default=True, metadata={
+        "help": "evaluate STS-B dev (every --eval-every steps and at the end) and export the best model; false: train "
+                "without SentEval's data, export the last model (no dev score)", "omit_default": True})
     hard_negative_weight: float = field(default=0.0, metadata={"help": "sup infonce: log-weight added to own hard negative"})
     teacher: str = field(default="default", metadata={"help": "xclr: frozen teacher sentence model"})
     seed: int = 0
@@ -165,6 +168,22 @@ def check_config(cfg: SimCSEConfig) -> None:
                          "triplets")
 
 
+def check_dev_file(cfg: SimCSEConfig) -> None:
+    """The STS-B dev file the dev evaluation reads, checked before any model or data is loaded: a missing one is a
+    ``ValueError`` naming it, the option that needs it and the one that trains without it."""
+    if not cfg.dev_eval:
+        return
+    from text.data import senteval_root
+
+    path = senteval_root() / "STS" / "STSBenchmark" / "sts-dev.csv"
+    if not path.is_file():
+        when = (f"every {cfg.eval_every} steps (--eval-every) and at the end" if cfg.eval_every else
+                "once at the end even with --eval-every 0")
+        raise ValueError(f"STS-B dev file not found: {path}; SimCSE evaluates it {when} to export the best model: set "
+                         "SUITE_DATA to the data root holding senteval/downstream, or train without it with "
+                         "--no-dev-eval (the last model is exported, no dev score)")
+
+
 class SimCSETask(Task[SimCSEConfig]):
     """SimCSE as a :class:`suite.train.run.Task` (task ``simcse-<mode>``, headline: the best STS-B dev Spearman).
 
@@ -179,6 +198,7 @@ class SimCSETask(Task[SimCSEConfig]):
 
     def __init__(self, cfg: SimCSEConfig) -> None:
         check_config(cfg)  # before the run owner takes the folder or reads anything
+        check_dev_file(cfg)
         self.name = f"simcse-{cfg.mode}"  # type: ignore[misc]
         self.best, self.best_state = -math.inf, None
         self.history: list[dict[str, float]] = []
@@ -233,9 +253,10 @@ class SimCSETask(Task[SimCSEConfig]):
         steps_per_epoch = len(ctx.epoch_batches(len(data), cfg.batch_size, 0))
         total = cfg.max_steps or steps_per_epoch * cfg.epochs
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / total))  # HF linear decay, no warm-up
-        dev_eval = STSEvaluator(["STSB-dev"])
+        dev_eval = STSEvaluator(["STSB-dev"]) if cfg.dev_eval else None
 
         def evaluate() -> float:
+            assert dev_eval is not None
             m = dev_eval(EncodeFn(encoder, cfg.eval_batch_size, 512, device))["stsb_dev"]
             if m > self.best:
                 self.best, self.best_state = m, _state(encoder)
@@ -245,7 +266,8 @@ class SimCSETask(Task[SimCSEConfig]):
             engine = ctx.engine
             assert engine is not None
             if cfg.eval_every and engine.step % cfg.eval_every == 0:
-                self.history.append(_log_eval(ctx, evaluate()))
+                if cfg.dev_eval:
+                    self.history.append(_log_eval(ctx, evaluate()))
                 ctx.checkpoint()
 
         self.evaluate_dev, self.ctx = evaluate, ctx
@@ -269,6 +291,8 @@ class SimCSETask(Task[SimCSEConfig]):
     def evaluate(self, cfg: SimCSEConfig, ctx: RunContext[SimCSEConfig], training: Training) -> dict[str, float]:
         engine = ctx.engine
         assert engine is not None
+        if not cfg.dev_eval:  # the last model is exported
+            return {"train_wall_s": time.perf_counter() - self.t0}
         if not self.history or self.history[-1]["step"] != engine.step:
             self.history.append(_log_eval(ctx, self.evaluate_dev()))
         if self.best_state is not None:
