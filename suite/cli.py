@@ -16,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from suite.faults import RunFault
 from suite.registry import STATUSES, Registry, markdown_table, open_registry
 
 
@@ -289,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("Traceback of your loss (most recent call last):\n" + "\n".join(frames), file=sys.stderr)
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
-    except (FloatingPointError, MemoryError) as exc:  # a run that failed (a loss turned NaN, the GPU's memory): one line
+    except (FloatingPointError, MemoryError, RunFault) as exc:  # a run that failed (a loss turned NaN, the GPU): one line
         print(f"error: {_one_line(str(exc)) or 'out of memory'}", file=sys.stderr)
         return 1
     except OSError as exc:  # a missing, unreadable or unwritable path, a full disk: named, no traceback

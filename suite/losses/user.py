@@ -95,9 +95,9 @@ def _guard(adopted: type, user_cls: type, label: str) -> Any:
         versions = [t._version for _, t in given]
         try:
             out = call(*args, **kwargs)
-        except torch.cuda.OutOfMemoryError:
-            raise
         except Exception as exc:
+            if isinstance(exc, torch.cuda.OutOfMemoryError) or isinstance(exc, getattr(torch, "AcceleratorError", ())):
+                raise  # the GPU's fault, not the user's code: the engine names the step, the batch and the memory
             raise UserLossFault(f"loss {label!r} raised {type(exc).__name__}: {_first_line(exc)}",
                                 _user_frames(exc, user_cls)) from exc
         changed = [name for (name, t), v in zip(given, versions) if t._version != v]

@@ -57,6 +57,7 @@ import torch
 from torch import Tensor, nn
 
 from suite import distributed as sd
+from suite.faults import RunFault
 from suite.losses.checks import DeferredChecks, deferred
 from suite.train.checkpoint import check_resume_config, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from suite.train.meters import LossLogger, Throughput, diagnostic_values, progress
@@ -72,9 +73,20 @@ class NonFiniteLossError(FloatingPointError):
     """The loss became NaN or infinite; nothing was stepped, the last good checkpoint is kept."""
 
 
-class OutOfMemory(MemoryError):
+class OutOfMemory(RunFault, MemoryError):
     """The GPU ran out of memory in a step (the loss or the encoder) or in the evaluation: one line naming where, the
     batch, the memory asked for and free, and the options that fit it; the last checkpoint is kept."""
+
+
+class GPUError(RunFault, RuntimeError):
+    """The GPU failed in a step (a CUDA error: the device lost, a launch failure): one line naming the step and torch's
+    first line; the last checkpoint is kept."""
+
+
+def _cuda_error(exc: BaseException) -> bool:
+    accel = getattr(torch, "AcceleratorError", None)
+    return (accel is not None and isinstance(exc, accel)) or (isinstance(exc, RuntimeError)
+                                                              and str(exc).startswith("CUDA error"))
 
 
 _OOM_ASKED = re.compile(r"Tried to allocate ([\d.]+ [KMGTP]?i?B)")
@@ -326,6 +338,7 @@ class Engine(Generic[B]):
         # a fused optimiser skips a flagged update on the device (found_inf); any other is guarded by a host read
         self.skips_on_device = bool(getattr(optimizer, "defaults", {}).get("fused")) and not self.scaler.is_enabled()
         self.host_reads = 0  # reads of the device by the engine (flush), for the tests and the benchmark
+        self._caching = False  # inside a gradient-caching step (what an out-of-memory error there says)
         self.checks = DeferredChecks()  # the losses' input checks while a step runs (read with the loss)
         # the step curves (split ``train-step``, logged at each interval's read, issue 51): host sums since the last
         # point, the gradient norm of the interval's last step (a device tensor, read with the loss)
@@ -349,9 +362,10 @@ class Engine(Generic[B]):
         the optimiser skips a flagged update on the device, fold a non-finite loss into its sticky ``found_inf`` (from
         this step on no update is made); where it cannot, read the device now, before anything is stepped."""
         v = value.detach().reshape(())
+        diags = self._diagnostics()
         self._window.append((self.step + 1, self.epoch + 1, self.batch_in_epoch + 1))
         self._losses.append(v)
-        self._diags.append(diagnostic_values(self.loss_obj) if self.loss_obj is not None else {})
+        self._diags.append(diags)
         self._last = v
         if self.skips_on_device:
             bad = torch.isfinite(v).logical_not()
@@ -359,6 +373,28 @@ class Engine(Generic[B]):
             self.optimizer.found_inf = self._found.float()  # type: ignore[attr-defined]
         else:
             self.flush()
+
+    def _diagnostics(self) -> dict[str, Tensor | float]:
+        """The loss's diagnostics of this micro-batch, kept as they are (no host read); what is not a number or a
+        one-element tensor, or a ``diagnostics()`` that raises, is a :class:`suite.losses.user.UserLossFault` naming the
+        loss and the diagnostic (host checks of types only)."""
+        from suite.losses.user import UserLossFault, _user_frames
+
+        if self.loss_obj is None:
+            return {}
+        name = getattr(self.loss_obj, "name", "") or type(self.loss_obj).__name__
+        try:
+            d = diagnostic_values(self.loss_obj)
+        except Exception as exc:
+            raise UserLossFault(f"loss {name!r}: its diagnostics() raised {type(exc).__name__}: {exc}",
+                                _user_frames(exc, type(self.loss_obj))) from exc
+        for k, x in d.items():
+            if not ((isinstance(x, Tensor) and x.numel() == 1) or
+                    (isinstance(x, (int, float)) and not isinstance(x, bool))):
+                shown = f"a tensor of shape {tuple(x.shape)}" if isinstance(x, Tensor) else repr(x)
+                raise UserLossFault(f"loss {name!r}: its diagnostics() gave {shown} for {k!r}; a diagnostic is a "
+                                    "number or a one-element tensor")
+        return d
 
     def flush(self) -> float:
         """Read the device once: raise the ``ValueError`` of a loss's input check that failed since the last read, or
@@ -412,7 +448,8 @@ class Engine(Generic[B]):
         from suite.losses.user import UserLossFault
 
         where = f"step {self.step + 1} (epoch {self.epoch + 1}, batch {self.batch_in_epoch + 1})"
-        if isinstance(exc, (UserLossFault, torch.cuda.OutOfMemoryError)):
+        caching, self._caching = self._caching, False
+        if isinstance(exc, (UserLossFault, torch.cuda.OutOfMemoryError)) or _cuda_error(exc):
             try:
                 self.flush()
             except (ValueError, FloatingPointError):
@@ -426,13 +463,22 @@ class Engine(Generic[B]):
         if isinstance(exc, UserLossFault):
             raise UserLossFault(f"{exc} at {where}; nothing was stepped and no checkpoint written, the last checkpoint "
                                 "is kept", exc.user_frames) from exc.__cause__
-        if _in_loss(exc):
+        part = "loss" if _in_loss(exc) else "encoder"
+        if not isinstance(exc, torch.cuda.OutOfMemoryError):  # a CUDA error: the device failed
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise GPUError(f"the GPU failed at {where} in the {part} ({first}); nothing was stepped and no checkpoint "
+                           "written, the last checkpoint is kept: the same command resumes from it (set "
+                           "CUDA_LAUNCH_BLOCKING=1 to name the failing kernel)") from None
+        if part == "loss":
             hint = ("build the loss with chunk_size='auto' (memory-bounded tiles; --loss-hparams chunk_size=auto) or "
                     "give a smaller --batch-size")
+        elif caching:
+            hint = ("give a smaller --grad-cache-chunk (gradient caching holds the activations of one chunk) or a "
+                    "smaller --batch-size (the loss still sees the whole batch's embeddings)")
         else:
             hint = ("encode the batch in chunks with gradient caching (--grad-cache-chunk K: the same gradient, the "
                     "memory of K examples) or give a smaller --batch-size")
-        raise OutOfMemory(f"GPU out of memory at {where} in the {'loss' if _in_loss(exc) else 'encoder'} with a batch of "
+        raise OutOfMemory(f"GPU out of memory at {where} in the {part} with a batch of "
                           f"{batch} ({oom_memory(exc)}); {hint}. Nothing was stepped and no checkpoint written, the last "
                           f"checkpoint is kept") from None
 
@@ -471,6 +517,12 @@ class Engine(Generic[B]):
         return value
 
     def _cached_backward(self, cs: CachedStep, last: bool) -> Tensor:
+        self._caching = True  # what a fault in here says (the chunk's memory); cleared when the step ends
+        value = self._cached_backward_(cs, last)
+        self._caching = False
+        return value
+
+    def _cached_backward_(self, cs: CachedStep, last: bool) -> Tensor:
         buffers = [b for b in self.model.buffers() if b.dtype.is_floating_point or b.dtype == torch.long]
         saved = [b.detach().clone() for b in buffers]  # BatchNorm running statistics: updated by one pass only
         with self.autocast():
@@ -743,6 +795,6 @@ def resumable(registry: Any, run_id: str | None) -> str | None:
         return None
 
 
-__all__ = ["CachedStep", "Engine", "LOG_EVERY", "NonFiniteLossError", "OutOfMemory", "PRECISIONS", "autocast", "data_workers",
+__all__ = ["CachedStep", "Engine", "GPUError", "LOG_EVERY", "NonFiniteLossError", "OutOfMemory", "PRECISIONS", "autocast", "data_workers",
            "check_cuda_device", "check_device_precision", "epoch_batches", "eval_batches", "grad_cache_embeddings", "optimizer_options", "resolve_device", "resumable",
            "to_device"]

@@ -101,6 +101,11 @@ USER_LOSSES = textwrap.dedent('''
             return super().value(z_a.double(), z_b.double())
 
 
+    class BadDiagnosticAt(Good):
+        def diagnostics(self):
+            return {"margin": "high" if self.calls == K else 0.5}
+
+
     class SlowAt(Good):
         def fault(self, out, z_a, z_b):
             time.sleep(60)
@@ -206,6 +211,18 @@ def test_user_loss_changing_its_input_in_place(user_tu, capsys):
     assert main(_with_loss(args, f"{f}:InPlaceAt")) == 2
     err = _one_line(capsys)
     assert "changed its input z_a" in err and "in place" in err and f"{f}:InPlaceAt" in err and STEP5 in err, err
+    _failed_row(db)
+    _kept_epoch_one(folder)
+
+
+def test_user_loss_diagnostic_that_is_not_a_number(user_tu, capsys):
+    """a user's loss whose diagnostics() (logged beside the loss) gives the string 'high' at step 5 -> exit 2, one line
+    naming the loss, the diagnostic 'margin', its value and step 5; the row failed, the epoch-1 checkpoint kept (it was
+    a traceback from torch.as_tensor at the engine's next read, after the step had been taken)"""
+    args, db, folder, f = user_tu
+    assert main(_with_loss(args, f"{f}:BadDiagnosticAt")) == 2
+    err = _one_line(capsys)
+    assert "'high' for 'margin'" in err and f"{f}:BadDiagnosticAt" in err and STEP5 in err, err
     _failed_row(db)
     _kept_epoch_one(folder)
 
@@ -387,6 +404,58 @@ def test_out_of_memory_in_the_encoder(tu, monkeypatch, capsys):  # noqa: F811
     err = _one_line(capsys)
     for needle in ("step 5 (epoch 2, batch 2)", "in the encoder", "batch of 16", "tried to allocate 2.00 GiB",
                    "--grad-cache-chunk", "--batch-size"):
+        assert needle in err, (needle, err)
+    _failed_row(db)
+    _kept_epoch_one(folder)
+
+
+def _at_step(monkeypatch, k: int, error: BaseException) -> None:
+    """The GIN encoder raises ``error`` at its first call in optimiser step ``k`` (training mode), whatever the number
+    of its calls a step (views, gradient caching's two passes over chunks)."""
+    from graph.tu.model import GINEncoder
+    from suite.train.engine import Engine
+
+    done = {"steps": 0}
+    step, forward = Engine._optimizer_step, GINEncoder.forward
+
+    def counted(self):
+        step(self)
+        done["steps"] = self.step
+
+    def failing(self, *a, **kw):
+        if done["steps"] == k - 1 and self.training:
+            raise error
+        return forward(self, *a, **kw)
+
+    monkeypatch.setattr(Engine, "_optimizer_step", counted)
+    monkeypatch.setattr(GINEncoder, "forward", failing)
+
+
+def test_out_of_memory_under_gradient_caching(tu, monkeypatch, capsys):  # noqa: F811
+    """torch.cuda.OutOfMemoryError in the encoder at step 5 of a run that already uses gradient caching
+    (--grad-cache-chunk 8) -> exit 1, one line naming the step, the batch and memory, and a smaller --grad-cache-chunk
+    (not gradient caching again, which it has); the epoch-1 checkpoint kept"""
+    args, db, folder = tu
+    _at_step(monkeypatch, 5, torch.cuda.OutOfMemoryError(OOM))
+    assert main([*_tu_epochs(args, 2), "--grad-cache-chunk", "8"]) == 1
+    err = _one_line(capsys)
+    for needle in (STEP5, "in the encoder", "batch of 16", "smaller --grad-cache-chunk", "--batch-size"):
+        assert needle in err, (needle, err)
+    _failed_row(db)
+    _kept_epoch_one(folder)
+
+
+def test_gpu_failing_mid_run(tu, monkeypatch, capsys):  # noqa: F811
+    """the GPU fails at step 5 (torch.AcceleratorError 'CUDA error: unspecified launch failure', as a lost or faulty
+    device gives) -> exit 1, one line naming step 5, torch's first line and that the same command resumes from the last
+    checkpoint; no traceback; the row failed; the epoch-1 checkpoint kept (it was torch's traceback)"""
+    args, db, folder = tu
+    accel = getattr(torch, "AcceleratorError", RuntimeError)
+    _at_step(monkeypatch, 5, accel("CUDA error: unspecified launch failure\nCUDA kernel errors might be asynchronously "
+                                   "reported at some other API call, so the stacktrace below might be incorrect."))
+    assert main(_tu_epochs(args, 2)) == 1
+    err = _one_line(capsys)
+    for needle in (STEP5, "the GPU failed", "unspecified launch failure", "resumes"):
         assert needle in err, (needle, err)
     _failed_row(db)
     _kept_epoch_one(folder)
