@@ -43,6 +43,10 @@ PROMISES = [
     "and weights are checked against each other before loading.",
     "One line: every `suite` command given bad input exits 2 with one line on stderr and no traceback "
     "(`test_cli_bad_inputs` runs them all).",
+    "Named at run time: a user's loss that turns non-finite, raises, returns what a loss does not return or changes its "
+    "inputs at step k, a GPU out of memory (loss, encoder or evaluation) or failing mid-run: one line naming the loss, "
+    "the step, the batch and memory where they apply (the user's own traceback lines only for their code); no finished "
+    "row, and the checkpoint before the fault is kept.",
 ]
 
 
