@@ -60,27 +60,29 @@ def _curve(reg: Registry, run_id: str, name: str) -> list[tuple[int, float]]:
 
 
 def test_a_point_every_interval_from_the_read_values(tmp_path: Path) -> None:
-    """8 steps (2 epochs of 4), log_every 3 -> points at steps 3, 4 (the epoch's end), 6, 8; each the mean of the
-    losses and of MACL's temperature over its steps; the learning rate, the rate and the gradient norm beside them"""
+    """8 steps (2 epochs of 4), log_every 3 -> points at steps 3, 6 (across the epochs' boundary) and 8 (the training's
+    end); each the mean of the losses and of MACL's temperature over its steps; the learning rate, the rate and the
+    gradient norm beside them"""
     reg = Registry(str(tmp_path / "r.sqlite"))
     task = CurveTask()
     res = run(task, CurveConfig(out=str(tmp_path / "run")), registry=reg)
     loss = _curve(reg, res.run_id, "loss")
-    assert [s for s, _ in loss] == [3, 4, 6, 8]
-    windows = {3: (1, 2, 3), 4: (4,), 6: (5, 6), 8: (7, 8)}
+    assert [s for s, _ in loss] == [3, 6, 8]
+    windows = {3: (1, 2, 3), 6: (4, 5, 6), 8: (7, 8)}
     for step, value in loss:
         want = sum(task.losses[i][0] for i in windows[step]) / len(windows[step])
         assert math.isclose(value, want, rel_tol=1e-6), step
     tau = dict(_curve(reg, res.run_id, "tau"))
-    assert math.isclose(tau[6], (task.losses[5][1] + task.losses[6][1]) / 2, rel_tol=1e-6)
+    assert math.isclose(tau[6], sum(task.losses[i][1] for i in (4, 5, 6)) / 3, rel_tol=1e-6)
     for name in ("lr", "items_per_s", "grad_norm"):
-        assert [s for s, _ in _curve(reg, res.run_id, name)] == ([3, 6] if name == "grad_norm" else [3, 4, 6, 8]), name
+        assert [s for s, _ in _curve(reg, res.run_id, name)] == ([3, 6] if name == "grad_norm" else [3, 6, 8]), name
     assert all(v == 0.05 for _, v in _curve(reg, res.run_id, "lr"))
 
 
 def test_a_resumed_run_continues_its_curve(tmp_path: Path) -> None:
-    """interrupted at step 7 (its checkpoint: step 4, the first epoch's end; points logged at 3, 4 and 6), then resumed
-    -> the curve holds each of 3, 4, 6 and 8 once: the interrupted process's point at 6 was dropped and logged again"""
+    """interrupted at step 7 (its checkpoint: step 4, the first epoch's end; points logged at 3 and 6), then resumed
+    -> the curve holds each of 3, 6 and 8 once: the interrupted process's point at 6 was dropped and logged again (the
+    mean of steps 5 and 6: the checkpoint holds no open interval)"""
     reg = Registry(str(tmp_path / "r.sqlite"))
     cfg = CurveConfig(out=str(tmp_path / "run"))
     try:
@@ -88,10 +90,13 @@ def test_a_resumed_run_continues_its_curve(tmp_path: Path) -> None:
     except KeyboardInterrupt:
         pass
     (first,) = reg.runs(task="toy-curves")
-    assert [s for s, _ in _curve(reg, first["id"], "loss")] == [3, 4, 6]
-    res = run(CurveTask(), cfg, registry=reg)
+    assert [s for s, _ in _curve(reg, first["id"], "loss")] == [3, 6]
+    task = CurveTask()
+    res = run(task, cfg, registry=reg)
     assert res.run_id == first["id"] and res.resumed_from == 1
-    assert [s for s, _ in _curve(reg, res.run_id, "loss")] == [3, 4, 6, 8]
+    curve = dict(_curve(reg, res.run_id, "loss"))
+    assert list(curve) == [3, 6, 8]
+    assert math.isclose(curve[6], (task.losses[5][0] + task.losses[6][0]) / 2, rel_tol=1e-6)
 
 
 def test_results_plot_draws_the_curves(tmp_path: Path) -> None:
@@ -146,7 +151,7 @@ def test_tensorboard_reads_back_the_curves(tmp_path: Path) -> None:
     acc.Reload()
     got = [(e.step, e.value) for e in acc.Scalars("train-step/loss")]
     want = _curve(reg, res.run_id, "loss")
-    assert [s for s, _ in got] == [s for s, _ in want] == [3, 4, 6, 8]
+    assert [s for s, _ in got] == [s for s, _ in want] == [3, 6, 8]
     assert all(math.isclose(a, b, rel_tol=1e-6) for (_, a), (_, b) in zip(got, want))
     assert "train-step/tau" in acc.Tags()["scalars"]
 
@@ -166,7 +171,7 @@ def test_a_failing_tracker_costs_a_warning_not_the_run(tmp_path: Path, monkeypat
     with pytest.warns(UserWarning, match="tracker tensorboard failed .*No space left"):
         res = run(CurveTask(), TrackedConfig(out=str(tmp_path / "run"), log_to="tensorboard"), registry=reg)
     assert reg.get(res.run_id)["status"] == "finished"
-    assert [s for s, _ in _curve(reg, res.run_id, "loss")] == [3, 4, 6, 8]
+    assert [s for s, _ in _curve(reg, res.run_id, "loss")] == [3, 6, 8]
 
 
 def test_an_unknown_or_missing_tracker_is_one_line_before_anything_is_built(tmp_path: Path, monkeypatch: Any) -> None:

@@ -126,7 +126,8 @@ def _check_run(uri: str, reg: Registry, run_id: str, *, steps: list[int]) -> Any
     history = [(m.step, m.value) for m in client.get_metric_history(got.info.run_id, "train-step/loss")]
     assert sorted(s for s, _ in history) == steps
     want = dict(_curve(reg, run_id, "loss"))
-    assert all(math.isclose(v, want[s], rel_tol=1e-6) for s, v in history)  # a step logged twice: the same value
+    for step in set(steps):  # a step logged twice (before an interruption and after the resume): one is the registry's
+        assert any(math.isclose(v, want[step], rel_tol=1e-6) for s, v in history if s == step), step
     assert {"train-step/tau", "train-step/lr", "train-step/items_per_s"} <= set(got.data.metrics)
     files = {f.path for f in client.list_artifacts(got.info.run_id, "export")}
     assert {"export/model.safetensors", "export/run.json"} <= files, files
@@ -139,7 +140,7 @@ def test_mlflow_server_receives_params_metrics_and_export(server: str, tmp_path:
     reg = Registry(str(tmp_path / "r.sqlite"))
     res = run(ExportingTask(), MlflowConfig(out=str(tmp_path / "run"), mlflow_uri=server), registry=reg)
     assert res.export is not None
-    _check_run(server, reg, res.run_id, steps=[3, 4, 6, 8])
+    _check_run(server, reg, res.run_id, steps=[3, 6, 8])
     assert not (tmp_path / "run" / "mlflow").exists()  # nothing local beside the server
 
 
@@ -160,8 +161,9 @@ def test_mlflow_local_store_in_the_run_folder(store: str, tmp_path: Path, monkey
         run(ExportingTask(stop_at_step=7), cfg, registry=reg)
     res = run(ExportingTask(), cfg, registry=reg)
     assert res.resumed_from == 1
-    # the interrupted process's point at step 6 stays in MLflow's history (MLflow deletes no metric): twice, one value
-    _check_run(uri, reg, res.run_id, steps=[3, 4, 6, 6, 8])
+    # the interrupted process's point at step 6 stays in MLflow's history (MLflow deletes no metric): twice, the
+    # resumed one over steps 5-6 only (the checkpoint holds no open interval)
+    _check_run(uri, reg, res.run_id, steps=[3, 6, 6, 8])
 
 
 def test_a_server_gone_costs_a_warning_not_the_run(tmp_path: Path) -> None:
@@ -181,7 +183,7 @@ def test_a_server_gone_costs_a_warning_not_the_run(tmp_path: Path) -> None:
         assert sum("tracker mlflow" in str(w.message) for w in caught) == 1
         assert time.monotonic() - t0 < 60
     assert reg.get(res.run_id)["status"] == "finished"
-    assert [s for s, _ in _curve(reg, res.run_id, "loss")] == [3, 4, 6, 8]
+    assert [s for s, _ in _curve(reg, res.run_id, "loss")] == [3, 6, 8]
 
 
 def test_an_mlflow_uri_without_mlflow_is_one_line(tmp_path: Path) -> None:
@@ -254,7 +256,7 @@ def test_wandb_offline_run_holds_the_metrics(tmp_path: Path, monkeypatch: Any) -
     assert name == res.run_id and exit_code == 0 and artifacts == ["model"]  # the export folder, by reference
     assert config["seed"] == "0" and config["lr"] == "0.05" and "code_version" in config
     want = _curve(reg, res.run_id, "loss")
-    assert sorted(history) == [s for s, _ in want] == [3, 4, 6, 8]
+    assert sorted(history) == [s for s, _ in want] == [3, 6, 8]
     assert all(math.isclose(history[s]["train-step/loss"], v, rel_tol=1e-6) for s, v in want)
     assert "train-step/tau" in history[3]
 
