@@ -46,6 +46,7 @@ import functools
 import math
 import os
 import sys
+import warnings
 from typing import Any, Iterator
 
 import torch
@@ -108,17 +109,36 @@ def triton_available() -> bool:
     return True
 
 
+_broken: list[str] = []  # why the kernels could not be built in this process (then the PyTorch tiles run)
+
+
 def applies(*xs: Tensor | None) -> bool:
     """Whether the fused kernels take these inputs (float32, d <= MAX_DIM; CUDA with Triton, or the interpreter)."""
     mode = _mode()
     ts = [x for x in xs if x is not None]
-    if mode == "off" or not ts:
+    if mode == "off" or not ts or _broken:
         return False
     if not all(x.device.type == "cpu" if mode == "interpret" else x.is_cuda for x in ts):
         return False  # checked first: the CPU's tiled path never imports Triton
     if any(x.dtype != torch.float32 or x.dim() != 2 or x.shape[1] > MAX_DIM for x in ts):
         return False
     return triton_available()
+
+
+def attempt(fn: Any, *args: Any, **kwargs: Any) -> Tensor | None:
+    """``fn(*args, **kwargs)``, or None when Triton could not build or launch the kernels on this device (an older GPU
+    without TF32, a Triton that does not match the driver): one warning naming Triton's error, and the PyTorch tiles
+    for the rest of the process. The suite's own errors and the user's pass through."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        if not type(exc).__module__.startswith("triton"):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        _broken.append(f"{type(exc).__name__}: {first}")
+        warnings.warn(f"the fused loss kernels failed on this device ({_broken[-1]}); the PyTorch tiles run instead "
+                      f"(SUITE_FUSED=off chooses them without trying)", RuntimeWarning, stacklevel=3)
+        return None
 
 
 def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: Tensor | None = None, *,

@@ -186,7 +186,9 @@ def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: T
     weights, so the candidates' gradient is formed in the forward too (see :class:`_RowLSE`; exact either
     way, only faster when the hint holds)."""
     if fused.applies(anchors, cands, queue):
-        return fused.row_lse(anchors, cands, queue, excl)
+        out = fused.attempt(fused.row_lse, anchors, cands, queue, excl)
+        if out is not None:
+            return out
     pin_malloc_threshold()
     return _RowLSE.apply(anchors, cands, queue, excl, chunk, bool(uniform))
 
@@ -266,7 +268,9 @@ def pair_kernel_lse(e: Tensor, f: Callable[[Tensor], Tensor], df: Callable[[Tens
     one of the fused kernels' modes, ``(mode, c1[, c2])`` (:mod:`suite.losses.fused`), which then run it where they
     apply."""
     if kind is not None and fused.applies(e, queue):
-        return fused.pair_lse(e, queue, mode=kind[0], c1=kind[1], c2=kind[2] if len(kind) > 2 else 1.0)
+        out = fused.attempt(fused.pair_lse, e, queue, mode=kind[0], c1=kind[1], c2=kind[2] if len(kind) > 2 else 1.0)
+        if out is not None:
+            return out
     pin_malloc_threshold()
     return _PairKernelLSE.apply(e, None if queue is None else queue.detach(), f, df, chunk)
 
@@ -328,8 +332,10 @@ def row_kernel_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: T
     ``queue`` gets no gradient. ``f`` returns a new tensor (it may not alias its input); ``df`` is its
     derivative, 0 where ``f`` is flat. ``kind``: ``f`` as a mode of the fused kernels (see :func:`pair_kernel_lse`)."""
     if kind is not None and fused.applies(anchors, cands, queue):
-        return fused.row_lse(anchors, cands, None if queue is None else queue.detach(), excl, mode=kind[0], c1=kind[1],
-                             c2=kind[2] if len(kind) > 2 else 1.0)
+        out = fused.attempt(fused.row_lse, anchors, cands, None if queue is None else queue.detach(), excl,
+                            mode=kind[0], c1=kind[1], c2=kind[2] if len(kind) > 2 else 1.0)
+        if out is not None:
+            return out
     pin_malloc_threshold()
     return _RowKernelLSE.apply(anchors, cands, None if queue is None else queue.detach(), excl, f, df, chunk)
 

@@ -179,3 +179,30 @@ def test_where_the_kernels_do_not_apply(calls):
 def test_more_than_two_exclusions_are_refused():
     with pytest.raises(ValueError, match="at most 2 excluded columns per row, got 3"):
         fused.row_lse(torch.randn(4, 3), torch.randn(4, 3), None, torch.zeros(3, 4, dtype=torch.long))
+
+
+def test_kernels_that_cannot_be_built_fall_back_with_one_warning(monkeypatch, calls):
+    """Triton failing to build the kernels (an older GPU, a mismatched driver: an error from Triton's modules) -> one
+    warning naming it, the PyTorch tiles for the rest of the process (the same value); other errors pass through."""
+    CompilationError = type("CompilationError", (Exception,), {"__module__": "triton.compiler.errors"})
+
+    def broken(interpreted):
+        raise CompilationError("at 12:4: input_precision tf32x3 is not supported on sm_70\nmore")
+
+    monkeypatch.setattr(fused, "_kernels", broken)
+    monkeypatch.setattr(fused, "_broken", [])
+    x = _float32(_inputs(F64))
+    want = L.build("infonce", chunk_size=4)(x["za"], x["zb"])
+    with fused.interpret():
+        with pytest.warns(RuntimeWarning, match="fused loss kernels failed on this device .CompilationError: at 12:4: "
+                                                "input_precision tf32x3 is not supported on sm_70.; the PyTorch tiles"):
+            got = L.build("infonce", chunk_size=4)(x["za"], x["zb"])
+        assert not fused.applies(x["za"])  # no second try, no second warning
+        again = L.build("dcl", chunk_size=4)(x["za"], x["zb"])
+    assert torch.equal(got, want) and torch.isfinite(again)
+    assert calls["fused"] == 1  # the one attempt
+
+    monkeypatch.setattr(fused, "_broken", [])
+    monkeypatch.setattr(fused, "_kernels", lambda interpreted: (_ for _ in ()).throw(ValueError("ours")))
+    with fused.interpret(), pytest.raises(ValueError, match="ours"):
+        L.build("infonce", chunk_size=4)(x["za"], x["zb"])
