@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu: the CPU build of torch (a much smaller download)
 TORCH_INDEX ?=
 
-.PHONY: install demo test test-all docs gpu-check gpu-bench bench-losses clean
+.PHONY: install demo test test-all test-cluster docs gpu-check gpu-bench bench-losses clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -33,6 +33,11 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q
+
+# The runner's cluster executors against a one-node SLURM cluster (Debian's slurm-wlm and munge) and a local Ray
+# cluster: slow (about 2 min on 2 cores), so not in `make test`; skipped, with the reason, where those are absent.
+test-cluster: $(STAMP)
+	$(PY) -m pytest -q tests/benchmarks/test_cluster_executors.py
 
 # The documentation site (Sphinx + MyST), offline, a warning is an error: the API reference from the docstrings, the
 # CLI reference from the parsers (docs/_ext/suite_docs.py). Open docs/_build/html/index.html.

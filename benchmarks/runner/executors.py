@@ -147,9 +147,13 @@ def node_main(spec: Spec, scheduler_id: str, requeues: int | None) -> str:
     _ACTIVE["runner"] = runner
     out = spec.job.output()
     ckpts = sorted((out / "checkpoints").glob("step-*.pt"), key=lambda p: p.stat().st_mtime) if out else []
-    if requeues:
-        print(f"[requeued {requeues}] {spec.job.label()}  (" + (f"resumes from {ckpts[-1]}" if ckpts else
-              "no checkpoint yet: starts again") + ")", flush=True)
+    if requeues:  # said in the scheduler's log and in the job's own, which goes on
+        msg = (f"[requeued {requeues}] {spec.job.label()}  (" + (f"resumes from {ckpts[-1]}" if ckpts else
+               "no checkpoint yet: starts again") + ")")
+        print(msg, flush=True)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a") as fh:
+            fh.write(msg + "\n")
 
     def on_term(signum: int, frame: Any) -> None:  # the scheduler stops the job (requeue, cancel, time limit)
         runner.stop()

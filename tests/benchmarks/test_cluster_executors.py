@@ -1,0 +1,191 @@
+"""The cluster executors against the real systems: a one-node SLURM cluster started for the test from Debian's
+``slurm-wlm`` and ``munge`` (tests/benchmarks/slurm_cluster.py; skipped, with the reason, where they are not installed
+or do not start) and a local Ray cluster (``ray.init(num_cpus=2)``; skipped where ray is absent). A tiny grid of
+GraphCL runs on MUTAG goes through real sbatch job arrays to the registry; one job is requeued by ``scontrol requeue``
+in the middle of its training and resumes from its checkpoint into the same registry row; ``bench status`` and
+``bench cancel`` are checked. Slow (a minute or two on 2 cores): ``make test-cluster`` (and ``.ci/run``) run them."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.runner.suitefile import load_suite
+from suite.registry import Registry
+from tests.benchmarks import slurm_cluster
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """The environment of a running one-node SLURM cluster (``SLURM_CONF``)."""
+    pytest.importorskip("submitit")
+    base = tmp_path_factory.mktemp("slurm")
+    try:
+        with slurm_cluster.cluster(base) as env:
+            yield env
+    except slurm_cluster.Unavailable as exc:
+        pytest.skip(f"no one-node SLURM cluster: {exc}")
+
+
+def _suite(tmp_path: Path, name: str, groups: list[dict]) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"name": name, "resources": {"cpus": 1, "time": 10}, "jobs": groups}))
+    return path
+
+
+def _tu(seed: int, epochs: int) -> dict:
+    return {"frontend": "graph", "command": "tu", "seeds": [seed],
+            "args": {"dataset": "MUTAG", "loss": "graphcl", "epochs": epochs, "out": "runs/{job}"}}
+
+
+def _wait(cond, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"{what}: the runner ended first:\n{proc.communicate()[0][-3000:]}")
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting: {what}")
+
+
+def _bench(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "suite", "bench", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_slurm_grid_requeue_resumes_with_one_row_status_and_cancel(slurm, tmp_path, monkeypatch):
+    """a 2-job grid through a real sbatch array: both finish; the longer one, requeued by `scontrol requeue` after its
+    first checkpoint, resumes from it into the same run row (one row, finished, requeued 1); the short job's result
+    equals the local executor's; `bench status` shows the grid; `bench cancel` stops a running grid's job"""
+    db = str(tmp_path / "r.sqlite")
+    env = {**os.environ, **slurm, "SUITE_REGISTRY": db}
+    suite = _suite(tmp_path, "tiny", [_tu(0, 3), _tu(1, 60)])
+    _, jobs = load_suite(suite)
+    short, long_ = jobs
+    reg = Registry(db)
+    t0 = time.monotonic()
+    runner = subprocess.Popen([sys.executable, "-m", "suite", "bench", "run", str(suite), "--executor", "slurm"],
+                              env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        ckpts = tmp_path / "runs" / long_.hash[:12] / "checkpoints"
+        _wait(lambda: any(ckpts.glob("step-*.pt")) and reg.runs(config_hash=long_.hash), 150,
+              "the long job's first checkpoint", runner)
+        row = reg.job(long_.hash)
+        assert row["status"] == "running" and row["scheduler_id"].startswith("slurm:") and row["requeues"] == 0
+        run_id = reg.runs(config_hash=long_.hash)[0]["id"]
+        status = _bench(["status", str(suite), "--registry", db], env, tmp_path)
+        assert status.returncode == 0 and row["scheduler_id"] in status.stdout and "running" in status.stdout
+        t_requeue = time.monotonic()
+        sid = row["scheduler_id"].split(":", 1)[1]
+        subprocess.run(["scontrol", "requeue", sid], env=env, check=True, timeout=30)
+        # SLURM holds a requeued job back for 120 s (its BeginTime) before it may start again; the test lets it go
+        _wait(lambda: subprocess.run(["scontrol", "update", f"JobId={sid}", "StartTime=now"], env=env,
+                                     capture_output=True).returncode == 0 and "PENDING" in subprocess.run(
+            ["squeue", "-h", "-o", "%T", "-j", sid], env=env, capture_output=True, text=True).stdout, 60,
+              "the requeued job to be pending", runner)
+        _wait(lambda: (reg.job(long_.hash) or {}).get("requeues") == 1, 120, "the requeued job's restart", runner)
+        restart = time.monotonic() - t_requeue
+        out = runner.communicate(timeout=240)[0]
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    took = time.monotonic() - t0
+    print(f"SLURM tiny grid: {took:.1f} s wall; requeue -> running again: {restart:.1f} s")
+    assert runner.returncode == 0, out
+    assert "summary: finished 2" in out and "requeued 1x" in out
+    runs = reg.runs(config_hash=long_.hash)
+    assert [r["id"] for r in runs] == [run_id] and runs[0]["status"] == "finished"  # one row, continued
+    row = reg.job(long_.hash)
+    assert (row["status"], row["requeues"]) == ("finished", 1)
+    log = Path(row["log"]).read_text()
+    assert "[requeued 1]" in log and "resumes from" in log and "checkpoints/step-" in log
+    assert reg.job_status(short.hash) == "finished" and len(reg.runs(config_hash=short.hash)) == 1
+    status = _bench(["status", str(suite), "--registry", db], env, tmp_path)
+    assert "finished, requeued 1" in status.stdout and "tiny: 2 jobs: 2 finished" in status.stdout
+
+    # the local executor gives the short job the same result
+    local_dir = tmp_path / "local"
+    local_dir.mkdir()
+    monkeypatch.chdir(local_dir)
+    from benchmarks.runner.run import Runner
+
+    local_db = str(local_dir / "r.sqlite")
+    # one thread, as the SLURM job had (cpus: 1): the SVM's folds see the same embeddings to the last bit
+    assert Runner(local_db, threads=1, log_dir=local_dir / "logs").run([short]) == {"finished": 1}
+
+    def result(r: Registry) -> dict:
+        run = r.runs(config_hash=short.hash)[0]
+        return {(m["name"], m["split"]): m["value"] for m in r.metrics(run["id"]) if m["split"] not in ("train-step",)
+                and not m["name"].endswith("_per_s") and not m["name"].endswith("time_s")}
+
+    slurm_result, local_result = result(reg), result(Registry(local_db))
+    assert slurm_result and {k: v for k, v in slurm_result.items() if k[1] == "test"} == {
+        k: v for k, v in local_result.items() if k[1] == "test"}
+
+    # bench cancel stops a running grid's job: its row 'cancelled', SLURM holds nothing, the runner ends
+    monkeypatch.chdir(tmp_path)
+    slow = _suite(tmp_path, "slow", [_tu(2, 5000)])
+    _, (job,) = load_suite(slow)
+    runner = subprocess.Popen([sys.executable, "-m", "suite", "bench", "run", str(slow), "--executor", "slurm"],
+                              env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait(lambda: reg.job_status(job.hash) == "running", 120, "the slow job's start", runner)
+        sid = reg.job(job.hash)["scheduler_id"].split(":", 1)[1]
+        cancel = _bench(["cancel", str(slow), "--registry", db], env, tmp_path)
+        assert cancel.returncode == 0 and "slow: 1 job(s) cancelled" in cancel.stdout, cancel.stdout + cancel.stderr
+        out = runner.communicate(timeout=120)[0]
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 1 and "[cancelled]" in out, out
+    assert reg.job_status(job.hash) == "cancelled"
+    _wait(lambda: not subprocess.run(["squeue", "-h", "-j", sid.split("_")[0]], env=env, capture_output=True,
+                                     text=True).stdout.strip(), 30, "SLURM to let the cancelled job go")
+    assert "cancelled" in _bench(["status", str(slow), "--registry", db], env, tmp_path).stdout
+
+
+def test_slurm_unknown_partition_is_one_line(slurm, tmp_path):
+    """a partition SLURM does not know: sbatch's reason in one line naming the job, no traceback, no queued row left"""
+    db = str(tmp_path / "r.sqlite")
+    suite = _suite(tmp_path, "bad", [{**_tu(0, 1), "resources": {"partition": "nosuchpartition"}}])
+    p = subprocess.run([sys.executable, "-m", "suite", "bench", "run", str(suite), "--executor", "slurm",
+                        "--registry", db], env={**os.environ, **slurm}, cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
+    assert "sbatch refused" in p.stderr and "graph tu" in p.stderr and "partition" in p.stderr.lower(), p.stderr
+    _, (job,) = load_suite(suite)
+    assert Registry(db).job_status(job.hash) == "failed"
+
+
+def test_ray_grid_on_a_local_cluster(tmp_path, monkeypatch):
+    """the same tiny grid as Ray tasks on ray.init(num_cpus=2): both jobs finish, one run row each, the rows name
+    their Ray task"""
+    ray = pytest.importorskip("ray")
+    from benchmarks.runner.executors import ClusterExecutor
+    from benchmarks.runner.run import Runner
+
+    monkeypatch.chdir(tmp_path)
+    _, jobs = load_suite(_suite(tmp_path, "tiny", [_tu(0, 3), _tu(1, 3)]))
+    db = str(tmp_path / "r.sqlite")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        t0 = time.monotonic()
+        counts = Runner(db, log_dir=tmp_path / "logs", executor=ClusterExecutor("ray")).run(jobs)
+        print(f"Ray tiny grid: {time.monotonic() - t0:.1f} s wall")
+    finally:
+        ray.shutdown()
+    assert counts == {"finished": 2}
+    reg = Registry(db)
+    for j in jobs:
+        row = reg.job(j.hash)
+        assert row["status"] == "finished" and row["scheduler_id"].startswith("ray:")
+        runs = reg.runs(config_hash=j.hash)
+        assert len(runs) == 1 and runs[0]["status"] == "finished"
