@@ -198,7 +198,6 @@ class SimCSETask(Task[SimCSEConfig]):
 
     def __init__(self, cfg: SimCSEConfig) -> None:
         check_config(cfg)  # before the run owner takes the folder or reads anything
-        check_dev_file(cfg)
         self.name = f"simcse-{cfg.mode}"  # type: ignore[misc]
         self.best, self.best_state = -math.inf, None
         self.history: list[dict[str, float]] = []
@@ -238,7 +237,8 @@ class SimCSETask(Task[SimCSEConfig]):
             raise ValueError(f"loss {built.name!r} takes no extra negatives (has_negatives = False): supervised SimCSE "
                              "passes each pair's hard negative as one (queue=); use --mode unsup")
         self.views = views = n_views_for(loss, cfg.n_views, built.views) if cfg.mode == "unsup" else 2
-        self.data = data = load_training_data(cfg)
+        self.data = data = load_training_data(cfg)  # a bad data file is named first
+        check_dev_file(cfg)  # before any model is loaded
         self.encoder = encoder = build_encoder(cfg.backbone, cfg.pooling, cfg.mlp_head, cfg.head_at_test,
                                                dropout_for(cfg)).to(device)
         graph_emb = None
