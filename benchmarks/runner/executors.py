@@ -364,6 +364,7 @@ class ClusterExecutor:
         """Wait for the submitted jobs; each one's status when the scheduler no longer holds it, read from its row."""
         out: dict[str, str] = {}
         started: set[str] = set()
+        requeued: dict[str, int] = {}
         t0 = {j.hash: time.monotonic() for j in jobs}
         left = {j.hash: j for j in jobs}
         while left:
@@ -375,8 +376,13 @@ class ClusterExecutor:
 
                 ready, _ = ray.wait([handles[h] for h in left], num_returns=len(left), timeout=0)
                 gone = [h for h in left if handles[h] in ready]
+            rows = reg.jobs_of(list(left))
             for h in list(left):
-                row = reg.job(h) or {}
+                row = rows.get(h) or {}
+                if (row.get("requeues") or 0) > requeued.get(h, 0):
+                    requeued[h] = row["requeues"]
+                    print(f"[requeued {row['requeues']}] {left[h].label()}  ({row.get('scheduler_id')}; it resumes "
+                          "from its last checkpoint)", flush=True)
                 if h not in started and row.get("status") == "running":
                     started.add(h)
                     t0[h] = time.monotonic()
@@ -398,18 +404,21 @@ class ClusterExecutor:
                               flush=True)
                 row = reg.job(h) or {}
                 status = row.get("status") or "failed"
+                log = row.get("log") or str(runner.log_dir / f"{h}.log")
                 if status in ("queued", "running", "interrupted"):  # it ended without recording its end
                     reg.finish_job(h, "failed", only_if=("queued", "running", "interrupted"))
                     status = "failed"
-                log = row.get("log") or str(runner.log_dir / f"{h}.log")
+                    if self.kind == "slurm":  # what submitit saw of it (the job's process never ended its run)
+                        sid = str(handles[h]).split(":", 1)[1]
+                        log = f"{log}; scheduler's log {runner.log_dir / 'slurm' / sid / f'{sid}_0_log.out'}"
                 took = time.monotonic() - t0[h]
                 runner._end(job, took if status == "finished" else None)
                 if status == "failed":
                     with runner._lock:
                         runner.failures.append((job.label(), Path(log)))
-                requeued = f", requeued {row['requeues']}x" if row.get("requeues") else ""
+                again = f", requeued {row['requeues']}x" if row.get("requeues") else ""
                 shown = f"failed (log {log})" if status == "failed" else status
-                print(f"[{shown}] {job.label()}  ({took:.1f} s{requeued})\n{runner.progress()}", flush=True)
+                print(f"[{shown}] {job.label()}  ({took:.1f} s{again})\n{runner.progress()}", flush=True)
                 out[h] = status
             if left:
                 time.sleep(self.poll)

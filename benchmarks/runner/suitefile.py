@@ -16,6 +16,9 @@ times its ``seeds``, every job one command line ``suite <frontend> <command> --k
         log_to: tensorboard,mlflow # trackers the training commands send step curves to (--log-to), and
         mlflow_uri: http://host:5000  # where MLflow's go (--mlflow-uri); run options, so not part of the job hash;
                                    # beside `name` and `jobs` they apply to every group that names none
+        resources: {gpus: 1, cpus: 4, mem: 16G, time: "4:00:00", partition: gpu, account: lab,
+                    options: {constraint: a100}}  # what a cluster executor asks for (--executor slurm|ray); beside
+                                   # `jobs`: every group's defaults, a group's own replace them key by key; not hashed
 
 Every job has a hash of (frontend, command, args, seed); the child process gets it as
 ``SUITE_CONFIG_HASH``, which the registry stores as the config hash of the runs it records. The runner

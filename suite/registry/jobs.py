@@ -92,6 +92,15 @@ class JobsMixin:
             row = conn.execute(sa.select(jobs_t).where(jobs_t.c.hash == job_hash)).first()
         return dict(row._mapping) if row else None
 
+    def jobs_of(self, hashes: list[str]) -> dict[str, dict[str, Any]]:
+        """{hash: row} of the job rows among ``hashes`` (one query per 500: a cluster runner polls its whole stage)."""
+        out: dict[str, dict[str, Any]] = {}
+        with self._read() as conn:
+            for i in range(0, len(hashes), 500):
+                for row in conn.execute(sa.select(jobs_t).where(jobs_t.c.hash.in_(hashes[i:i + 500]))):
+                    out[row.hash] = dict(row._mapping)
+        return out
+
     def job_durations(self) -> dict[str, list[float]]:
         """Seconds taken by the finished benchmark jobs, by the first two words of their command line (the
         front-end and its command, e.g. ``graph tu``): what the runner's ETA is estimated from. Imported job rows

@@ -131,3 +131,22 @@ def test_eight_job_processes_on_postgres_lose_nothing(pg_url, tmp_path):  # noqa
         runs = reg.runs(config_hash=f"job{i}")
         assert len(runs) == 1 and runs[0]["status"] == "finished"
         assert len([m for m in reg.metrics(runs[0]["id"]) if m["name"] == "loss"]) == 5
+
+
+def test_a_job_requeued_more_than_the_limit_fails_in_one_line(tmp_path, monkeypatch, capsys):
+    """a task SLURM restarts more often than --max-requeues: its row failed, the requeues counted, one line naming the
+    job and its log; nothing runs"""
+    from benchmarks.runner.executors import Spec, node_main
+
+    monkeypatch.chdir(tmp_path)
+    db = str(tmp_path / "r.sqlite")
+    _, (job,) = load_suite(_write(tmp_path, {"name": "q", "jobs": [{"frontend": "graph", "command": "tu",
+                                                                    "seeds": [0]}]}, "q"))
+    reg = Registry(db)
+    assert reg.claim_job(job.hash, job.label(), scheduler_id="slurm:5_0", requeues=3)
+    spec = Spec(job, db, str(tmp_path / "logs"), str(tmp_path), ("elsewhere", 1), 1, 3, 1.0)
+    assert node_main(spec, "slurm:5_0", 4) == "failed"
+    row = reg.job(job.hash)
+    assert (row["status"], row["requeues"]) == ("failed", 4)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "more than --max-requeues 3" in out and f"{job.hash}.log" in out
