@@ -50,7 +50,7 @@ class CMC(ContrastiveLoss):
             for a in range(v):
                 for b in range(v):
                     if a != b:
-                        lse = row_lse(views[a] / t, gviews[b], qn, None, chunk, uniform=True)
+                        lse = row_lse(views[a], gviews[b], qn, None, chunk, uniform=True, scale=1.0 / t)
                         total = total + (lse - pos.view(v, n, v)[a, :, b]).sum()
             return total / n
 

@@ -129,26 +129,29 @@ def pair_rows(ps: PairSetup, start: int, stop: int, *, exclude_positive: bool = 
     return sim
 
 
-def pair_lse(ps: PairSetup, chunk: int, *, exclude_positive: bool = False, uniform: bool = False) -> Tensor:
+def pair_lse(ps: PairSetup, chunk: int, *, exclude_positive: bool = False, uniform: bool = False,
+             scale: float = 1.0) -> Tensor:
     """(A,) log-sum-exp of every row of the scaled similarity matrix (the self column and, with
     ``exclude_positive``, the positive excluded), computed in row tiles of ``chunk`` with the fused
     recomputing backward of :func:`suite.losses.tiling.row_lse`: the (A, C) matrix never exists.
     ``uniform``: the caller averages the rows with equal weights (the gradient is then formed in the
-    forward, ``row_lse(uniform=True)``; exact either way)."""
+    forward, ``row_lse(uniform=True)``; exact either way). ``scale``: of the similarities (hard negatives' (1 + beta)),
+    applied by the row reduction without a scaled copy of the anchors."""
     from suite.losses.tiling import row_lse
 
     if ps.negatives == "none":
-        lse_q = row_lse(ps.anchors, ps.queue, None, None, chunk, uniform=uniform and exclude_positive)
-        return lse_q if exclude_positive else torch.logaddexp(ps.pos_sim, lse_q)
+        lse_q = row_lse(ps.anchors, ps.queue, None, None, chunk, uniform=uniform and exclude_positive, scale=scale)
+        return lse_q if exclude_positive else torch.logaddexp(scale * ps.pos_sim, lse_q)
     if len(ps.cands) == 1:
         excl = [c for c in (ps.self_col, ps.pos if exclude_positive else None) if c is not None]
-        return row_lse(ps.anchors, ps.cands[0], ps.queue, torch.stack(excl) if excl else None, chunk, uniform=uniform)
+        return row_lse(ps.anchors, ps.cands[0], ps.queue, torch.stack(excl) if excl else None, chunk, uniform=uniform,
+                       scale=scale)
     n = ps.n_local  # "cross", symmetric: two halves with their own candidates
     halves = []
     for h, cand in enumerate(ps.cands):
         rows = slice(h * n, (h + 1) * n)
         excl = ps.pos[rows][None] if exclude_positive else None
-        halves.append(row_lse(ps.anchors[rows], cand, ps.queue, excl, chunk, uniform=uniform))
+        halves.append(row_lse(ps.anchors[rows], cand, ps.queue, excl, chunk, uniform=uniform, scale=scale))
     return torch.cat(halves)
 
 

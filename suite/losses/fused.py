@@ -7,8 +7,8 @@ X = [candidates (C, d); queue (Q, d)], with s_ij = a_i . x_j and u_ij = ||a_i - 
 
 with the kernels (``mode``)
 
-    "dot":     l = s                              (the InfoNCE family: InfoNCE, MoCo, DCL, MACL, SupCon, X-CLR, CMC,
-                                                   hard negatives; the anchors carry 1/tau)
+    "dot":     l = c1 s                           (the InfoNCE family: InfoNCE, MoCo, DCL, MACL, SupCon, X-CLR, CMC,
+                                                   hard negatives; c1 a scale, or the anchors carry 1/tau)
     "negdist": l = -c1 sqrt(max(u, 1e-24))        (SimCLR with -l2 similarity, c1 = 1/tau)
     "cauchy":  l = -c1 log(1 + u / c2)            (t-SimCLR's normaliser, c1 = (nu + 1) / 2, c2 = tau nu)
     "linear":  l = -c1 u                          (the uniformity term, c1 = t)
@@ -182,11 +182,13 @@ class _FusedRows(torch.autograd.Function):
         g = g.contiguous()
         da = None
         if need_a:
-            da = g[:, None] * o if mode == 0 else 2.0 * g[:, None] * (r[:, None] * a - o)
+            da = (c1 * g)[:, None] * o if mode == 0 else 2.0 * g[:, None] * (r[:, None] * a - o)
         dc = dq = None
         if need_c or need_q:
             n_grad = x.shape[0] if need_q else n_c  # the queue's columns only where it wants a gradient
             dx = _backward(a, x, n_c, n_grad, ex, lse, g, mode, c1, c2, qoff, prec)
+            if mode == 0 and c1 != 1.0:
+                dx.mul_(c1)
             dc = dx[:n_c] if need_c else None
             dq = dx[n_c:] if need_q else None
         return da, dc, dq, None, None, None, None, None, None
@@ -247,7 +249,7 @@ def _logits(s, na, nx, rmask, cmask, cols, n_c, c1, c2, qoff, e0, e1, MODE: tl.c
             HAS_Q: tl.constexpr):  # pragma: no cover (traced by Triton)
     """(logits with -inf where left out, w = dl/d(s or u), valid) of a tile: shared by both kernels."""
     if MODE == 0:
-        logit = s
+        logit = c1 * s  # c1: a scale (1/tau) the anchors need not carry (no scaled copy of them)
         w = s  # unused
     else:
         u_raw = na[:, None] + nx[None, :] - 2.0 * s

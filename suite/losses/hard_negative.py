@@ -57,8 +57,7 @@ class HardNegative(PairLoss):
         def lse_scaled(k: float) -> Tensor:  # (A,) logsumexp over the negatives of k s/t
             if chunk is None:
                 return torch.logsumexp(k * pair_rows(ps, 0, ps.n_rows, exclude_positive=True), 1)
-            return pair_lse(ps._replace(anchors=k * ps.anchors,
-                                        pos_sim=None if ps.pos_sim is None else k * ps.pos_sim), chunk, exclude_positive=True)
+            return pair_lse(ps, chunk, exclude_positive=True, scale=k)  # no scaled copy of the anchors
 
         # log Ng = log M + logsumexp((1+beta) s/t) - logsumexp(beta s/t); beta = 0: the last term is log M
         lse_beta = lse_scaled(self.beta) if self.beta > 0 else log_m

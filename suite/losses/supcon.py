@@ -53,9 +53,13 @@ class SupCon(ContrastiveLoss):
         class_sum = torch.zeros(classes.shape[0], cand.shape[1], dtype=cand.dtype, device=cand.device)
         class_sum = class_sum.index_add(0, cand_idx, cand)  # (K, d)
         class_cnt = torch.bincount(cand_idx, minlength=classes.shape[0])
-        anchors = torch.cat([za_n, zb_n])  # (2N, d)
+        a = ps.anchors  # (2N, d): [z_a; z_b] / tau, kept by pair_setup (no second copy)
         a_idx = torch.searchsorted(classes, torch.cat([labels, labels]))  # every anchor's class is a candidate class
-        pos_sum = ((anchors * class_sum[a_idx]).sum(1) - (anchors * anchors).sum(1)) / self.temperature
+        if classes.shape[0] <= a.shape[1]:  # few classes: (2N, K) products, nothing (2N, d) kept for the backward
+            own = (a @ class_sum.T).gather(1, a_idx[:, None]).squeeze(1)
+        else:
+            own = (a * class_sum[a_idx]).sum(1)
+        pos_sum = own - (a * a).sum(1) * self.temperature
         n_pos = (class_cnt[a_idx] - 1).to(pos_sum.dtype)  # |P(i)| >= 1: the partner view
         pos_mean = pos_sum / n_pos
 

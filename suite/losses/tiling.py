@@ -179,18 +179,19 @@ def sq_distances(a: Tensor, x: Tensor) -> Tensor:
 
 
 def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: Tensor | None = None,
-            chunk: int = 1024, uniform: bool = False) -> Tensor:
+            chunk: int = 1024, uniform: bool = False, scale: float = 1.0) -> Tensor:
     """(A,) logsumexp_j of the rows of [anchors @ cands.T (entries ``excl`` (k, A) set to -inf) |
     anchors @ queue.T], in row tiles of ``chunk``, with the exact gradient (memory O((A + C) d + chunk x C));
     the fused path of the InfoNCE family. ``uniform``: the caller sums or averages the rows with equal
     weights, so the candidates' gradient is formed in the forward too (see :class:`_RowLSE`; exact either
-    way, only faster when the hint holds)."""
+    way, only faster when the hint holds). ``scale``: the rows of ``scale * anchors`` (the fused kernels apply it to the
+    products: no scaled copy of the anchors is kept)."""
     if fused.applies(anchors, cands, queue):
-        out = fused.attempt(fused.row_lse, anchors, cands, queue, excl)
+        out = fused.attempt(fused.row_lse, anchors, cands, queue, excl, c1=scale)
         if out is not None:
             return out
     pin_malloc_threshold()
-    return _RowLSE.apply(anchors, cands, queue, excl, chunk, bool(uniform))
+    return _RowLSE.apply(anchors if scale == 1.0 else scale * anchors, cands, queue, excl, chunk, bool(uniform))
 
 
 class _PairKernelLSE(torch.autograd.Function):

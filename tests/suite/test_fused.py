@@ -68,7 +68,7 @@ def _reference(a, x, q, excl, mode, c1, c2, qoff):
     cols = x if q is None else torch.cat([x, q])
     s = a @ cols.T
     if mode == "dot":
-        logit = s
+        logit = c1 * s  # c1: the similarities' scale (no scaled copy of the anchors)
     else:
         u = (a[:, None, :] - cols[None]).pow(2).sum(-1)  # from the difference: the float64 truth
         logit = {"negdist": lambda: -c1 * u.clamp_min(1e-24).sqrt(), "cauchy": lambda: -c1 * torch.log1p(u / c2),

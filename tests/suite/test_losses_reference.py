@@ -94,9 +94,10 @@ def test_hard_negative_debiased():
 
 
 @pytest.mark.parametrize("n,d", SHAPES)
-def test_supcon(n, d):
+@pytest.mark.parametrize("classes", [2, 5])  # fewer classes than dimensions and more (two ways to a class's sum)
+def test_supcon(n, d, classes):
     za, zb = _pair(n, d, 6)
-    labels = torch.arange(n) % 2
+    labels = torch.arange(n) % classes
     loss = L.build("supcon", temperature=0.2)
     _check(lambda a, b: loss(a, b, labels), lambda a, b: R.supcon(a, b, labels, 0.2), [za, zb])
 
