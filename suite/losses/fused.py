@@ -201,7 +201,8 @@ def _norms(mode: int, *xs: Tensor) -> list[Tensor]:
 def _launch_args(prec: str, d: int, interpreted: bool) -> dict[str, Any]:
     import triton
 
-    return {"BD": max(16, triton.next_power_of_2(d)), "PREC": "tf32x3" if prec == "fp32" else "tf32",  # (bf16 operands: not used)
+    return {"BD": max(16, triton.next_power_of_2(d)),
+            "PREC": "tf32x3" if prec == "fp32" else "tf32",  # (not used by bf16 operands)
             "BF16": 0 if prec != "bf16" else 2 if interpreted else 1}
 
 
