@@ -27,20 +27,14 @@ from torch import Tensor
 
 from benchmarks.measurements.gpu_bench import _mark, _peak_above, device_info, sync
 from benchmarks.measurements.loss_tables import LARGE_TASKS
+from suite.losses.tiling import auto_rows  # the tiled paths' rows per tile, given explicitly: a loss whose own matrix
+# is smaller (the uniformity term's N x N) still takes the tiles it is measured on
 
 TASK = LARGE_TASKS["gpu"]
 D = 128
 SIZES = (8192, 32768, 131072, 1048576)
 PRECISIONS = ("fp32", "tf32", "bf16")
 HUGE = 1048576
-
-
-def tile_rows(n: int) -> int:
-    """Rows per tile at 2N = ``n`` as ``chunk_size="auto"`` picks them above its dense limit: given explicitly, so that
-    a loss whose own matrices are smaller (the uniformity term's N x N) still takes the tiles it is measured on."""
-    from suite.losses.tiling import AUTO_TILE_ELEMENTS
-
-    return max(1, AUTO_TILE_ELEMENTS // n)
 
 
 def fused_losses() -> list[str]:
@@ -85,7 +79,7 @@ def call(name: str, n: int, device: torch.device, path: str, precision: str
             labels = torch.cat([torch.arange(n // 2, n), torch.arange(n // 2)]).to(device)
             return cal_flash_loss(z, z, labels, scale=10.0, head_dim=D).mean()
         return infcl, [a, b]
-    loss = L.build(name, chunk_size=None if path == "dense" else tile_rows(n), precision=precision).to(device)
+    loss = L.build(name, chunk_size=None if path == "dense" else auto_rows(n), precision=precision).to(device)
     cls = type(loss)
     gl = torch.Generator().manual_seed(1)
     extra: dict[str, Any] = {}
@@ -134,7 +128,7 @@ def precision_errors(device: torch.device, n: int = 8192) -> dict[str, dict[str,
     out = {}
     for prec in PRECISIONS:
         a, b = (t.detach().float().requires_grad_() for t in (a64, b64))
-        v = L.build("infonce", chunk_size=tile_rows(n), precision=prec)(a, b)
+        v = L.build("infonce", chunk_size=auto_rows(n), precision=prec)(a, b)
         g = torch.autograd.grad(v, [a, b])
         out[prec] = {"loss_rel_err": abs(float(v) - float(ref)) / abs(float(ref)),
                      "grad_rel_err": max(float((x.double() - y).norm() / y.norm()) for x, y in zip(g, ref_g))}

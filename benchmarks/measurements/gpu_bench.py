@@ -630,7 +630,7 @@ def loss_cases(n: int, device: torch.device) -> dict[str, tuple[Callable[[], Ten
     """Every loss of the core (installed plugins left out), dense and tiled, at 2N = ``n``, d = 128, fp32; the plain
     InfoNCE at 2N (and three plain pairs for the three-view losses). Value: (forward, leaves, views)."""
     import suite.losses as L
-    from suite.losses.tiling import AUTO_TILE_ELEMENTS
+    from suite.losses.tiling import auto_rows
 
     gen = torch.Generator().manual_seed(0)
     out: dict[str, tuple[Callable[[], Tensor], list[Tensor], int]] = {}
@@ -642,7 +642,7 @@ def loss_cases(n: int, device: torch.device) -> dict[str, tuple[Callable[[], Ten
     cg = ((cg + cg.T) / 2).fill_diagonal_(1.0).to(device)
     plugins = set(L.plugins())
     for name in sorted(set(L.available()) - plugins):
-        for path, chunk in (("dense", None), ("tiled", max(1, AUTO_TILE_ELEMENTS // n))):
+        for path, chunk in (("dense", None), ("tiled", auto_rows(n))):
             loss = L.build(name, chunk_size=chunk).to(device)
             cls = type(loss)
             extra: dict[str, Any] = {}

@@ -125,10 +125,13 @@ def applies(*xs: Tensor | None) -> bool:
     return triton_available()
 
 
-def attempt(fn: Any, *args: Any, **kwargs: Any) -> Tensor | None:
-    """``fn(*args, **kwargs)``, or None when Triton could not build or launch the kernels on this device (an older GPU
-    without TF32, a Triton that does not match the driver): one warning naming Triton's error, and the PyTorch tiles
-    for the rest of the process. The suite's own errors and the user's pass through."""
+def attempt(inputs: tuple[Tensor | None, ...], fn: Any, *args: Any, **kwargs: Any) -> Tensor | None:
+    """``fn(*args, **kwargs)`` where the kernels take ``inputs`` (:func:`applies`); None where they do not, or where
+    Triton could not build or launch them on this device (an older GPU without TF32, a Triton that does not match the
+    driver): then one warning naming Triton's error, and the PyTorch tiles for the rest of the process. The suite's own
+    errors and the user's pass through."""
+    if not applies(*inputs):
+        return None
     try:
         return fn(*args, **kwargs)
     except Exception as exc:

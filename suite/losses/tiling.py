@@ -66,6 +66,12 @@ def check_chunk_size(chunk_size: Any) -> int | str | None:
     return int(chunk_size)
 
 
+def auto_rows(n_cols: int) -> int:
+    """Rows per tile that ``"auto"`` takes above its dense limit for ``n_cols`` columns (tiles of about
+    :data:`AUTO_TILE_ELEMENTS` entries, at least one row)."""
+    return max(1, AUTO_TILE_ELEMENTS // max(1, n_cols))
+
+
 def resolve(chunk_size: int | str | None, n_rows: int, n_cols: int) -> int | None:
     """Rows per tile for an (n_rows x n_cols) matrix, or None for the dense path."""
     if chunk_size is None:
@@ -73,7 +79,7 @@ def resolve(chunk_size: int | str | None, n_rows: int, n_cols: int) -> int | Non
     if chunk_size == "auto":
         if n_rows * n_cols <= (AUTO_DENSE_ELEMENTS_CUDA if _cuda.get() else AUTO_DENSE_ELEMENTS):
             return None
-        return max(1, AUTO_TILE_ELEMENTS // max(1, n_cols))
+        return auto_rows(n_cols)
     return None if chunk_size >= n_rows else int(chunk_size)
 
 
@@ -186,10 +192,9 @@ def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: T
     weights, so the candidates' gradient is formed in the forward too (see :class:`_RowLSE`; exact either
     way, only faster when the hint holds). ``scale``: the rows of ``scale * anchors`` (the fused kernels apply it to the
     products: no scaled copy of the anchors is kept)."""
-    if fused.applies(anchors, cands, queue):
-        out = fused.attempt(fused.row_lse, anchors, cands, queue, excl, c1=scale)
-        if out is not None:
-            return out
+    out = fused.attempt((anchors, cands, queue), fused.row_lse, anchors, cands, queue, excl, c1=scale)
+    if out is not None:
+        return out
     pin_malloc_threshold()
     return _RowLSE.apply(anchors if scale == 1.0 else scale * anchors, cands, queue, excl, chunk, bool(uniform))
 
@@ -268,8 +273,9 @@ def pair_kernel_lse(e: Tensor, f: Callable[[Tensor], Tensor], df: Callable[[Tens
     the exact gradient (t-SimCLR's normaliser, the uniformity term); ``queue`` gets no gradient. ``kind``: ``f`` as
     one of the fused kernels' modes, ``(mode, c1[, c2])`` (:mod:`suite.losses.fused`), which then run it where they
     apply."""
-    if kind is not None and fused.applies(e, queue):
-        out = fused.attempt(fused.pair_lse, e, queue, mode=kind[0], c1=kind[1], c2=kind[2] if len(kind) > 2 else 1.0)
+    if kind is not None:
+        out = fused.attempt((e, queue), fused.pair_lse, e, queue, mode=kind[0], c1=kind[1],
+                            c2=kind[2] if len(kind) > 2 else 1.0)
         if out is not None:
             return out
     pin_malloc_threshold()
@@ -332,9 +338,10 @@ def row_kernel_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: T
     f(||a_i - q_m||^2)] in row tiles of ``chunk``, with the exact gradient (memory O((A + C) d + chunk x C)).
     ``queue`` gets no gradient. ``f`` returns a new tensor (it may not alias its input); ``df`` is its
     derivative, 0 where ``f`` is flat. ``kind``: ``f`` as a mode of the fused kernels (see :func:`pair_kernel_lse`)."""
-    if kind is not None and fused.applies(anchors, cands, queue):
-        out = fused.attempt(fused.row_lse, anchors, cands, None if queue is None else queue.detach(), excl,
-                            mode=kind[0], c1=kind[1], c2=kind[2] if len(kind) > 2 else 1.0)
+    if kind is not None:
+        out = fused.attempt((anchors, cands, queue), fused.row_lse, anchors, cands,
+                            None if queue is None else queue.detach(), excl, mode=kind[0], c1=kind[1],
+                            c2=kind[2] if len(kind) > 2 else 1.0)
         if out is not None:
             return out
     pin_malloc_threshold()
