@@ -166,6 +166,7 @@ def test_mlflow_local_store_in_the_run_folder(store: str, tmp_path: Path, monkey
     _check_run(uri, reg, res.run_id, steps=[3, 6, 6, 8])
 
 
+@pytest.mark.slow  # about 22 s (MLflow's capped retries): run by `make test-cluster`, which .ci/run runs
 def test_a_server_gone_costs_a_warning_not_the_run(tmp_path: Path) -> None:
     """the tracking server is killed at step 5 -> one warning naming mlflow (after MLflow's retries, capped by the
     suite); the run finishes and its registry row holds the whole curve"""
