@@ -9,7 +9,8 @@ ranks) training with batch N per rank on W ranks is then the same as one process
 from __future__ import annotations
 
 import os
-from typing import Any
+import re
+from typing import Any, Mapping
 
 import torch
 import torch.distributed as dist
@@ -89,20 +90,61 @@ def barrier() -> None:
         dist.barrier()
 
 
-def init_from_env(backend: str | None = None) -> bool:
-    """Initialise the default process group when launched by torchrun (``WORLD_SIZE`` > 1).
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM host list (``gpu[003-005,007],cpu1`` -> ``gpu003``; ``rack[1-2]-n[01-04]`` ->
+    ``rack1-n01``), as ``scontrol show hostnames`` would list it first."""
+    depth, end = 0, len(nodelist)
+    for i, ch in enumerate(nodelist):  # the first item: up to the first comma outside brackets
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            end = i
+            break
+    item = nodelist[:end].strip()
+    if not item:
+        raise ValueError(f"SLURM's node list {nodelist!r} names no host")
+    return re.sub(r"\[([^\]]*)\]", lambda m: m.group(1).split(",")[0].split("-")[0], item)
 
-    Backend: nccl with CUDA, gloo otherwise. Returns whether a group is active.
+
+def slurm_env(environ: Mapping[str, str] | None = None) -> dict[str, str] | None:
+    """torch.distributed's variables from SLURM's, inside an ``srun`` step of several tasks; None elsewhere.
+
+    ``RANK`` = ``SLURM_PROCID``, ``WORLD_SIZE`` = ``SLURM_STEP_NUM_TASKS``, ``LOCAL_RANK`` = ``SLURM_LOCALID``,
+    ``MASTER_ADDR`` the step's first node, ``MASTER_PORT`` (unless set) one of 15000-34999 from the job and step ids,
+    the same in every task. Only an ``srun`` step sets ``SLURM_STEP_NUM_TASKS``: a batch script run by ``sbatch
+    --ntasks 4`` is one process (it is not a world of 4 whose 3 other ranks never come).
+    """
+    env = os.environ if environ is None else environ
+    try:
+        world = int(env.get("SLURM_STEP_NUM_TASKS", "1"))
+    except ValueError:
+        return None
+    if world <= 1 or "SLURM_PROCID" not in env:
+        return None
+    nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
+    job, step = env.get("SLURM_JOB_ID", "0"), env.get("SLURM_STEP_ID", env.get("SLURM_STEPID", "0"))
+    port = env.get("MASTER_PORT") or str(15000 + (int(job) * 31 + int(step)) % 20000)
+    return {"RANK": env["SLURM_PROCID"], "WORLD_SIZE": str(world), "LOCAL_RANK": env.get("SLURM_LOCALID", "0"),
+            "MASTER_ADDR": env.get("MASTER_ADDR") or first_host(nodes), "MASTER_PORT": port}
+
+
+def init_from_env(backend: str | None = None) -> bool:
+    """Initialise the default process group when launched by torchrun (``WORLD_SIZE`` > 1) or by SLURM's ``srun``
+    with several tasks (:func:`slurm_env`, whose variables are set for torch and for the rest of the process).
+
+    Backend: nccl with CUDA, gloo otherwise; with nccl each process takes the GPU of its local rank (modulo the
+    GPUs it sees: one when SLURM binds a GPU to each task). Returns whether a group is active.
     """
     if dist.is_initialized():
         return True
+    if "WORLD_SIZE" not in os.environ:
+        os.environ.update(slurm_env() or {})
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return False
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend=backend)
     if backend == "nccl":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % max(1, torch.cuda.device_count()))
     return True
 
 

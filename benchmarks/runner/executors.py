@@ -166,6 +166,25 @@ def node_main(spec: Spec, scheduler_id: str, requeues: int | None) -> str:
         _ACTIVE.pop("runner", None)
 
 
+def node_rank(spec: Spec, rank: int, requeues: int) -> str:
+    """Another task (``rank`` > 0) of a job on several processes (``resources: {nodes: N, tasks: T}``): the same
+    command, which joins rank 0's through torch.distributed (:func:`suite.distributed.slurm_env`); its log
+    ``<hash>.rank<r>.log``. The registry is rank 0's (its row, its end); this task only runs and stops its process."""
+    from benchmarks.runner.run import Runner
+
+    if requeues > spec.max_requeues:  # rank 0 fails the job
+        return "failed"
+    os.chdir(spec.cwd)
+    os.environ.update(spec.env)
+    runner = Runner(spec.registry_url, jobs=1, threads=spec.threads, log_dir=Path(spec.log_dir), grace=spec.grace)
+    old = signal.signal(signal.SIGTERM, lambda signum, frame: runner.stop())
+    try:
+        rc = runner.spawn(spec.job, Path(spec.log_dir) / f"{spec.job.hash}.rank{rank}.log", append=requeues > 0)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    return "finished" if rc == 0 else "failed"
+
+
 def _now() -> str:
     from suite.registry.schema import _now as now
 
@@ -179,7 +198,9 @@ class SlurmTask:
     def __call__(self, spec: Spec) -> str:
         array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
         sid = f"slurm:{array}_{task}" if array and task else f"slurm:{os.environ.get('SLURM_JOB_ID', '?')}"
-        return node_main(spec, sid, int(os.environ.get("SLURM_RESTART_COUNT") or 0))
+        requeues = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+        rank = int(os.environ.get("SLURM_PROCID") or 0)
+        return node_main(spec, sid, requeues) if rank == 0 else node_rank(spec, rank, requeues)
 
     def checkpoint(self, spec: Spec) -> Any:
         import submitit
@@ -294,6 +315,8 @@ class ClusterExecutor:
                                       "additional_parameters": {"requeue": True, **res.get("options", {})}}
             if res.get("gpus"):
                 params["gpus_per_node"] = int(res["gpus"])
+            if res.get("nodes", 1) > 1 or res.get("tasks", 1) > 1:  # one run on several processes (srun's tasks)
+                params.update(nodes=int(res.get("nodes", 1)), ntasks_per_node=int(res.get("tasks", 1)))
             if res.get("mem") is not None:
                 params["mem"] = mem_string(res["mem"])
             if res.get("time") is not None:
@@ -337,6 +360,12 @@ class ClusterExecutor:
     def _submit_ray(self, runner: Runner, jobs: list[Job]) -> dict[str, Any]:
         import ray
 
+        for j in jobs:
+            res = resources_of(j)
+            if res.get("nodes", 1) > 1 or res.get("tasks", 1) > 1:
+                raise ValueError(f"ray: {j.label()} asks for {res.get('nodes', 1)} node(s) x {res.get('tasks', 1)} "
+                                 "task(s); one run on several processes is for --executor slurm (srun's tasks) or "
+                                 "--launcher torchrun")
         if not ray.is_initialized():
             from benchmarks.runner.run import available_cores
 

@@ -136,34 +136,8 @@ class Runner:
             self._running[job.hash] = (job, time.monotonic())
         print(f"[start] {job.label()}\n{self.progress()}", flush=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = self.env(job)
         t0 = time.perf_counter()
-        with open(log, "a" if self.claim_options.get("requeues") else "w") as fh:  # a requeued job's log goes on
-            fh.write(" ".join(self.command(job)) + "\n")
-            fh.flush()
-            # its own session (process group): the runner signals the job with every process it starts
-            proc = subprocess.Popen(self.command(job), stdout=fh, stderr=subprocess.STDOUT, env=env,
-                                    start_new_session=True)
-            with self._lock:
-                self._procs.add(proc)
-                if self._stop.is_set():  # stop() ran between the check above and the start
-                    _signal_group(proc, signal.SIGTERM)
-            try:
-                reg.set_job_child(job.hash, proc.pid)
-                rc = proc.wait(timeout=job.timeout)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGTERM)
-                try:
-                    rc = proc.wait(timeout=self.grace)
-                except subprocess.TimeoutExpired:
-                    _signal_group(proc, signal.SIGKILL)
-                    rc = proc.wait()
-            finally:
-                with self._lock:
-                    self._procs.discard(proc)
-                if proc.poll() is None:  # the runner itself is failing: take the job down with it
-                    _signal_group(proc, signal.SIGKILL)
-                    proc.wait()
+        rc = self.spawn(job, log, append=bool(self.claim_options.get("requeues")), child=reg.set_job_child)
         status = "finished" if rc == 0 else ("interrupted" if self._stop.is_set() else f"failed (rc={rc}, log {log})")
         reg.finish_job(job.hash, status.split(" ")[0], only_if=("running",))  # a cancelled job stays cancelled
         took = time.perf_counter() - t0
@@ -173,6 +147,37 @@ class Runner:
                 self.failures.append((job.label(), log))
         print(f"[{status}] {job.label()}  ({took:.1f} s)\n{self.progress()}", flush=True)
         return status
+
+    def spawn(self, job: Job, log: Path, append: bool = False, child: Any = None) -> int:
+        """Run the job's command in its own session (process group: the runner signals every process it starts), its
+        output to ``log`` (``append``: a requeued job's log goes on); ``child(hash, pid)`` is told its pid. Its
+        ``timeout`` ends it with SIGTERM, then SIGKILL after ``grace``. The exit code."""
+        with open(log, "a" if append else "w") as fh:
+            fh.write(" ".join(self.command(job)) + "\n")
+            fh.flush()
+            proc = subprocess.Popen(self.command(job), stdout=fh, stderr=subprocess.STDOUT, env=self.env(job),
+                                    start_new_session=True)
+            with self._lock:
+                self._procs.add(proc)
+                if self._stop.is_set():  # stop() ran between the check above and the start
+                    _signal_group(proc, signal.SIGTERM)
+            try:
+                if child is not None:
+                    child(job.hash, proc.pid)
+                return proc.wait(timeout=job.timeout)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGTERM)
+                try:
+                    return proc.wait(timeout=self.grace)
+                except subprocess.TimeoutExpired:
+                    _signal_group(proc, signal.SIGKILL)
+                    return proc.wait()
+            finally:
+                with self._lock:
+                    self._procs.discard(proc)
+                if proc.poll() is None:  # the runner itself is failing: take the job down with it
+                    _signal_group(proc, signal.SIGKILL)
+                    proc.wait()
 
     @staticmethod
     def kind(job: Job) -> str:

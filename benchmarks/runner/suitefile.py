@@ -18,7 +18,8 @@ times its ``seeds``, every job one command line ``suite <frontend> <command> --k
                                    # beside `name` and `jobs` they apply to every group that names none
         resources: {gpus: 1, cpus: 4, mem: 16G, time: "4:00:00", partition: gpu, account: lab,
                     options: {constraint: a100}}  # what a cluster executor asks for (--executor slurm|ray); beside
-                                   # `jobs`: every group's defaults, a group's own replace them key by key; not hashed
+                                   # `jobs`: every group's defaults, a group's own replace them key by key; not hashed;
+                                   # {nodes: 2, tasks: 4}: one run on 8 processes (SLURM's srun tasks)
 
 Every job has a hash of (frontend, command, args, seed); the child process gets it as
 ``SUITE_CONFIG_HASH``, which the registry stores as the config hash of the runs it records. The runner
@@ -196,7 +197,8 @@ GROUP_KEYS = {"frontend", "command", "grid", "args", "seeds", "seed_flag", "time
 # what a job asks a cluster executor for (``resources:`` beside ``jobs``: the suite's defaults; in a group: its own,
 # key by key); the local executor ignores them. ``options``: further scheduler options as they are spelled there
 # (sbatch's long options without ``--``, e.g. {constraint: a100, qos: high}; for Ray, custom resources).
-RESOURCE_KEYS = {"gpus": "an integer >= 0", "cpus": "an integer >= 1", "mem": "a size such as 16G or a number of GB",
+RESOURCE_KEYS = {"gpus": "an integer >= 0", "cpus": "an integer >= 1", "nodes": "an integer >= 1",
+                 "tasks": "an integer >= 1", "mem": "a size such as 16G or a number of GB",
                  "time": "minutes (an integer) or H:MM:SS", "partition": "a string", "account": "a string",
                  "options": "a mapping of scheduler option -> value"}
 _SAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
@@ -238,6 +240,7 @@ def _resources(value: Any, where: str, default: dict[str, Any]) -> dict[str, Any
         if k not in RESOURCE_KEYS:
             raise ValueError(f"{where}: resources key {k!r} is unknown; known: {', '.join(sorted(RESOURCE_KEYS))}")
         ok = {"gpus": lambda x: _is_int(x) and x >= 0, "cpus": lambda x: _is_int(x) and x >= 1,
+              "nodes": lambda x: _is_int(x) and x >= 1, "tasks": lambda x: _is_int(x) and x >= 1,
               "mem": lambda x: (isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0)
               or (isinstance(x, str) and re.fullmatch(r"\d+(\.\d+)?[KMGT]?B?", x, re.I) is not None),
               "time": lambda x: (_is_int(x) and x > 0) or (isinstance(x, str) and re.fullmatch(

@@ -417,7 +417,8 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
     with ExitStack() as stack:
         if reg is not None:
             ctx.run = stack.enter_context(_open_row(reg, task, cfg, training.loss, task.record(cfg, experiment, training),
-                                                    {"folder": str(folder)}, resumable(reg, engine.resume_run_id),
+                                                    {"folder": str(folder), **_processes()},
+                                                    resumable(reg, engine.resume_run_id),
                                                     cfg_hash))
             if engine.step == 0:  # a fresh run (a resumed one logged its data when it started)
                 ctx.log(training.data_info, split="data")
@@ -509,6 +510,11 @@ def evaluation(task: Task[C], cfg: C, *, registry: Any = None, loss: Any = None,
         metrics = task.evaluate(cfg, ctx, None)  # type: ignore[arg-type]
         ctx.log(metrics, split=task.eval_split, step=step)
     return RunResult(Path(folder), getattr(ctx.run, "id", None), metrics, 0, 0, 0, time.perf_counter() - t0, None)
+
+
+def _processes() -> dict[str, int]:
+    """The run's processes where it has several (torchrun, srun): recorded beside the other run options."""
+    return {"processes": sd.world_size()} if sd.is_distributed() else {}
 
 
 @contextmanager

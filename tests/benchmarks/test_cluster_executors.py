@@ -6,6 +6,7 @@ in the middle of its training and resumes from its checkpoint into the same regi
 ``bench cancel`` are checked. Slow (a minute or two on 2 cores): ``make test-cluster`` (and ``.ci/run``) run them."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -189,3 +190,63 @@ def test_ray_grid_on_a_local_cluster(tmp_path, monkeypatch):
         assert row["status"] == "finished" and row["scheduler_id"].startswith("ray:")
         runs = reg.runs(config_hash=j.hash)
         assert len(runs) == 1 and runs[0]["status"] == "finished"
+
+
+def test_srun_tasks_form_one_process_group_equal_to_one_process(slurm, tmp_path):
+    """`srun -n 2` inside an sbatch job: each task's torch.distributed comes from SLURM's environment alone (rank =
+    SLURM_PROCID, world 2, the step's node as master), and the losses, gathered across the two tasks, give the same
+    values and gradients as one process at the global batch (every loss, as the gloo test under torchrun's variables)"""
+    import torch
+
+    from tests.suite.test_distributed import W, assert_equals_single_process
+
+    root = Path(__file__).resolve().parents[2]
+    script = tmp_path / "step.sh"
+    script.write_text(f"#!/bin/bash\ncd {root}\nexec srun {sys.executable} -m tests.benchmarks.slurm_dist_worker "
+                      f"{tmp_path}\n")
+    env = {**os.environ, **slurm}
+    for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    sub = subprocess.run(["sbatch", "--parsable", f"--ntasks={W}", "--cpus-per-task=1", "-o", str(tmp_path / "out.txt"),
+                          str(script)], env=env, capture_output=True, text=True, check=True, timeout=30)
+    job = sub.stdout.strip().split(";")[0]
+    _wait(lambda: all((tmp_path / f"rank{r}.pt").exists() for r in range(W)) and not subprocess.run(
+        ["squeue", "-h", "-j", job], env=env, capture_output=True, text=True).stdout.strip(), 120,
+          f"the srun step's two tasks ({tmp_path / 'out.txt'})")
+    got = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(W)]
+    assert [(g["rank"], g["slurm_procid"], g["world"], g["torchrun_before"]) for g in got] == [(r, r, W, []) for r in range(W)]
+    assert got[0]["master"] == got[1]["master"] == slurm_cluster.socket.gethostname().split(".")[0]
+    assert_equals_single_process([g["results"] for g in got])
+
+
+def test_one_job_on_two_srun_tasks_through_the_runner(slurm, tmp_path, monkeypatch):
+    """a job asking for `resources: {tasks: 2}` through --executor slurm: one run on two processes (SLURM's tasks, one
+    process group), one registry row recording 2 processes, rank 1's log beside the job's; its result equals the same
+    job under `--launcher torchrun --nproc-per-node 2` on this machine (the same ranks, batches and gathered negatives)"""
+    db = str(tmp_path / "r.sqlite")
+    env = {**os.environ, **slurm, "SUITE_REGISTRY": db}
+    suite = _suite(tmp_path, "ddp", [{**_tu(0, 3), "resources": {"tasks": 2, "cpus": 1}}])
+    _, (job,) = load_suite(suite)
+    p = _bench(["run", str(suite), "--executor", "slurm"], env, tmp_path)
+    assert p.returncode == 0 and "summary: finished 1" in p.stdout, p.stdout + p.stderr
+    reg = Registry(db)
+    (run,) = reg.runs(config_hash=job.hash)
+    assert run["status"] == "finished" and json.loads(run["run_options"])["processes"] == 2
+    rank1 = tmp_path / "results" / "bench-logs" / "ddp" / f"{job.hash}.rank1.log"
+    assert rank1.exists() and "graph tu" in rank1.read_text().splitlines()[0], list(rank1.parent.iterdir())
+
+    local_dir = tmp_path / "torchrun"
+    local_dir.mkdir()
+    monkeypatch.chdir(local_dir)
+    from benchmarks.runner.run import Runner
+
+    local_db = str(local_dir / "r.sqlite")
+    runner = Runner(local_db, threads=1, launcher="torchrun", nproc_per_node=2, log_dir=local_dir / "logs")
+    assert runner.run([job]) == {"finished": 1}
+    (local,) = Registry(local_db).runs(config_hash=job.hash)
+    assert json.loads(local["run_options"])["processes"] == 2
+
+    def result(r: Registry, run_id: str) -> dict:
+        return {(m["name"], m["split"]): m["value"] for m in r.metrics(run_id) if m["split"] == "test"}
+
+    assert result(reg, run["id"]) and result(reg, run["id"]) == result(Registry(local_db), local["id"])

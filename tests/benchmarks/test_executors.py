@@ -39,12 +39,25 @@ def test_resources_in_a_suite_file(tmp_path):
     assert resources_of(jobs[-1]) == {"cpus": 4, "time": "2:00:00", "mem": "16G", "partition": "gpu",
                                       "options": {"qos": "low"}}
     for bad, msg in (({"gpu": 1}, "resources key 'gpu' is unknown"), ({"cpus": 0}, "cpus must be an integer >= 1"),
-                     ({"time": "soon"}, "time must be minutes"), ({"options": {"a": {"b": 1}}}, "options must be")):
+                     ({"time": "soon"}, "time must be minutes"), ({"options": {"a": {"b": 1}}}, "options must be"),
+                     ({"tasks": 0}, "tasks must be an integer >= 1"), ({"nodes": 1.5}, "nodes must be an integer")):
         with pytest.raises(ValueError, match=msg):
             load_suite(_write(tmp_path, {"name": "b", "jobs": [{**group, "resources": bad}]}, "b"))
     assert (time_minutes(90), time_minutes("1:30:00"), time_minutes("1-00:00:00"), time_minutes("45:30")) == (
         90, 90, 1440, 46)
     assert (mem_string(16), mem_string("500mb"), mem_string("2G")) == ("16G", "500M", "2G")
+
+
+def test_ray_refuses_one_run_on_several_processes(tmp_path):
+    """a job asking for several processes (resources tasks / nodes) under --executor ray: one line saying which
+    executor or launcher runs it, before anything is submitted"""
+    from benchmarks.runner.executors import ClusterExecutor
+    from benchmarks.runner.run import Runner
+
+    _, (job,) = load_suite(_write(tmp_path, {"name": "t", "jobs": [
+        {"frontend": "graph", "command": "tu", "seeds": [0], "resources": {"nodes": 2, "tasks": 4}}]}))
+    with pytest.raises(ValueError, match=r"asks for 2 node\(s\) x 4 task\(s\).*--executor slurm"):
+        ClusterExecutor("ray")._submit_ray(Runner(str(tmp_path / "r.sqlite"), log_dir=tmp_path), [job])
 
 
 def test_sqlite_registry_on_a_network_file_system_is_refused(tmp_path):
