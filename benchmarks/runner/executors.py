@@ -185,6 +185,17 @@ def node_rank(spec: Spec, rank: int, requeues: int) -> str:
     return "finished" if rc == 0 else "failed"
 
 
+def _alive(proc: subprocess.Popen) -> bool:  # type: ignore[type-arg]
+    """Whether a child still runs, without reaping it (its waiting thread may be the one this signal handler
+    interrupted, holding the Popen's lock): a zombie has ended."""
+    try:
+        return Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):  # no /proc: what the Popen knows
+        return proc.returncode is None
+
+
 def _now() -> str:
     from suite.registry.schema import _now as now
 
@@ -209,7 +220,7 @@ class SlurmTask:
         if runner is not None:  # the run owner ends the run interrupted; its checkpoints stay for the next start
             runner.stop()
             deadline = time.monotonic() + spec.grace
-            while runner._procs and time.monotonic() < deadline:
+            while any(map(_alive, list(runner._procs))) and time.monotonic() < deadline:
                 time.sleep(0.2)
         if int(os.environ.get("SLURM_RESTART_COUNT") or 0) >= spec.max_requeues:
             return None

@@ -268,7 +268,7 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
 
     @contextmanager
     def run(self, resume_id: str | None = None, **kwargs: Any) -> Iterator["Run"]:
-        """Context manager: ``finished`` on success, ``interrupted`` on Ctrl-C / SIGTERM, ``failed`` otherwise.
+        """Context manager: ``finished`` on success, ``interrupted`` on Ctrl-C / SIGTERM / SIGUSR2, ``failed`` otherwise.
 
         ``resume_id`` continues that run's row (a resumed training run: one row per run, its metrics
         not split) instead of inserting a new one; the keyword arguments are then ignored."""
@@ -291,8 +291,8 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
             release()
             yield run
             run.record_undefined()
-        except KeyboardInterrupt:
-            self.finish(run.id, "interrupted", error="KeyboardInterrupt/SIGTERM")
+        except KeyboardInterrupt as exc:  # Ctrl-C, or the stop signal the handler names
+            self.finish(run.id, "interrupted", error=f"KeyboardInterrupt/{str(exc).split(',')[0] or 'SIGINT'}")
             raise
         except BaseException as exc:
             self.finish(run.id, "failed", error=f"{type(exc).__name__}: {exc}"[:2000])
@@ -394,9 +394,15 @@ class Run:
         self.registry.set_primary(self.id, metric, split)
 
 
+# what ends an open run like Ctrl-C: SIGTERM (a scheduler stopping or requeuing the job, `kill`, the runner) and
+# SIGUSR2, SLURM's customary warning before a job's --time (submitit's --signal): without a handler it kills the process
+# with no end recorded; with it the run ends interrupted, its checkpoints kept, and resumes when run again
+STOP_SIGNALS = ("SIGTERM", "SIGUSR2")
+
+
 class _SigtermHold:
-    """Block SIGTERM (main thread, where Python runs its handlers) with :meth:`hold`; calling the object restores the
-    mask it found, which delivers a SIGTERM that arrived meanwhile. The mask is read before anything is blocked, so a
+    """Block the :data:`STOP_SIGNALS` (main thread, where Python runs its handlers) with :meth:`hold`; calling the
+    object restores the mask it found, which delivers a stop signal that arrived meanwhile. The mask is read before anything is blocked, so a
     handler that raises just as the mask changes (a signal that had already arrived) leaves nothing for the caller's
     ``except`` to lose: before, the mask was returned by the call that blocked, and an exception there left SIGTERM
     blocked in the process and in every process it started (their SIGTERM then did nothing)."""
@@ -407,7 +413,7 @@ class _SigtermHold:
 
     def hold(self) -> None:
         if self.active:
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            signal.pthread_sigmask(signal.SIG_BLOCK, {getattr(signal, n) for n in STOP_SIGNALS if hasattr(signal, n)})
 
     def __call__(self) -> None:
         if self.active:
@@ -415,19 +421,31 @@ class _SigtermHold:
 
 
 def _sigterm_as_interrupt() -> Any:
-    """Turn SIGTERM into KeyboardInterrupt while a run is open (main thread only)."""
+    """Turn :data:`STOP_SIGNALS` into KeyboardInterrupt (naming the signal) while a run is open (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
-    old = signal.getsignal(signal.SIGTERM)
+    sigs = [getattr(signal, n) for n in STOP_SIGNALS if hasattr(signal, n)]
+    old = {s: signal.getsignal(s) for s in sigs}
 
     def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt("SIGTERM")
+        # one stop is enough: a second signal (SLURM's warning reaches every process of the job, and the runner's
+        # SIGTERM follows it) must not interrupt the row's end being written
+        for s in sigs:
+            signal.signal(s, signal.SIG_IGN)
+        name = signal.Signals(signum).name
+        raise KeyboardInterrupt(name + (", SLURM's warning before the time limit" if name == "SIGUSR2" else ""))
 
     try:
-        signal.signal(signal.SIGTERM, handler)
+        for s in sigs:
+            signal.signal(s, handler)
     except ValueError:
         return lambda: None
-    return lambda: signal.signal(signal.SIGTERM, old)
+
+    def restore() -> None:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+    return restore
 
 
 def open_registry(spec: str | None = None) -> Registry:

@@ -250,3 +250,80 @@ def test_one_job_on_two_srun_tasks_through_the_runner(slurm, tmp_path, monkeypat
         return {(m["name"], m["split"]): m["value"] for m in r.metrics(run_id) if m["split"] == "test"}
 
     assert result(reg, run["id"]) and result(reg, run["id"]) == result(Registry(local_db), local["id"])
+
+
+def test_slurm_time_limit_signal_requeues_the_task_which_resumes(slurm, tmp_path):
+    """SLURM's warning before a job's --time (USR2, which submitit asks for with --signal and handles): the job's
+    command ends interrupted with its checkpoints kept, submitit requeues the same array task, and the task resumes
+    the run from its checkpoint into the same row (one row, finished, requeued 1)"""
+    db = str(tmp_path / "r.sqlite")
+    env = {**os.environ, **slurm, "SUITE_REGISTRY": db}
+    suite = _suite(tmp_path, "tl", [_tu(3, 60)])
+    _, (job,) = load_suite(suite)
+    reg = Registry(db)
+    runner = subprocess.Popen([sys.executable, "-m", "suite", "bench", "run", str(suite), "--executor", "slurm"],
+                              env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        ckpts = tmp_path / "runs" / job.hash[:12] / "checkpoints"
+        _wait(lambda: any(ckpts.glob("step-*.pt")) and reg.runs(config_hash=job.hash), 150, "the first checkpoint",
+              runner)
+        run_id = reg.runs(config_hash=job.hash)[0]["id"]
+        sid = reg.job(job.hash)["scheduler_id"].split(":", 1)[1]
+        subprocess.run(["scancel", "--signal=USR2", sid], env=env, check=True, timeout=30)  # what --time's warning sends
+        _wait(lambda: reg.runs(config_hash=job.hash)[0]["status"] == "interrupted", 60, "the run to stop at the signal",
+              runner)
+        _wait(lambda: subprocess.run(["scontrol", "update", f"JobId={sid}", "StartTime=now"], env=env,
+                                     capture_output=True).returncode == 0 and "PENDING" in subprocess.run(
+            ["squeue", "-h", "-o", "%T", "-j", sid], env=env, capture_output=True, text=True).stdout
+              or (reg.job(job.hash) or {}).get("requeues") == 1, 90, "submitit's requeue", runner)
+        out = runner.communicate(timeout=240)[0]
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 0 and "requeued 1x" in out, out
+    runs = reg.runs(config_hash=job.hash)
+    assert [r["id"] for r in runs] == [run_id] and runs[0]["status"] == "finished"
+    assert (reg.job(job.hash)["status"], reg.job(job.hash)["requeues"]) == ("finished", 1)
+    log = Path(reg.job(job.hash)["log"]).read_text()
+    # the signal reaches the job's command and its node process, which stops the command too: whichever comes first
+    assert "suite: interrupted (SIG" in log and "resumes from" in log, log
+
+
+def test_ray_worker_killed_mid_run_is_retried_and_resumes(tmp_path, monkeypatch):
+    """the Ray worker running a job killed (SIGKILL) after the run's first checkpoint: its command stops (it follows
+    the worker), Ray retries the task, which resumes the run from its checkpoint into the same row (one row, finished,
+    requeued 1)"""
+    ray = pytest.importorskip("ray")
+    import signal
+    import threading
+
+    from benchmarks.runner.executors import ClusterExecutor
+    from benchmarks.runner.run import Runner
+
+    monkeypatch.chdir(tmp_path)
+    _, (job,) = load_suite(_suite(tmp_path, "crash", [_tu(4, 60)]))
+    db = str(tmp_path / "r.sqlite")
+    reg = Registry(db)
+    killed: list[int] = []
+
+    def kill_worker() -> None:
+        ckpts = tmp_path / "runs" / job.hash[:12] / "checkpoints"
+        _wait(lambda: any(ckpts.glob("step-*.pt")) and reg.runs(config_hash=job.hash), 150, "the first checkpoint")
+        pid = reg.job(job.hash)["pid"]
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        t = threading.Thread(target=kill_worker, daemon=True)
+        t.start()
+        counts = Runner(db, log_dir=tmp_path / "logs", executor=ClusterExecutor("ray")).run([job])
+        t.join(timeout=5)
+    finally:
+        ray.shutdown()
+    assert killed and counts == {"finished": 1}
+    runs = reg.runs(config_hash=job.hash)
+    assert len(runs) == 1 and runs[0]["status"] == "finished"
+    row = reg.job(job.hash)
+    assert (row["status"], row["requeues"]) == ("finished", 1) and row["pid"] != killed[0]
+    assert "resumes from" in Path(row["log"]).read_text()

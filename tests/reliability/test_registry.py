@@ -81,6 +81,34 @@ def test_sigterm_just_after_the_row_is_written_marks_it_interrupted(tmp_path, re
     assert [r["status"] for r in runs] == ["interrupted"] and runs[0]["error"] == "KeyboardInterrupt/SIGTERM"
 
 
+def test_a_second_stop_signal_while_the_interrupted_end_is_written(tmp_path):
+    """SLURM's time-limit warning (SIGUSR2) and the runner's SIGTERM reaching a run one after the other, the second
+    while the first's 'interrupted' end is being written -> the row is 'interrupted', naming the first signal (before,
+    the second raised inside the write and left the row 'running' though the command had printed its interrupted line;
+    found under a real SLURM time-limit signal)"""
+    db = str(tmp_path / "r.sqlite")
+    code = textwrap.dedent(f"""
+        import os, signal, sys
+        from suite.registry import Registry
+        reg = Registry({db!r})
+        finish = reg.finish
+        def finish_under_a_second_signal(*a, **kw):
+            os.kill(os.getpid(), signal.SIGTERM)
+            return finish(*a, **kw)
+        reg.finish = finish_under_a_second_signal
+        try:
+            with reg.run(modality="m", task="t", dataset="d", loss="l"):
+                os.kill(os.getpid(), signal.SIGUSR2)
+        except KeyboardInterrupt as exc:
+            print(exc)
+            sys.exit(130)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130 and "SIGUSR2, SLURM's warning" in proc.stdout, proc.stdout + proc.stderr
+    runs = Registry(db).runs()
+    assert [(r["status"], r["error"]) for r in runs] == [("interrupted", "KeyboardInterrupt/SIGUSR2")]
+
+
 def test_an_interrupt_as_sigterm_is_held_leaves_it_unblocked(tmp_path, monkeypatch):
     """a KeyboardInterrupt raised just as `Registry.run` blocks SIGTERM (the handler of a signal that had already
     arrived runs there) -> it propagates and SIGTERM is not left blocked (before, it stayed blocked in the process and

@@ -281,9 +281,11 @@ def test_disk_full_during_a_run_checkpoint(tu, capsys, monkeypatch):
     assert [r["status"] for r in _rows(db)] == ["finished"]  # the failed row was continued by the resumed run
 
 
-def test_sigterm_during_a_run_is_one_line(tu, capsys, monkeypatch):
-    """SIGTERM while `suite graph tu` trains -> one line saying the run was interrupted and the folder it resumes from,
-    exit 130, no traceback; the registry row is 'interrupted'"""
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGUSR2"])
+def test_sigterm_during_a_run_is_one_line(tu, capsys, monkeypatch, sig):
+    """SIGTERM, or SIGUSR2 (SLURM's warning before a job's time limit, which submitit asks for), while `suite graph tu`
+    trains -> one line saying the run was interrupted by it and the folder it resumes from, exit 130, no traceback; the
+    registry row is 'interrupted', naming the signal"""
     from graph.tu.graphcl import TUTask
 
     args, db, folder = tu
@@ -292,14 +294,14 @@ def test_sigterm_during_a_run_is_one_line(tu, capsys, monkeypatch):
 
     def term_after_first(self, cfg, ctx, training, epoch, stats):
         real(self, cfg, ctx, training, epoch, stats)
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), getattr(signal, sig))
         time.sleep(1)  # the handler raises here
 
     monkeypatch.setattr(TUTask, "on_epoch", term_after_first)
     assert main(args) == 130
     err = _one_line(capsys)
-    assert "interrupted" in err and str(folder) in err and "resumes" in err, err
-    assert [r["status"] for r in _rows(db)] == ["interrupted"]
+    assert f"interrupted ({sig}" in err and str(folder) in err and "resumes" in err, err
+    assert [(r["status"], r["error"]) for r in _rows(db)] == [("interrupted", f"KeyboardInterrupt/{sig}")]
 
 
 def test_registry_in_a_read_only_folder(tmp_path, monkeypatch, capsys):
