@@ -19,7 +19,7 @@ from torch import Tensor
 from suite.losses.base import ContrastiveLoss, register_loss
 from suite.losses.checks import as_views, check_positive, check_queue
 from suite.losses.core import gather_views, normalize
-from suite.losses.tiling import row_lse
+from suite.losses.tiling import row_lse_sum
 
 
 @register_loss("cmc")
@@ -45,14 +45,13 @@ class CMC(ContrastiveLoss):
 
         cols = v * m + (0 if queue is None else queue.shape[0])
         chunk = self._tile(v * n, cols)
-        if chunk is not None:  # fused tiles per ordered view pair (a loop over V(V-1) tiles groups, not samples)
-            total = views.new_zeros(())
-            for a in range(v):
-                for b in range(v):
-                    if a != b:
-                        lse = row_lse(views[a], gviews[b], qn, None, chunk, uniform=True, scale=1.0 / t)
-                        total = total + (lse - pos.view(v, n, v)[a, :, b]).sum()
-            return total / n
+        if chunk is not None:  # tiles per anchor view, against each other view (a loop over views, not samples)
+            # unbind, not views[a]: one gradient buffer per view, not a (V, N, d) one per pair in the backward
+            vs = views.unbind(0)
+            gs = vs if gviews is views else gviews.unbind(0)
+            lse = torch.stack([row_lse_sum(vs[a], [gs[b] for b in range(v) if b != a], qn, chunk, scale=1.0 / t)
+                               for a in range(v)]).sum()
+            return (lse - (pos.view(v, n, v) * off[:, None, :]).sum()) / n
 
         def rows(s: int, e: int) -> Tensor:
             # sum over the anchors z_a,i of rows [s, e) of sum_{b != a} (logsumexp_j s(z_a,i, z_b,j)/t - pos)

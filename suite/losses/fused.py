@@ -163,6 +163,15 @@ def pair_lse(e: Tensor, queue: Tensor | None, *, mode: str, c1: float, c2: float
     return torch.logsumexp(rows, 0)
 
 
+def row_lse_sum(anchors: Tensor, cands: list[Tensor], queue: Tensor | None = None, *, mode: str = "dot",
+                c1: float = 1.0, c2: float = 1.0) -> Tensor:
+    """Scalar sum_b sum_i lse_i of :func:`row_lse` of ``anchors`` against each ``cands[b]`` (and the queue), with the
+    exact gradient. The rows are summed with equal weights, so one accumulator O = sum_b O_b carries the anchors'
+    gradient for every b: memory (M + sum_b C_b) d where B calls of :func:`row_lse` keep B (M, d) accumulators
+    (CMC's V (V - 1) ordered view pairs keep V of them, not V (V - 1))."""
+    return _FusedRowSums.apply(anchors, queue, MODES[mode], float(c1), float(c2), _precision.get(), *cands)
+
+
 class _FusedRows(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, mode: int,
@@ -195,6 +204,50 @@ class _FusedRows(torch.autograd.Function):
             dc = dx[:n_c] if need_c else None
             dq = dx[n_c:] if need_q else None
         return da, dc, dq, None, None, None, None, None, None
+
+
+class _FusedRowSums(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, anchors: Tensor, queue: Tensor | None, mode: int, c1: float, c2: float, prec: str,
+                *cands: Tensor) -> Tensor:
+        a = anchors.contiguous()
+        want_o = ctx.needs_input_grad[0]
+        o_sum = r_sum = None
+        lses = []
+        for c in cands:  # the columns of each b in turn: its (C_b + Q, d) copy only while it is used
+            x = c.contiguous() if queue is None else torch.cat([c, queue]).contiguous()
+            lse, o, r = _forward(a, x, c.shape[0], None, mode, c1, c2, 0.0, prec, want_o)
+            lses.append(lse)
+            o_sum, r_sum = (o, r) if o_sum is None or not want_o else (o_sum.add_(o), r_sum.add_(r))
+        ctx.save_for_backward(a, queue, o_sum, r_sum, *lses, *cands)
+        ctx.args = (mode, c1, c2, prec, len(cands))
+        return torch.stack([lse.sum() for lse in lses]).sum()
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        a, queue, o, r, *rest = ctx.saved_tensors
+        mode, c1, c2, prec, n_b = ctx.args
+        lses, cands = rest[:n_b], rest[n_b:]
+        need_q = ctx.needs_input_grad[1] and queue is not None
+        da = None
+        if ctx.needs_input_grad[0]:
+            da = (c1 * g) * o if mode == 0 else 2.0 * g * (r[:, None] * a - o)
+        rows = g.reshape(1).expand(a.shape[0]).contiguous()  # every row's incoming gradient: the scalar's
+        dq = torch.zeros_like(queue) if need_q else None
+        dcs: list[Tensor | None] = []
+        for c, lse, need_c in zip(cands, lses, ctx.needs_input_grad[6:]):
+            if not (need_c or need_q):
+                dcs.append(None)
+                continue
+            x = c.contiguous() if queue is None else torch.cat([c, queue]).contiguous()
+            n_c = c.shape[0]
+            dx = _backward(a, x, n_c, x.shape[0] if need_q else n_c, None, lse, rows, mode, c1, c2, 0.0, prec)
+            if mode == 0 and c1 != 1.0:
+                dx.mul_(c1)
+            dcs.append(dx[:n_c] if need_c else None)
+            if dq is not None:
+                dq += dx[n_c:]
+        return (da, dq, None, None, None, None, *dcs)
 
 
 def _norms(mode: int, *xs: Tensor) -> list[Tensor]:

@@ -199,6 +199,17 @@ def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: T
     return _RowLSE.apply(anchors if scale == 1.0 else scale * anchors, cands, queue, excl, chunk, bool(uniform))
 
 
+def row_lse_sum(anchors: Tensor, cands: list[Tensor], queue: Tensor | None = None, chunk: int = 1024,
+                scale: float = 1.0) -> Tensor:
+    """Scalar sum over b of the rows' sum of :func:`row_lse` (``anchors``, ``cands[b]``, ``queue``): CMC's ordered
+    view pairs of one anchor view. The fused kernels keep one anchors' gradient accumulator for every b
+    (:func:`suite.losses.fused.row_lse_sum`); the PyTorch tiles take each b in turn."""
+    out = fused.attempt((anchors, *cands, queue), fused.row_lse_sum, anchors, cands, queue, c1=scale)
+    if out is not None:
+        return out
+    return torch.stack([row_lse(anchors, c, queue, None, chunk, uniform=True, scale=scale).sum() for c in cands]).sum()
+
+
 class _PairKernelLSE(torch.autograd.Function):
     """log( sum_{j != k} exp f(||e_j - e_k||^2) + 2 sum_{j, m} exp f(||e_j - q_m||^2) ) by row tiles. The
     per-pair weight of the gradient is p_jk f'(u_jk), and u_jk's gradient 2 (e_j - e_k) for e_j and

@@ -27,13 +27,12 @@ FUSED_CASES = [c for c in CASES if L.loss_class(c[1]).fused_tiles != "no"]
 def calls(monkeypatch):
     """The number of fused kernel calls made (so a test knows the kernels ran, not the PyTorch tiles)."""
     n = {"fused": 0}
-    apply = fused._FusedRows.apply
+    for fn in (fused._FusedRows, fused._FusedRowSums):
+        def counted(*args, apply=fn.apply):
+            n["fused"] += 1
+            return apply(*args)
 
-    def counted(*args):
-        n["fused"] += 1
-        return apply(*args)
-
-    monkeypatch.setattr(fused._FusedRows, "apply", counted)
+        monkeypatch.setattr(fn, "apply", counted)
     return n
 
 
@@ -114,6 +113,54 @@ def test_kernel_modes_against_float64(mode, with_queue, calls):
         want = torch.zeros_like(got, dtype=F64) if want is None else want
         assert torch.isfinite(got).all()
         assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-5 * float(want.abs().max()) + 1e-7)
+
+
+@pytest.mark.parametrize("mode", list(fused.MODES))
+@pytest.mark.parametrize("with_queue", [False, True])
+def test_row_lse_sum_against_float64(mode, with_queue, calls):
+    """The sum over several candidate sets (CMC's pairs of one anchor view) with one anchors' accumulator: the sum of
+    the float64 references' rows, and its gradients to the anchors, each candidate set and the queue; a candidate set
+    that wants no gradient gets none."""
+    g = torch.Generator().manual_seed(4)
+    m, d = 29, 20
+    a = torch.randn(m, d, generator=g, dtype=F64)
+    cs = [torch.randn(c, d, generator=g, dtype=F64) for c in (29, 37, 11)]
+    q = torch.randn(9, d, generator=g, dtype=F64) if with_queue else None
+    c1, c2 = (1.7, 0.6) if mode != "linear" else (0.3, 1.0)
+    leaves64 = [t.clone().requires_grad_() for t in [a, *cs] + ([q] if q is not None else [])]
+    qq = leaves64[4] if q is not None else None
+    ref = sum(_reference(leaves64[0], c, qq, None, mode, c1, c2, 0.0).sum() for c in leaves64[1:4])
+    ref_g = torch.autograd.grad(ref * 0.7, leaves64)
+    leaves = [t.float().requires_grad_() for t in leaves64]
+    frozen = leaves[2].detach()  # the second candidate set: no gradient wanted
+    with fused.interpret():
+        out = fused.row_lse_sum(leaves[0], [leaves[1], frozen, leaves[3]], leaves[4] if q is not None else None,
+                                mode=mode, c1=c1, c2=c2)
+    assert out.dim() == 0 and calls["fused"] == 1
+    assert float(out.detach()) == pytest.approx(float(ref.detach()), rel=1e-5)
+    want = [w for i, w in enumerate(ref_g) if i != 2]
+    got = torch.autograd.grad(out * 0.7, [t for i, t in enumerate(leaves) if i != 2])
+    for x, y in zip(got, want):
+        assert torch.allclose(x.double(), y, rtol=1e-4, atol=1e-5 * float(y.abs().max()) + 1e-7)
+
+
+def test_cmc_keeps_one_gradient_accumulator_per_view(calls):
+    """CMC's fused path with V = 3 views keeps V (N, d) accumulators of the anchors' gradient for the backward, one per
+    anchor view, not one per ordered pair (V (V - 1) = 6): the memory that decides whether 2N = 1M fits"""
+    v, n, d = 3, 40, 16
+    views = torch.randn(v, n, d, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    kept: dict[int, tuple[int, ...]] = {}
+
+    def pack(t):
+        kept[t.untyped_storage().data_ptr()] = (*t.shape, t.untyped_storage().nbytes())
+        return t
+
+    with fused.interpret(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = L.build("cmc", chunk_size=8)(views)
+    out.backward()
+    assert calls["fused"] == v
+    accumulators = [k for k in kept.values() if k == (n, d, n * d * 4)]  # their own (N, d) storage: not a view's
+    assert len(accumulators) == v, kept
 
 
 @pytest.mark.parametrize("temperature", [0.005, 100.0])
