@@ -21,6 +21,8 @@ An SQLite registry on a network file system is refused (:func:`check_registry`):
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shutil
@@ -254,11 +256,12 @@ class ClusterExecutor:
                 raise ValueError("--executor slurm needs submitit: pip install 'contrastive-suite[slurm]'") from None
             if shutil.which("sbatch") is None:
                 raise ValueError("--executor slurm: sbatch is not on PATH (run on a SLURM login node)")
-            probe = subprocess.run(["squeue", "-h", "-j", "0"], capture_output=True, text=True)
-            err = (probe.stderr or "").strip()
-            if probe.returncode != 0 and "Invalid job id" not in err:
-                raise ValueError(f"--executor slurm: the SLURM controller does not answer (squeue: "
-                                 f"{err.splitlines()[-1] if err else probe.returncode})")
+            # scontrol ping asks the controller itself (squeue -j 0 was refused by the client, the controller unasked)
+            probe = subprocess.run(["scontrol", "ping"], capture_output=True, text=True)
+            said = ((probe.stderr or "").strip() or (probe.stdout or "").strip()).splitlines()
+            if probe.returncode != 0 or " is UP" not in probe.stdout:
+                raise ValueError(f"--executor slurm: the SLURM controller does not answer (scontrol ping: "
+                                 f"{said[0] if said else probe.returncode})")
         elif self.kind == "ray":
             try:
                 import ray  # noqa: F401
@@ -341,7 +344,8 @@ class ClusterExecutor:
                 params["array_parallelism"] = self.max_parallel
             ex.update_parameters(**params)
             try:
-                subs = ex.map_array(SlurmTask(), [self.spec(runner, j) for j in group])
+                with contextlib.redirect_stderr(io.StringIO()):  # submitit prints sbatch's error too: said once, below
+                    subs = ex.map_array(SlurmTask(), [self.spec(runner, j) for j in group])
             except Exception as exc:  # sbatch refused (unknown partition, account, over a limit...): its last line
                 msg = str(exc).strip().splitlines()
                 raise ValueError(f"slurm: sbatch refused the {len(group)} job(s) of stage {group[0].stage} (first: "
@@ -357,14 +361,15 @@ class ClusterExecutor:
         return ids
 
     @staticmethod
-    def _squeue(arrays: list[str]) -> dict[str, str] | None:
-        """{array_task id: state} of the arrays' tasks SLURM still holds (pending, running, requeued...); None when
-        squeue does not answer (the controller is down: the runner keeps waiting)."""
+    def _squeue(arrays: list[str]) -> dict[str, str] | str:
+        """{array_task id: state} of the arrays' tasks SLURM still holds (pending, running, requeued...); squeue's
+        error when it does not answer (the controller is down: the runner keeps waiting)."""
         if not arrays:
             return {}
         p = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T", "-j", ",".join(arrays)], capture_output=True, text=True)
         if p.returncode != 0:
-            return {} if "Invalid job id" in p.stderr else None
+            said = p.stderr.strip().splitlines()
+            return {} if "Invalid job id" in p.stderr else (said[-1] if said else f"exit {p.returncode}")
         return dict(line.split(None, 1) for line in p.stdout.splitlines() if line.strip())
 
     # ---------------------------------------------------------------- Ray
@@ -407,10 +412,15 @@ class ClusterExecutor:
         requeued: dict[str, int] = {}
         t0 = {j.hash: time.monotonic() for j in jobs}
         left = {j.hash: j for j in jobs}
+        unanswered = False  # said once while the controller does not answer, again after it has answered
         while left:
             if self.kind == "slurm":
                 held = self._squeue(sorted({h.split(":", 1)[1].split("_")[0] for h in handles.values()}))
-                gone = [] if held is None else [h for h in left if handles[h].split(":", 1)[1] not in held]
+                if isinstance(held, str) and not unanswered:
+                    print(f"[waiting] the SLURM controller does not answer (squeue: {held}); the jobs go on on their "
+                          "nodes, and the runner keeps following them until it answers again", flush=True)
+                unanswered = isinstance(held, str)
+                gone = [] if isinstance(held, str) else [h for h in left if handles[h].split(":", 1)[1] not in held]
             else:
                 import ray
 

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -88,7 +88,8 @@ def _make_engine(url: str) -> tuple[sa.Engine, Path | None]:
 
 
 def lock_timeout() -> float:
-    """Seconds a SQLite registry waits for another process's write to end (``$SUITE_REGISTRY_TIMEOUT``, default 60)."""
+    """Seconds a SQLite registry waits for another process's write to end, and a database server's registry for its
+    server to answer again (a restart, a failover) (``$SUITE_REGISTRY_TIMEOUT``, default 60)."""
     raw = os.environ.get("SUITE_REGISTRY_TIMEOUT", "60")
     try:
         wait = float(raw)
@@ -106,6 +107,18 @@ def _why(exc: BaseException) -> str:
         return (f"locked by another process, which held it for more than {lock_timeout():g} s "
                 f"(SUITE_REGISTRY_TIMEOUT) ({reason}); nothing was written, what was recorded before is kept")
     return reason
+
+
+# a database server that does not answer for now (stopped, restarting, a failover), as its driver says it: waited for
+_UNREACHABLE = ("connection refused", "could not connect", "server closed the connection", "terminating connection",
+                "the database system is shutting down", "the database system is starting up", "connection reset",
+                "no route to host", "timeout expired", "connection timed out", "is in recovery mode",
+                "lost connection", "can't connect", "server has gone away")
+
+
+def _unreachable(exc: BaseException) -> bool:
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    return bool(getattr(exc, "connection_invalidated", False)) or any(s in text for s in _UNREACHABLE)
 
 
 def display_url(url: str) -> str:
@@ -134,6 +147,9 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
             self.engine, self.read_only = _make_engine(self.url)
             if self.read_only is not None:
                 return  # nothing is created or migrated in a folder that cannot be written
+            if self.engine.dialect.name != "sqlite":  # a server restarting is waited for here too
+                with self._connected(self.engine.connect):
+                    pass
             for attempt in range(5):
                 try:
                     _meta.create_all(self.engine)
@@ -158,7 +174,7 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
             raise RegistryError(f"registry {self.shown}: cannot write, the folder {self.read_only} is read-only "
                                 "(reading works: suite results list / show / export)")
         try:
-            with self.engine.begin() as conn:
+            with self._connected(self.engine.begin) as conn:
                 yield conn
         except sa.exc.DBAPIError as exc:
             raise RegistryError(f"registry {self.shown}: {_why(exc)}") from exc
@@ -166,10 +182,35 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
     @contextmanager
     def _read(self) -> Iterator[sa.Connection]:
         try:
-            with self.engine.connect() as conn:
+            with self._connected(self.engine.connect) as conn:
                 yield conn
         except sa.exc.DBAPIError as exc:
             raise RegistryError(f"registry {self.shown}: {_why(exc)}") from exc
+
+    @contextmanager
+    def _connected(self, connect: Any) -> Iterator[sa.Connection]:
+        """``connect()`` entered; a database server that does not answer (stopped, restarting) is tried again with a
+        growing pause (0.5 s, 1 s, 2 s, then every 4 s) for up to ``$SUITE_REGISTRY_TIMEOUT`` seconds, then one
+        RegistryError saying so. What was recorded before stays in the database; a transaction the server drops
+        midway is not repeated (its error is said)."""
+        wait, t0, pause = lock_timeout(), time.monotonic(), 0.5
+        with ExitStack() as stack:
+            while True:
+                try:
+                    conn = stack.enter_context(connect())
+                    break
+                except sa.exc.OperationalError as exc:
+                    left = wait - (time.monotonic() - t0)
+                    if self.engine.dialect.name == "sqlite" or not _unreachable(exc):
+                        raise
+                    if left <= 0:
+                        raise RegistryError(
+                            f"registry {self.shown}: its database server did not answer for {wait:g} s "
+                            f"(SUITE_REGISTRY_TIMEOUT) ({_reason(exc)}); nothing was written, what was recorded before "
+                            "is kept") from exc
+                    time.sleep(min(pause, left))
+                    pause = min(pause * 2, 4.0)
+            yield conn
 
     def _migrate(self) -> None:
         """Add the columns of newer versions to a database made by an older one (ALTER TABLE ADD COLUMN)."""
@@ -256,6 +297,16 @@ class Registry(QueryMixin, JobsMixin, SnapshotMixin):
         with self._tx() as conn:
             return conn.execute(metrics_t.delete().where(metrics_t.c.run_id == run_id, metrics_t.c.split == split,
                                                          metrics_t.c.step > after_step)).rowcount
+
+    def drop_metrics_since(self, run_id: str, saved_at: str, but: str | None = None) -> int:
+        """Remove the run's metrics, of every split but ``but``, logged after ``saved_at`` (when the checkpoint a
+        resumed run continues from was written, by the process that logged them): the resumed run logs them again,
+        never twice; returns how many."""
+        q = metrics_t.delete().where(metrics_t.c.run_id == run_id, metrics_t.c.logged_at > saved_at)
+        if but is not None:
+            q = q.where(sa.or_(metrics_t.c.split.is_(None), metrics_t.c.split != but))
+        with self._tx() as conn:
+            return conn.execute(q).rowcount
 
     def finish(self, run_id: str, status: str = "finished", error: str | None = None) -> None:
         if status not in STATUSES:

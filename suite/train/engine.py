@@ -50,6 +50,7 @@ import time
 import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Generic, Iterator, Sequence, TypeVar
 
@@ -319,6 +320,7 @@ class Engine(Generic[B]):
         self.grad_clip, self.accumulate = grad_clip, accumulate
         self.loss_obj, self.run = loss, run
         self.resume_run_id: str | None = None  # set by load(): the registry row of the interrupted run
+        self.resume_saved_at: str | None = None  # and when its checkpoint was written (what it logged later is dropped)
         self.generators = dict(generators or {})
         self.desc, self.unit = desc, unit
         self.step = 0  # optimiser steps done
@@ -676,7 +678,8 @@ class Engine(Generic[B]):
                 "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
                 "rng": rng_state(), "generators": {k: g.get_state() for k, g in self.generators.items()},
                 "config": config, "extra": extra or {},
-                "run_id": getattr(self.run, "id", None)}  # the registry row a resumed run continues
+                "run_id": getattr(self.run, "id", None),  # the registry row a resumed run continues ...
+                "saved_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds")}  # ... from its metrics of then
 
     def _random_state(self) -> dict[str, Any]:
         return {"rng": rng_state(), "generators": {k: g.get_state() for k, g in self.generators.items()}}
@@ -735,6 +738,7 @@ class Engine(Generic[B]):
             g.set_state(mine["generators"][k])
         set_rng_state(mine["rng"])
         self.resume_run_id = state.get("run_id")
+        self.resume_saved_at = state.get("saved_at")
         return dict(state["extra"])
 
 

@@ -422,8 +422,10 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
                                                     cfg_hash))
             if engine.step == 0:  # a fresh run (a resumed one logged its data when it started)
                 ctx.log(training.data_info, split="data")
-            elif hasattr(reg, "drop_metrics"):  # resumed: the step curves continue from the checkpoint's step
-                reg.drop_metrics(ctx.run.id, "train-step", engine.step)
+            elif hasattr(reg, "drop_metrics"):  # resumed: the step curves continue from the checkpoint's step, and
+                reg.drop_metrics(ctx.run.id, "train-step", engine.step)  # what else the interrupted process logged
+                if engine.resume_saved_at and hasattr(reg, "drop_metrics_since"):  # after the checkpoint is logged
+                    reg.drop_metrics_since(ctx.run.id, engine.resume_saved_at, but="train-step")  # again, not twice
         engine.run = ctx.run
         if trackers and sd.is_main():  # named by the run, with its config, code version and seed
             from suite.registry import code_version
