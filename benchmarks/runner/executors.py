@@ -120,6 +120,8 @@ class Spec:
     env: dict[str, str] = field(default_factory=dict)
 
 
+ENDED = ("finished", "failed", "cancelled", "interrupted")  # a job row's states after its end
+RANK0_POLL_S = 5.0  # how often another task of a job on several processes reads rank 0's row
 _ACTIVE: dict[str, Any] = {}  # the one-job runner of this node process (for SIGTERM and submitit's checkpoint)
 
 
@@ -174,15 +176,31 @@ def node_rank(spec: Spec, rank: int, requeues: int) -> str:
     ``<hash>.rank<r>.log``. The registry is rank 0's (its row, its end); this task only runs and stops its process."""
     from benchmarks.runner.run import Runner
 
+    from suite.registry import Registry
+
     if requeues > spec.max_requeues:  # rank 0 fails the job
         return "failed"
     os.chdir(spec.cwd)
     os.environ.update(spec.env)
     runner = Runner(spec.registry_url, jobs=1, threads=spec.threads, log_dir=Path(spec.log_dir), grace=spec.grace)
+    done = threading.Event()
+
+    def follow_rank0() -> None:  # rank 0 ended the job (failed before its command started, cancelled...): stop too,
+        reg = Registry(spec.registry_url)  # not wait for a rendezvous that never comes (torch's timeout: 30 min)
+        ended = lambda: (reg.job(spec.job.hash) or {}).get("status") in ENDED  # noqa: E731
+        while not done.wait(RANK0_POLL_S):
+            # still ended after the grace: a finished job's other ranks end with it, and a requeued task's rank 0
+            # takes the row of the attempt before back within it
+            if ended() and not done.wait(spec.grace) and ended():
+                runner.stop()
+                return
+
     old = signal.signal(signal.SIGTERM, lambda signum, frame: runner.stop())
+    threading.Thread(target=follow_rank0, daemon=True).start()
     try:
         rc = runner.spawn(spec.job, Path(spec.log_dir) / f"{spec.job.hash}.rank{rank}.log", append=requeues > 0)
     finally:
+        done.set()
         signal.signal(signal.SIGTERM, old)
     return "finished" if rc == 0 else "failed"
 

@@ -327,3 +327,32 @@ def test_ray_worker_killed_mid_run_is_retried_and_resumes(tmp_path, monkeypatch)
     row = reg.job(job.hash)
     assert (row["status"], row["requeues"]) == ("finished", 1) and row["pid"] != killed[0]
     assert "resumes from" in Path(row["log"]).read_text()
+
+
+def test_another_task_stops_when_rank_0_ended_the_job(tmp_path, monkeypatch):
+    """a job on 2 SLURM tasks whose rank 0 ended it without its command running with the others (failed first,
+    cancelled): task 1, whose command waits for rank 0's rendezvous, stops it after the grace and ends 'failed',
+    instead of holding its node for torch's 30-minute rendezvous timeout"""
+    import threading
+
+    from benchmarks.runner import executors
+    from benchmarks.runner.executors import Spec, node_rank
+    from tests.graph.test_distributed import _free_port
+
+    monkeypatch.chdir(tmp_path)
+    _, (job,) = load_suite(_suite(tmp_path, "two", [_tu(0, 3)]))
+    db = str(tmp_path / "r.sqlite")
+    reg = Registry(db)
+    assert reg.claim_job(job.hash, job.label(), status="queued")
+    for k, v in {"SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "1", "SLURM_LOCALID": "1", "SLURM_JOB_ID": "7",
+                 "SLURM_STEP_NODELIST": "localhost", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(executors, "RANK0_POLL_S", 0.5)
+    spec = Spec(job, db, str(tmp_path / "logs"), str(tmp_path), ("login", 1), 1, 3, 2.0, {})
+    (tmp_path / "logs").mkdir()
+    threading.Timer(4.0, lambda: reg.finish_job(job.hash, "failed", only_if=("queued",))).start()
+    t0 = time.monotonic()
+    assert node_rank(spec, 1, 0) == "failed"
+    took = time.monotonic() - t0
+    assert took < 30, took  # the 4 s before rank 0's end, a poll, the 2 s grace and the child's stop
+    assert "graph tu" in (tmp_path / "logs" / f"{job.hash}.rank1.log").read_text()
