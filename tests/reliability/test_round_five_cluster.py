@@ -7,6 +7,7 @@ property does not depend on SLURM the local executor runs the job. All of them s
 are marked slow: ``make test-cluster`` runs them, ``suite bench reliability`` records them."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import re
@@ -382,8 +383,8 @@ def test_requeue_onto_another_node_resumes_there(data, reference, tmp_path, monk
     host node-b; the job row finished on node-b with requeues 1; the log says where it resumed"""
     pytest.importorskip("submitit")
     _needs_unshare()
-    job, reg, out, spec = _queued(tmp_path, data)
     _killing(monkeypatch, tmp_path, "node")
+    job, reg, out, spec = _queued(tmp_path, data)  # its environment (PYTHON*, SUITE_*) is the Spec's, as on a node
     first = _node_task(spec, tmp_path, "node-a", 0, dict(os.environ))
     assert first.returncode == -signal.SIGKILL, first.stdout + first.stderr
     row = reg.job(job.hash)
@@ -392,6 +393,7 @@ def test_requeue_onto_another_node_resumes_there(data, reference, tmp_path, monk
     assert run["host"] == "node-a" and sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000000003.pt"]
 
     monkeypatch.delenv("SUITE_TEST_KILL_AT")
+    spec = dataclasses.replace(spec, env={k: v for k, v in spec.env.items() if k != "SUITE_TEST_KILL_AT"})
     second = _node_task(spec, tmp_path, "node-b", 1, dict(os.environ))
     assert second.returncode == 0 and second.stdout.strip().endswith("finished"), second.stdout + second.stderr
     runs = reg.runs(config_hash=job.hash)
@@ -452,17 +454,17 @@ def _stop_at_first_checkpoint(monkeypatch, pg: Postgres, down_for: float | None)
 
 
 def test_postgres_restarting_mid_run_is_survived(postgres, data, reference, tmp_path, monkeypatch, capsys):
-    """the registry's PostgreSQL server stops after a `suite graph tu` run's first checkpoint and starts again 3 s
-    later (the run's next writes come while it is down) -> the writes wait for it (SUITE_REGISTRY_TIMEOUT, here 30 s)
-    and the run finishes: exit 0, one row, finished, every metric logged once (the first write failed at once:
-    'connection refused', exit 2, the row left running)"""
+    """the registry's PostgreSQL server stops after a `suite graph tu` run's first checkpoint and starts again 10 s
+    later (the run's next writes, epoch 2's, come while it is down) -> the writes wait for it (SUITE_REGISTRY_TIMEOUT,
+    here 30 s) and the run finishes: exit 0, one row, finished, every metric logged once (the first write failed at
+    once: 'connection refused', exit 2, the row left running)"""
     from suite.cli import main
 
     url = postgres.database("restart")
     monkeypatch.setenv("SUITE_REGISTRY", url)
     monkeypatch.setenv("SUITE_REGISTRY_TIMEOUT", "30")
     monkeypatch.setenv("SUITE_NO_PROGRESS", "1")
-    _stop_at_first_checkpoint(monkeypatch, postgres, 3.0)
+    _stop_at_first_checkpoint(monkeypatch, postgres, 10.0)
     try:
         rc = main(_tu_cli(data, tmp_path / "run"))
         err = capsys.readouterr().err
