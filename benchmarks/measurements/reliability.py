@@ -47,6 +47,10 @@ PROMISES = [
     "inputs at step k, a GPU out of memory (loss, encoder or evaluation) or failing mid-run: one line naming the loss, "
     "the step, the batch and memory where they apply (the user's own traceback lines only for their code); no finished "
     "row, and the checkpoint before the fault is kept.",
+    "Cluster faults: a SLURM controller that does not answer is refused before anything is claimed, and waited for "
+    "(said once) while jobs run; a refused submission is one line; a job killed at any stage or requeued onto "
+    "another node resumes from its checkpoint into its one row, each metric logged once; a PostgreSQL registry's "
+    "server restarting is waited for (`SUITE_REGISTRY_TIMEOUT`), then one line; two login nodes run each job once.",
 ]
 
 
