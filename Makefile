@@ -35,11 +35,13 @@ test-all: $(STAMP)
 	$(PY) -m pytest -q
 
 # The slow tests against real services: the runner's cluster executors on a one-node SLURM cluster (Debian's slurm-wlm
-# and munge) and a local Ray cluster, a run whose MLflow server dies (about 2.5 min on 2 cores), and the cluster faults
+# and munge) and a local Ray cluster, runs logging to a real MLflow server and one whose server dies, and the cluster faults
 # of reliability round five (SLURM's controller down, jobs killed at each stage, requeues onto another node, PostgreSQL
-# restarting, two login nodes: about 6 min), so not in `make test`; skipped, with the reason, where those are absent.
+# restarting, two login nodes): about 12 min on 2 cores, so not in `make test`; skipped, with the reason, where those
+# are absent.
 test-cluster: $(STAMP)
 	$(PY) -m pytest -q tests/benchmarks/test_cluster_executors.py \
+		tests/suite/test_trackers.py::test_mlflow_server_receives_params_metrics_and_export \
 		tests/suite/test_trackers.py::test_a_server_gone_costs_a_warning_not_the_run \
 		tests/reliability/test_round_five_cluster.py
 

@@ -134,6 +134,7 @@ def _check_run(uri: str, reg: Registry, run_id: str, *, steps: list[int]) -> Any
     return got
 
 
+@pytest.mark.slow  # a real MLflow server (about 24 s with its start): run by `make test-cluster`, which .ci/run runs
 def test_mlflow_server_receives_params_metrics_and_export(server: str, tmp_path: Path) -> None:
     """--log-to mlflow --mlflow-uri http://... -> the server holds one run named by the registry's run id: params,
     the registry's loss points at their steps, the export folder as an artifact (through the server's proxy)"""
