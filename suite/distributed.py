@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import zlib
 from typing import Any, Mapping
 
 import torch
@@ -121,8 +122,8 @@ def slurm_env(environ: Mapping[str, str] | None = None) -> dict[str, str] | None
     if world <= 1 or "SLURM_PROCID" not in env:
         return None
     nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
-    job, step = env.get("SLURM_JOB_ID", "0"), env.get("SLURM_STEP_ID", env.get("SLURM_STEPID", "0"))
-    port = env.get("MASTER_PORT") or str(15000 + (int(job) * 31 + int(step)) % 20000)
+    job, step = (zlib.crc32(env.get(k, "0").encode()) for k in ("SLURM_JOB_ID", "SLURM_STEP_ID"))
+    port = env.get("MASTER_PORT") or str(15000 + (job * 31 + step) % 20000)
     return {"RANK": env["SLURM_PROCID"], "WORLD_SIZE": str(world), "LOCAL_RANK": env.get("SLURM_LOCALID", "0"),
             "MASTER_ADDR": env.get("MASTER_ADDR") or first_host(nodes), "MASTER_PORT": port}
 
