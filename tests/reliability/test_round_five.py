@@ -20,6 +20,7 @@ import torch
 from suite.cli import main
 from suite.registry import Registry
 from tests.reliability.test_round_four import _one_line, _rows, tu  # noqa: F401 (fixture)
+from tests.suite.test_user_losses import installed_package
 
 ROOT = Path(__file__).resolve().parents[2]
 STEP5 = "step 5 (epoch 2, batch 2)"  # 40 graphs in batches of 16: 3 steps an epoch, so step 5 is in the second
@@ -254,51 +255,23 @@ def test_installed_loss_named_like_a_built_in(tmp_path, monkeypatch, capsys):
     name and `suite losses` lists it, the package's loss is left out and `suite losses` says so naming the package
     (once the plugins were loaded, building `infonce` raised the plugin's 'the name is taken' error)"""
     import suite.losses as L
-    from suite.losses import base as loss_base
-
-    site = tmp_path / "site"
-    (site / "shadow_pkg").mkdir(parents=True)
-    (site / "shadow_pkg" / "__init__.py").write_text(USER_LOSSES)
-    dist = site / "shadow_pkg-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: shadow-pkg\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[suite.losses]\ninfonce = shadow_pkg:Good\n")
-    (dist / "top_level.txt").write_text("shadow_pkg\n")
-    monkeypatch.syspath_prepend(str(site))
-    saved = (dict(loss_base._REGISTRY), dict(loss_base._PLUGINS), dict(loss_base._PLUGIN_ERRORS))
-    monkeypatch.setattr(loss_base, "_plugins_loaded", False)
-    try:
+    with installed_package(monkeypatch, tmp_path / "site", "shadow_pkg", "shadow-pkg", "0.1", USER_LOSSES,
+                           "infonce = shadow_pkg:Good\n"):
         L.available()  # loads the plugins
         built = L.build("infonce")
         assert type(built).__module__.startswith("suite.losses"), type(built)
         assert main(["losses"]) == 0
         out = capsys.readouterr()
         assert "| infonce |" in out.out and "shadow-pkg" in out.out + out.err and "ignored" in out.out + out.err
-    finally:
-        for live, old in zip((loss_base._REGISTRY, loss_base._PLUGINS, loss_base._PLUGIN_ERRORS), saved):
-            live.clear()
-            live.update(old)
 
 
 def test_installed_loss_broken_at_import(tmp_path, monkeypatch, capsys):
     """an installed package whose loss module fails to import (a dependency missing) -> `suite losses` still lists the
     built-in losses (exit 0) and names the broken one; `suite graph tu --loss broken` is exit 2, one line naming the
     loss, the package and the ImportError, before anything is read or trained"""
-    from suite.losses import base as loss_base
-
-    site = tmp_path / "site"
-    (site / "broken_pkg").mkdir(parents=True)
-    (site / "broken_pkg" / "__init__.py").write_text("import not_installed_dependency_xyz\n")
-    dist = site / "broken_pkg-2.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-pkg\nVersion: 2.0\n")
-    (dist / "entry_points.txt").write_text("[suite.losses]\nbroken_loss = broken_pkg:Loss\n")
-    (dist / "top_level.txt").write_text("broken_pkg\n")
-    monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("SUITE_REGISTRY", str(tmp_path / "r.sqlite"))
-    saved = (dict(loss_base._REGISTRY), dict(loss_base._PLUGINS), dict(loss_base._PLUGIN_ERRORS))
-    monkeypatch.setattr(loss_base, "_plugins_loaded", False)
-    try:
+    with installed_package(monkeypatch, tmp_path / "site", "broken_pkg", "broken-pkg", "2.0",
+                           "import not_installed_dependency_xyz\n", "broken_loss = broken_pkg:Loss\n"):
         assert main(["losses"]) == 0
         out = capsys.readouterr()
         assert "| infonce |" in out.out and "broken_loss" in out.out + out.err, out
@@ -308,10 +281,6 @@ def test_installed_loss_broken_at_import(tmp_path, monkeypatch, capsys):
         err = _one_line(capsys)
         assert "broken_loss" in err and "broken-pkg" in err and "not_installed_dependency_xyz" in err, err
         assert not (tmp_path / "run" / "checkpoints").exists()
-    finally:
-        for live, old in zip((loss_base._REGISTRY, loss_base._PLUGINS, loss_base._PLUGIN_ERRORS), saved):
-            live.clear()
-            live.update(old)
 
 
 def test_user_loss_source_changed_between_two_jobs_of_a_grid(user_tu, monkeypatch, capsys):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -170,27 +171,40 @@ def test_origin_changes_the_setting(losses_file: Path, tmp_path: Path) -> None:
     assert experiment_hash(Cfg(spec)) != h1 and Job("graph", "tu", (("loss", spec),), 0).hash != job1
 
 
+@contextmanager
+def installed_package(monkeypatch: pytest.MonkeyPatch, site: Path, module: str, name: str, version: str, source: str,
+                      entry_points: str, record: bool = False) -> Iterator[Path]:
+    """A package ``module`` (``source`` its ``__init__.py``) installed in ``site`` as pip leaves it: its dist-info
+    (distribution ``name`` ``version``, ``entry_points`` the ``[suite.losses]`` lines) on the path; the loss registry
+    as it was before is restored at the end (the plugins are loaded again meanwhile)."""
+    (site / module).mkdir(parents=True)
+    (site / module / "__init__.py").write_text(source)
+    dist = site / f"{module}-{version}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (dist / "entry_points.txt").write_text("[suite.losses]\n" + entry_points)
+    if record:
+        (dist / "RECORD").write_text(f"{module}/__init__.py,,\n")
+    (dist / "top_level.txt").write_text(f"{module}\n")
+    monkeypatch.syspath_prepend(str(site))
+    saved = (dict(loss_base._REGISTRY), dict(loss_base._PLUGINS), dict(loss_base._PLUGIN_ERRORS))
+    monkeypatch.setattr(loss_base, "_plugins_loaded", False)
+    try:
+        yield site
+    finally:
+        for live, old in zip((loss_base._REGISTRY, loss_base._PLUGINS, loss_base._PLUGIN_ERRORS), saved):
+            live.clear()
+            live.update(old)
+
+
 @pytest.fixture()
 def installed_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """An installed package declaring ``cos_margin`` under the ``suite.losses`` entry points (its dist-info on the
     path, as pip leaves it)."""
-    site = tmp_path / "site"
-    (site / "cos_margin_pkg").mkdir(parents=True)
-    (site / "cos_margin_pkg" / "__init__.py").write_text(LOSSES)
-    dist = site / "cos_margin_pkg-1.2.3.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: cos-margin-pkg\nVersion: 1.2.3\n")
-    (dist / "entry_points.txt").write_text("[suite.losses]\ncos_margin = cos_margin_pkg:CosMargin\n"
-                                           "broken_plugin = cos_margin_pkg:NotAModule\n")
-    (dist / "RECORD").write_text("cos_margin_pkg/__init__.py,,\n")
-    (dist / "top_level.txt").write_text("cos_margin_pkg\n")
-    monkeypatch.syspath_prepend(str(site))
-    saved = (dict(loss_base._REGISTRY), dict(loss_base._PLUGINS), dict(loss_base._PLUGIN_ERRORS))
-    monkeypatch.setattr(loss_base, "_plugins_loaded", False)
-    yield site
-    for live, old in zip((loss_base._REGISTRY, loss_base._PLUGINS, loss_base._PLUGIN_ERRORS), saved):
-        live.clear()
-        live.update(old)
+    with installed_package(monkeypatch, tmp_path / "site", "cos_margin_pkg", "cos-margin-pkg", "1.2.3", LOSSES,
+                           "cos_margin = cos_margin_pkg:CosMargin\nbroken_plugin = cos_margin_pkg:NotAModule\n",
+                           record=True) as site:
+        yield site
 
 
 def test_entry_point_losses_are_found_like_the_built_in_ones(installed_plugin: Path,
