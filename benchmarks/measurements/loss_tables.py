@@ -26,10 +26,10 @@ OPERATION_COUNTS = {
                      "anchors' gradient, and the candidates' recomputed) and 2 exp passes: 8 products against 3",
     "macl": "the reweighting V_i makes the per-row gradient non-uniform, so the candidates' gradient recomputes the "
             "tile: 4 products and 2 exp passes against 3 and 1, plus the softplus and reweighting per row",
-    "tsimclr": "the same 3 products as InfoNCE, but about 12 elementwise passes over each tile (squared distance "
-               "and clamp, the log1p kernel, its exp, its derivative, the masks, row and column sums) against "
-               "InfoNCE's 4 (max, exp, sum, scale); at d = 128 these memory-bound passes, not the products, set "
-               "the time",
+    "tsimclr": "2 products per tile against InfoNCE's 3 (the pairs' matrix is symmetric: the rows' product gives the "
+               "columns' gradient too), but about 8 elementwise passes (squared distance, clamp, minimum, the kernel's "
+               "ratio and power, sum, its derivative with the clamp's mask, row sums) against InfoNCE's 4 (max, exp, "
+               "sum, scale)",
     "xclr": "InfoNCE's log-sum-exp plus the target term: the targets' exp pass over an (N, M) block, done twice "
             "(forward, and again for the candidates' gradient), and two (N, M) x d products",
     "infonce": "at 2N = 256 the bare product takes well under a millisecond and fixed per-call costs (normalising, "

@@ -31,7 +31,7 @@ def uniformity(x: Tensor, t: float = 2.0, extra: Tensor | None = None, chunk: in
     count = m * (m - 1) / 2 + (0 if extra is None else m * extra.shape[0])
     # the (M, M) matrix is symmetric: pairs i<j are half the off-diagonal; pairs with extra counted once (+ log 2)
     if chunk is not None:
-        return (pair_kernel_lse(x, lambda u: -t * u, lambda u: torch.full_like(u, -t), extra, chunk, ("linear", t))
+        return (pair_kernel_lse(x, ("linear", t), extra, chunk)
                 - math.log(2.0 * count))
     d = -t * sq_dists_normalized(x, x)  # (M, M)
     k = torch.arange(m, device=x.device)

@@ -211,86 +211,81 @@ def row_lse_sum(anchors: Tensor, cands: list[Tensor], queue: Tensor | None = Non
 
 
 class _PairKernelLSE(torch.autograd.Function):
-    """log( sum_{j != k} exp f(||e_j - e_k||^2) + 2 sum_{j, m} exp f(||e_j - q_m||^2) ) by row tiles. The
-    per-pair weight of the gradient is p_jk f'(u_jk), and u_jk's gradient 2 (e_j - e_k) for e_j and
-    2 (e_k - e_j) for e_k. The output is one scalar, so the forward forms the whole gradient while it has
-    each tile at hand (3 products per tile, as the dense path; a recomputing backward would take 4): the
-    weights exp(logit - M) are taken against the running maximum M of the logits seen so far, the sum is
-    rescaled by exp(M_old - M_new) when M grows, and d log Z = sum * exp(M - log Z) at the end.
-    ``f`` / ``df``: the log-kernel and its derivative."""
+    """log Z = log( sum_{j != k} exp f(u_jk) + 2 sum_{j, m} exp f(u_jm) ), u the squared distances ||e_j - e_k||^2 and
+    ||e_j - q_m||^2, f the log-kernel ``kind``: ``("linear", t)``, f(u) = -t u (uniformity), or ``("cauchy", c, a)``,
+    f(u) = -c log(1 + u / a) (t-SimCLR), by row tiles. The output is one scalar, so the forward forms the whole
+    gradient while it has each tile at hand. With the weights w = exp(f(u) - M) against the running maximum M of f
+    (what was summed is rescaled by exp(M_old - M_new) when M grows), and since each pair (j, k) counts in both
+    orders (and each (j, m) twice),
+
+        d log Z / d e_j = 4 f'-weighted (e_j sum_k W_jk - (W @ [e; queue])_j) / sum w,   W = w f'(u) / f'-const
+
+    one product per tile: its row sums give the columns' share too (the (e, e) block is symmetric). Per tile the
+    Cauchy kernel is taken on v = a + u: w = (v_min / v)^c and w f'(u) = -c w / v, no logarithm or exponential of a
+    tile; the linear one on -t u. Entries whose computed distance is 0 or below (rounding, near duplicates) are
+    clamped to 0 and get no gradient, as the clamp's own."""
 
     @staticmethod
-    def forward(ctx: Any, e: Tensor, queue: Tensor | None, f: Callable[[Tensor], Tensor],
-                df: Callable[[Tensor], Tensor], chunk: int) -> Tensor:
+    def forward(ctx: Any, e: Tensor, queue: Tensor | None, kind: Kind, chunk: int) -> Tensor:
         m = e.shape[0]
+        cauchy = kind[0] == "cauchy"
+        x = e if queue is None else torch.cat([e, queue])
+        sq = (x * x).sum(1)
         want = ctx.needs_input_grad[0]
-        de = torch.zeros_like(e) if want else None
-        col = torch.zeros(m, dtype=e.dtype, device=e.device)  # sum over rows of the weights, per column
-        big = torch.full((), float("-inf"), dtype=e.dtype, device=e.device)  # running max of the logits
-        total = torch.zeros((), dtype=e.dtype, device=e.device)  # sum of exp(logit - big)
+        de = torch.empty_like(e) if want else None
+        total = torch.zeros((), dtype=e.dtype, device=e.device)  # sum of w, against ``big``
+        big = ref = torch.full((), float("-inf"), dtype=e.dtype, device=e.device)  # running max of f (no host read)
         for i, (s, t) in enumerate(_spans(m, chunk)):
-            logits, u = _kernel_tile(e, queue, f, s, t)
-            new = torch.maximum(big, logits.amax())  # on the device: no host read per tile
-            if i:  # rescale what was summed against the old maximum (nothing on the first tile)
+            k = torch.arange(t - s, device=e.device)
+            if cauchy:
+                c, a = kind[1], kind[2]
+                v = torch.addmm(sq[s:t, None] + a, e[s:t], x.T, alpha=-2.0).add_(sq[None])  # a + u
+                v.clamp_min_(a)[k, k + s] = float("inf")  # the own pair: w = 0
+                ref = v.amin() if i == 0 else torch.minimum(ref, v.amin())  # max f at the least v
+                new = -c * torch.log1p((ref - a) / a)
+                w = torch.div(ref, v).pow_(c)
+            else:
+                c = kind[1]
+                lg = torch.addmm(sq[s:t, None] * -c, e[s:t], x.T, alpha=2.0 * c).sub_(sq[None], alpha=c)  # -t u
+                lg.clamp_max_(0.0)[k, k + s] = float("-inf")
+                new = torch.maximum(big, lg.amax())
+                w = torch.sub(lg, new).exp_()
+            if i:  # rescale what was summed against the old maximum
                 scale = torch.where(new > big, torch.exp(big - new), torch.ones_like(big))
                 total.mul_(scale)
-                col.mul_(scale)
                 if de is not None:
-                    de.mul_(scale)
+                    de[:s].mul_(scale)
             big = new
-            w = logits.sub_(big).exp_()
-            total += w.sum()
+            total += w[:, :m].sum() if queue is None else w[:, :m].sum() + 2.0 * w[:, m:].sum()
             if de is not None:
-                c = w.mul_(df(u)).mul_(u > 0)  # d/d u of sum exp f(u), clamped entries have none
-                cm = c[:, :m]
-                de[s:t] += 2.0 * c.sum(1, keepdim=True) * e[s:t]
-                de[s:t].addmm_(cm, e, alpha=-2.0)
-                col += cm.sum(0)
-                de.addmm_(cm.T, e[s:t], alpha=-2.0)  # in place: no (M, d) temporary per tile
-                if queue is not None:
-                    de[s:t].addmm_(c[:, m:], queue, alpha=-2.0)
+                # w f'(u) / (-c); the entries clamped to u = 0 get none (inf: v's, on a Python bound, no host read)
+                g = w.div_(torch.nn.functional.threshold_(v, a, float("inf"))) if cauchy else w.masked_fill_(lg == 0, 0.0)
+                de[s:t] = torch.addmm(g.sum(1, keepdim=True) * e[s:t], g, x, alpha=-1.0)
         log_z = big + total.log()
         if de is not None:
-            de.add_(2.0 * col[:, None] * e)  # the columns' share, once: sum_j w_jk 2 e_k
-            de.mul_(torch.exp(big - log_z))
+            de.mul_(-4.0 * c / total)
         ctx.save_for_backward(de)
         return log_z
 
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         (de,) = ctx.saved_tensors
-        return (None if de is None else de * g), None, None, None, None
+        return (None if de is None else de * g), None, None, None
 
 
-def _kernel_tile(e: Tensor, queue: Tensor | None, f: Callable[[Tensor], Tensor], s: int, t: int
-                 ) -> tuple[Tensor, Tensor]:
-    """(logits, squared distances) of rows [s, t): f(u) against every row of ``e`` (self -inf) then, with
-    log 2 added, against the queue."""
-    a = e[s:t]
-    u = sq_distances(a, e).clamp_min_(0.0)
-    if queue is not None:
-        u = torch.cat([u, sq_distances(a, queue).clamp_min_(0.0)], 1)
-    logits = f(u)
-    k = torch.arange(t - s, device=e.device)
-    logits[k, k + s] = float("-inf")
-    if queue is not None:
-        logits[:, e.shape[0]:] += math.log(2.0)
-    return logits, u
-
-
-def pair_kernel_lse(e: Tensor, f: Callable[[Tensor], Tensor], df: Callable[[Tensor], Tensor],
-                    queue: Tensor | None = None, chunk: int = 1024, kind: Kind | None = None) -> Tensor:
-    """Scalar log( sum_{j != k} exp f(||e_j - e_k||^2) + 2 sum_{j,m} exp f(||e_j - q_m||^2) ) in row tiles with
-    the exact gradient (t-SimCLR's normaliser, the uniformity term); ``queue`` gets no gradient. ``kind``: ``f`` as
-    one of the fused kernels' modes, ``(mode, c1[, c2])`` (:mod:`suite.losses.fused`), which then run it where they
-    apply."""
-    if kind is not None:
+def pair_kernel_lse(e: Tensor, kind: Kind, queue: Tensor | None = None, chunk: int | None = 1024) -> Tensor:
+    """Scalar log( sum_{j != k} exp f(||e_j - e_k||^2) + 2 sum_{j,m} exp f(||e_j - q_m||^2) ) with the exact
+    gradient (t-SimCLR's normaliser, the uniformity term); ``queue`` gets no gradient. ``kind``: the log-kernel f,
+    ``("linear", t)`` for -t u or ``("cauchy", c, a)`` for -c log(1 + u / a). In tiles of ``chunk`` rows, by the
+    fused kernels (:mod:`suite.losses.fused`) where they apply, else by PyTorch tiles; ``chunk=None``: dense, one
+    PyTorch tile."""
+    if chunk is not None:
         out = fused.attempt((e, queue), fused.pair_lse, e, queue, mode=kind[0], c1=kind[1],
                             c2=kind[2] if len(kind) > 2 else 1.0)
         if out is not None:
             return out
-    pin_malloc_threshold()
-    return _PairKernelLSE.apply(e, None if queue is None else queue.detach(), f, df, chunk)
+        pin_malloc_threshold()
+    return _PairKernelLSE.apply(e, None if queue is None else queue.detach(), kind, chunk or e.shape[0])
 
 
 class _RowKernelLSE(torch.autograd.Function):

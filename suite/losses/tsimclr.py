@@ -84,17 +84,13 @@ class TSimCLR(ContrastiveLoss):
             queue = queue.double() if queue is not None else None
         pos = self._log_q(((z_a - z_b) ** 2).sum(-1))  # (N,) log q(x_i, x_i')
         e = torch.cat([sd.gather(z_a), sd.gather(z_b)])  # (2M, d) all embeddings of all ranks
-        # the normaliser in log space: log Z = logsumexp_{j != k} log q(e_j, e_k) (+ the (embedding, queue)
-        # pairs in both orders); summing q directly underflows in float32 for spread-out features
-        # (loss -inf at tau = 1, t_df = 100)
+        # the normaliser in log space: log Z = log sum_{j != k} q(e_j, e_k) (+ the (embedding, queue) pairs in both
+        # orders), each q taken against the largest (summing q itself underflows in float32 for spread-out features:
+        # loss -inf at tau = 1, t_df = 100). Dense is the same function in one tile: the gradient formed in the
+        # forward (a scalar output), fewer passes over the (2M, 2M) matrix than autograd's graph
         n_cols = e.shape[0] + (0 if queue is None else queue.shape[0])
-        chunk = self._tile(e.shape[0], n_cols)
-        # fused: the gradient formed in the forward (a scalar output), nothing (2M, 2M) kept for the backward; dense
-        # is the same function in one tile (the same values; fewer passes over the matrix than autograd's graph)
-        a = self.temperature * self.t_df
-        log_z = pair_kernel_lse(e, self._log_q, lambda u: -(self.t_df + 1.0) / 2.0 / (a + u), queue,
-                                e.shape[0] if chunk is None else chunk,
-                                None if chunk is None else ("cauchy", (self.t_df + 1.0) / 2.0, a))
+        kind = ("cauchy", (self.t_df + 1.0) / 2.0, self.temperature * self.t_df)
+        log_z = pair_kernel_lse(e, kind, queue, self._tile(e.shape[0], n_cols))
         per_pair = log_z - pos  # (N,) l(x_i, x_i') = l(x_i', x_i)
         self._record(log_normaliser=log_z, log_normaliser_per_pair=log_z - math.log(e.shape[0] * (e.shape[0] - 1)))
         return weighted_mean(per_pair, weights).to(out_dtype)  # mean over the 2N anchors (both orders: same term)

@@ -169,6 +169,19 @@ def test_tsimclr_queue_and_params():
     _check(lambda a, b: loss(a, b, queue=queue), lambda a, b: R.tsimclr(a, b, 1.0, 1.0, queue=queue), [za, zb])
 
 
+@pytest.mark.parametrize("chunk", [None, 3])
+def test_tsimclr_duplicate_rows_at_a_small_kernel_scale(chunk):
+    """Rows that coincide (a positive pair, a queue entry) have u = 0, which the product form of the distances gives
+    as +-rounding: their pairs keep the value q(0) = 1 and get no gradient (its true value, e_j - e_k = 0), also where
+    a small kernel scale (tau t_df = 0.02) makes f'(0) = -c / a large. Dense and in tiles of 3 rows."""
+    za, zb = _pair(5, 4, 14)
+    zb[:2] = za[:2]
+    queue = torch.cat([za[2:3], torch.randn(2, 4, generator=torch.Generator().manual_seed(15), dtype=F64)])
+    loss = L.build("tsimclr", temperature=0.02, t_df=1.0, chunk_size=chunk)
+    for q in (None, queue):
+        _check(lambda a, b: loss(a, b, queue=q), lambda a, b: R.tsimclr(a, b, 0.02, 1.0, queue=q), [za, zb])
+
+
 @pytest.mark.parametrize("n,d", SHAPES)
 def test_align_uniform(n, d):
     za, zb = _pair(n, d, 13)
