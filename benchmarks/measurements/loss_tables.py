@@ -24,8 +24,10 @@ OPERATION_COUNTS = {
     "hard_negative": "two log-sum-exps per row (of beta s / t and (1 + beta) s / t) whose gradients enter "
                      "non-uniformly (through log N_g and the debiasing term), so each takes 4 products (logits, "
                      "anchors' gradient, and the candidates' recomputed) and 2 exp passes: 8 products against 3",
-    "macl": "the reweighting V_i makes the per-row gradient non-uniform, so the candidates' gradient recomputes the "
-            "tile: 4 products and 2 exp passes against 3 and 1, plus the softplus and reweighting per row",
+    "macl": "reweighted, 3 products per tile as InfoNCE (each anchor's gradient in x_i is 1); the adaptive "
+            "temperature's scaled anchors and the per-row softplus and reweighting are the rest; without the "
+            "reweighting (the text setting) the per-row gradient is sigmoid(x_i), and the candidates' gradient "
+            "recomputes the tile: 4 products",
     "tsimclr": "2 products per tile against InfoNCE's 3 (the pairs' matrix is symmetric: the rows' product gives the "
                "columns' gradient too), but about 8 elementwise passes (squared distance, clamp, minimum, the kernel's "
                "ratio and power, sum, its derivative with the clamp's mask, row sums) against InfoNCE's 4 (max, exp, "

@@ -85,7 +85,9 @@ class MACL(PairLoss):
         tau = tau_raw.clamp_min(self.tau_min)
         ps = self.setup(z_a, z_b, queue, 1.0 / tau)
         pos = self.per_anchor(pos)  # (A,)
-        lse = self.negatives_lse(ps)  # (A,) over the negatives
+        # (A,) over the negatives; reweighted, every anchor's loss has gradient 1 in x_i (below), so with equal pair
+        # weights the rows are summed uniformly (the tiles' candidates' gradient formed in the forward)
+        lse = self.negatives_lse(ps, uniform=self.reweight and weights is None)
         x = lse - pos / tau  # -log P_i = softplus(x_i)
         if self.reweight:
             # V_i softplus(x_i) with V_i = sg(1 + e^{-x_i}); e^{-x} softplus(x) = exp(log softplus(x) - x) <= 1

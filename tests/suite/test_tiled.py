@@ -214,6 +214,27 @@ def test_row_lse_gradient_formed_in_the_forward_is_exact_for_any_incoming_gradie
         assert (len(calls) == n_forward) == (hint and uniform)  # tiles recomputed unless the hint held
 
 
+@pytest.mark.parametrize("name,hp,recomputes", [
+    ("infonce", {}, False), ("dcl", {}, False), ("supcon", {}, False),
+    ("macl", {}, False),  # reweighted: d/dx_i of sg(V_i) softplus(x_i) is 1, every anchor alike
+    ("macl", dict(reweight=False), True),  # softplus alone: sigmoid(x_i), one per anchor
+    ("hard_negative", {}, True)])
+def test_tiled_backward_recomputes_no_tile_where_every_row_weighs_the_same(name, hp, recomputes, monkeypatch):
+    """The losses whose rows' log-sum-exps all get the same gradient form the candidates' gradient in the forward
+    (3 products per tile, as dense): their backward recomputes no tile. Counted by the tiles built; the gradients
+    equal the dense path's either way (the cases above)."""
+    x = _inputs(torch.float32)
+    names, fn = _call("labels" if name == "supcon" else "pair", x)
+    calls = []
+    real = tiling._tile_logits
+    monkeypatch.setattr(tiling, "_tile_logits", lambda *a: calls.append(1) or real(*a))
+    leaves = [x[k].clone().requires_grad_() for k in names]
+    out = fn(L.build(name, chunk_size=3, **hp), *leaves)
+    n_forward = len(calls)
+    torch.autograd.grad(out, leaves)
+    assert n_forward > 0 and (len(calls) > n_forward) == recomputes, (n_forward, len(calls))
+
+
 @pytest.mark.parametrize("case", CASES[::3] + [c for c in CASES if c[1] in ("tsimclr", "cacr")], ids=lambda c: c[0])
 def test_losses_stay_float32_under_bf16_autocast(case):
     """a forward inside torch.autocast(bfloat16) (as the engine runs it; the backward after it) -> every loss, dense
