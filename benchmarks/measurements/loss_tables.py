@@ -32,8 +32,8 @@ OPERATION_COUNTS = {
                "columns' gradient too), but about 8 elementwise passes (squared distance, clamp, minimum, the kernel's "
                "ratio and power, sum, its derivative with the clamp's mask, row sums) against InfoNCE's 4 (max, exp, "
                "sum, scale)",
-    "xclr": "InfoNCE's log-sum-exp plus the target term: the targets' exp pass over an (N, M) block, done twice "
-            "(forward, and again for the candidates' gradient), and two (N, M) x d products",
+    "xclr": "InfoNCE's log-sum-exp plus the target term: the targets' exp pass over an (N, M) block (once: the "
+            "term's whole gradient is formed in the forward) and two (N, M) x d products",
     "infonce": "at 2N = 256 the bare product takes well under a millisecond and fixed per-call costs (normalising, "
                "indexing the positives) dominate",
 }

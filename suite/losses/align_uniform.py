@@ -20,7 +20,7 @@ from torch import Tensor
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, register_loss
 from suite.losses.checks import check_finite, check_pair, check_positive, check_queue
-from suite.losses.core import normalize, sq_dists_normalized
+from suite.losses.core import normalize, normalize_pair, sq_dists_normalized
 from suite.losses.tiling import pair_kernel_lse
 
 
@@ -58,7 +58,7 @@ class AlignUniform(ContrastiveLoss):
     def forward(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None = None) -> Tensor:
         z_a, z_b = check_pair(z_a, z_b)
         queue = check_queue(queue, z_a.shape[1], z_a.dtype, z_a.device)
-        z_a, z_b = normalize(z_a, "z_a"), normalize(z_b, "z_b")
+        z_a, z_b = normalize_pair(z_a, z_b)
         q = normalize(queue, "queue") if queue is not None else None
         align = alignment(z_a, z_b, self.alpha)
         ga, gb = sd.gather(z_a), sd.gather(z_b)

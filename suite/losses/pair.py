@@ -28,9 +28,8 @@ import torch
 from torch import Tensor
 
 from suite.losses.base import ContrastiveLoss
-from suite.losses.checks import (check_choice, check_pair, check_positive, check_queue, check_weights, normalize_rows,
-                                 weighted_rows)
-from suite.losses.core import NEGATIVES, PairSetup, pair_lse, pair_rows, pair_setup
+from suite.losses.checks import check_choice, check_pair, check_positive, check_queue, check_weights, weighted_rows
+from suite.losses.core import NEGATIVES, PairSetup, normalize_pair, pair_lse, pair_rows, pair_setup
 
 
 class PairInputs(NamedTuple):
@@ -65,10 +64,8 @@ class PairLoss(ContrastiveLoss):
         z_a, z_b = check_pair(z_a, z_b)
         queue = check_queue(queue, z_a.shape[1], z_a.dtype, z_a.device)
         weights = check_weights(weights, z_a.shape[0], z_a.device)
-        if self.hypersphere:  # both views in one pass (row by row the same values; fewer small ops on a GPU)
-            n = z_a.shape[0]
-            both = normalize_rows(torch.cat([z_a, z_b]), parts=(("z_a", n), ("z_b", n)))
-            z_a, z_b = both[:n], both[n:]
+        if self.hypersphere:
+            z_a, z_b = normalize_pair(z_a, z_b)
         return PairInputs(z_a, z_b, queue, weights)
 
     def setup(self, z_a: Tensor, z_b: Tensor, queue: Tensor | None, scale: float | Tensor) -> PairSetup:

@@ -19,7 +19,7 @@ from torch import Tensor
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, register_loss
 from suite.losses.checks import check_labels, check_pair, check_positive, check_queue
-from suite.losses.core import normalize, pair_lse, pair_rows, pair_setup
+from suite.losses.core import normalize, normalize_pair, pair_lse, pair_rows, pair_setup
 
 
 @register_loss("supcon")
@@ -37,7 +37,7 @@ class SupCon(ContrastiveLoss):
         z_a, z_b = check_pair(z_a, z_b)
         labels = check_labels(labels, z_a.shape[0], device=z_a.device)
         queue = check_queue(queue, z_a.shape[1], z_a.dtype, z_a.device)
-        za_n, zb_n = normalize(z_a, "z_a"), normalize(z_b, "z_b")
+        za_n, zb_n = normalize_pair(z_a, z_b)
         ps = pair_setup(za_n, zb_n, negatives="all", symmetric=True, queue=queue, scale=1.0 / self.temperature)
         gl = sd.gather_nograd(labels)
         cand = ps.cand  # (2M, d), gathered once by pair_setup

@@ -423,37 +423,33 @@ def softmin_cost(q: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | 
 
 class _WeightedCross(torch.autograd.Function):
     """sum_i a_i . sum_c W_c[i] @ cands_c (+ W_q[i] @ queue) with weights W (no gradient) produced tile by tile
-    by ``wfn(start, stop)``: the (A, d) mixes are saved, the weights recomputed in the backward for the
-    candidates' gradient (X-CLR's target-weighted logits)."""
+    by ``wfn(start, stop)`` (X-CLR's target-weighted logits). The output is one scalar, so the forward forms the whole
+    gradient while it has each tile's weights at hand: the anchors' W @ cands (the mixes) and the candidates'
+    W^T @ a; the backward only scales them (the weights are made once, not again for the backward)."""
 
     @staticmethod
     def forward(ctx: Any, anchors: Tensor, queue: Tensor | None, wfn: Callable[[int, int], list[Tensor]], chunk: int,
                 *cands: Tensor) -> Tensor:
         mix = torch.zeros_like(anchors)
+        dcs = [torch.zeros_like(c) if need else None for c, need in zip(cands, ctx.needs_input_grad[4:])]
         for s, e in _spans(anchors.shape[0], chunk):
             ws = wfn(s, e)
-            for w, c in zip(ws, cands):
+            for w, c, dc in zip(ws, cands, dcs):
                 mix[s:e] += w @ c
+                if dc is not None:
+                    dc.addmm_(w.T, anchors[s:e])
             if queue is not None and len(ws) > len(cands):
                 mix[s:e] += ws[-1] @ queue
-        ctx.save_for_backward(anchors, mix)
-        ctx.wfn, ctx.chunk, ctx.n_c, ctx.cand_shapes = wfn, chunk, len(cands), [c.shape for c in cands]
+        ctx.save_for_backward(mix, *[dc for dc in dcs if dc is not None])
+        ctx.wanted = [dc is not None for dc in dcs]
         return (anchors * mix).sum()
 
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
-        anchors, mix = ctx.saved_tensors
-        dcs: list[Tensor | None] = [None] * ctx.n_c
-        need = ctx.needs_input_grad[4:]
-        if any(need):
-            dcs = [torch.zeros(w_shape, dtype=anchors.dtype, device=anchors.device) if nd else None
-                   for w_shape, nd in zip(ctx.cand_shapes, need)]
-            for s, e in _spans(anchors.shape[0], ctx.chunk):
-                ga = anchors[s:e] * g
-                for i, w in enumerate(ctx.wfn(s, e)[: ctx.n_c]):
-                    if dcs[i] is not None:
-                        dcs[i].addmm_(w.T, ga)
-        return (g * mix if ctx.needs_input_grad[0] else None, None, None, None, *dcs)
+        mix, *kept = ctx.saved_tensors
+        dcs = iter(kept)
+        return (g * mix if ctx.needs_input_grad[0] else None, None, None, None,
+                *[g * next(dcs) if wanted else None for wanted in ctx.wanted])
 
 
 def weighted_cross(anchors: Tensor, cands: list[Tensor], queue: Tensor | None,

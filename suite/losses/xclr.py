@@ -35,7 +35,7 @@ from torch import Tensor
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, register_loss
 from suite.losses.checks import _check_float, _fails, check_device, check_pair, check_positive, check_queue
-from suite.losses.core import normalize, pair_lse, pair_rows, pair_setup
+from suite.losses.core import normalize, normalize_pair, pair_lse, pair_rows, pair_setup
 from suite.losses.tiling import weighted_cross
 
 
@@ -66,7 +66,7 @@ class XCLR(ContrastiveLoss):
         if similarity is not None:
             check_device(similarity, "similarity", z_a.device)
             g = _local_graph(similarity, n, w).detach().to(z_a.dtype)  # (N, W*N); targets carry no gradient
-            graph_rows = lambda i: g[i]  # noqa: E731
+            graph_rows = lambda i0, i1: g[i0:i1]  # noqa: E731
         else:  # G = E E^T with unit rows (diagonal 1), built per tile: never an (N, N) tensor
             _check_float(similarity_embeddings, "similarity_embeddings")
             if similarity_embeddings.dim() != 2 or similarity_embeddings.shape[0] != n:
@@ -74,13 +74,13 @@ class XCLR(ContrastiveLoss):
             check_device(similarity_embeddings, "similarity_embeddings", z_a.device)
             e_loc = normalize(similarity_embeddings.detach().to(z_a.dtype), "similarity_embeddings")
             e_all = sd.gather_nograd(e_loc)
-            graph_rows = lambda i: e_loc[i] @ e_all.T  # noqa: E731
+            graph_rows = lambda i0, i1: e_loc[i0:i1] @ e_all.T  # noqa: E731
         queue = check_queue(queue, z_a.shape[1], z_a.dtype, z_a.device)
         qs = None  # target logits of the queue entries; None: all pure negatives (zero mass, no (N, Q) tensor)
         if queue is not None and queue_similarity is not None:
             qs = _queue_graph(queue_similarity, n, queue.shape[0]).to(z_a.dtype) / self.target_temperature
         # logits (2N, 2M[+Q]) = cos / tau, -inf at each anchor's own entry
-        za_n, zb_n = normalize(z_a, "z_a"), normalize(z_b, "z_b")
+        za_n, zb_n = normalize_pair(z_a, z_b)
         ps = pair_setup(za_n, zb_n, negatives="all", symmetric=True, queue=queue, scale=1.0 / self.temperature)
         m = ps.cand.shape[0] // 2
         ga, gb = ps.cand[:m], ps.cand[m:]  # (M, d) candidates of all ranks (gathered once)
@@ -94,7 +94,7 @@ class XCLR(ContrastiveLoss):
             normalised by Z_i = 2 sum_{k != i} e^{t_ik} + e^{t_ii} + sum_q e^{t_iq} (a sum of positive terms,
             over the row max: no cancellation)."""
             r = torch.arange(i1 - i0, device=z_a.device)
-            t = graph_rows(torch.arange(i0, i1, device=z_a.device)) / self.target_temperature  # (rows, M)
+            t = graph_rows(i0, i1) / self.target_temperature  # (rows, M)
             mx = t.amax(1, keepdim=True)
             if qs is not None:
                 mx = torch.maximum(mx, qs[i0:i1].amax(1, keepdim=True))
@@ -120,10 +120,9 @@ class XCLR(ContrastiveLoss):
             ws = weights(0, n)
             mix = ws[0] @ cand_sum + (ws[1] @ ps.queue if qs is not None else 0.0)
             lse, cross = torch.logsumexp(pair_rows(ps, 0, ps.n_rows), 1), (both * mix).sum()
-        else:  # tiled: the fused log-sum-exps; the weighted term with its weights recomputed per tile of samples
+        else:  # tiled: the fused log-sum-exps; the weighted term with its weights made per tile of samples
             lse, cross = pair_lse(ps, chunk, uniform=True), weighted_cross(both, [cand_sum], ps.queue, weights, chunk)
-        # (a copy: the backward's tile pass refills self_w)
-        cross = cross + (self_w.clone() * ((za_n * gb[own]).sum(1) + (zb_n * ga[own]).sum(1))).sum()
+        cross = cross + (self_w * ((za_n * gb[own]).sum(1) + (zb_n * ga[own]).sum(1))).sum()
         return (lse.sum() - cross / self.temperature) / ps.n_rows
 
 
