@@ -53,10 +53,12 @@ class HardNegative(PairLoss):
         log_m = math.log(m_count)
 
         chunk = self._tile(ps.n_rows, ps.n_cols)
+        # dense: the (A, C) similarities once for both log-sum-exps (their gradients meet in it: 3 products, not 6)
+        sims = pair_rows(ps, 0, ps.n_rows, exclude_positive=True) if chunk is None else None
 
         def lse_scaled(k: float) -> Tensor:  # (A,) logsumexp over the negatives of k s/t
-            if chunk is None:
-                return torch.logsumexp(k * pair_rows(ps, 0, ps.n_rows, exclude_positive=True), 1)
+            if sims is not None:
+                return torch.logsumexp(k * sims, 1)
             return pair_lse(ps, chunk, exclude_positive=True, scale=k)  # no scaled copy of the anchors
 
         # log Ng = log M + logsumexp((1+beta) s/t) - logsumexp(beta s/t); beta = 0: the last term is log M
