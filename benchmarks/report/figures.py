@@ -6,13 +6,15 @@ curves (:func:`suite_curves`), where a suite file's ``report:`` asks for them. N
 from __future__ import annotations
 
 import base64
+import contextlib
+import contextvars
 import importlib
 import io
 import json
 import math
 import statistics
 from collections import defaultdict
-from typing import Any
+from typing import Any, Iterator
 
 from benchmarks.report.cells import Table
 from benchmarks.tables import committed, suite_runs
@@ -20,6 +22,18 @@ from suite.registry import Registry, step_curve
 
 MAX_SERIES = 8
 DPI = 80
+_pixels: contextvars.ContextVar[bool] = contextvars.ContextVar("report_pixels", default=True)
+
+
+@contextlib.contextmanager
+def without_pixels() -> Iterator[None]:
+    """Within the block :func:`png` draws nothing and gives an empty image: for a check that compares the page's text
+    (the pixels depend on the fonts installed), which then skips most of the page's build time."""
+    token = _pixels.set(False)
+    try:
+        yield
+    finally:
+        _pixels.reset(token)
 
 
 def _plt() -> Any:
@@ -32,6 +46,9 @@ def _plt() -> Any:
 
 
 def png(fig: Any) -> str:
+    if not _pixels.get():
+        _plt().close(fig)
+        return ""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
     _plt().close(fig)

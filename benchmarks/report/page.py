@@ -25,7 +25,8 @@ import yaml
 from benchmarks.tables.claims import RULE_TEXT, Verdict
 from benchmarks.tables import suite_runs, versions_of, versions_text
 from benchmarks.report.cells import Table, _fmt, _rows, collect, published
-from benchmarks.report.figures import loss_time, module_figures, png, rank_heatmap, suite_curves, trajectories
+from benchmarks.report.figures import (loss_time, module_figures, png, rank_heatmap, suite_curves, trajectories,
+                                       without_pixels)
 from suite.registry import Registry, markdown_table, open_registry
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -320,7 +321,7 @@ def check(reg: Registry, out_dir: Path = RESULTS) -> list[str]:
     """Rebuild every results file from ``reg`` into a temporary folder and compare each with its namesake in
     ``out_dir`` (the page without its images' pixels, which depend on the fonts installed); returns the names of
     the files that differ (or are missing)."""
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, without_pixels():
         build(reg, Path(tmp))
         return differ(Path(tmp), out_dir)
 
