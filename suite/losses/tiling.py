@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import math
 from typing import Any, Callable, Iterator
 
 import torch
@@ -218,12 +217,13 @@ class _PairKernelLSE(torch.autograd.Function):
     (what was summed is rescaled by exp(M_old - M_new) when M grows), and since each pair (j, k) counts in both
     orders (and each (j, m) twice),
 
-        d log Z / d e_j = 4 f'-weighted (e_j sum_k W_jk - (W @ [e; queue])_j) / sum w,   W = w f'(u) / f'-const
+        d log Z / d e_j = 4 (e_j sum_k W_jk - (W @ [e; queue])_j) / sum w,   W = w f'(u)   (row j, columns e then queue)
 
-    one product per tile: its row sums give the columns' share too (the (e, e) block is symmetric). Per tile the
-    Cauchy kernel is taken on v = a + u: w = (v_min / v)^c and w f'(u) = -c w / v, no logarithm or exponential of a
-    tile; the linear one on -t u. Entries whose computed distance is 0 or below (rounding, near duplicates) are
-    clamped to 0 and get no gradient, as the clamp's own."""
+    one product per tile: the rows' own sums give the columns' share too (the (e, e) block is symmetric). f' is
+    -t (linear) or -c / (a + u) (Cauchy); the tiles hold W / (-t) or W / (-c) and the constant joins at the end. Per
+    tile the Cauchy kernel is taken on v = a + u, w = (v_min / v)^c and W / (-c) = w / v: no logarithm or
+    exponential of a tile. Entries whose computed distance is 0 or below (rounding, near duplicates) are clamped to
+    0 and get no gradient, as the clamp's own."""
 
     @staticmethod
     def forward(ctx: Any, e: Tensor, queue: Tensor | None, kind: Kind, chunk: int) -> Tensor:
