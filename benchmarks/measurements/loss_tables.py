@@ -33,7 +33,8 @@ OPERATION_COUNTS = {
                "ratio and power, sum, its derivative with the clamp's mask, row sums) against InfoNCE's 4 (max, exp, "
                "sum, scale)",
     "xclr": "InfoNCE's log-sum-exp plus the target term: the targets' exp pass over an (N, M) block (once: the "
-            "term's whole gradient is formed in the forward) and two (N, M) x d products",
+            "term's whole gradient is formed in the forward) and two (N, M) x d products; at 2N = 256 the target "
+            "term's per-call small ops (the targets' normaliser, the other view's own entries) weigh most",
     "infonce": "at 2N = 256 the bare product takes well under a millisecond and fixed per-call costs (normalising, "
                "indexing the positives) dominate",
 }
