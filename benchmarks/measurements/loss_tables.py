@@ -22,8 +22,9 @@ LARGE_TASKS = {"speed": "loss-bench-tiled", "auto": "loss-bench-auto", "rss": "l
 # Why these losses cannot reach 1.5x InfoNCE's faster path (issue 15 asks the table to say so by counts).
 OPERATION_COUNTS = {
     "hard_negative": "two log-sum-exps per row (of beta s / t and (1 + beta) s / t) whose gradients enter "
-                     "non-uniformly (through log N_g and the debiasing term), so each takes 4 products (logits, "
-                     "anchors' gradient, and the candidates' recomputed) and 2 exp passes: 8 products against 3",
+                     "non-uniformly (through log N_g and the debiasing term): both from one pass of tiles, 4 products "
+                     "(the tile, and in the backward the tile again, the anchors' and the candidates' gradients) "
+                     "against 3, and two exp passes each way against one",
     "macl": "reweighted, 3 products per tile as InfoNCE (each anchor's gradient in x_i is 1); the adaptive "
             "temperature's scaled anchors and the per-row softplus and reweighting are the rest; without the "
             "reweighting (the text setting) the per-row gradient is sigmoid(x_i), and the candidates' gradient "

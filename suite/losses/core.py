@@ -17,7 +17,7 @@ embeddings of all ranks (see :mod:`suite.distributed`); anchors stay local.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import torch
 from torch import Tensor
@@ -152,17 +152,33 @@ def pair_lse(ps: PairSetup, chunk: int, *, exclude_positive: bool = False, unifo
     if ps.negatives == "none":
         lse_q = row_lse(ps.anchors, ps.queue, None, None, chunk, uniform=uniform and exclude_positive, scale=scale)
         return lse_q if exclude_positive else torch.logaddexp(scale * ps.pos_sim, lse_q)
+    return _arranged(ps, exclude_positive,
+                     lambda a, c, ex: [row_lse(a, c, ps.queue, ex, chunk, uniform=uniform, scale=scale)])[0]
+
+
+def pair_lse_scales(ps: PairSetup, chunk: int, scales: tuple[float, ...]) -> list[Tensor]:
+    """For each k of ``scales`` (> 0), the (A,) log-sum-exp over each anchor's negatives (self and positive left out)
+    of k times the scaled similarities, all from one pass of row tiles (:func:`suite.losses.tiling.row_lse_scales`;
+    hard negatives' beta s / t and (1 + beta) s / t): the (A, C) matrix never exists."""
+    from suite.losses.tiling import row_lse_scales
+
+    if ps.negatives == "none":
+        return row_lse_scales(ps.anchors, ps.queue, None, None, chunk, scales)
+    return _arranged(ps, True, lambda a, c, ex: row_lse_scales(a, c, ps.queue, ex, chunk, scales))
+
+
+def _arranged(ps: PairSetup, exclude_positive: bool,
+              rows: Callable[[Tensor, Tensor, Tensor | None], list[Tensor]]) -> list[Tensor]:
+    """``rows(anchors, cands, excl)`` (row statistics, each (rows,)) over the candidate sets of a pair arrangement with
+    candidates (the self column and, with ``exclude_positive``, the positive left out): one set, or "cross"'s two
+    halves, concatenated."""
     if len(ps.cands) == 1:
         excl = [c for c in (ps.self_col, ps.pos if exclude_positive else None) if c is not None]
-        return row_lse(ps.anchors, ps.cands[0], ps.queue, torch.stack(excl) if excl else None, chunk, uniform=uniform,
-                       scale=scale)
+        return rows(ps.anchors, ps.cands[0], torch.stack(excl) if excl else None)
     n = ps.n_local  # "cross", symmetric: two halves with their own candidates
-    halves = []
-    for h, cand in enumerate(ps.cands):
-        rows = slice(h * n, (h + 1) * n)
-        excl = ps.pos[rows][None] if exclude_positive else None
-        halves.append(row_lse(ps.anchors[rows], cand, ps.queue, excl, chunk, uniform=uniform, scale=scale))
-    return torch.cat(halves)
+    halves = [rows(ps.anchors[h * n:(h + 1) * n], cand, ps.pos[h * n:(h + 1) * n][None] if exclude_positive else None)
+              for h, cand in enumerate(ps.cands)]
+    return [torch.cat(parts) for parts in zip(*halves)]
 
 
 def pair_similarities(

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from suite.losses.base import register_loss
 from suite.losses.checks import check_finite, check_positive
-from suite.losses.core import pair_lse, pair_rows
+from suite.losses.core import pair_lse_scales, pair_rows
 from suite.losses.pair import PairLoss
 
 
@@ -53,17 +53,15 @@ class HardNegative(PairLoss):
         log_m = math.log(m_count)
 
         chunk = self._tile(ps.n_rows, ps.n_cols)
-        # dense: the (A, C) similarities once for both log-sum-exps (their gradients meet in it: 3 products, not 6)
-        sims = pair_rows(ps, 0, ps.n_rows, exclude_positive=True) if chunk is None else None
-
-        def lse_scaled(k: float) -> Tensor:  # (A,) logsumexp over the negatives of k s/t
-            if sims is not None:
-                return torch.logsumexp(k * sims, 1)
-            return pair_lse(ps, chunk, exclude_positive=True, scale=k)  # no scaled copy of the anchors
-
-        # log Ng = log M + logsumexp((1+beta) s/t) - logsumexp(beta s/t); beta = 0: the last term is log M
-        lse_beta = lse_scaled(self.beta) if self.beta > 0 else log_m
-        log_ng = log_m + lse_scaled(1.0 + self.beta) - lse_beta
+        # log Ng = log M + logsumexp((1+beta) s/t) - logsumexp(beta s/t) over the negatives; beta = 0: the last term
+        # is log M. Both from one (A, C) matrix (dense) or one pass of tiles: their gradients meet in it
+        scales = (self.beta, 1.0 + self.beta) if self.beta > 0 else (1.0,)
+        if chunk is None:
+            sims = pair_rows(ps, 0, ps.n_rows, exclude_positive=True)
+            lses = [torch.logsumexp(k * sims, 1) for k in scales]
+        else:
+            lses = pair_lse_scales(ps, chunk, scales)  # no scaled copy of the anchors
+        log_ng = log_m + lses[-1] - (lses[0] if self.beta > 0 else log_m)
         if self.tau_plus > 0:
             log_sub = math.log(self.tau_plus) + log_m + pos
             # log(Ng - tau+ M e^pos), -inf where the difference is not positive

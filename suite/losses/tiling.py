@@ -209,6 +209,57 @@ def row_lse_sum(anchors: Tensor, cands: list[Tensor], queue: Tensor | None = Non
     return torch.stack([row_lse(anchors, c, queue, None, chunk, uniform=True, scale=scale).sum() for c in cands]).sum()
 
 
+class _RowLSEScales(torch.autograd.Function):
+    """The row log-sum-exps of k s for several scales k > 0 of the same tiles s = [anchors @ cands.T (excluded
+    entries -inf) | anchors @ queue.T] (hard negatives' beta s / t and (1 + beta) s / t): the forward takes every
+    scale from one product per tile and keeps only the (K, A) statistics; the backward recomputes the tile once and
+    forms W = sum_k k g_k softmax(k s), then both gradients from it. Products per tile: 4, where K calls of
+    :class:`_RowLSE` with a non-uniform gradient take 4 K."""
+
+    @staticmethod
+    def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, chunk: int,
+                scales: tuple[float, ...]) -> Tensor:
+        out = torch.empty(len(scales), anchors.shape[0], dtype=anchors.dtype, device=anchors.device)
+        for s, e in _spans(anchors.shape[0], chunk):
+            sim = _tile_logits(anchors, cands, queue, excl, s, e)
+            mx = sim.amax(1, keepdim=True)
+            d = sim.sub_(mx)  # max k s = k max s (k > 0)
+            for j, k in enumerate(scales):
+                out[j, s:e] = k * mx[:, 0] + torch.mul(d, k).exp_().sum(1).log_()
+        ctx.save_for_backward(anchors, cands, queue, excl, out)
+        ctx.chunk, ctx.scales = chunk, scales
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        anchors, cands, queue, excl, out = ctx.saved_tensors
+        need_a, need_c, need_q = ctx.needs_input_grad[:3]
+        da = torch.zeros_like(anchors) if need_a else None
+        dc = torch.zeros_like(cands) if need_c else None
+        dq = torch.zeros_like(queue) if need_q and queue is not None else None
+        for s, e in _spans(anchors.shape[0], ctx.chunk):
+            sim = _tile_logits(anchors, cands, queue, excl, s, e)
+            w: Tensor | None = None
+            for j, k in enumerate(ctx.scales):
+                p = torch.mul(sim, k).sub_(out[j, s:e, None]).exp_().mul_(k * g[j, s:e, None])
+                w = p if w is None else w.add_(p)
+            assert w is not None
+            _accumulate(w, anchors[s:e], cands, queue, da, dc, dq, s, e, cands.shape[0])
+        return da, dc, dq, None, None, None
+
+
+def row_lse_scales(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, chunk: int,
+                   scales: tuple[float, ...]) -> list[Tensor]:
+    """For each k of ``scales`` (> 0), the (A,) :func:`row_lse` of the rows of k [anchors @ cands.T | anchors @
+    queue.T], with the exact gradients: on the fused kernels one call per scale where they apply, else one pass of
+    PyTorch tiles for all of them (:class:`_RowLSEScales`)."""
+    first = fused.attempt((anchors, cands, queue), fused.row_lse, anchors, cands, queue, excl, c1=scales[0])
+    if first is not None:
+        return [first] + [fused.row_lse(anchors, cands, queue, excl, c1=k) for k in scales[1:]]
+    pin_malloc_threshold()
+    return list(_RowLSEScales.apply(anchors, cands, queue, excl, chunk, tuple(float(k) for k in scales)).unbind(0))
+
+
 class _PairKernelLSE(torch.autograd.Function):
     """log Z = log( sum_{j != k} exp f(u_jk) + 2 sum_{j, m} exp f(u_jm) ), u the squared distances ||e_j - e_k||^2 and
     ||e_j - q_m||^2, f the log-kernel ``kind``: ``("linear", t)``, f(u) = -t u (uniformity), or ``("cauchy", c, a)``,

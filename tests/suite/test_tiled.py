@@ -235,6 +235,23 @@ def test_tiled_backward_recomputes_no_tile_where_every_row_weighs_the_same(name,
     assert n_forward > 0 and (len(calls) > n_forward) == recomputes, (n_forward, len(calls))
 
 
+@pytest.mark.parametrize("hp,scales", [({}, 2), (dict(beta=0.0), 1)])
+def test_hard_negatives_take_both_scales_from_one_pass_of_tiles(hp, scales, monkeypatch):
+    """Hard negatives' two log-sum-exps (of beta s / t and (1 + beta) s / t) come from the same tiles: each row tile
+    is built once in the forward and once in the backward, for both scales (twice each before: 8 products per tile,
+    now 4); with beta = 0 there is one. The values and gradients equal the dense path's (the cases above)."""
+    x = _inputs(torch.float32)
+    calls = []
+    real = tiling._tile_logits
+    monkeypatch.setattr(tiling, "_tile_logits", lambda *a: calls.append(1) or real(*a))
+    leaves = [x[k].clone().requires_grad_() for k in ("za", "zb")]
+    out = L.build("hard_negative", chunk_size=3, **hp)(*leaves)
+    spans = -(-2 * N // 3)  # 2N anchors in tiles of 3 rows
+    assert len(calls) == spans
+    torch.autograd.grad(out, leaves)
+    assert len(calls) == 2 * spans
+
+
 @pytest.mark.parametrize("case", CASES[::3] + [c for c in CASES if c[1] in ("tsimclr", "cacr")], ids=lambda c: c[0])
 def test_losses_stay_float32_under_bf16_autocast(case):
     """a forward inside torch.autocast(bfloat16) (as the engine runs it; the backward after it) -> every loss, dense
