@@ -1,8 +1,8 @@
 """The loss core's dense paths move no more of the 2N x 2N matrix through memory than a plain InfoNCE (issue 47, item
-3). On a GPU at 2N = 8,192 these losses are bound by memory traffic over that matrix (each pass 256 MiB), so a pass
-more is time more: t-SimCLR's 35 passes against the plain loop's 18 were its 1.67x on an H200. Counted on the CPU, op by
-op (a ``TorchDispatchMode``), as the elements of every input and output of at least (2N)^2 / 8 elements, in units of
-(2N)^2; views and the diagonal's index writes move nothing."""
+3): a CPU proxy for their GPU time at 2N = 8,192, where each pass over that matrix is 256 MiB and the products and
+such passes make most of a step (t-SimCLR moved 35 passes against the plain loop's 18 when the H200 measured it at
+1.67x). Counted op by op (a ``TorchDispatchMode``), as the elements of every input and output of at least
+(2N)^2 / 8 elements, in units of (2N)^2; views and the diagonal's index writes move nothing."""
 from __future__ import annotations
 
 from typing import Any
