@@ -285,14 +285,15 @@ class _PairKernelLSE(torch.autograd.Function):
         want = ctx.needs_input_grad[0]
         de = torch.empty_like(e) if want else None
         total = torch.zeros((), dtype=e.dtype, device=e.device)  # sum of w, against ``big``
-        big = ref = torch.full((), float("-inf"), dtype=e.dtype, device=e.device)  # running max of f (no host read)
+        big = torch.full((), float("-inf"), dtype=e.dtype, device=e.device)  # running max of f (no host read)
+        ref: Tensor | None = None  # Cauchy: the least v so far, where f is largest
         for i, (s, t) in enumerate(_spans(m, chunk)):
             k = torch.arange(t - s, device=e.device)
             if cauchy:
                 c, a = kind[1], kind[2]
                 v = torch.addmm(sq[s:t, None] + a, e[s:t], x.T, alpha=-2.0).add_(sq[None])  # a + u
                 v.clamp_min_(a)[k, k + s] = float("inf")  # the own pair: w = 0
-                ref = v.amin() if i == 0 else torch.minimum(ref, v.amin())  # max f at the least v
+                ref = v.amin() if ref is None else torch.minimum(ref, v.amin())
                 new = -c * torch.log1p((ref - a) / a)
                 w = torch.div(ref, v).pow_(c)
             else:

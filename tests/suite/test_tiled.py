@@ -178,8 +178,17 @@ def test_memory_bounded_at_2n_8192():
     assert r["growth_mb"] < 128, r
 
 
+@pytest.fixture
+def tile_calls(monkeypatch):
+    """One entry per row tile of similarities the PyTorch tiles build (``tiling._tile_logits``), forward or backward."""
+    calls = []
+    real = tiling._tile_logits
+    monkeypatch.setattr(tiling, "_tile_logits", lambda *a: calls.append(1) or real(*a))
+    return calls
+
+
 @pytest.mark.parametrize("with_queue,with_excl", [(False, False), (True, True)])
-def test_row_lse_gradient_formed_in_the_forward_is_exact_for_any_incoming_gradient(with_queue, with_excl, monkeypatch):
+def test_row_lse_gradient_formed_in_the_forward_is_exact_for_any_incoming_gradient(with_queue, with_excl, tile_calls):
     """row_lse(uniform=True) forms the whole gradient in the forward (for callers that average rows uniformly): a
     uniform incoming gradient uses it scaled (no tile is recomputed), a non-uniform one recomputes the candidate
     columns; without the hint only the anchors' part is formed in the forward; all equal the dense float64
@@ -195,9 +204,7 @@ def test_row_lse_gradient_formed_in_the_forward_is_exact_for_any_incoming_gradie
             sim = sim.index_put((torch.arange(11), excl[0]), torch.tensor(float("-inf"), dtype=F64))
         return torch.logsumexp(sim if q_ is None else torch.cat([sim, a_ @ q_.T], 1), 1)
 
-    calls = []
-    real = tiling._tile_logits
-    monkeypatch.setattr(tiling, "_tile_logits", lambda *x: calls.append(1) or real(*x))
+    calls = tile_calls
     for hint, w in [(h, w) for h in (True, False)
                     for w in (torch.full((11,), 0.25, dtype=F64), torch.rand(11, dtype=F64, generator=g))]:
         leaves = [t.clone().requires_grad_() for t in (a, c) + ((q,) if q is not None else ())]
@@ -219,15 +226,13 @@ def test_row_lse_gradient_formed_in_the_forward_is_exact_for_any_incoming_gradie
     ("macl", {}, False),  # reweighted: d/dx_i of sg(V_i) softplus(x_i) is 1, every anchor alike
     ("macl", dict(reweight=False), True),  # softplus alone: sigmoid(x_i), one per anchor
     ("hard_negative", {}, True)])
-def test_tiled_backward_recomputes_no_tile_where_every_row_weighs_the_same(name, hp, recomputes, monkeypatch):
+def test_tiled_backward_recomputes_no_tile_where_every_row_weighs_the_same(name, hp, recomputes, tile_calls):
     """The losses whose rows' log-sum-exps all get the same gradient form the candidates' gradient in the forward
     (3 products per tile, as dense): their backward recomputes no tile. Counted by the tiles built; the gradients
     equal the dense path's either way (the cases above)."""
     x = _inputs(torch.float32)
     names, fn = _call("labels" if name == "supcon" else "pair", x)
-    calls = []
-    real = tiling._tile_logits
-    monkeypatch.setattr(tiling, "_tile_logits", lambda *a: calls.append(1) or real(*a))
+    calls = tile_calls
     leaves = [x[k].clone().requires_grad_() for k in names]
     out = fn(L.build(name, chunk_size=3, **hp), *leaves)
     n_forward = len(calls)
@@ -236,14 +241,12 @@ def test_tiled_backward_recomputes_no_tile_where_every_row_weighs_the_same(name,
 
 
 @pytest.mark.parametrize("hp,scales", [({}, 2), (dict(beta=0.0), 1)])
-def test_hard_negatives_take_both_scales_from_one_pass_of_tiles(hp, scales, monkeypatch):
+def test_hard_negatives_take_both_scales_from_one_pass_of_tiles(hp, scales, tile_calls):
     """Hard negatives' two log-sum-exps (of beta s / t and (1 + beta) s / t) come from the same tiles: each row tile
     is built once in the forward and once in the backward, for both scales (twice each before: 8 products per tile,
     now 4); with beta = 0 there is one. The values and gradients equal the dense path's (the cases above)."""
     x = _inputs(torch.float32)
-    calls = []
-    real = tiling._tile_logits
-    monkeypatch.setattr(tiling, "_tile_logits", lambda *a: calls.append(1) or real(*a))
+    calls = tile_calls
     leaves = [x[k].clone().requires_grad_() for k in ("za", "zb")]
     out = L.build("hard_negative", chunk_size=3, **hp)(*leaves)
     spans = -(-2 * N // 3)  # 2N anchors in tiles of 3 rows
