@@ -235,12 +235,38 @@ def check_finite(value: float, what: str, low: float = -math.inf) -> float:
     return _in_float32(v, what, value)
 
 
-def _pow2_scaled(x: Tensor, peak: Tensor) -> Tensor:
-    """``x`` divided by the power of two at ``peak`` (a non-negative scalar or a (..., 1) tensor of row maxima): exact
-    (only the exponent changes), so values in float32's normal range come out as they went in up to that factor, and
-    sums of squares neither overflow (1e20) nor underflow (1e-30). Zero peaks are left alone."""
+def _pow2_inverse(peak: Tensor, dtype: torch.dtype) -> Tensor:
+    """The inverse of the power of two at ``peak`` (a non-negative (..., 1) tensor of row maxima): multiplying by it is
+    exact (only the exponent changes), so values in float32's normal range come out as they went in up to that factor,
+    and sums of squares neither overflow (1e20) nor underflow (1e-30). Zero peaks are left alone."""
     _, exp = torch.frexp(peak.detach())
-    return x * _exp2(-exp, x.dtype)
+    return _exp2(-exp, dtype)
+
+
+_NORM_EPS = 1e-12  # F.normalize's
+
+
+class _UnitRows(torch.autograd.Function):
+    """y = x' / max(||x'||, eps) over the last dimension, x' = x inv (inv: per row, a constant power of two), with
+    F.normalize's values, and the backward formed from y: dx = inv (g - y (y . g)) / ||x'|| (rows where ||x'|| <= eps:
+    inv g / eps). Autograd's own graph of F.normalize keeps x' for its division, and its backward makes four
+    temporaries of x's size. This keeps y (the output, alive anyway) and two numbers per row, and makes one: at 2N =
+    2^20, d = 128, each such temporary is 512 MB of the loss's memory on a GPU."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, inv: Tensor) -> Tensor:
+        xs = x * inv
+        norm = torch.linalg.vector_norm(xs, 2, dim=-1, keepdim=True)
+        y = xs.div_(norm.clamp_min(_NORM_EPS))  # F.normalize: x / norm.clamp_min(eps), bit for bit
+        ctx.save_for_backward(y, norm, inv)
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable  # no second derivative: norm is kept as a constant
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+        y, norm, inv = ctx.saved_tensors
+        dot = torch.where(norm > _NORM_EPS, (y * g).sum(-1, keepdim=True), 0.0)  # clamped rows: no projection
+        return torch.addcmul(g, y, dot, value=-1.0).mul_(inv / norm.clamp_min(_NORM_EPS)), None
 
 
 def _exp2(k: Tensor, dtype: torch.dtype) -> Tensor:
@@ -266,7 +292,7 @@ def normalize_rows(x: Tensor, what: str = "embeddings", parts: Sequence[tuple[st
                 raise ValueError(f"{name}: {rows.numel()} of {hi - lo} embeddings are zero vectors (first: row "
                                  f"{int(rows[0])}); the cosine similarity of a zero vector is undefined (a dead "
                                  f"encoder output, or inputs that were never filled)")
-    return torch.nn.functional.normalize(_pow2_scaled(x, peak), dim=-1)
+    return _UnitRows.apply(x, _pow2_inverse(peak, x.dtype))
 
 
 def _spans_of(parts: Sequence[tuple[str, int]], total: int, what: str) -> list[tuple[str, tuple[int, int]]]:

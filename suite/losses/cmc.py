@@ -40,9 +40,6 @@ class CMC(ContrastiveLoss):
         m = gviews.shape[1]
         flat, cand = views.reshape(v * n, -1), gviews.reshape(v * m, -1)  # rows (a, i); columns (b, j)
         qn = normalize(queue, "queue") if queue is not None else None
-        pos = torch.einsum("and,bnd->anb", views, views).reshape(v * n, v) / t  # (V N, V) s(z_a,i, z_b,i) / t
-        off = ~torch.eye(v, dtype=torch.bool, device=views.device)
-
         cols = v * m + (0 if queue is None else queue.shape[0])
         chunk = self._tile(v * n, cols)
         if chunk is not None:  # tiles per anchor view, against each other view (a loop over views, not samples)
@@ -51,7 +48,13 @@ class CMC(ContrastiveLoss):
             gs = vs if gviews is views else gviews.unbind(0)
             lse = torch.stack([row_lse_sum(vs[a], [gs[b] for b in range(v) if b != a], qn, chunk, scale=1.0 / t)
                                for a in range(v)]).sum()
-            return (lse - (pos.view(v, n, v) * off[:, None, :]).sum()) / n
+            # the positives' sum by unordered view pairs: an (N, d) gradient each in the backward, where the (V N, V)
+            # einsum's makes two of (V, N, d)
+            pos_sum = torch.stack([(vs[a] * vs[b]).sum() for a in range(v) for b in range(a + 1, v)]).sum()
+            return (lse - 2.0 * pos_sum / t) / n
+        pos = torch.einsum("and,bnd->anb", views, views).reshape(v * n, v) / t  # (V N, V) s(z_a,i, z_b,i) / t
+        off = ~torch.eye(v, dtype=torch.bool, device=views.device)
+
 
         def rows(s: int, e: int) -> Tensor:
             # sum over the anchors z_a,i of rows [s, e) of sum_{b != a} (logsumexp_j s(z_a,i, z_b,j)/t - pos)

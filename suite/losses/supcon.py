@@ -59,7 +59,8 @@ class SupCon(ContrastiveLoss):
             own = (a @ class_sum.T).gather(1, a_idx[:, None]).squeeze(1)
         else:
             own = (a * class_sum[a_idx]).sum(1)
-        pos_sum = own - (a * a).sum(1) * self.temperature
+        # |a_i|^2 by its norm: one (2N, d) gradient in the backward, where a * a's makes three
+        pos_sum = own - torch.linalg.vector_norm(a, dim=1).square() * self.temperature
         n_pos = (class_cnt[a_idx] - 1).to(pos_sum.dtype)  # |P(i)| >= 1: the partner view
         pos_mean = pos_sum / n_pos
 

@@ -32,6 +32,7 @@ from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, register_loss
 from suite.losses.checks import check_pair, check_positive, check_queue, check_weights, weighted_mean
 from suite.losses.tiling import pair_kernel_lse
+from suite.losses.core import cat_rows
 
 
 def iou_weights(iou: Tensor, tau_prime: float = 1.0) -> Tensor:
@@ -83,7 +84,7 @@ class TSimCLR(ContrastiveLoss):
             z_a, z_b = z_a.double(), z_b.double()
             queue = queue.double() if queue is not None else None
         pos = self._log_q(((z_a - z_b) ** 2).sum(-1))  # (N,) log q(x_i, x_i')
-        e = torch.cat([sd.gather(z_a), sd.gather(z_b)])  # (2M, d) all embeddings of all ranks
+        e = cat_rows(sd.gather(z_a), sd.gather(z_b))  # (2M, d) all embeddings of all ranks
         # the normaliser in log space: log Z = log sum_{j != k} q(e_j, e_k) (+ the (embedding, queue) pairs in both
         # orders), each q taken against the largest (summing q itself underflows in float32 for spread-out features:
         # loss -inf at tau = 1, t_df = 100). Dense is the same function in one tile: the gradient formed in the
