@@ -18,7 +18,7 @@ from torch import Tensor
 
 from suite.losses.base import ContrastiveLoss, register_loss
 from suite.losses.checks import as_views, check_positive, check_queue
-from suite.losses.core import gather_views, normalize
+from suite.losses.core import gather_views, normalize, row_logsumexp
 from suite.losses.tiling import row_lse_sum
 
 
@@ -58,7 +58,7 @@ class CMC(ContrastiveLoss):
 
         def rows(s: int, e: int) -> Tensor:
             # sum over the anchors z_a,i of rows [s, e) of sum_{b != a} (logsumexp_j s(z_a,i, z_b,j)/t - pos)
-            lse = torch.logsumexp((flat[s:e] @ cand.T / t).view(e - s, v, m), dim=-1)  # (rows, V)
+            lse = row_logsumexp((flat[s:e] @ cand.T / t).view(e - s, v, m))  # (rows, V)
             if qn is not None:
                 lse = torch.logaddexp(lse, torch.logsumexp(flat[s:e] @ qn.T / t, dim=-1)[:, None])
             a = torch.arange(s, e, device=views.device) // n

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from suite.losses.base import register_loss
 from suite.losses.checks import check_finite, check_positive
-from suite.losses.core import pair_lse_scales, pair_rows
+from suite.losses.core import pair_lse_scales, pair_rows, row_logsumexp
 from suite.losses.pair import PairLoss
 
 
@@ -58,7 +58,7 @@ class HardNegative(PairLoss):
         scales = (self.beta, 1.0 + self.beta) if self.beta > 0 else (1.0,)
         if chunk is None:
             sims = pair_rows(ps, 0, ps.n_rows, exclude_positive=True)
-            lses = [torch.logsumexp(k * sims, 1) for k in scales]
+            lses = [row_logsumexp(k * sims) for k in scales]
         else:
             lses = pair_lse_scales(ps, chunk, scales)  # no scaled copy of the anchors
         log_ng = log_m + lses[-1] - (lses[0] if self.beta > 0 else log_m)

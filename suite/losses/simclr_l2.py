@@ -29,7 +29,7 @@ from torch import Tensor
 
 from suite import distributed as sd
 from suite.losses.base import register_loss
-from suite.losses.core import NEG_INF, PairSetup
+from suite.losses.core import NEG_INF, PairSetup, row_logsumexp
 from suite.losses.pair import PairLoss
 from suite.losses.tiling import row_kernel_lse, sq_distances
 
@@ -114,7 +114,7 @@ class SimCLRL2(PairLoss):
         n_cols = (1 if self.negatives == "none" else ps.cands[0].shape[0]) + (0 if q is None else q.shape[0])
         chunk = self._tile(ps.n_rows, n_cols)
         if chunk is None:
-            lse = torch.logsumexp(self._rows(ps, q, pos, 0, ps.n_rows, t), dim=1)
+            lse = row_logsumexp(self._rows(ps, q, pos, 0, ps.n_rows, t))
         else:  # row tiles recomputed in the backward: no (A, C) tensor is kept
             lse = self._tiled_lse(ps, q, pos, t, chunk)
         return self.mean(lse - pos, weights)

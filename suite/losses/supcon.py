@@ -19,7 +19,7 @@ from torch import Tensor
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, register_loss
 from suite.losses.checks import check_labels, check_pair, check_positive, check_queue
-from suite.losses.core import normalize, normalize_pair, pair_lse, pair_rows, pair_setup
+from suite.losses.core import normalize, normalize_pair, pair_lse, pair_rows, pair_setup, row_logsumexp
 
 
 @register_loss("supcon")
@@ -66,5 +66,5 @@ class SupCon(ContrastiveLoss):
 
         # mean over P(i) of log p_ip = (sum_p logit_ip) / |P(i)| - logsumexp_a logit_ia
         chunk = self._tile(ps.n_rows, ps.n_cols)
-        lse = torch.logsumexp(pair_rows(ps, 0, ps.n_rows), 1) if chunk is None else pair_lse(ps, chunk, uniform=True)
+        lse = row_logsumexp(pair_rows(ps, 0, ps.n_rows)) if chunk is None else pair_lse(ps, chunk, uniform=True)
         return (lse - pos_mean).mean()

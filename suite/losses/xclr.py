@@ -35,7 +35,7 @@ from torch import Tensor
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, register_loss
 from suite.losses.checks import _check_float, _fails, check_device, check_pair, check_positive, check_queue
-from suite.losses.core import normalize, normalize_pair, pair_lse, pair_rows, pair_setup
+from suite.losses.core import normalize, normalize_pair, pair_lse, pair_rows, pair_setup, row_logsumexp
 from suite.losses.tiling import weighted_cross
 
 
@@ -119,7 +119,7 @@ class XCLR(ContrastiveLoss):
         if chunk is None:
             ws = weights(0, n)
             mix = ws[0] @ cand_sum + (ws[1] @ ps.queue if qs is not None else 0.0)
-            lse, cross = torch.logsumexp(pair_rows(ps, 0, ps.n_rows), 1), (both * mix).sum()
+            lse, cross = row_logsumexp(pair_rows(ps, 0, ps.n_rows)), (both * mix).sum()
         else:  # tiled: the fused log-sum-exps; the weighted term with its weights made per tile of samples
             lse, cross = pair_lse(ps, chunk, uniform=True), weighted_cross(both, [cand_sum], ps.queue, weights, chunk)
         cross = cross + (self_w * ((za_n * gb[own]).sum(1) + (zb_n * ga[own]).sum(1))).sum()

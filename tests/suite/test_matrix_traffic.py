@@ -68,3 +68,27 @@ def test_two_view_seed_losses_move_no_more_than_the_plain_infonce(traffic: dict[
 @pytest.mark.parametrize("name", THREE_VIEW)
 def test_three_view_losses_move_no_more_than_three_plain_pairs(traffic: dict[str, float], name: str) -> None:
     assert traffic[name] <= traffic["plain-infonce-3pairs"], traffic
+
+
+def test_row_logsumexp_is_torchs() -> None:
+    """The dense rows' log-sum-exp through log-softmax (suite.losses.core.row_logsumexp): torch.logsumexp's values and
+    gradients in float64, with -inf entries (masked columns), a row of -inf (value -inf) and 3-D rows; at logits far
+    from 0 in float32 within float32's rounding of float64."""
+    from suite.losses.core import row_logsumexp
+
+    gen = torch.Generator().manual_seed(0)
+    for shape in ((7, 9), (4, 3, 6)):
+        x = torch.randn(*shape, generator=gen, dtype=torch.float64) * 30
+        x[..., 2] = float("-inf")
+        g = torch.randn(shape[:-1], generator=gen, dtype=torch.float64)
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        ours, want = row_logsumexp(a), torch.logsumexp(b, -1)
+        (ours * g).sum().backward()
+        (want * g).sum().backward()
+        assert torch.allclose(ours, want, rtol=1e-14) and torch.allclose(a.grad, b.grad, rtol=1e-12, atol=1e-15)
+    dead = torch.full((2, 5), float("-inf"))
+    dead[1, 3] = 0.0
+    assert row_logsumexp(dead).tolist() == [float("-inf"), 0.0]
+    x = torch.randn(64, 300, generator=gen, dtype=torch.float64) * 200 + 1e3
+    got = row_logsumexp(x.float().requires_grad_())
+    assert torch.allclose(got.double(), torch.logsumexp(x.float().double(), -1), rtol=1e-6)
