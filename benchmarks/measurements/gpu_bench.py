@@ -731,9 +731,11 @@ def _fmt(v: float, digits: int = 0) -> str:
 
 def table(registry: Any, allow_dirty: bool = False) -> str:
     """``gpu_bench.md`` from the registry alone: the newest run of each front-end and loss case per device and size."""
-    from benchmarks.measurements.measured import latest
+    from benchmarks.measurements.measured import every, latest
 
-    fe = latest(registry, TASK, lambda r: (r.config.get("device"), r.config.get("size"), r.row["dataset"]), allow_dirty)
+    fe_all = every(registry, TASK, lambda r: (r.config.get("device"), r.config.get("size"), r.row["dataset"]),
+                   allow_dirty)
+    fe = {k: runs[-1] for k, runs in fe_all.items()}
     ls = latest(registry, LOSS_TASK, lambda r: (r.config.get("device"), r.config.get("size"), r.row["dataset"],
                                                 int(r.config.get("n", 0))), allow_dirty)
     lines = ["# The suite beside plain PyTorch loops (`make gpu-bench`)", "",
@@ -750,16 +752,25 @@ def table(registry: Any, allow_dirty: bool = False) -> str:
             lines += [f"## {dev}, size `{sz}` (torch {c.get('torch')}, CUDA {c.get('cuda')}, code "
                       f"{rows[0][1].code_version})", "",
                       "| front-end | batch | suite steps/s | plain steps/s | suite examples/s | plain examples/s | ratio "
-                      "| suite peak MB | plain peak MB | host reads / step |", "|---|---|---|---|---|---|---|---|---|---|"]
+                      "| suite peak MB | plain peak MB | host reads / step | earlier runs: ratio (code) |",
+                      "|---|---|---|---|---|---|---|---|---|---|---|"]
             for k, r in rows:
                 m = r.metrics
                 lines.append(f"| {k[2]} | {int(m.get('batch', 0))} | {_fmt(m['suite_steps_per_s'], 1)} | "
                              f"{_fmt(m['plain_steps_per_s'], 1)} | {_fmt(m['suite_examples_per_s'])} | "
                              f"{_fmt(m['plain_examples_per_s'])} | **{_fmt(m['ratio'], 2)}** | "
                              f"{_fmt(m.get('suite_peak_mb', math.nan))} | {_fmt(m.get('plain_peak_mb', math.nan))} | "
-                             f"{_fmt(m.get('host_reads_per_step', math.nan), 2)} |")
+                             f"{_fmt(m.get('host_reads_per_step', math.nan), 2)} | "
+                             + (", ".join(f"{_fmt(e.metrics['ratio'], 2)} ({e.code_version[:7]})"
+                                          for e in fe_all[k][:-1]) or "-") + " |")
             short = [f"{k[2]} {r.metrics['ratio']:.2f}" for k, r in rows if r.metrics["ratio"] < FRONT_END_TARGET]
             lines += ["", "Short of the target (0.9): " + (", ".join(short) if short else "none") + "."]
+            spread = {k[2]: max(e.metrics["ratio"] for e in fe_all[k]) - min(e.metrics["ratio"] for e in fe_all[k])
+                      for k, _ in rows if len(fe_all[k]) > 1}
+            if spread:
+                widest = max(spread, key=spread.get)
+                lines[-1] += (f" Between runs (the last column: other code, other machines of this kind) a cell's "
+                              f"ratio has moved by up to {spread[widest]:.2f} ({widest}): one run is not a verdict.")
             lines.append("")
         lrows = sorted(((k, r) for k, r in ls.items() if k[:2] == (dev, sz)), key=lambda kr: (kr[0][3], kr[0][2]))
         if lrows:

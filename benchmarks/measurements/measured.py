@@ -74,15 +74,21 @@ def latest(registry: Any, task: str, key: Callable[[Recorded], Hashable], allow_
     """The newest finished run of ``task`` per cell (``key`` of the run), leaving out runs from uncommitted code
     (:func:`benchmarks.tables.committed`; ``allow_dirty``: every run, for a try-out's own table). A table built from
     these shows exactly what the registry holds, one measurement per cell."""
+    return {k: runs[-1] for k, runs in every(registry, task, key, allow_dirty).items()}
+
+
+def every(registry: Any, task: str, key: Callable[[Recorded], Hashable], allow_dirty: bool = False
+          ) -> dict[Hashable, list[Recorded]]:
+    """Every finished run of ``task`` per cell, oldest first (the rules of :func:`latest`)."""
     from benchmarks.tables import committed
 
-    out: dict[Hashable, Recorded] = {}
-    for r in registry.runs(status="finished", task=task):  # oldest first: the newest run of a cell wins
+    out: dict[Hashable, list[Recorded]] = {}
+    for r in registry.runs(status="finished", task=task):  # oldest first
         if not (allow_dirty or committed(r)):
             continue
         fm = registry.final_metrics(r["id"])
         m = Recorded(r, json.loads(r["config"] or "{}"), {n: v for (n, s), v in fm.items() if s == "bench"})
-        out[key(m)] = m
+        out.setdefault(key(m), []).append(m)
     return out
 
 

@@ -57,3 +57,18 @@ def test_plain_moco_loss_is_the_suites() -> None:
     queue = torch.nn.functional.normalize(torch.randn(20, 8, generator=g, dtype=torch.float64), dim=1)
     ours = L.build("infonce", temperature=gb.TEMPERATURE)(q, k, queue=queue)
     assert float(ours) == pytest.approx(float(gb.nt_xent(q, k, queue=queue)), rel=1e-12)
+
+
+def test_the_table_shows_each_cells_earlier_runs(tmp_path: Path) -> None:
+    """two recorded runs of a front-end on one device -> the newest in the row, the earlier ratio (and its code) in the
+    last column, and how far the ratio moved between runs"""
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    cfg = {"device": "NVIDIA H200", "size": "full", "torch": "2.11", "cuda": "13.0"}
+    base = {"suite_steps_per_s": 1.0, "plain_steps_per_s": 1.0, "suite_examples_per_s": 1.0,
+            "plain_examples_per_s": 1.0, "batch": 128.0}
+    for ratio in (0.92, 0.80):
+        gb._record(reg, gb.TASK, "graph-tu", cfg, {**base, "ratio": ratio})
+    text = gb.table(reg, allow_dirty=True)
+    row = next(line for line in text.splitlines() if line.startswith("| graph-tu |"))
+    assert "**0.80**" in row and row.rstrip(" |").split("| ")[-1].startswith("0.92 (")
+    assert "Short of the target (0.9): graph-tu 0.80." in text and "moved by up to 0.12 (graph-tu)" in text
