@@ -55,7 +55,6 @@ class CMC(ContrastiveLoss):
         pos = torch.einsum("and,bnd->anb", views, views).reshape(v * n, v) / t  # (V N, V) s(z_a,i, z_b,i) / t
         off = ~torch.eye(v, dtype=torch.bool, device=views.device)
 
-
         def rows(s: int, e: int) -> Tensor:
             # sum over the anchors z_a,i of rows [s, e) of sum_{b != a} (logsumexp_j s(z_a,i, z_b,j)/t - pos)
             lse = row_logsumexp((flat[s:e] @ cand.T / t).view(e - s, v, m))  # (rows, V)
