@@ -49,22 +49,38 @@ class SupCon(ContrastiveLoss):
             cand_y = torch.cat([cand_y, check_labels(queue_labels, queue.shape[0], "queue_labels", z_a.device)])
         # sum_{p in P(i)} s_ip = z_i . (sum of the candidates of class y_i) - z_i . z_i: per-class sums of
         # the candidates (index_add, O(M d)) instead of a mask over the (2N, 2M) logits
-        classes, cand_idx = torch.unique(cand_y, return_inverse=True)
-        class_sum = torch.zeros(classes.shape[0], cand.shape[1], dtype=cand.dtype, device=cand.device)
-        class_sum = class_sum.index_add(0, cand_idx, cand)  # (K, d)
-        class_cnt = torch.bincount(cand_idx, minlength=classes.shape[0])
         a = ps.anchors  # (2N, d): [z_a; z_b] / tau, kept by pair_setup (no second copy)
-        a_idx = torch.searchsorted(classes, torch.cat([labels, labels]))  # every anchor's class is a candidate class
-        if classes.shape[0] <= a.shape[1]:  # few classes: (2N, K) products, nothing (2N, d) kept for the backward
-            own = (a @ class_sum.T).gather(1, a_idx[:, None]).squeeze(1)
-        else:
-            own = (a * class_sum[a_idx]).sum(1)
+        chunk = self._tile(ps.n_rows, ps.n_cols)
+        own, count = _own_class(a, cand, cand_y, ps.self_col, dense=chunk is None)
         # |a_i|^2 by its norm: one (2N, d) gradient in the backward, where a * a's makes three
         pos_sum = own - torch.linalg.vector_norm(a, dim=1).square() * self.temperature
-        n_pos = (class_cnt[a_idx] - 1).to(pos_sum.dtype)  # |P(i)| >= 1: the partner view
-        pos_mean = pos_sum / n_pos
+        pos_mean = pos_sum / (count - 1)  # |P(i)| >= 1: the partner view
 
         # mean over P(i) of log p_ip = (sum_p logit_ip) / |P(i)| - logsumexp_a logit_ia
-        chunk = self._tile(ps.n_rows, ps.n_cols)
         lse = row_logsumexp(pair_rows(ps, 0, ps.n_rows)) if chunk is None else pair_lse(ps, chunk, uniform=True)
         return (lse - pos_mean).mean()
+
+
+def _own_class(a: Tensor, cand: Tensor, cand_y: Tensor, own_col: Tensor, dense: bool) -> tuple[Tensor, Tensor]:
+    """For each anchor a_i (its own column ``own_col[i]`` among the candidates): a_i . (sum of the candidates of its
+    class) and that class's number of candidates. ``dense`` (the (A, C) logits exist, and a (C, d) buffer is small
+    beside them): classes numbered by a sort of the labels, sums in a (C, d) buffer, no host read (on a GPU
+    torch.unique and bincount each wait for the device: in a training step, for the encoder's forward). Tiled (where a
+    (C, d) buffer counts: 2N = 2^20): torch.unique's K classes (one host read), a (K, d) buffer, and with K <= d
+    (2N, K) products, so nothing (2N, d) is kept for the backward."""
+    if dense:
+        labels, order = torch.sort(cand_y)
+        first = torch.ones_like(labels, dtype=torch.bool)
+        first[1:] = labels[1:] != labels[:-1]
+        cls = torch.empty_like(order).scatter_(0, order, first.cumsum(0) - 1)  # each candidate's class, 0..K-1
+        sums = torch.zeros_like(cand).index_add_(0, cls, cand)  # rows K.. stay 0
+        count = torch.zeros(cls.shape[0], dtype=a.dtype, device=a.device).index_add_(0, cls, torch.ones_like(cand_y,
+                                                                                                  dtype=a.dtype))
+        mine = cls[own_col]
+        return (a * sums[mine]).sum(1), count[mine]
+    classes, cls = torch.unique(cand_y, return_inverse=True)
+    k = classes.shape[0]
+    sums = torch.zeros(k, cand.shape[1], dtype=cand.dtype, device=cand.device).index_add_(0, cls, cand)  # (K, d)
+    mine = cls[own_col]
+    own = (a @ sums.T).gather(1, mine[:, None]).squeeze(1) if k <= a.shape[1] else (a * sums[mine]).sum(1)
+    return own, torch.bincount(cls, minlength=k)[mine].to(a.dtype)

@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterator
 import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from suite.losses import build as build_loss
 from suite.train import Engine, NonFiniteLossError, epoch_batches, load_checkpoint
@@ -178,3 +179,43 @@ def test_collating_in_workers_changes_nothing() -> None:
     assert torch.equal(rng_here, rng_there)
     for k in here:
         assert torch.equal(here[k], there[k]), k
+
+
+# ops whose output's size (or a Python value) depends on the tensors' values: on a GPU each waits for the device,
+# unseen by the reads counted above (they happen in C++)
+WAITS = {"unique", "_unique", "_unique2", "unique_dim", "unique_consecutive", "nonzero", "nonzero_static",
+         "masked_select", "bincount", "repeat_interleave", "_local_scalar_dense", "is_nonzero", "equal"}
+# where a wait is the design: the Euclidean losses choose float64 from their inputs' magnitude (PATH_READS)
+EXPECTED_WAITS = {"tsimclr-dense", "simclr_l2-dense"}
+
+
+class _Waits(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func.__name__.split(".")[0] in WAITS:
+            self.seen.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def test_no_dense_loss_call_waits_for_the_device() -> None:
+    """Every loss's dense path (what a GPU runs up to 2N = 8,192), forward and backward at 2N = 64 as the engine calls
+    it (checks deferred): no op that waits for the device but where EXPECTED_WAITS says why. SupCon's dense path
+    counted its classes with torch.unique and bincount: two waits a call, each for a training step's whole encoder
+    forward. (The tiled paths wait where it is cheap beside their work: the PyTorch tiles read whether their incoming
+    gradient is uniform, once a backward; SupCon's tiles count their classes. On a GPU the fused kernels replace the
+    PyTorch tiles.)"""
+    from benchmarks.measurements.gpu_bench import loss_cases
+    from suite.losses.checks import DeferredChecks, deferred
+
+    waits = {}
+    for name, (fn, _, _) in loss_cases(64, torch.device("cpu")).items():
+        if not name.endswith("-dense"):
+            continue
+        with _Waits() as seen, deferred(DeferredChecks()):
+            fn().backward()
+        if seen.seen:
+            waits[name] = seen.seen
+    assert set(waits) == EXPECTED_WAITS, waits
