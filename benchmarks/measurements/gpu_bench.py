@@ -114,8 +114,7 @@ def nt_xent(a: Tensor, b: Tensor, t: float = TEMPERATURE, queue: Tensor | None =
     z = F.normalize(z.float() if z.dtype in (torch.float16, torch.bfloat16) else z, dim=1)
     cands = z if queue is None else torch.cat([z, F.normalize(queue.to(z.dtype), dim=1)])
     sim = (z @ cands.T / t).fill_diagonal_(float("-inf"))
-    # the targets made on the device: built on the host and copied (as before 2026-11-27's last commits), the copy
-    # waited for the device every call, which slowed the plain side of every ratio (PLAIN_WAITED)
+    # the targets made on the device: a host-built copy, from pageable memory, waits for the device (PLAIN_WAITED)
     target = torch.cat([torch.arange(n, 2 * n, device=a.device), torch.arange(n, device=a.device)])
     return F.cross_entropy(sim, target)
 
