@@ -59,7 +59,7 @@ class CMC(ContrastiveLoss):
             # sum over the anchors z_a,i of rows [s, e) of sum_{b != a} (logsumexp_j s(z_a,i, z_b,j)/t - pos)
             lse = row_logsumexp((flat[s:e] @ cand.T / t).view(e - s, v, m))  # (rows, V)
             if qn is not None:
-                lse = torch.logaddexp(lse, torch.logsumexp(flat[s:e] @ qn.T / t, dim=-1)[:, None])
+                lse = torch.logaddexp(lse, row_logsumexp(flat[s:e] @ qn.T / t)[:, None])
             a = torch.arange(s, e, device=views.device) // n
             return ((lse - pos[s:e]) * off[a]).sum()
 
