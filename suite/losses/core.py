@@ -102,6 +102,7 @@ class PairSetup(NamedTuple):
     n_local: int
     negatives: str
     cand: Tensor | None  # negatives="all": the (2M, d) candidates
+    self_scale: float | Tensor | None = None  # anchors = self_scale * cands[0] (symmetric, one rank, no gradient to it)
 
     @property
     def n_rows(self) -> int:
@@ -120,15 +121,18 @@ def pair_setup(z_a: Tensor, z_b: Tensor, *, negatives: str = "all", symmetric: b
     dev = z_a.device
     off = sd.rank() * n
     ar = torch.arange(n, device=dev)
-    anchors = (cat_rows(z_a, z_b) if symmetric else z_a) * scale  # (A, d)
+    rows = cat_rows(z_a, z_b) if symmetric else z_a
+    anchors = rows if isinstance(scale, float) and scale == 1.0 else rows * scale  # (A, d)
     qn = normalize(queue, "queue") if queue is not None else None
     if negatives == "all":
-        cand = cat_rows(sd.gather(z_a), sd.gather(z_b))  # (2M, d)
+        cand = rows if symmetric and not sd.is_distributed() else cat_rows(sd.gather(z_a), sd.gather(z_b))  # (2M, d)
         m = cand.shape[0] // 2
         self_col, pos = off + ar, m + off + ar
         if symmetric:
             self_col, pos = torch.cat([self_col, pos]), torch.cat([pos, self_col])
-        return PairSetup(anchors, (cand,), qn, pos, self_col, None, n, negatives, cand)
+        # one rank, symmetric: the anchors are scale x the candidates (the fused kernels' symmetric path)
+        mine = symmetric and cand is rows and not (isinstance(scale, Tensor) and scale.requires_grad)
+        return PairSetup(anchors, (cand,), qn, pos, self_col, None, n, negatives, cand, scale if mine else None)
     if negatives == "cross":
         cands = (sd.gather(z_b), sd.gather(z_a)) if symmetric else (sd.gather(z_b),)
         pos = off + ar
@@ -189,7 +193,8 @@ def pair_lse(ps: PairSetup, chunk: int, *, exclude_positive: bool = False, unifo
         lse_q = row_lse(ps.anchors, ps.queue, None, None, chunk, uniform=uniform and exclude_positive, scale=scale)
         return lse_q if exclude_positive else torch.logaddexp(scale * ps.pos_sim, lse_q)
     return _arranged(ps, exclude_positive,
-                     lambda a, c, ex: [row_lse(a, c, ps.queue, ex, chunk, uniform=uniform, scale=scale)])[0]
+                     lambda a, c, ex, k: [row_lse(a, c, ps.queue, ex, chunk, uniform=uniform, scale=scale,
+                                                  self_scale=k)])[0]
 
 
 def pair_lse_scales(ps: PairSetup, chunk: int, scales: tuple[float, ...]) -> list[Tensor]:
@@ -200,20 +205,20 @@ def pair_lse_scales(ps: PairSetup, chunk: int, scales: tuple[float, ...]) -> lis
 
     if ps.negatives == "none":
         return row_lse_scales(ps.anchors, ps.queue, None, None, chunk, scales)
-    return _arranged(ps, True, lambda a, c, ex: row_lse_scales(a, c, ps.queue, ex, chunk, scales))
+    return _arranged(ps, True, lambda a, c, ex, k: row_lse_scales(a, c, ps.queue, ex, chunk, scales, k))
 
 
 def _arranged(ps: PairSetup, exclude_positive: bool,
-              rows: Callable[[Tensor, Tensor, Tensor | None], list[Tensor]]) -> list[Tensor]:
-    """``rows(anchors, cands, excl)`` (row statistics, each (rows,)) over the candidate sets of a pair arrangement with
+              rows: Callable[[Tensor, Tensor, Tensor | None, Any], list[Tensor]]) -> list[Tensor]:
+    """``rows(anchors, cands, excl, self_scale)`` (row statistics, each (rows,)) over the candidate sets of a pair arrangement with
     candidates (the self column and, with ``exclude_positive``, the positive left out): one set, or "cross"'s two
     halves, concatenated."""
     if len(ps.cands) == 1:
         excl = [c for c in (ps.self_col, ps.pos if exclude_positive else None) if c is not None]
-        return rows(ps.anchors, ps.cands[0], torch.stack(excl) if excl else None)
+        return rows(ps.anchors, ps.cands[0], torch.stack(excl) if excl else None, ps.self_scale)
     n = ps.n_local  # "cross", symmetric: two halves with their own candidates
-    halves = [rows(ps.anchors[h * n:(h + 1) * n], cand, ps.pos[h * n:(h + 1) * n][None] if exclude_positive else None)
-              for h, cand in enumerate(ps.cands)]
+    halves = [rows(ps.anchors[h * n:(h + 1) * n], cand, ps.pos[h * n:(h + 1) * n][None] if exclude_positive else None,
+                   None) for h, cand in enumerate(ps.cands)]
     return [torch.cat(parts) for parts in zip(*halves)]
 
 

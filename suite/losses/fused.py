@@ -24,6 +24,15 @@ its tiles against every row and sums dX_j = sum_i g_i p_ij w_ij a_i ("dot") or 2
 g_i p_ij w_ij. Four products per tile in all (the dense path: three, and an (M, C) matrix), no atomics: the result
 is the same bit for bit from run to run.
 
+The SimCLR arrangement (``self_scale``): where the anchors are a scalar multiple of the candidates themselves, A = k Z
+(the views [z_a; z_b] / tau against [z_a; z_b]; t-SimCLR's and the uniformity's rows against their own points, k = 1)
+and there is no queue, l_ij = l_ji up to the excluded columns, so both gradients come from one symmetric matrix:
+dL/dz_k = k c1 sum_j W_kj z_j ("dot") or 2 (z_k R_k - sum_j W_kj z_j), W_kj = g_k p_kj w_kj + g_j p_jk w_jk, R_k =
+sum_j W_kj. The forward then keeps only the row statistics (no O), and the backward is one program per ``BLOCK_M``
+rows that recomputes its tiles and forms its rows' W: three products per tile where the general path takes four,
+and no (M, d) accumulator kept from the forward. Still no atomics. The products are the candidates' own, z_i . z_j,
+and k is applied in the kernels (``c1 k``), so l_ij and l_ji are the same number, as W needs.
+
 Precision (``precision``): ``"fp32"`` (the default) computes every product as three TF32 tensor-core products
 ("3xTF32": each operand split into its TF32 part and the TF32 part of the remainder; the remainders' product, below
 float32's rounding, left out), equal to the float64 reference within the suite's float32 tolerances. Triton's IEEE
@@ -145,11 +154,17 @@ def attempt(inputs: tuple[Tensor | None, ...], fn: Any, *args: Any, **kwargs: An
 
 
 def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: Tensor | None = None, *,
-            mode: str = "dot", c1: float = 1.0, c2: float = 1.0, qoff: float = 0.0) -> Tensor:
+            mode: str = "dot", c1: float = 1.0, c2: float = 1.0, qoff: float = 0.0,
+            self_scale: float | Tensor | None = None) -> Tensor:
     """(M,) lse_i of the module docstring, with the exact gradient to the anchors, the candidates and the queue (each
-    where it requires one). ``excl`` (k <= 2, M): candidate columns left out of row i."""
+    where it requires one). ``excl`` (k <= 2, M): candidate columns left out of row i. ``self_scale``: the caller's
+    word that ``anchors`` is this multiple of ``cands`` (a float, or a tensor without gradient), computed from them in
+    the autograd graph: then, without a queue, the symmetric path of the module docstring, whose backward gives the
+    whole gradient to ``cands`` (the anchors' share included) and none to ``anchors``."""
     if excl is not None and excl.shape[0] > 2:
         raise ValueError(f"at most 2 excluded columns per row, got {excl.shape[0]}")
+    if _symmetric(anchors, cands, queue, mode, self_scale):
+        return _FusedSelf.apply(anchors, cands, excl, MODES[mode], float(c1), float(c2), _precision.get(), self_scale)
     return _FusedRows.apply(anchors, cands, queue, excl, MODES[mode], float(c1), float(c2), float(qoff),
                             _precision.get())
 
@@ -159,7 +174,7 @@ def pair_lse(e: Tensor, queue: Tensor | None, *, mode: str, c1: float, c2: float
     :func:`row_lse` of ``e`` against itself (own column left out) and the queue (log 2 added, no gradient)."""
     self_col = torch.arange(e.shape[0], device=e.device)[None]
     rows = row_lse(e, e, None if queue is None else queue.detach(), self_col, mode=mode, c1=c1, c2=c2,
-                   qoff=math.log(2.0))
+                   qoff=math.log(2.0), self_scale=1.0)
     return torch.logsumexp(rows, 0)
 
 
@@ -170,6 +185,50 @@ def row_lse_sum(anchors: Tensor, cands: list[Tensor], queue: Tensor | None = Non
     gradient for every b: memory (M + sum_b C_b) d where B calls of :func:`row_lse` keep B (M, d) accumulators
     (CMC's V (V - 1) ordered view pairs keep V of them, not V (V - 1))."""
     return _FusedRowSums.apply(anchors, queue, MODES[mode], float(c1), float(c2), _precision.get(), *cands)
+
+
+def _symmetric(anchors: Tensor, cands: Tensor, queue: Tensor | None, mode: str, k: float | Tensor | None) -> bool:
+    """Whether ``anchors = k cands`` takes the symmetric path: no queue, the same shape, ``k`` without a gradient, and
+    for the distance kernels k = 1 (the distances of k z to z are not symmetric); the gradient then reaches the
+    anchors through the candidates, so ``cands`` must want one wherever ``anchors`` does."""
+    if k is None or queue is not None or anchors.shape != cands.shape:
+        return False
+    if isinstance(k, Tensor) and (k.requires_grad or k.numel() != 1):
+        return False
+    if mode != "dot" and not (isinstance(k, float) and k == 1.0):
+        return False
+    return cands.requires_grad or not anchors.requires_grad
+
+
+class _FusedSelf(torch.autograd.Function):
+    """:func:`row_lse` of anchors ``k`` cands against cands: the symmetric path of the module docstring."""
+
+    @staticmethod
+    def forward(ctx: Any, anchors: Tensor, cands: Tensor, excl: Tensor | None, mode: int, c1: float, c2: float,
+                prec: str, k: float | Tensor) -> Tensor:
+        # The products are the candidates' own, z_i . z_j, scaled in the kernels by c = c1 k: the same value for
+        # (i, j) and (j, i), as W needs (with the anchors' rounded copy k z, l_ij and l_ji differ by k c1 eps: 1e-4
+        # at tau = 0.001). k a tensor: read by the kernels from the device (``ks``), no host read.
+        x = cands.contiguous()
+        ex = None if excl is None else excl.to(torch.int64).contiguous()
+        c, ks = (c1 * k, None) if isinstance(k, float) else (c1, k.detach().reshape(1).to(torch.float32))
+        lse, _, _ = _forward(x, x, x.shape[0], ex, mode, c, c2, 0.0, prec, False, ks)
+        ctx.save_for_backward(x, ex, lse, ks)
+        ctx.args = (mode, c, c2, prec)
+        return lse
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        x, ex, lse, ks = ctx.saved_tensors
+        mode, c, c2, prec = ctx.args
+        if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+            return (None,) * 8
+        dz = _self_backward(x, ex, lse, g.contiguous(), mode, c, c2, prec, ks)
+        if mode == 0:
+            dz.mul_(c)
+            if ks is not None:
+                dz.mul_(ks)
+        return None, dz, None, None, None, None, None, None
 
 
 class _FusedRows(torch.autograd.Function):
@@ -263,7 +322,7 @@ def _launch_args(prec: str, d: int, interpreted: bool) -> dict[str, Any]:
 
 
 def _forward(a: Tensor, x: Tensor, n_c: int, ex: Tensor | None, mode: int, c1: float, c2: float, qoff: float,
-             prec: str, want_o: bool) -> tuple[Tensor, Tensor, Tensor]:
+             prec: str, want_o: bool, ks: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
     import triton
 
     m, d = a.shape
@@ -271,10 +330,11 @@ def _forward(a: Tensor, x: Tensor, n_c: int, ex: Tensor | None, mode: int, c1: f
     o = torch.empty((m, d) if want_o else (1, 1), dtype=torch.float32, device=a.device)
     r = torch.empty(m if want_o and mode else 1, dtype=torch.float32, device=a.device)
     na, nx = _norms(mode, a, x)
-    fwd, _ = _kernels(a.device.type == "cpu")
+    fwd = _kernels(a.device.type == "cpu")[0]
     grid = lambda meta: (triton.cdiv(m, meta["BM"]),)  # noqa: E731
-    fwd[grid](a, x, na, nx, lse if ex is None else ex, lse, o, r, m, x.shape[0], n_c, d, c1, c2, qoff,
-              MODE=mode, K_EXCL=0 if ex is None else ex.shape[0], WANT_O=want_o, HAS_Q=x.shape[0] > n_c,
+    fwd[grid](a, x, na, nx, lse if ex is None else ex, lse, o, r, lse if ks is None else ks, m, x.shape[0], n_c, d,
+              c1, c2, qoff, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0], WANT_O=want_o, HAS_Q=x.shape[0] > n_c,
+              HAS_KS=ks is not None,
               **_launch_args(prec, d, a.device.type == "cpu"), **_fixed(a))
     return lse, o, r
 
@@ -286,12 +346,27 @@ def _backward(a: Tensor, x: Tensor, n_c: int, n_grad: int, ex: Tensor | None, ls
     m, d = a.shape
     dx = torch.zeros_like(x)  # columns past n_grad (a queue without gradient) stay 0
     na, nx = _norms(mode, a, x)
-    _, bwd = _kernels(a.device.type == "cpu")
+    bwd = _kernels(a.device.type == "cpu")[1]
     grid = lambda meta: (triton.cdiv(n_grad, meta["BN"]),)  # noqa: E731
     bwd[grid](a, x, na, nx, lse if ex is None else ex, lse, g, dx, m, n_grad, n_c, d, c1, c2, qoff,
               MODE=mode, K_EXCL=0 if ex is None else ex.shape[0], HAS_Q=x.shape[0] > n_c,
               **_launch_args(prec, d, a.device.type == "cpu"), **_fixed(a))
     return dx
+
+
+def _self_backward(x: Tensor, ex: Tensor | None, lse: Tensor, g: Tensor, mode: int, c1: float, c2: float, prec: str,
+                   ks: Tensor | None) -> Tensor:
+    import triton
+
+    m, d = x.shape
+    dz = torch.empty_like(x)
+    nx = _norms(mode, x)[0]
+    sym = _kernels(x.device.type == "cpu")[2]
+    grid = lambda meta: (triton.cdiv(m, meta["BM"]),)  # noqa: E731
+    sym[grid](x, nx, lse if ex is None else ex, lse, g, lse if ks is None else ks, dz, m, d, c1, c2, MODE=mode,
+              K_EXCL=0 if ex is None else ex.shape[0], HAS_KS=ks is not None,
+              **_launch_args(prec, d, x.device.type == "cpu"), **_fixed(x))
+    return dz
 
 
 def _fixed(a: Tensor) -> dict[str, int]:
@@ -344,10 +419,12 @@ def _mm_input(t, BF16: tl.constexpr):  # pragma: no cover (traced by Triton)
     return out
 
 
-def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, M, C, n_c, D, c1, c2, qoff,  # pragma: no cover (traced by Triton)
+def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, M, C, n_c, D, c1, c2, qoff,  # pragma: no cover (traced by Triton)
                 MODE: tl.constexpr, K_EXCL: tl.constexpr, WANT_O: tl.constexpr, HAS_Q: tl.constexpr,
-                PREC: tl.constexpr, BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                HAS_KS: tl.constexpr, PREC: tl.constexpr, BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                 BD: tl.constexpr):
+    if HAS_KS:
+        c1 = c1 * tl.load(KS)  # the scale's device factor (the symmetric path's tensor k)
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     rmask = rows < M
     offs_d = tl.arange(0, BD)
@@ -424,14 +501,66 @@ def _bwd_kernel(A, X, NA, NX, E, LSE, G, DX, M, n_grad, n_c, D, c1, c2, qoff,  #
     tl.store(DX + cols[:, None] * D + offs_d[None, :], dx, mask=cmask[:, None] & dmask[None, :])
 
 
+def _self_bwd_kernel(X, NX, E, LSE, G, KS, DZ, M, D, c1, c2,  # pragma: no cover (traced by Triton)
+                     MODE: tl.constexpr, K_EXCL: tl.constexpr, HAS_KS: tl.constexpr, PREC: tl.constexpr,
+                     BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
+    """Rows [i0, i0 + BM) of the symmetric path's gradient: sum_j W_ij x_j and R_i = sum_j W_ij over every column
+    tile, with W_ij = g_i p_ij w_ij [j not excluded from row i] + g_j p_ji w_ij [i not excluded from row j] (p_ji from
+    the same tile: l_ji = l_ij, the products x_i . x_j being the forward's)."""
+    if HAS_KS:
+        c1 = c1 * tl.load(KS)
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    rmask = rows < M
+    offs_d = tl.arange(0, BD)
+    dmask = offs_d < D
+    a = tl.load(X + rows[:, None] * D + offs_d[None, :], mask=rmask[:, None] & dmask[None, :], other=0.0)
+    a_mm = _bf16(a, BF16)
+    na = tl.load(NX + rows, mask=rmask, other=0.0) if MODE != 0 else tl.zeros([BM], tl.float32)
+    lse_r = tl.load(LSE + rows, mask=rmask, other=0.0)
+    g_r = tl.load(G + rows, mask=rmask, other=0.0)
+    e0_r = tl.load(E + rows, mask=rmask, other=-1) if K_EXCL >= 1 else rows
+    e1_r = tl.load(E + M + rows, mask=rmask, other=-1) if K_EXCL >= 2 else rows
+    acc = tl.zeros([BM, BD], tl.float32)
+    rsum = tl.zeros([BM], tl.float32)
+    for start in range(0, M, BN):
+        cols = start + tl.arange(0, BN)
+        cmask = cols < M
+        x = tl.load(X + cols[:, None] * D + offs_d[None, :], mask=cmask[:, None] & dmask[None, :], other=0.0)
+        x_mm = _bf16(x, BF16)
+        nx = tl.load(NX + cols, mask=cmask, other=0.0) if MODE != 0 else tl.zeros([BN], tl.float32)
+        lse_c = tl.load(LSE + cols, mask=cmask, other=0.0)
+        g_c = tl.load(G + cols, mask=cmask, other=0.0)
+        s = tl.dot(a_mm, tl.trans(x_mm), input_precision=PREC, out_dtype=tl.float32)
+        # the logits with no column excluded; each side's exclusions below (K_EXCL 0 here)
+        logit, w, valid = _logits_jit(s, na, nx, rmask, cmask, cols, M, c1, c2, 0.0, rows, rows, MODE, 0, False)
+        v_r = valid
+        v_c = valid
+        if K_EXCL >= 1:
+            v_r = v_r & (cols[None, :] != e0_r[:, None])
+            v_c = v_c & (rows[:, None] != tl.load(E + cols, mask=cmask, other=-1)[None, :])
+        if K_EXCL >= 2:
+            v_r = v_r & (cols[None, :] != e1_r[:, None])
+            v_c = v_c & (rows[:, None] != tl.load(E + M + cols, mask=cmask, other=-1)[None, :])
+        p = (tl.where(v_r, tl.exp(logit - lse_r[:, None]), 0.0) * g_r[:, None]
+             + tl.where(v_c, tl.exp(logit - lse_c[None, :]), 0.0) * g_c[None, :])
+        if MODE != 0:
+            p = p * w
+            rsum += tl.sum(p, 1)
+        p_mm = _bf16(p, BF16)
+        acc += tl.dot(p_mm, x_mm, input_precision=PREC, out_dtype=tl.float32)
+    if MODE != 0:
+        acc = 2.0 * (a * rsum[:, None] - acc)
+    tl.store(DZ + rows[:, None] * D + offs_d[None, :], acc, mask=rmask[:, None] & dmask[None, :])
+
+
 _CONFIGS = [(64, 64, 4, 2), (128, 64, 8, 2)]  # BM, BN, warps, stages: the autotuner's choice (few: each compiles)
 _logits_jit: Any = None
 _bf16: Any = None
-_jitted: dict[bool, tuple[Any, Any]] = {}
+_jitted: dict[bool, tuple[Any, Any, Any]] = {}
 
 
-def _kernels(interpreted: bool) -> tuple[Any, Any]:
-    """The two kernels, jitted by Triton at first use (under its interpreter for CPU tensors, autotuned on a GPU).
+def _kernels(interpreted: bool) -> tuple[Any, Any, Any]:
+    """The three kernels (forward, backward, the symmetric backward), jitted by Triton at first use (under its interpreter for CPU tensors, autotuned on a GPU).
     Triton decides at its import whether it interprets (``TRITON_INTERPRET=1``, its own library included), so one
     process runs the kernels one way."""
     global tl, _logits_jit, _bf16
@@ -448,10 +577,11 @@ def _kernels(interpreted: bool) -> tuple[Any, Any]:
 
         tl = triton.language
         _logits_jit, _bf16 = triton.jit(_logits), triton.jit(_mm_input)
-        fwd, bwd = triton.jit(_fwd_kernel), triton.jit(_bwd_kernel)
+        fwd, bwd, sym = triton.jit(_fwd_kernel), triton.jit(_bwd_kernel), triton.jit(_self_bwd_kernel)
         if not interpreted:
             configs = [triton.Config({"BM": bm, "BN": bn}, num_warps=w, num_stages=st) for bm, bn, w, st in _CONFIGS]
             fwd = triton.autotune(configs, key=["D", "MODE", "K_EXCL", "WANT_O", "PREC", "BF16"])(fwd)
             bwd = triton.autotune(configs, key=["D", "MODE", "K_EXCL", "PREC", "BF16"])(bwd)
-        _jitted[interpreted] = (fwd, bwd)
+            sym = triton.autotune(configs, key=["D", "MODE", "K_EXCL", "PREC", "BF16"])(sym)
+        _jitted[interpreted] = (fwd, bwd, sym)
     return _jitted[interpreted]

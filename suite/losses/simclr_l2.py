@@ -135,7 +135,8 @@ class SimCLRL2(PairLoss):
             return torch.logaddexp(pos, row_kernel_lse(ps.anchors, q, None, None, f, df, chunk, kind))
         excl = torch.stack([c for c in (ps.self_col, ps.pos) if c is not None])  # (k, A) columns left out
         if len(ps.cands) == 1:
-            return torch.logaddexp(pos, row_kernel_lse(ps.anchors, ps.cands[0], q, excl, f, df, chunk, kind))
+            return torch.logaddexp(pos, row_kernel_lse(ps.anchors, ps.cands[0], q, excl, f, df, chunk, kind,
+                                                       ps.self_scale))
         n = ps.n_local  # "cross", symmetric: rows [0, N) against z_b, rows [N, 2N) against z_a
         rows = [slice(h * n, (h + 1) * n) for h in range(len(ps.cands))]
         return torch.logaddexp(pos, torch.cat([row_kernel_lse(ps.anchors[r], c, q, excl[:, r], f, df, chunk, kind)

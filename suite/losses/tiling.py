@@ -184,14 +184,17 @@ def sq_distances(a: Tensor, x: Tensor) -> Tensor:
 
 
 def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: Tensor | None = None,
-            chunk: int = 1024, uniform: bool = False, scale: float = 1.0) -> Tensor:
+            chunk: int = 1024, uniform: bool = False, scale: float = 1.0,
+            self_scale: float | Tensor | None = None) -> Tensor:
     """(A,) logsumexp_j of the rows of [anchors @ cands.T (entries ``excl`` (k, A) set to -inf) |
     anchors @ queue.T], in row tiles of ``chunk``, with the exact gradient (memory O((A + C) d + chunk x C));
     the fused path of the InfoNCE family. ``uniform``: the caller sums or averages the rows with equal
     weights, so the candidates' gradient is formed in the forward too (see :class:`_RowLSE`; exact either
     way, only faster when the hint holds). ``scale``: the rows of ``scale * anchors`` (the fused kernels apply it to the
-    products: no scaled copy of the anchors is kept)."""
-    out = fused.attempt((anchors, cands, queue), fused.row_lse, anchors, cands, queue, excl, c1=scale)
+    products: no scaled copy of the anchors is kept). ``self_scale``: the anchors are this multiple of ``cands`` (the
+    fused kernels' symmetric path, :func:`suite.losses.fused.row_lse`; the PyTorch tiles do not use it)."""
+    out = fused.attempt((anchors, cands, queue), fused.row_lse, anchors, cands, queue, excl, c1=scale,
+                        self_scale=self_scale)
     if out is not None:
         return out
     pin_malloc_threshold()
@@ -249,13 +252,14 @@ class _RowLSEScales(torch.autograd.Function):
 
 
 def row_lse_scales(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, chunk: int,
-                   scales: tuple[float, ...]) -> list[Tensor]:
+                   scales: tuple[float, ...], self_scale: float | Tensor | None = None) -> list[Tensor]:
     """For each k of ``scales`` (> 0), the (A,) :func:`row_lse` of the rows of k [anchors @ cands.T | anchors @
     queue.T], with the exact gradients: on the fused kernels one call per scale where they apply, else one pass of
     PyTorch tiles for all of them (:class:`_RowLSEScales`)."""
-    first = fused.attempt((anchors, cands, queue), fused.row_lse, anchors, cands, queue, excl, c1=scales[0])
+    first = fused.attempt((anchors, cands, queue), fused.row_lse, anchors, cands, queue, excl, c1=scales[0],
+                          self_scale=self_scale)
     if first is not None:
-        return [first] + [fused.row_lse(anchors, cands, queue, excl, c1=k) for k in scales[1:]]
+        return [first] + [fused.row_lse(anchors, cands, queue, excl, c1=k, self_scale=self_scale) for k in scales[1:]]
     pin_malloc_threshold()
     return list(_RowLSEScales.apply(anchors, cands, queue, excl, chunk, tuple(float(k) for k in scales)).unbind(0))
 
@@ -391,15 +395,16 @@ def _distance_logits(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl:
 
 def row_kernel_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None,
                    f: Callable[[Tensor], Tensor], df: Callable[[Tensor], Tensor], chunk: int = 1024,
-                   kind: Kind | None = None) -> Tensor:
+                   kind: Kind | None = None, self_scale: float | None = None) -> Tensor:
     """(A,) logsumexp_j of the rows of [f(||a_i - c_j||^2) (entries ``excl`` (k, A) set to -inf) |
     f(||a_i - q_m||^2)] in row tiles of ``chunk``, with the exact gradient (memory O((A + C) d + chunk x C)).
     ``queue`` gets no gradient. ``f`` returns a new tensor (it may not alias its input); ``df`` is its
-    derivative, 0 where ``f`` is flat. ``kind``: ``f`` as a mode of the fused kernels (see :func:`pair_kernel_lse`)."""
+    derivative, 0 where ``f`` is flat. ``kind``: ``f`` as a mode of the fused kernels (see :func:`pair_kernel_lse`);
+    ``self_scale``: as :func:`row_lse`'s."""
     if kind is not None:
         out = fused.attempt((anchors, cands, queue), fused.row_lse, anchors, cands,
                             None if queue is None else queue.detach(), excl, mode=kind[0], c1=kind[1],
-                            c2=kind[2] if len(kind) > 2 else 1.0)
+                            c2=kind[2] if len(kind) > 2 else 1.0, self_scale=self_scale)
         if out is not None:
             return out
     pin_malloc_threshold()

@@ -23,7 +23,7 @@ def test_every_path_runs(name, monkeypatch):
 
     monkeypatch.setattr(tiling, "AUTO_TILE_ELEMENTS", 48 * 8)  # 8 rows per tile at 2N = 48: the bench's tiles, scaled
     calls = []
-    for fn in (fused._FusedRows, fused._FusedRowSums):
+    for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf):
         monkeypatch.setattr(fn, "apply", lambda *a, apply=fn.apply: calls.append(1) or apply(*a))
     for path, mode in (("dense", "auto"), ("tiled", "off"), ("fused", "interpret")):
         m = fb.measure(*fb.call(name, 48, CPU, path, "fp32"), CPU, 1, mode)

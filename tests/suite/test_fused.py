@@ -20,16 +20,19 @@ if os.environ.get("TRITON_INTERPRET") != "1":  # pragma: no cover (tests/conftes
 F64 = torch.float64
 # the interpreter evaluates log(0) of a row block's padding rows in numpy (masked out afterwards)
 pytestmark = pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
-FUSED_CASES = [c for c in CASES if L.loss_class(c[1]).fused_tiles != "no"]
+FUSED_CASES = [c for c in CASES if L.loss_class(c[1]).fused_tiles != "no"] + [
+    (f"simclr_l2-{neg}-{'sym' if sym else 'one'}", "simclr_l2", dict(negatives=neg, symmetric=sym, temperature=0.3),
+     "pair") for neg, sym in (("all", True), ("all", False), ("cross", True))]
 
 
 @pytest.fixture
 def calls(monkeypatch):
     """The number of fused kernel calls made (so a test knows the kernels ran, not the PyTorch tiles)."""
-    n = {"fused": 0}
-    for fn in (fused._FusedRows, fused._FusedRowSums):
-        def counted(*args, apply=fn.apply):
+    n = {"fused": 0, "symmetric": 0}
+    for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf):
+        def counted(*args, apply=fn.apply, sym=fn is fused._FusedSelf):
             n["fused"] += 1
+            n["symmetric"] += sym
             return apply(*args)
 
         monkeypatch.setattr(fn, "apply", counted)
@@ -113,6 +116,83 @@ def test_kernel_modes_against_float64(mode, with_queue, calls):
         want = torch.zeros_like(got, dtype=F64) if want is None else want
         assert torch.isfinite(got).all()
         assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-5 * float(want.abs().max()) + 1e-7)
+
+
+# the cases whose rows are the SimCLR arrangement (one rank, symmetric, every candidate): the symmetric path
+SYMMETRIC = {"infonce-all-sym", "dcl-all-sym", "macl-all-sym", "hard_negative-all-sym", "macl-noreweight",
+             "hard_negative-debias", "supcon", "xclr", "xclr-embeddings", "tsimclr", "align_uniform", "simclr_l2-all-sym"}
+
+
+def test_the_simclr_arrangement_takes_the_symmetric_path(calls):
+    """Each loss case above whose anchors are [z_a; z_b] (times a scale) against themselves, with no queue, runs the
+    symmetric path (three products per tile); the others (one-sided, "cross", a queue) the general one."""
+    took = {}
+    for tag, name, hp, kind in FUSED_CASES:
+        calls["symmetric"] = 0
+        with fused.interpret():
+            _value_and_grads(L.build(name, chunk_size=4, **hp), kind, _float32(_inputs(F64)))
+        took[tag] = calls["symmetric"] > 0
+    assert {t for t, sym in took.items() if sym} == SYMMETRIC, took
+
+
+@pytest.mark.parametrize("mode,k", [(m, 1.0) for m in fused.MODES] + [("dot", 3.5), ("dot", "tensor")])
+def test_symmetric_path_against_float64(mode, k, calls):
+    """Anchors k z against z (k a float, or a tensor without gradient read on the device; the distance kernels only at
+    k = 1): the rows' log-sum-exps and the whole gradient to z (the anchors' share through k z) against float64,
+    with exclusions that are not symmetric (row i leaves out columns i and i + 5, so j = i + 5 keeps i), any incoming
+    gradient, and sizes that fill no block."""
+    g = torch.Generator().manual_seed(6)
+    m, d = 37, 20
+    z = torch.randn(m, d, generator=g, dtype=F64) * 0.4
+    excl = torch.stack([torch.arange(m), (torch.arange(m) + 5) % m])
+    w = torch.randn(m, generator=g, dtype=F64)
+    c1, c2 = (1.7, 0.6) if mode != "linear" else (0.3, 1.0)
+    kv = 3.5 if k == "tensor" else k
+    z64 = z.clone().requires_grad_()
+    ref = _reference(z64 * kv, z64, None, excl, mode, c1, c2, 0.0)
+    (want,) = torch.autograd.grad((ref * w).sum(), z64)
+    z32 = z.float().requires_grad_()
+    scale = torch.tensor(3.5) if k == "tensor" else k
+    with fused.interpret():
+        out = fused.row_lse(z32 * scale, z32, None, excl, mode=mode, c1=c1, c2=c2, self_scale=scale)
+    (got,) = torch.autograd.grad((out * w.float()).sum(), z32)
+    assert calls["symmetric"] == 1
+    assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-5)
+    assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-5 * float(want.abs().max()))
+
+
+def test_symmetric_path_where_it_does_not_apply(calls):
+    """A queue, a scale that wants a gradient, a distance kernel at k != 1, anchors that want a gradient their
+    candidates do not: the general path (the word ``self_scale`` alone proves nothing it cannot use)."""
+    z = torch.randn(9, 4, requires_grad=True)
+    q = torch.randn(3, 4)
+    k = torch.tensor(2.0, requires_grad=True)
+    with fused.interpret():
+        fused.row_lse(z, z, q, self_scale=1.0)
+        fused.row_lse(z * k, z, self_scale=k)
+        fused.row_lse(z * 2.0, z, mode="cauchy", self_scale=2.0)
+        fused.row_lse(z * 2.0, z.detach(), self_scale=2.0)
+    assert calls["fused"] == 4 and calls["symmetric"] == 0
+
+
+def test_symmetric_path_at_an_extreme_scale_equals_the_general_one(calls):
+    """At 1 / tau = 1000 (MACL's temperature floor) the symmetric path's products are the candidates' own, the same
+    for (i, j) and (j, i): its gradient is as close to float64 as the general path's (a rounded copy k z of the
+    anchors put k eps = 1e-4 between l_ij and l_ji)."""
+    g = torch.Generator().manual_seed(8)
+    z = torch.nn.functional.normalize(torch.randn(24, 5, generator=g, dtype=F64), dim=1)
+    excl = torch.stack([torch.arange(24), (torch.arange(24) + 12) % 24])
+    z64 = z.clone().requires_grad_()
+    (want,) = torch.autograd.grad(_reference(z64 * 1000.0, z64, None, excl, "dot", 1.0, 1.0, 0.0).sum(), z64)
+    errs = []
+    for sym in (1000.0, None):
+        z32 = z.float().requires_grad_()
+        with fused.interpret():
+            out = fused.row_lse(z32 * 1000.0, z32, None, excl, self_scale=sym)
+        (got,) = torch.autograd.grad(out.sum(), z32)
+        errs.append(float((got.double() - want).abs().max() / want.abs().max()))
+    assert calls["symmetric"] == 1
+    assert errs[0] < 1e-5 and errs[0] < 3 * errs[1] + 1e-6, errs
 
 
 @pytest.mark.parametrize("mode", list(fused.MODES))
