@@ -84,7 +84,7 @@ class XCLR(ContrastiveLoss):
         ps = pair_setup(za_n, zb_n, negatives="all", symmetric=True, queue=queue, scale=1.0 / self.temperature)
         m = ps.cand.shape[0] // 2
         ga, gb = ps.cand[:m], ps.cand[m:]  # (M, d) candidates of all ranks (gathered once)
-        own = sd.rank() * n + torch.arange(n, device=z_a.device)  # each sample's column in the (N, M) graph
+        off = sd.rank() * n  # sample i's column in the (N, M) graph: off + i
         self_w = torch.empty(n, dtype=z_a.dtype, device=z_a.device)  # s_i at the other view of the same sample
 
         def weights(i0: int, i1: int) -> list[Tensor]:
@@ -93,14 +93,14 @@ class XCLR(ContrastiveLoss):
             only: both views of sample i put s_ik on sample k's two candidates (its own same-view entry excluded),
             normalised by Z_i = 2 sum_{k != i} e^{t_ik} + e^{t_ii} + sum_q e^{t_iq} (a sum of positive terms,
             over the row max: no cancellation)."""
-            r = torch.arange(i1 - i0, device=z_a.device)
             t = graph_rows(i0, i1) / self.target_temperature  # (rows, M)
             mx = t.amax(1, keepdim=True)
             if qs is not None:
                 mx = torch.maximum(mx, qs[i0:i1].amax(1, keepdim=True))
             e = (t - mx).exp_()
-            e_self = e[r, own[i0:i1]].clone()
-            e[r, own[i0:i1]] = 0.0
+            own = e.diagonal(off + i0)  # (rows,) each sample's own column: a view, no index
+            e_self = own.clone()
+            own.zero_()
             z = 2.0 * e.sum(1) + e_self
             eq = (qs[i0:i1] - mx).exp_() if qs is not None else None
             if eq is not None:
@@ -114,15 +114,18 @@ class XCLR(ContrastiveLoss):
         #   = (z_a,i + z_b,i) . (W_i @ (g_a + g_b) + Wq_i @ queue) / tau + w_ii (z_a,i . g_b,i + z_b,i . g_a,i) / tau
         # (W_i excludes the own column, w_ii = s at the other view's own entry): one (N, M) @ (M, d) product, a
         # quarter of the (2N, 2M) weighted sum.
-        both, cand_sum = za_n + zb_n, ga + gb
+        both = za_n + zb_n
+        cand_sum = both if m == n else ga + gb  # on one rank the candidates are the views themselves
         chunk = self._tile(ps.n_rows, ps.n_cols)
         if chunk is None:
             ws = weights(0, n)
-            mix = ws[0] @ cand_sum + (ws[1] @ ps.queue if qs is not None else 0.0)
+            mix = ws[0] @ cand_sum if qs is None else torch.addmm(ws[0] @ cand_sum, ws[1], ps.queue)
             lse, cross = row_logsumexp(pair_rows(ps, 0, ps.n_rows)), (both * mix).sum()
         else:  # tiled: the fused log-sum-exps; the weighted term with its weights made per tile of samples
             lse, cross = pair_lse(ps, chunk, uniform=True), weighted_cross(both, [cand_sum], ps.queue, weights, chunk)
-        cross = cross + (self_w * ((za_n * gb[own]).sum(1) + (zb_n * ga[own]).sum(1))).sum()
+        # the other view's own entries: z_a,i . g_b,i + z_b,i . g_a,i (on one rank g_a = z_a, g_b = z_b)
+        own_a, own_b = (za_n, zb_n) if m == n else (ga[off:off + n], gb[off:off + n])
+        cross = cross + self_w @ ((za_n * own_b).sum(1) + (zb_n * own_a).sum(1))
         return (lse.sum() - cross / self.temperature) / ps.n_rows
 
 
