@@ -127,9 +127,13 @@ def pair_setup(z_a: Tensor, z_b: Tensor, *, negatives: str = "all", symmetric: b
     if negatives == "all":
         cand = rows if symmetric and not sd.is_distributed() else cat_rows(sd.gather(z_a), sd.gather(z_b))  # (2M, d)
         m = cand.shape[0] // 2
-        self_col, pos = off + ar, m + off + ar
-        if symmetric:
-            self_col, pos = torch.cat([self_col, pos]), torch.cat([pos, self_col])
+        if cand is rows:  # one rank: anchor i is candidate i, its positive i + N (mod 2N)
+            self_col = torch.arange(2 * n, device=dev)
+            pos = self_col.roll(n)
+        else:
+            self_col, pos = off + ar, m + off + ar
+            if symmetric:
+                self_col, pos = torch.cat([self_col, pos]), torch.cat([pos, self_col])
         # one rank, symmetric: the anchors are scale x the candidates (the fused kernels' symmetric path)
         mine = symmetric and cand is rows and not (isinstance(scale, Tensor) and scale.requires_grad)
         return PairSetup(anchors, (cand,), qn, pos, self_col, None, n, negatives, cand, scale if mine else None)

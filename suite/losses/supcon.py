@@ -64,20 +64,21 @@ class SupCon(ContrastiveLoss):
 def _own_class(a: Tensor, cand: Tensor, cand_y: Tensor, own_col: Tensor, dense: bool) -> tuple[Tensor, Tensor]:
     """For each anchor a_i (its own column ``own_col[i]`` among the candidates): a_i . (sum of the candidates of its
     class) and that class's number of candidates. ``dense`` (the (A, C) logits exist, and a (C, d) buffer is small
-    beside them): classes numbered by a sort of the labels, sums in a (C, d) buffer, no host read (on a GPU
+    beside them): each class named by where its label first stands in the sorted labels (two searchsorted give that
+and the class's size), sums in a (C, d) buffer, no host read (on a GPU
     torch.unique and bincount each wait for the device: in a training step, for the encoder's forward). Tiled (where a
     (C, d) buffer counts: 2N = 2^20): torch.unique's K classes (one host read), a (K, d) buffer, and with K <= d
     (2N, K) products, so nothing (2N, d) is kept for the backward."""
     if dense:
-        labels, order = torch.sort(cand_y)
-        first = torch.ones_like(labels, dtype=torch.bool)
-        first[1:] = labels[1:] != labels[:-1]
-        cls = torch.empty_like(order).scatter_(0, order, first.cumsum(0) - 1)  # each candidate's class, 0..K-1
-        sums = torch.zeros_like(cand).index_add_(0, cls, cand)  # rows K.. stay 0
-        count = torch.zeros(cls.shape[0], dtype=a.dtype, device=a.device).index_add_(0, cls, torch.ones_like(cand_y,
-                                                                                                  dtype=a.dtype))
-        mine = cls[own_col]
-        return (a * sums[mine]).sum(1), count[mine]
+        labels = torch.sort(cand_y).values
+        cls = torch.searchsorted(labels, cand_y)  # each candidate's class: where its label first stands in the sort
+        count = torch.searchsorted(labels, cand_y, right=True) - cls  # and how many candidates have it
+        sums = torch.zeros_like(cand).index_add_(0, cls, cand)  # the rows no label starts at stay 0
+        if sd.world_size() == 1:  # one rank: anchor i is candidate i
+            mine, count = cls[: a.shape[0]], count[: a.shape[0]]
+        else:
+            mine, count = cls[own_col], count[own_col]
+        return (a * sums[mine]).sum(1), count.to(a.dtype)
     classes, cls = torch.unique(cand_y, return_inverse=True)
     k = classes.shape[0]
     sums = torch.zeros(k, cand.shape[1], dtype=cand.dtype, device=cand.device).index_add_(0, cls, cand)  # (K, d)
