@@ -4,7 +4,8 @@ the registry (task ``loss-bench-gpu``) for the GPU section of ``benchmarks/resul
     python -m benchmarks.measurements.fused_bench [--sizes 8192,32768,131072,1048576] [--budget-s 300]
 
 For every loss whose tiled path takes the kernels (``fused_tiles`` yes or part) and each 2N: the dense path, the
-PyTorch tiles (``SUITE_FUSED=off``), and the kernels in fp32 and bf16 (InfoNCE in tf32 too), d = 128; beside them Inf-CL's kernel
+PyTorch tiles (``SUITE_FUSED=off``), and the kernels in fp32 and bf16 (InfoNCE in tf32 too), d = 128; InfoNCE and
+t-SimCLR also on the kernels' general path (``fused-general``: without the symmetric path); beside them Inf-CL's kernel
 (``inf_cl.cal_flash_loss``, where the package is installed: it is run, not copied) on the same 2N x 2N problem, and the
 FLOP floor at the rate this device reaches in a large matrix product of each precision (measured here, cuBLAS). At
 1,048,576 only the kernels run (one call each): InfoNCE in every precision, the other losses that take them wholly in
@@ -35,6 +36,8 @@ D = 128
 SIZES = (8192, 32768, 131072, 1048576)
 PRECISIONS = ("fp32", "tf32", "bf16")
 HUGE = 1048576
+GENERAL = ("infonce", "tsimclr")  # measured on the general path too: a dot and a distance kernel
+MODE_OF_PATH = {"tiled": "off", "fused-general": "general"}  # fused.use's mode per path (else "auto")
 
 
 def fused_losses() -> list[str]:
@@ -153,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--losses", default="", help="comma-separated (default: every loss that takes the kernels)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=300.0)
-    ap.add_argument("--paths", default="dense,tiled,fused,inf-cl", help="comma-separated: the paths to run")
+    ap.add_argument("--paths", default="dense,tiled,fused,fused-general,inf-cl", help="comma-separated: the paths to run")
     ap.add_argument("--precisions", default=",".join(PRECISIONS), help="comma-separated: the kernels' precisions")
     ap.add_argument("--no-errors", action="store_true", help="skip the precision errors against float64")
     ap.add_argument("--registry", default=None, help="registry (default: $SUITE_REGISTRY)")
@@ -198,12 +201,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             if n < HUGE:
                 cells += [(name, "dense", "fp32"), (name, "tiled", "fp32")]
             cells += [(name, "fused", p) for p in precs]
+            if name in GENERAL:  # the same kernels without the symmetric path (fused.use("general")): its gain
+                cells.append((name, "fused-general", "fp32" if n < HUGE else "bf16"))
         if has_infcl:
             cells.append(("inf-cl", "inf-cl", "tf32"))
         if n == HUGE:  # InfoNCE in fp32 first, then every loss's memory, then the other precisions and Inf-CL
             cells.sort(key=lambda c: (c != ("infonce", "fused", "fp32"), c[0] in ("infonce", "inf-cl")))
         for name, path, prec in cells:
-            if path not in paths or (path == "fused" and prec not in wanted):
+            if path not in paths or (path.startswith("fused") and prec not in wanted):
                 continue
             if time.perf_counter() - t_start > args.budget_s:
                 skipped.append(f"{name} {path} {prec} 2N={n}")
@@ -213,8 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             warm = not big or (path == "fused" and n < HUGE)  # the kernels compile and tune at the first size
             cfg = {**info, "two_n": n, "path": path, "precision": prec, "repeats": reps}
             try:
-                m = measure(*call(name, n, device, path, prec), device, reps, "off" if path == "tiled" else "auto",
-                            warm)
+                m = measure(*call(name, n, device, path, prec), device, reps, MODE_OF_PATH.get(path, "auto"), warm)
             except torch.cuda.OutOfMemoryError:
                 m = {"ms": math.nan, "peak_mb": math.nan, "oom": 1.0}
             except Exception:  # noqa: BLE001 - a cell that fails is reported; the others are still measured
@@ -223,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             finally:
                 torch.cuda.empty_cache()
-            rate = rates["tf32" if path == "inf-cl" else prec if path == "fused" else "fp32"]
+            rate = rates["tf32" if path == "inf-cl" else prec if path.startswith("fused") else "fp32"]
             m["floor_ms"] = flops(name, n) / (rate * 1e12) * 1e3
             m["matmul_tflops"] = rate
             print(f"2N={n} {name} {path} {prec}: {m['ms']:.1f} ms, {m['peak_mb']:.0f} MB"

@@ -294,6 +294,13 @@ def _gpu_section(registry: Registry, allow_dirty: bool) -> list[str]:
         lines += [f"Targets at 2N = 32,768, fp32 (InfoNCE): the kernels {f_ms:.1f} ms against dense {d_ms:.1f} ms "
                   f"({'faster' if f_ms < d_ms else '**not faster**'}), {f_ms / fl:.2f}x the floor of {fl:.1f} ms "
                   f"(target <= 1.5x: {'met' if f_ms <= 1.5 * fl else '**missed**'}).", ""]
+    general = sorted((k, m) for k, m in timed.items() if k[2] == "fused-general")
+    if general:
+        pairs = [(k, m, timed.get((k[0], k[1], "fused", k[3]))) for k, m in general]
+        lines += ["The symmetric path (three products per tile, `fused`) against the kernels' general path (four, "
+                  "`fused.use(\"general\")`), ms (peak MB): "
+                  + "; ".join(f"{k[0]} 2N = {k[1]:,} {k[3]}: {cell(sym)} against {cell(m)}" for k, m, sym in pairs
+                              if sym is not None) + ".", ""]
     huge = {k[0]: m for k, m in timed.items() if k[1] == 1048576 and k[2] == "fused"}
     if huge:
         over = [n for n, m in huge.items() if m.metrics.get("oom") or m.metrics["peak_mb"] > 4096]

@@ -45,7 +45,8 @@ interpreter every product is a float32 one: the CPU tests check the kernels' log
 Where it runs: float32 inputs with d <= :data:`MAX_DIM` on a CUDA device with Triton installed. Elsewhere (the CPU,
 float64, wider embeddings) the tiled path of :mod:`suite.losses.tiling` runs as before. :func:`interpret` runs the
 kernels on CPU tensors under Triton's interpreter (the tests); ``SUITE_FUSED=off`` (or :func:`use` ``"off"``)
-keeps today's tiled path on a GPU too (the benchmarks' baseline).
+keeps today's tiled path on a GPU too (the benchmarks' baseline); ``SUITE_FUSED=general`` the kernels without the
+symmetric path.
 """
 from __future__ import annotations
 
@@ -66,7 +67,9 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 MAX_DIM = 256  # the widest embedding held in registers (a row block of the anchors, the output accumulator)
 _EPS2 = 1e-24  # -l2 kernel's squared-distance floor, as suite.losses.simclr_l2
 
+MODES_OF_USE = ("auto", "off", "interpret", "general")
 _use: contextvars.ContextVar[str] = contextvars.ContextVar("suite_fused", default="")
+_general: contextvars.ContextVar[bool] = contextvars.ContextVar("suite_fused_general", default=False)
 _precision: contextvars.ContextVar[str] = contextvars.ContextVar("suite_fused_precision", default="fp32")
 
 
@@ -78,15 +81,17 @@ def check_precision(value: Any) -> str:
 
 @contextlib.contextmanager
 def use(mode: str) -> Iterator[None]:
-    """Within the block, the fused kernels run ``"auto"`` (CUDA with Triton: the default), ``"off"`` (never) or
-    ``"interpret"`` (on CPU tensors too, under Triton's interpreter)."""
-    if mode not in ("auto", "off", "interpret"):
-        raise ValueError(f"fused mode must be auto, off or interpret, got {mode!r}")
-    token = _use.set(mode)
+    """Within the block, the fused kernels run ``"auto"`` (CUDA with Triton: the default), ``"off"`` (never),
+    ``"interpret"`` (on CPU tensors too, under Triton's interpreter) or ``"general"`` (as auto, without the symmetric
+    path: the benchmarks' comparison)."""
+    if mode not in MODES_OF_USE:
+        raise ValueError(f"fused mode must be one of {', '.join(MODES_OF_USE)}, got {mode!r}")
+    var, value = (_general, True) if mode == "general" else (_use, mode)  # general: within any other mode
+    token = var.set(value)  # type: ignore[attr-defined]
     try:
         yield
     finally:
-        _use.reset(token)
+        var.reset(token)  # type: ignore[attr-defined]
 
 
 def interpret() -> contextlib.AbstractContextManager[None]:
@@ -105,7 +110,8 @@ def precision(value: str) -> Iterator[None]:
 
 
 def _mode() -> str:
-    return _use.get() or os.environ.get("SUITE_FUSED", "auto")
+    mode = _use.get() or os.environ.get("SUITE_FUSED", "auto")
+    return "auto" if mode == "general" else mode
 
 
 @functools.lru_cache(maxsize=1)
@@ -192,6 +198,8 @@ def _symmetric(anchors: Tensor, cands: Tensor, queue: Tensor | None, mode: str, 
     for the distance kernels k = 1 (the distances of k z to z are not symmetric); the gradient then reaches the
     anchors through the candidates, so ``cands`` must want one wherever ``anchors`` does."""
     if k is None or queue is not None or anchors.shape != cands.shape:
+        return False
+    if _general.get() or os.environ.get("SUITE_FUSED") == "general":  # the benchmarks' comparison
         return False
     if isinstance(k, Tensor) and (k.requires_grad or k.numel() != 1):
         return False

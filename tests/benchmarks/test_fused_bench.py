@@ -3,6 +3,7 @@ runs on each of its paths at a tiny 2N (the kernels under Triton's interpreter),
 losses_large.md is rendered from its registry rows alone."""
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -24,11 +25,16 @@ def test_every_path_runs(name, monkeypatch):
     monkeypatch.setattr(tiling, "AUTO_TILE_ELEMENTS", 48 * 8)  # 8 rows per tile at 2N = 48: the bench's tiles, scaled
     calls = []
     for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf):
-        monkeypatch.setattr(fn, "apply", lambda *a, apply=fn.apply: calls.append(1) or apply(*a))
-    for path, mode in (("dense", "auto"), ("tiled", "off"), ("fused", "interpret")):
-        m = fb.measure(*fb.call(name, 48, CPU, path, "fp32"), CPU, 1, mode)
+        monkeypatch.setattr(fn, "apply", lambda *a, apply=fn.apply, f=fn: calls.append(f) or apply(*a))
+    paths = [("dense", "auto"), ("tiled", "off"), ("fused", "interpret")]
+    for path, mode in paths + ([("fused-general", "general")] if name in fb.GENERAL else []):
+        calls.clear()
+        with fused.interpret() if path == "fused-general" else contextlib.nullcontext():
+            m = fb.measure(*fb.call(name, 48, CPU, path, "fp32"), CPU, 1, mode)
         assert math.isfinite(m["ms"]) and m["ms"] > 0
-        assert bool(calls) == (path == "fused")
+        assert bool(calls) == path.startswith("fused")
+        if name in fb.GENERAL:  # the symmetric path, and on the general path not
+            assert (fused._FusedSelf in calls) == (path == "fused"), (path, calls)
 
 
 def test_no_cuda_no_measurement(capsys):
@@ -51,6 +57,7 @@ def test_gpu_section_from_the_registry(tmp_path):
     rec("infonce", 32768, "dense", "fp32", 40.0, 12000.0)
     rec("infonce", 32768, "tiled", "fp32", 110.0, 130.0)
     rec("infonce", 32768, "fused", "fp32", 30.0, 60.0)  # floor 4 * 2 * 32768^2 * 128 / 50e12 = 22.0 ms
+    rec("infonce", 32768, "fused-general", "fp32", 41.0, 190.0)
     rec("dcl", 131072, "dense", "fp32", math.nan, math.nan, oom=1.0)
     rec("dcl", 1048576, "fused", "bf16", 9000.0, 5000.0)
     fb._record(reg, "infonce", {**info, "two_n": 8192, "path": "precision-error", "precision": "bf16"},
@@ -61,4 +68,5 @@ def test_gpu_section_from_the_registry(tmp_path):
     assert "| dcl | 131,072 | out of memory |" in text
     assert "the kernels 30.0 ms against dense 40.0 ms (faster), 1.36x the floor of 22.0 ms (target <= 1.5x: met)" in text
     assert "dcl 5,000 MB; **over**: dcl." in text
+    assert "infonce 2N = 32,768 fp32: 30.0 (60) against 41.0 (190)." in text
     assert "| bf16 | 2.0e-03 | 1.0e-02 |" in text

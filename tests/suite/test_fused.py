@@ -163,7 +163,8 @@ def test_symmetric_path_against_float64(mode, k, calls):
 
 def test_symmetric_path_where_it_does_not_apply(calls):
     """A queue, a scale that wants a gradient, a distance kernel at k != 1, anchors that want a gradient their
-    candidates do not: the general path (the word ``self_scale`` alone proves nothing it cannot use)."""
+    candidates do not, ``use("general")``: the general path (the word ``self_scale`` alone proves nothing it cannot
+    use); the same call outside that block: the symmetric one."""
     z = torch.randn(9, 4, requires_grad=True)
     q = torch.randn(3, 4)
     k = torch.tensor(2.0, requires_grad=True)
@@ -172,7 +173,10 @@ def test_symmetric_path_where_it_does_not_apply(calls):
         fused.row_lse(z * k, z, self_scale=k)
         fused.row_lse(z * 2.0, z, mode="cauchy", self_scale=2.0)
         fused.row_lse(z * 2.0, z.detach(), self_scale=2.0)
-    assert calls["fused"] == 4 and calls["symmetric"] == 0
+        with fused.use("general"):  # the benchmarks' comparison
+            fused.row_lse(z * 2.0, z, self_scale=2.0)
+        fused.row_lse(z * 2.0, z, self_scale=2.0)
+    assert calls["fused"] == 6 and calls["symmetric"] == 1
 
 
 def test_symmetric_path_at_an_extreme_scale_equals_the_general_one(calls):
