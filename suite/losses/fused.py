@@ -24,6 +24,11 @@ its tiles against every row and sums dX_j = sum_i g_i p_ij w_ij a_i ("dot") or 2
 g_i p_ij w_ij. Four products per tile in all (the dense path: three, and an (M, C) matrix), no atomics: the result
 is the same bit for bit from run to run.
 
+Values (:func:`soft_mix`): the forward's accumulator sums p_ij v_j over values V (C, dv) given beside the columns,
+and the backward's column sums take rows U (M, dv) in place of the anchors: an attention of the anchors on the
+candidates' values (X-CLR's soft targets from its graph as embeddings), the weights constants, the values' gradient
+one backward pass.
+
 The SimCLR arrangement (``self_scale``): where the anchors are a scalar multiple of the candidates themselves, A = k Z
 (the views [z_a; z_b] / tau against [z_a; z_b]; t-SimCLR's and the uniformity's rows against their own points, k = 1)
 and there is no queue, l_ij = l_ji up to the excluded columns, so both gradients come from one symmetric matrix:
@@ -193,6 +198,43 @@ def row_lse_sum(anchors: Tensor, cands: list[Tensor], queue: Tensor | None = Non
     return _FusedRowSums.apply(anchors, queue, MODES[mode], float(c1), float(c2), _precision.get(), *cands)
 
 
+def soft_mix(anchors: Tensor, cands: Tensor, values: Tensor, excl: Tensor | None = None, *,
+             c1: float = 1.0) -> tuple[Tensor, Tensor]:
+    """Attention of the anchors on the candidates' values: (lse (M,), O (M, dv)) with lse_i = log sum_j exp(c1 a_i .
+    x_j) and O_i = sum_j softmax_j(c1 a_i . x_j) v_j over the columns j not excluded (``excl`` (k <= 2, M)), the
+    (M, C) weights never in memory. The gradient reaches ``values`` only: dV_j = sum_i p_ij dO_i, one pass of the
+    backward kernel with dO in place of the anchors (the weights are targets: X-CLR's soft targets from its graph
+    as embeddings). ``anchors`` and ``cands`` are taken as constants; ``lse`` has no gradient."""
+    if excl is not None and excl.shape[0] > 2:
+        raise ValueError(f"at most 2 excluded columns per row, got {excl.shape[0]}")
+    if values.shape[0] != cands.shape[0]:
+        raise ValueError(f"values must have one row per candidate ({cands.shape[0]}), got {values.shape[0]}")
+    return _FusedMix.apply(anchors.detach(), cands.detach(), values, excl, float(c1), _precision.get())
+
+
+class _FusedMix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, anchors: Tensor, cands: Tensor, values: Tensor, excl: Tensor | None, c1: float,
+                prec: str) -> tuple[Tensor, Tensor]:
+        a, x, v = anchors.contiguous(), cands.contiguous(), values.contiguous()
+        ex = None if excl is None else excl.to(torch.int64).contiguous()
+        lse, o, _ = _forward(a, x, x.shape[0], ex, 0, c1, 1.0, 0.0, prec, True, v=v)
+        ctx.save_for_backward(a, x, ex, lse)
+        ctx.args = (c1, prec)
+        ctx.mark_non_differentiable(lse)
+        return lse, o
+
+    @staticmethod
+    def backward(ctx: Any, _: Tensor, g_o: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        a, x, ex, lse = ctx.saved_tensors
+        c1, prec = ctx.args
+        dv = None
+        if ctx.needs_input_grad[2]:
+            rows = torch.ones_like(lse)  # each row's weight: dO_i carries it
+            dv = _backward(a, x, x.shape[0], x.shape[0], ex, lse, rows, 0, c1, 1.0, 0.0, prec, u=g_o.contiguous())
+        return None, None, dv, None, None, None
+
+
 def _symmetric(anchors: Tensor, cands: Tensor, queue: Tensor | None, mode: str, k: float | Tensor | None) -> bool:
     """Whether ``anchors = k cands`` takes the symmetric path: no queue, the same shape, ``k`` without a gradient, and
     for the distance kernels k = 1 (the distances of k z to z are not symmetric); the gradient then reaches the
@@ -330,34 +372,39 @@ def _launch_args(prec: str, d: int, interpreted: bool) -> dict[str, Any]:
 
 
 def _forward(a: Tensor, x: Tensor, n_c: int, ex: Tensor | None, mode: int, c1: float, c2: float, qoff: float,
-             prec: str, want_o: bool, ks: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+             prec: str, want_o: bool, ks: Tensor | None = None, v: Tensor | None = None
+             ) -> tuple[Tensor, Tensor, Tensor]:
     import triton
 
     m, d = a.shape
     lse = torch.empty(m, dtype=torch.float32, device=a.device)
-    o = torch.empty((m, d) if want_o else (1, 1), dtype=torch.float32, device=a.device)
+    dv = d if v is None else v.shape[1]
+    o = torch.empty((m, dv) if want_o else (1, 1), dtype=torch.float32, device=a.device)
     r = torch.empty(m if want_o and mode else 1, dtype=torch.float32, device=a.device)
     na, nx = _norms(mode, a, x)
     fwd = _kernels(a.device.type == "cpu")[0]
     grid = lambda meta: (triton.cdiv(m, meta["BM"]),)  # noqa: E731
-    fwd[grid](a, x, na, nx, lse if ex is None else ex, lse, o, r, lse if ks is None else ks, m, x.shape[0], n_c, d,
-              c1, c2, qoff, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0], WANT_O=want_o, HAS_Q=x.shape[0] > n_c,
-              HAS_KS=ks is not None,
+    fwd[grid](a, x, na, nx, lse if ex is None else ex, lse, o, r, lse if ks is None else ks, lse if v is None else v,
+              m, x.shape[0], n_c, d, dv, c1, c2, qoff, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0],
+              WANT_O=want_o, HAS_Q=x.shape[0] > n_c, HAS_KS=ks is not None, HAS_V=v is not None, **_value_width(dv),
               **_launch_args(prec, d, a.device.type == "cpu"), **_fixed(a))
     return lse, o, r
 
 
 def _backward(a: Tensor, x: Tensor, n_c: int, n_grad: int, ex: Tensor | None, lse: Tensor, g: Tensor, mode: int,
-              c1: float, c2: float, qoff: float, prec: str) -> Tensor:
+              c1: float, c2: float, qoff: float, prec: str, u: Tensor | None = None) -> Tensor:
     import triton
 
     m, d = a.shape
-    dx = torch.zeros_like(x)  # columns past n_grad (a queue without gradient) stay 0
+    dv = d if u is None else u.shape[1]
+    dx = torch.zeros((x.shape[0], dv), dtype=x.dtype, device=x.device)  # columns past n_grad (a queue without
+    # gradient) stay 0
     na, nx = _norms(mode, a, x)
     bwd = _kernels(a.device.type == "cpu")[1]
     grid = lambda meta: (triton.cdiv(n_grad, meta["BN"]),)  # noqa: E731
-    bwd[grid](a, x, na, nx, lse if ex is None else ex, lse, g, dx, m, n_grad, n_c, d, c1, c2, qoff,
-              MODE=mode, K_EXCL=0 if ex is None else ex.shape[0], HAS_Q=x.shape[0] > n_c,
+    bwd[grid](a, x, na, nx, lse if ex is None else ex, lse, g, dx, lse if u is None else u, m, n_grad, n_c, d, dv, c1,
+              c2, qoff, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0], HAS_Q=x.shape[0] > n_c,
+              HAS_U=u is not None, **_value_width(dv),
               **_launch_args(prec, d, a.device.type == "cpu"), **_fixed(a))
     return dx
 
@@ -375,6 +422,12 @@ def _self_backward(x: Tensor, ex: Tensor | None, lse: Tensor, g: Tensor, mode: i
               K_EXCL=0 if ex is None else ex.shape[0], HAS_KS=ks is not None,
               **_launch_args(prec, d, x.device.type == "cpu"), **_fixed(x))
     return dz
+
+
+def _value_width(dv: int) -> dict[str, int]:
+    import triton
+
+    return {"BDV": max(16, triton.next_power_of_2(dv))}
 
 
 def _fixed(a: Tensor) -> dict[str, int]:
@@ -427,10 +480,12 @@ def _mm_input(t, BF16: tl.constexpr):  # pragma: no cover (traced by Triton)
     return out
 
 
-def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, M, C, n_c, D, c1, c2, qoff,  # pragma: no cover (traced by Triton)
+def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, V, M, C, n_c, D, DV, c1, c2, qoff,  # pragma: no cover (traced)
                 MODE: tl.constexpr, K_EXCL: tl.constexpr, WANT_O: tl.constexpr, HAS_Q: tl.constexpr,
-                HAS_KS: tl.constexpr, PREC: tl.constexpr, BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                BD: tl.constexpr):
+                HAS_KS: tl.constexpr, HAS_V: tl.constexpr, PREC: tl.constexpr, BF16: tl.constexpr, BM: tl.constexpr,
+                BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr):
+    """Row statistics; with ``HAS_V`` the accumulator O sums p_ij v_j over the columns' values V (C, DV) instead of
+    their embeddings (:func:`soft_mix`; BDV, DV: V's width, else BD, D)."""
     if HAS_KS:
         c1 = c1 * tl.load(KS)  # the scale's device factor (the symmetric path's tensor k)
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
@@ -445,7 +500,9 @@ def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, M, C, n_c, D, c1, c2, qoff,  # p
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
     r_i = tl.zeros([BM], tl.float32)
-    acc = tl.zeros([BM, BD], tl.float32)
+    offs_v = tl.arange(0, BDV)
+    vmask = offs_v < DV
+    acc = tl.zeros([BM, BDV], tl.float32)
     for start in range(0, C, BN):
         cols = start + tl.arange(0, BN)
         cmask = cols < C
@@ -464,19 +521,26 @@ def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, M, C, n_c, D, c1, c2, qoff,  # p
             if MODE != 0:
                 r_i = r_i * alpha + tl.sum(pw, 1)
             pw_mm = _bf16(pw, BF16)
-            acc = acc * alpha[:, None] + tl.dot(pw_mm, x_mm, input_precision=PREC, out_dtype=tl.float32)
+            if HAS_V:
+                v = tl.load(V + cols[:, None] * DV + offs_v[None, :], mask=cmask[:, None] & vmask[None, :], other=0.0)
+                acc = acc * alpha[:, None] + tl.dot(pw_mm, _bf16(v, BF16), input_precision=PREC, out_dtype=tl.float32)
+            else:
+                acc = acc * alpha[:, None] + tl.dot(pw_mm, x_mm, input_precision=PREC, out_dtype=tl.float32)
         m_i = m_new
     tl.store(LSE + rows, m_i + tl.log(l_i), mask=rmask)  # -inf for a row with every column left out
     if WANT_O:
         inv = tl.where(l_i > 0.0, 1.0 / l_i, 0.0)
-        tl.store(O + rows[:, None] * D + offs_d[None, :], acc * inv[:, None], mask=rmask[:, None] & dmask[None, :])
+        tl.store(O + rows[:, None] * DV + offs_v[None, :], acc * inv[:, None], mask=rmask[:, None] & vmask[None, :])
         if MODE != 0:
             tl.store(R + rows, r_i * inv, mask=rmask)
 
 
-def _bwd_kernel(A, X, NA, NX, E, LSE, G, DX, M, n_grad, n_c, D, c1, c2, qoff,  # pragma: no cover (traced)
-                MODE: tl.constexpr, K_EXCL: tl.constexpr, HAS_Q: tl.constexpr, PREC: tl.constexpr,
-                BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
+def _bwd_kernel(A, X, NA, NX, E, LSE, G, DX, U, M, n_grad, n_c, D, DV, c1, c2, qoff,  # pragma: no cover (traced)
+                MODE: tl.constexpr, K_EXCL: tl.constexpr, HAS_Q: tl.constexpr, HAS_U: tl.constexpr,
+                PREC: tl.constexpr, BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
+                BDV: tl.constexpr):
+    """Columns' sums; with ``HAS_U`` ("dot" only) dX_j sums g_i p_ij u_i over rows U (M, DV) instead of the anchors
+    (:func:`soft_mix`'s values gradient; BDV, DV: U's width, else BD, D)."""
     cols = tl.program_id(0) * BN + tl.arange(0, BN)
     cmask = cols < n_grad
     offs_d = tl.arange(0, BD)
@@ -484,7 +548,9 @@ def _bwd_kernel(A, X, NA, NX, E, LSE, G, DX, M, n_grad, n_c, D, c1, c2, qoff,  #
     x = tl.load(X + cols[:, None] * D + offs_d[None, :], mask=cmask[:, None] & dmask[None, :], other=0.0)
     x_mm = _bf16(x, BF16)
     nx = tl.load(NX + cols, mask=cmask, other=0.0) if MODE != 0 else tl.zeros([BN], tl.float32)
-    dx = tl.zeros([BN, BD], tl.float32)
+    offs_v = tl.arange(0, BDV)
+    vmask = offs_v < DV
+    dx = tl.zeros([BN, BDV], tl.float32)
     rsum = tl.zeros([BN], tl.float32)
     for start in range(0, M, BM):
         rows = start + tl.arange(0, BM)
@@ -503,10 +569,14 @@ def _bwd_kernel(A, X, NA, NX, E, LSE, G, DX, M, n_grad, n_c, D, c1, c2, qoff,  #
             p = p * w
             rsum += tl.sum(p, 0)
         p_mm = _bf16(p, BF16)
-        dx += tl.dot(tl.trans(p_mm), a_mm, input_precision=PREC, out_dtype=tl.float32)
+        if HAS_U:
+            u = tl.load(U + rows[:, None] * DV + offs_v[None, :], mask=rmask[:, None] & vmask[None, :], other=0.0)
+            dx += tl.dot(tl.trans(p_mm), _bf16(u, BF16), input_precision=PREC, out_dtype=tl.float32)
+        else:
+            dx += tl.dot(tl.trans(p_mm), a_mm, input_precision=PREC, out_dtype=tl.float32)
     if MODE != 0:
         dx = 2.0 * (x * rsum[:, None] - dx)
-    tl.store(DX + cols[:, None] * D + offs_d[None, :], dx, mask=cmask[:, None] & dmask[None, :])
+    tl.store(DX + cols[:, None] * DV + offs_v[None, :], dx, mask=cmask[:, None] & vmask[None, :])
 
 
 def _self_bwd_kernel(X, NX, E, LSE, G, KS, DZ, M, D, c1, c2,  # pragma: no cover (traced by Triton)
@@ -588,8 +658,8 @@ def _kernels(interpreted: bool) -> tuple[Any, Any, Any]:
         fwd, bwd, sym = triton.jit(_fwd_kernel), triton.jit(_bwd_kernel), triton.jit(_self_bwd_kernel)
         if not interpreted:
             configs = [triton.Config({"BM": bm, "BN": bn}, num_warps=w, num_stages=st) for bm, bn, w, st in _CONFIGS]
-            fwd = triton.autotune(configs, key=["D", "MODE", "K_EXCL", "WANT_O", "PREC", "BF16"])(fwd)
-            bwd = triton.autotune(configs, key=["D", "MODE", "K_EXCL", "PREC", "BF16"])(bwd)
+            fwd = triton.autotune(configs, key=["D", "DV", "MODE", "K_EXCL", "WANT_O", "HAS_V", "PREC", "BF16"])(fwd)
+            bwd = triton.autotune(configs, key=["D", "DV", "MODE", "K_EXCL", "HAS_U", "PREC", "BF16"])(bwd)
             sym = triton.autotune(configs, key=["D", "MODE", "K_EXCL", "PREC", "BF16"])(sym)
         _jitted[interpreted] = (fwd, bwd, sym)
     return _jitted[interpreted]

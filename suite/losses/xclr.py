@@ -29,10 +29,13 @@ Example: >>> XCLR()(torch.randn(8, 16), torch.randn(8, 16), torch.eye(8))
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
 from suite import distributed as sd
+from suite.losses import fused
 from suite.losses.base import ContrastiveLoss, register_loss
 from suite.losses.checks import _check_float, _fails, check_device, check_pair, check_positive, check_queue
 from suite.losses.core import normalize, normalize_pair, pair_lse, pair_rows, pair_setup, row_logsumexp
@@ -41,7 +44,9 @@ from suite.losses.tiling import weighted_cross
 
 @register_loss("xclr", "x_clr")
 class XCLR(ContrastiveLoss):
-    fused_tiles = "part"  # the log-sum-exps fused; the target-weighted cross term keeps PyTorch tiles (a weight per pair)
+    # the log-sum-exps fused, and the target term with the graph as embeddings (an attention of E on the candidates); an
+    # (N, N) graph given, or a queue with its own targets, keeps that term on PyTorch tiles
+    fused_tiles = "part"
     requires = ("similarity",)
 
     def __init__(self, temperature: float = 0.1, target_temperature: float = 0.1) -> None:
@@ -121,12 +126,34 @@ class XCLR(ContrastiveLoss):
             ws = weights(0, n)
             mix = ws[0] @ cand_sum if qs is None else torch.addmm(ws[0] @ cand_sum, ws[1], ps.queue)
             lse, cross = row_logsumexp(pair_rows(ps, 0, ps.n_rows)), (both * mix).sum()
-        else:  # tiled: the fused log-sum-exps; the weighted term with its weights made per tile of samples
-            lse, cross = pair_lse(ps, chunk, uniform=True), weighted_cross(both, [cand_sum], ps.queue, weights, chunk)
+        else:  # tiled: the fused log-sum-exps; the weighted term on the kernels too where the graph is embeddings and
+            # the queue has no targets, else with its weights made per tile of samples
+            lse = pair_lse(ps, chunk, uniform=True)
+            cross = None if similarity_embeddings is None or qs is not None else fused.attempt(
+                (e_loc, e_all, cand_sum), _fused_cross, both, cand_sum, e_loc, e_all, off, self.target_temperature,
+                self_w)
+            if cross is None:
+                cross = weighted_cross(both, [cand_sum], ps.queue, weights, chunk)
         # the other view's own entries: z_a,i . g_b,i + z_b,i . g_a,i (on one rank g_a = z_a, g_b = z_b)
         own_a, own_b = (za_n, zb_n) if m == n else (ga[off:off + n], gb[off:off + n])
         cross = cross + self_w @ ((za_n * own_b).sum(1) + (zb_n * own_a).sum(1))
         return (lse.sum() - cross / self.temperature) / ps.n_rows
+
+
+def _fused_cross(both: Tensor, cand_sum: Tensor, e_loc: Tensor, e_all: Tensor, off: int, tau_s: float,
+                 self_w: Tensor) -> Tensor:
+    """The target term sum_i (z_a,i + z_b,i) . W_i @ (g_a + g_b) on the fused kernels (:func:`suite.losses.fused.soft_mix`):
+    with t = E E^T / tau_s, S'_i = sum_{k != i} e^{t_ik} and delta_i = t_ii - log S'_i, the weights are W_ik = p_ik r_i,
+    p_i = softmax_{k != i} t_ik, r_i = 1 / (2 + e^delta_i), and the own entry's s_i = e^delta_i r_i (``self_w``): the
+    attention of E on the candidates' sum, O_i = sum_k p_ik cand_sum_k, scaled by r. Neither E E^T nor W is formed;
+    the gradient reaches the candidates through O."""
+    n = e_loc.shape[0]
+    own = off + torch.arange(n, device=e_loc.device)
+    lse_t, o = fused.soft_mix(e_loc, e_all, cand_sum, own[None], c1=1.0 / tau_s)
+    delta = (e_loc * e_loc).sum(1) / tau_s - lse_t
+    log_z = torch.logaddexp(delta, torch.full_like(delta, math.log(2.0)))  # log(2 + e^delta), no overflow
+    self_w.copy_(torch.exp(delta - log_z))
+    return torch.exp(-log_z) @ (both * o).sum(1)
 
 
 def _queue_graph(qs: Tensor, n: int, q: int) -> Tensor:

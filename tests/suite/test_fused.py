@@ -28,11 +28,12 @@ FUSED_CASES = [c for c in CASES if L.loss_class(c[1]).fused_tiles != "no"] + [
 @pytest.fixture
 def calls(monkeypatch):
     """The number of fused kernel calls made (so a test knows the kernels ran, not the PyTorch tiles)."""
-    n = {"fused": 0, "symmetric": 0}
-    for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf):
-        def counted(*args, apply=fn.apply, sym=fn is fused._FusedSelf):
-            n["fused"] += 1
+    n = {"fused": 0, "symmetric": 0, "mix": 0}
+    for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf, fused._FusedMix):
+        def counted(*args, apply=fn.apply, sym=fn is fused._FusedSelf, mix=fn is fused._FusedMix):
+            n["fused"] += not mix
             n["symmetric"] += sym
+            n["mix"] += mix
             return apply(*args)
 
         monkeypatch.setattr(fn, "apply", counted)
@@ -126,13 +127,17 @@ SYMMETRIC = {"infonce-all-sym", "dcl-all-sym", "macl-all-sym", "hard_negative-al
 def test_the_simclr_arrangement_takes_the_symmetric_path(calls):
     """Each loss case above whose anchors are [z_a; z_b] (times a scale) against themselves, with no queue, runs the
     symmetric path (three products per tile); the others (one-sided, "cross", a queue) the general one."""
-    took = {}
+    took, mixed = {}, set()
     for tag, name, hp, kind in FUSED_CASES:
-        calls["symmetric"] = 0
+        calls["symmetric"] = calls["mix"] = 0
         with fused.interpret():
             _value_and_grads(L.build(name, chunk_size=4, **hp), kind, _float32(_inputs(F64)))
         took[tag] = calls["symmetric"] > 0
+        if calls["mix"]:
+            mixed.add(tag)
     assert {t for t, sym in took.items() if sym} == SYMMETRIC, took
+    # X-CLR's target term on the kernels: with its graph as embeddings (not an (N, N) graph, a queue with targets)
+    assert mixed == {"xclr-embeddings"}, mixed
 
 
 @pytest.mark.parametrize("mode,k", [(m, 1.0) for m in fused.MODES] + [("dot", 3.5), ("dot", "tensor")])
@@ -197,6 +202,64 @@ def test_symmetric_path_at_an_extreme_scale_equals_the_general_one(calls):
         errs.append(float((got.double() - want).abs().max() / want.abs().max()))
     assert calls["symmetric"] == 1
     assert errs[0] < 1e-5 and errs[0] < 3 * errs[1] + 1e-6, errs
+
+
+@pytest.mark.parametrize("n_excl", [0, 1, 2])
+def test_soft_mix_against_float64(n_excl, calls):
+    """Attention of 35 anchors (width 20) on 41 candidates' values (width 27: not the anchors' width, no block's
+    multiple), up to two excluded columns per row, scale 4: the row log-sum-exps and O = softmax @ V against float64,
+    and the values' gradient for any incoming dO; the anchors and candidates get none."""
+    g = torch.Generator().manual_seed(9)
+    a, x = torch.randn(35, 20, generator=g, dtype=F64), torch.randn(41, 20, generator=g, dtype=F64)
+    v = torch.randn(41, 27, generator=g, dtype=F64)
+    excl = torch.stack([torch.arange(35), (torch.arange(35) + 3) % 41])[:n_excl] if n_excl else None
+    d_o = torch.randn(35, 27, generator=g, dtype=F64)
+    logit = 4.0 * a @ x.T
+    if excl is not None:
+        for e in excl:
+            logit[torch.arange(35), e] = float("-inf")
+    v64 = v.clone().requires_grad_()
+    ref_o = torch.softmax(logit, 1) @ v64
+    (want,) = torch.autograd.grad((ref_o * d_o).sum(), v64)
+    a32, x32 = a.float().requires_grad_(), x.float().requires_grad_()
+    v32 = v.float().requires_grad_()
+    with fused.interpret():
+        lse, o = fused.soft_mix(a32, x32, v32, excl, c1=4.0)
+    assert not lse.requires_grad and calls["mix"] == 1
+    assert torch.allclose(lse.double(), torch.logsumexp(logit, 1), rtol=1e-5, atol=1e-5)
+    assert torch.allclose(o.double(), ref_o.detach(), rtol=1e-4, atol=1e-5)
+    (got,) = torch.autograd.grad((o * d_o.float()).sum(), v32)
+    assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-5 * float(want.abs().max()))
+    assert a32.grad is None and x32.grad is None
+
+
+@pytest.mark.parametrize("tau_s", [0.002, 0.5, 20.0])
+@pytest.mark.parametrize("with_queue", [False, True])
+def test_xclr_target_term_on_the_kernels_against_float64(tau_s, with_queue, calls):
+    """X-CLR with its graph as embeddings on the kernels (the log-sum-exps and the target term) against float64 dense
+    on the graph E E^T: target temperatures where the own entry takes nearly all the target mass (0.002: e^delta
+    overflows float32 unless taken as a log-add-exp) and where the targets are nearly uniform (20), with a queue of
+    pure negatives (no queue_similarity: no target mass, still on the kernels); distinct samples of one class too."""
+    g = torch.Generator().manual_seed(10)
+    n, d = 13, 12
+    za, zb = torch.randn(n, d, generator=g, dtype=F64), torch.randn(n, d, generator=g, dtype=F64)
+    emb = torch.randn(n, 5, generator=g, dtype=F64)
+    emb[3] = emb[7]  # two samples with the same graph row
+    queue = torch.randn(6, d, generator=g, dtype=F64) if with_queue else None
+    en = torch.nn.functional.normalize(emb, dim=1)
+    kw = {} if queue is None else {"queue": queue}
+    leaves64 = [za.clone().requires_grad_(), zb.clone().requires_grad_()]
+    ref = L.build("xclr", chunk_size=None, target_temperature=tau_s)(*leaves64, en @ en.T, **kw)
+    want = torch.autograd.grad(ref, leaves64)
+    leaves = [za.float().requires_grad_(), zb.float().requires_grad_()]
+    kw32 = {k: v.float() for k, v in kw.items()}
+    with fused.interpret():
+        got = L.build("xclr", chunk_size=4, target_temperature=tau_s)(*leaves, similarity_embeddings=emb.float(),
+                                                                       **kw32)
+    assert calls["mix"] == 1
+    assert float(got) == pytest.approx(float(ref), rel=1e-5, abs=1e-5)
+    for a, b in zip(torch.autograd.grad(got, leaves), want):
+        assert torch.allclose(a.double(), b, rtol=1e-4, atol=1e-5 * float(b.abs().max()))
 
 
 @pytest.mark.parametrize("mode", list(fused.MODES))

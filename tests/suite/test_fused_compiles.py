@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent('''
                 sig[p] = "constexpr"
             elif p in ("c1", "c2", "qoff"):
                 sig[p] = "fp32"
-            elif p in ("M", "C", "D", "n_c", "n_grad"):
+            elif p in ("M", "C", "D", "DV", "n_c", "n_grad"):
                 sig[p] = "i32"
             else:  # the tensors
                 sig[p] = "*i64" if p == "E" else "*fp32"
@@ -43,8 +43,10 @@ SCRIPT = textwrap.dedent('''
     common = dict(PREC="tf32x3", BF16=0, BM=64, BN=64, BD=128)
     build("sym", MODE=0, K_EXCL=2, HAS_KS=True, **common)       # InfoNCE / DCL / MACL's symmetric backward
     build("sym", MODE=2, K_EXCL=1, HAS_KS=False, **common)      # t-SimCLR's
-    build("fwd", MODE=0, K_EXCL=2, WANT_O=False, HAS_Q=False, HAS_KS=True, **common)
-    build("bwd", MODE=1, K_EXCL=2, HAS_Q=True, **common)
+    build("fwd", MODE=0, K_EXCL=2, WANT_O=False, HAS_Q=False, HAS_KS=True, HAS_V=False, BDV=128, **common)
+    build("fwd", MODE=0, K_EXCL=1, WANT_O=True, HAS_Q=False, HAS_KS=False, HAS_V=True, BDV=64, **common)  # X-CLR's
+    build("bwd", MODE=1, K_EXCL=2, HAS_Q=True, HAS_U=False, BDV=128, **common)
+    build("bwd", MODE=0, K_EXCL=1, HAS_Q=False, HAS_U=True, BDV=64, **common)  # X-CLR's values gradient
 ''')
 
 
@@ -57,4 +59,4 @@ def test_the_kernels_compile_for_an_h100(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.split()
     shared = [int(x) for x in lines[2::3]]
-    assert len(shared) == 4 and all(0 < s <= 227 * 1024 for s in shared), run.stdout  # an H100 SM's shared memory
+    assert len(shared) == 6 and all(0 < s <= 227 * 1024 for s in shared), run.stdout  # an H100 SM's shared memory
