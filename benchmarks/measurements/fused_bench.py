@@ -198,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cells += [(name, "dense", "fp32"), (name, "tiled", "fp32")]
             cells += [(name, "fused", p) for p in precs]
             if name in GENERAL:  # the same kernels without the symmetric path (fused.use("general")): its gain
-                cells.append((name, "fused-general", "fp32" if n < HUGE else "bf16"))
+                cells += [(name, "fused-general", p) for p in precs]
         if has_infcl:
             cells.append(("inf-cl", "inf-cl", "tf32"))
         if n == HUGE:  # InfoNCE in fp32 first, then every loss's memory, then the other precisions and Inf-CL
