@@ -243,8 +243,8 @@ def _symmetric(anchors: Tensor, cands: Tensor, queue: Tensor | None, mode: str, 
         return False
     if _general.get() or os.environ.get("SUITE_FUSED") == "general":  # the benchmarks' comparison
         return False
-    if isinstance(k, Tensor) and (k.requires_grad or k.numel() != 1):
-        return False
+    if isinstance(k, Tensor) and (k.requires_grad or k.numel() != 1 or k.device != cands.device):
+        return False  # a tensor k is read by the kernels on the candidates' device
     if mode != "dot" and not (isinstance(k, float) and k == 1.0):
         return False
     return cands.requires_grad or not anchors.requires_grad
