@@ -480,6 +480,19 @@ def _mm_input(t, BF16: tl.constexpr):  # pragma: no cover (traced by Triton)
     return out
 
 
+def _row_block(P, NP, E, rows, M, D, MODE: tl.constexpr, K_EXCL: tl.constexpr, BF16: tl.constexpr,
+               BM: tl.constexpr, BD: tl.constexpr):  # pragma: no cover (traced by Triton)
+    """A block of rows: (mask, the embeddings, as the products take them, their squared norms (distance kernels) and
+    their excluded columns), shared by the three kernels."""
+    rmask = rows < M
+    offs_d = tl.arange(0, BD)
+    a = tl.load(P + rows[:, None] * D + offs_d[None, :], mask=rmask[:, None] & (offs_d < D)[None, :], other=0.0)
+    na = tl.load(NP + rows, mask=rmask, other=0.0) if MODE != 0 else tl.zeros([BM], tl.float32)
+    e0 = tl.load(E + rows, mask=rmask, other=-1) if K_EXCL >= 1 else rows
+    e1 = tl.load(E + M + rows, mask=rmask, other=-1) if K_EXCL >= 2 else rows
+    return rmask, a, _bf16(a, BF16), na, e0, e1
+
+
 def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, V, M, C, n_c, D, DV, c1, c2, qoff,  # pragma: no cover (traced)
                 MODE: tl.constexpr, K_EXCL: tl.constexpr, WANT_O: tl.constexpr, HAS_Q: tl.constexpr,
                 HAS_KS: tl.constexpr, HAS_V: tl.constexpr, PREC: tl.constexpr, BF16: tl.constexpr, BM: tl.constexpr,
@@ -489,14 +502,9 @@ def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, V, M, C, n_c, D, DV, c1, c2, qof
     if HAS_KS:
         c1 = c1 * tl.load(KS)  # the scale's device factor (the symmetric path's tensor k)
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
-    rmask = rows < M
+    rmask, a, a_mm, na, e0, e1 = _row_block_jit(A, NA, E, rows, M, D, MODE, K_EXCL, BF16, BM, BD)
     offs_d = tl.arange(0, BD)
     dmask = offs_d < D
-    a = tl.load(A + rows[:, None] * D + offs_d[None, :], mask=rmask[:, None] & dmask[None, :], other=0.0)
-    a_mm = _bf16(a, BF16)
-    na = tl.load(NA + rows, mask=rmask, other=0.0) if MODE != 0 else tl.zeros([BM], tl.float32)
-    e0 = tl.load(E + rows, mask=rmask, other=-1) if K_EXCL >= 1 else rows
-    e1 = tl.load(E + M + rows, mask=rmask, other=-1) if K_EXCL >= 2 else rows
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
     r_i = tl.zeros([BM], tl.float32)
@@ -554,14 +562,9 @@ def _bwd_kernel(A, X, NA, NX, E, LSE, G, DX, U, M, n_grad, n_c, D, DV, c1, c2, q
     rsum = tl.zeros([BN], tl.float32)
     for start in range(0, M, BM):
         rows = start + tl.arange(0, BM)
-        rmask = rows < M
-        a = tl.load(A + rows[:, None] * D + offs_d[None, :], mask=rmask[:, None] & dmask[None, :], other=0.0)
-        a_mm = _bf16(a, BF16)
+        rmask, a, a_mm, na, e0, e1 = _row_block_jit(A, NA, E, rows, M, D, MODE, K_EXCL, BF16, BM, BD)
         lse = tl.load(LSE + rows, mask=rmask, other=0.0)
         g = tl.load(G + rows, mask=rmask, other=0.0)
-        na = tl.load(NA + rows, mask=rmask, other=0.0) if MODE != 0 else tl.zeros([BM], tl.float32)
-        e0 = tl.load(E + rows, mask=rmask, other=-1) if K_EXCL >= 1 else rows
-        e1 = tl.load(E + M + rows, mask=rmask, other=-1) if K_EXCL >= 2 else rows
         s = tl.dot(a_mm, tl.trans(x_mm), input_precision=PREC, out_dtype=tl.float32)
         logit, w, valid = _logits_jit(s, na, nx, rmask, cmask, cols, n_c, c1, c2, qoff, e0, e1, MODE, K_EXCL, HAS_Q)
         p = tl.where(valid, tl.exp(logit - lse[:, None]), 0.0) * g[:, None]
@@ -588,16 +591,11 @@ def _self_bwd_kernel(X, NX, E, LSE, G, KS, DZ, M, D, c1, c2,  # pragma: no cover
     if HAS_KS:
         c1 = c1 * tl.load(KS)
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
-    rmask = rows < M
+    rmask, a, a_mm, na, e0_r, e1_r = _row_block_jit(X, NX, E, rows, M, D, MODE, K_EXCL, BF16, BM, BD)
     offs_d = tl.arange(0, BD)
     dmask = offs_d < D
-    a = tl.load(X + rows[:, None] * D + offs_d[None, :], mask=rmask[:, None] & dmask[None, :], other=0.0)
-    a_mm = _bf16(a, BF16)
-    na = tl.load(NX + rows, mask=rmask, other=0.0) if MODE != 0 else tl.zeros([BM], tl.float32)
     lse_r = tl.load(LSE + rows, mask=rmask, other=0.0)
     g_r = tl.load(G + rows, mask=rmask, other=0.0)
-    e0_r = tl.load(E + rows, mask=rmask, other=-1) if K_EXCL >= 1 else rows
-    e1_r = tl.load(E + M + rows, mask=rmask, other=-1) if K_EXCL >= 2 else rows
     acc = tl.zeros([BM, BD], tl.float32)
     rsum = tl.zeros([BM], tl.float32)
     for start in range(0, M, BN):
@@ -634,6 +632,7 @@ def _self_bwd_kernel(X, NX, E, LSE, G, KS, DZ, M, D, c1, c2,  # pragma: no cover
 _CONFIGS = [(64, 64, 4, 2), (128, 64, 8, 2)]  # BM, BN, warps, stages: the autotuner's choice (few: each compiles)
 _logits_jit: Any = None
 _bf16: Any = None
+_row_block_jit: Any = None
 _jitted: dict[bool, tuple[Any, Any, Any]] = {}
 
 
@@ -641,7 +640,7 @@ def _kernels(interpreted: bool) -> tuple[Any, Any, Any]:
     """The three kernels (forward, backward, the symmetric backward), jitted by Triton at first use (under its interpreter for CPU tensors, autotuned on a GPU).
     Triton decides at its import whether it interprets (``TRITON_INTERPRET=1``, its own library included), so one
     process runs the kernels one way."""
-    global tl, _logits_jit, _bf16
+    global tl, _logits_jit, _bf16, _row_block_jit
     if interpreted not in _jitted:
         if _jitted or ("triton" in sys.modules and (os.environ.get("TRITON_INTERPRET") == "1") != interpreted):
             raise RuntimeError("Triton was imported " + ("without" if interpreted else "with") + " TRITON_INTERPRET=1: "
@@ -654,7 +653,7 @@ def _kernels(interpreted: bool) -> tuple[Any, Any, Any]:
         import triton.language
 
         tl = triton.language
-        _logits_jit, _bf16 = triton.jit(_logits), triton.jit(_mm_input)
+        _logits_jit, _bf16, _row_block_jit = triton.jit(_logits), triton.jit(_mm_input), triton.jit(_row_block)
         fwd, bwd, sym = triton.jit(_fwd_kernel), triton.jit(_bwd_kernel), triton.jit(_self_bwd_kernel)
         if not interpreted:
             configs = [triton.Config({"BM": bm, "BN": bn}, num_warps=w, num_stages=st) for bm, bn, w, st in _CONFIGS]
