@@ -1,8 +1,8 @@
 """The fused kernels compile for a GPU where there is none: Triton's NVIDIA backend builds them for an H100 (sm_90)
 through ptxas, with no device. The interpreter tests (test_fused.py) check the kernels' arithmetic; what only the
 compiler rejects (a construct the interpreter runs but Triton cannot lower, registers or shared memory past a
-Hopper SM's) would otherwise first fail on a user's GPU, inside a backward. The variants no GPU has run yet
-ran: the symmetric backward, the forward with values and a device scale, the backward with rows of values (each
+Hopper SM's) would otherwise first fail on a user's GPU, inside a backward. The variants no GPU has run
+yet: the symmetric backward, the forward with values and a device scale, the backward with rows of values (each
 compile takes seconds: the other variants were run on an H200). Run in a fresh process: one process runs Triton
 either interpreted or compiled."""
 from __future__ import annotations
