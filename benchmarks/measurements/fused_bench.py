@@ -8,9 +8,9 @@ PyTorch tiles (``SUITE_FUSED=off``), and the kernels in fp32 and bf16 (InfoNCE i
 t-SimCLR also on the kernels' general path (``fused-general``: without the symmetric path); beside them Inf-CL's kernel
 (``inf_cl.cal_flash_loss``, where the package is installed: it is run, not copied) on the same 2N x 2N problem, and the
 FLOP floor at the rate this device reaches in a large matrix product of each precision (measured here, cuBLAS). At
-1,048,576 only the kernels run (one call each): InfoNCE in every precision, the other losses (X-CLR with its graph as embeddings) in
-bf16, which shows their memory. Time: the median of ``--repeats`` calls after one warm-up call (the kernels' autotuning happens at the
-smallest size); memory: the peak allocated above the inputs. ``--budget-s``: cells past the budget are skipped, and
+1,048,576 only the kernels run (one call each): InfoNCE in every precision, the other losses (X-CLR with its graph as
+embeddings) in bf16, which shows their memory. Time: the median of ``--repeats`` calls after one warm-up call (the
+kernels' autotuning happens at the smallest size); memory: the peak allocated above the inputs. ``--budget-s``: cells past the budget are skipped, and
 said so, not recorded. It needs CUDA; elsewhere it says so and exits 0.
 """
 from __future__ import annotations

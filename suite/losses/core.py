@@ -214,9 +214,9 @@ def pair_lse_scales(ps: PairSetup, chunk: int, scales: tuple[float, ...]) -> lis
 
 def _arranged(ps: PairSetup, exclude_positive: bool,
               rows: Callable[[Tensor, Tensor, Tensor | None, Any], list[Tensor]]) -> list[Tensor]:
-    """``rows(anchors, cands, excl, self_scale)`` (row statistics, each (rows,)) over the candidate sets of a pair arrangement with
-    candidates (the self column and, with ``exclude_positive``, the positive left out): one set, or "cross"'s two
-    halves, concatenated."""
+    """``rows(anchors, cands, excl, self_scale)`` (row statistics, each (rows,)) over the candidate sets of a pair
+    arrangement with candidates (the self column and, with ``exclude_positive``, the positive left out): one set, or
+    "cross"'s two halves, concatenated."""
     if len(ps.cands) == 1:
         excl = [c for c in (ps.self_col, ps.pos if exclude_positive else None) if c is not None]
         return rows(ps.anchors, ps.cands[0], torch.stack(excl) if excl else None, ps.self_scale)

@@ -637,9 +637,9 @@ _jitted: dict[bool, tuple[Any, Any, Any]] = {}
 
 
 def _kernels(interpreted: bool) -> tuple[Any, Any, Any]:
-    """The three kernels (forward, backward, the symmetric backward), jitted by Triton at first use (under its interpreter for CPU tensors, autotuned on a GPU).
-    Triton decides at its import whether it interprets (``TRITON_INTERPRET=1``, its own library included), so one
-    process runs the kernels one way."""
+    """The three kernels (forward, backward, the symmetric backward), jitted by Triton at first use (under its
+    interpreter for CPU tensors, autotuned on a GPU). Triton decides at its import whether it interprets
+    (``TRITON_INTERPRET=1``, its own library included), so one process runs the kernels one way."""
     global tl, _logits_jit, _bf16, _row_block_jit
     if interpreted not in _jitted:
         if _jitted or ("triton" in sys.modules and (os.environ.get("TRITON_INTERPRET") == "1") != interpreted):

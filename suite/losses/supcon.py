@@ -65,7 +65,7 @@ def _own_class(a: Tensor, cand: Tensor, cand_y: Tensor, own_col: Tensor, dense: 
     """For each anchor a_i (its own column ``own_col[i]`` among the candidates): a_i . (sum of the candidates of its
     class) and that class's number of candidates. ``dense`` (the (A, C) logits exist, and a (C, d) buffer is small
     beside them): each class named by where its label first stands in the sorted labels (two searchsorted give that
-and the class's size), sums in a (C, d) buffer, no host read (on a GPU
+    and the class's size), sums in a (C, d) buffer, no host read (on a GPU
     torch.unique and bincount each wait for the device: in a training step, for the encoder's forward). Tiled (where a
     (C, d) buffer counts: 2N = 2^20): torch.unique's K classes (one host read), a (K, d) buffer, and with K <= d
     (2N, K) products, so nothing (2N, d) is kept for the backward."""

@@ -142,11 +142,11 @@ class XCLR(ContrastiveLoss):
 
 def _fused_cross(both: Tensor, cand_sum: Tensor, e_loc: Tensor, e_all: Tensor, off: int, tau_s: float,
                  self_w: Tensor) -> Tensor:
-    """The target term sum_i (z_a,i + z_b,i) . W_i @ (g_a + g_b) on the fused kernels (:func:`suite.losses.fused.soft_mix`):
-    with t = E E^T / tau_s, S'_i = sum_{k != i} e^{t_ik} and delta_i = t_ii - log S'_i, the weights are W_ik = p_ik r_i,
-    p_i = softmax_{k != i} t_ik, r_i = 1 / (2 + e^delta_i), and the own entry's s_i = e^delta_i r_i (``self_w``): the
-    attention of E on the candidates' sum, O_i = sum_k p_ik cand_sum_k, scaled by r. Neither E E^T nor W is formed;
-    the gradient reaches the candidates through O."""
+    """The target term sum_i (z_a,i + z_b,i) . W_i @ (g_a + g_b) on the fused kernels
+    (:func:`suite.losses.fused.soft_mix`): with t = E E^T / tau_s, S'_i = sum_{k != i} e^{t_ik} and delta_i = t_ii -
+    log S'_i, the weights are W_ik = p_ik r_i, p_i = softmax_{k != i} t_ik, r_i = 1 / (2 + e^delta_i), and the own
+    entry's s_i = e^delta_i r_i (``self_w``): the attention of E on the candidates' sum, O_i = sum_k p_ik cand_sum_k,
+    scaled by r. Neither E E^T nor W is formed; the gradient reaches the candidates through O."""
     n = e_loc.shape[0]
     own = off + torch.arange(n, device=e_loc.device)
     lse_t, o = fused.soft_mix(e_loc, e_all, cand_sum, own[None], c1=1.0 / tau_s)

@@ -121,7 +121,8 @@ def test_kernel_modes_against_float64(mode, with_queue, calls):
 
 # the cases whose rows are the SimCLR arrangement (one rank, symmetric, every candidate): the symmetric path
 SYMMETRIC = {"infonce-all-sym", "dcl-all-sym", "macl-all-sym", "hard_negative-all-sym", "macl-noreweight",
-             "hard_negative-debias", "supcon", "xclr", "xclr-embeddings", "tsimclr", "align_uniform", "simclr_l2-all-sym"}
+             "hard_negative-debias", "supcon", "xclr", "xclr-embeddings", "tsimclr", "align_uniform",
+             "simclr_l2-all-sym"}
 
 
 def test_the_simclr_arrangement_takes_the_symmetric_path(calls):
