@@ -102,17 +102,16 @@ class XCLR(ContrastiveLoss):
             mx = t.amax(1, keepdim=True)
             if qs is not None:
                 mx = torch.maximum(mx, qs[i0:i1].amax(1, keepdim=True))
-            e = (t - mx).exp_()
+            e = t.sub_(mx).exp_()  # t is this call's own
             own = e.diagonal(off + i0)  # (rows,) each sample's own column: a view, no index
             e_self = own.clone()
             own.zero_()
-            z = 2.0 * e.sum(1) + e_self
+            z = torch.add(e_self, e.sum(1), alpha=2.0)
             eq = (qs[i0:i1] - mx).exp_() if qs is not None else None
             if eq is not None:
                 z = z + eq.sum(1)
-            self_w[i0:i1] = e_self / z
-            inv = z.reciprocal()[:, None]
-            return [e.mul_(inv)] + ([eq.mul_(inv)] if eq is not None else [])
+            torch.div(e_self, z, out=self_w[i0:i1])
+            return [e.div_(z[:, None])] + ([eq.div_(z[:, None])] if eq is not None else [])
 
         # H(s_i, p_i) = logsumexp_k logit_ik - sum_k s_ik logit_ik (sum_k s_ik = 1), and since both views of sample i
         # share its targets: sum over its two anchors of sum_k s_ik logit_ik
@@ -134,9 +133,11 @@ class XCLR(ContrastiveLoss):
                 self_w)
             if cross is None:
                 cross = weighted_cross(both, [cand_sum], ps.queue, weights, chunk)
-        # the other view's own entries: z_a,i . g_b,i + z_b,i . g_a,i (on one rank g_a = z_a, g_b = z_b)
-        own_a, own_b = (za_n, zb_n) if m == n else (ga[off:off + n], gb[off:off + n])
-        cross = cross + self_w @ ((za_n * own_b).sum(1) + (zb_n * own_a).sum(1))
+        # the other view's own entries: z_a,i . g_b,i + z_b,i . g_a,i (on one rank g_a = z_a, g_b = z_b: 2 z_a,i . z_b,i)
+        if m == n:
+            cross = cross + 2.0 * (self_w @ (za_n * zb_n).sum(1))
+        else:
+            cross = cross + self_w @ ((za_n * gb[off:off + n]).sum(1) + (zb_n * ga[off:off + n]).sum(1))
         return (lse.sum() - cross / self.temperature) / ps.n_rows
 
 
