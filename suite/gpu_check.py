@@ -19,6 +19,7 @@ none of them). ``--device cpu`` runs the same plumbing on the CPU (a test of the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
@@ -71,26 +72,36 @@ class LossResult:
     error: str = ""
 
 
+# tiled paths beside each loss's own: X-CLR's graph as embeddings (its target term on the kernels' values path), and
+# the kernels' general path (fused.use("general")) where the symmetric one runs by default
+EXTRA_PATHS = (("xclr", "tiled-embeddings"), ("infonce", "tiled-general"), ("tsimclr", "tiled-general"))
+
+
 def check_losses(device: torch.device, n: int = 32, d: int = 16, rtol: float = 1e-4, atol: float = 1e-6) -> list[LossResult]:
-    """Every loss of the core (installed plugins left out), dense and tiled (``chunk_size=5``): value and input
-    gradients on ``device`` against the CPU, float32, the same seeded inputs."""
+    """Every loss of the core (installed plugins left out), dense and tiled (``chunk_size=5``), and
+    :data:`EXTRA_PATHS`: value and input gradients on ``device`` against the CPU, float32, the same seeded inputs."""
     import suite.losses as L
+    from suite.losses import fused
 
     out = []
     plugins = set(L.plugins())
-    for name in [n_ for n_ in L.available() if n_ not in plugins]:
-        for path, chunk in (("dense", None), ("tiled", 5)):
-            try:
-                gen = torch.Generator().manual_seed(0)
-                args, extra = _loss_inputs(L.loss_class(name), n, d, gen)
-                v_cpu, g_cpu = _value_and_grads(L.build(name, chunk_size=chunk), args, extra, torch.device("cpu"))
+    cases = [(n_, p) for n_ in L.available() if n_ not in plugins for p in ("dense", "tiled")] + list(EXTRA_PATHS)
+    for name, path in cases:
+        chunk = None if path == "dense" else 5
+        try:
+            gen = torch.Generator().manual_seed(0)
+            args, extra = _loss_inputs(L.loss_class(name), n, d, gen)
+            if path == "tiled-embeddings":
+                extra = {"similarity_embeddings": torch.randn(n, 5, generator=gen)}
+            v_cpu, g_cpu = _value_and_grads(L.build(name, chunk_size=chunk), args, extra, torch.device("cpu"))
+            with fused.use("general") if path == "tiled-general" else contextlib.nullcontext():
                 v_dev, g_dev = _value_and_grads(L.build(name, chunk_size=chunk), args, extra, device)
-                pairs = [(v_dev, v_cpu), *zip(g_dev, g_cpu)]
-                rel = max(float(((a - b).abs() / (b.abs() + atol / rtol)).max()) for a, b in pairs)
-                ok = all(torch.allclose(a, b, rtol=rtol, atol=atol) for a, b in pairs)
-                out.append(LossResult(name, path, ok, rel))
-            except Exception as exc:  # a loss that fails on the device is a finding, not a crash of the check
-                out.append(LossResult(name, path, False, float("nan"), f"{type(exc).__name__}: {exc}"))
+            pairs = [(v_dev, v_cpu), *zip(g_dev, g_cpu)]
+            rel = max(float(((a - b).abs() / (b.abs() + atol / rtol)).max()) for a, b in pairs)
+            ok = all(torch.allclose(a, b, rtol=rtol, atol=atol) for a, b in pairs)
+            out.append(LossResult(name, path, ok, rel))
+        except Exception as exc:  # a loss that fails on the device is a finding, not a crash of the check
+            out.append(LossResult(name, path, False, float("nan"), f"{type(exc).__name__}: {exc}"))
     return out
 
 
