@@ -174,6 +174,8 @@ def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: T
     whole gradient to ``cands`` (the anchors' share included) and none to ``anchors``."""
     if excl is not None and excl.shape[0] > 2:
         raise ValueError(f"at most 2 excluded columns per row, got {excl.shape[0]}")
+    if self_scale is not None and not isinstance(self_scale, Tensor):
+        self_scale = float(self_scale)  # an int too
     if _symmetric(anchors, cands, queue, mode, self_scale):
         return _FusedSelf.apply(anchors, cands, excl, MODES[mode], float(c1), float(c2), _precision.get(), self_scale)
     return _FusedRows.apply(anchors, cands, queue, excl, MODES[mode], float(c1), float(c2), float(qoff),

@@ -182,7 +182,8 @@ def test_symmetric_path_where_it_does_not_apply(calls):
         with fused.use("general"):  # the benchmarks' comparison
             fused.row_lse(z * 2.0, z, self_scale=2.0)
         fused.row_lse(z * 2.0, z, self_scale=2.0)
-    assert calls["fused"] == 6 and calls["symmetric"] == 1
+        fused.row_lse(z, z, mode="linear", self_scale=1)  # an int scale: taken as the number it is
+    assert calls["fused"] == 7 and calls["symmetric"] == 2
 
 
 def test_symmetric_path_at_an_extreme_scale_equals_the_general_one(calls):
