@@ -471,6 +471,10 @@ class _SigtermHold:
             signal.pthread_sigmask(signal.SIG_SETMASK, self.old)
 
 
+def _dropped(signum: int, frame: Any) -> None:
+    """A stop signal after the first one: nothing (see :func:`_sigterm_as_interrupt`)."""
+
+
 def _sigterm_as_interrupt() -> Any:
     """Turn :data:`STOP_SIGNALS` into KeyboardInterrupt (naming the signal) while a run is open (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
@@ -480,9 +484,12 @@ def _sigterm_as_interrupt() -> Any:
 
     def handler(signum: int, frame: Any) -> None:
         # one stop is enough: a second signal (SLURM's warning reaches every process of the job, and the runner's
-        # SIGTERM follows it) must not interrupt the row's end being written
+        # SIGTERM follows it) must not interrupt the row's end being written. Handled and dropped, not SIG_IGN: a
+        # signal that arrived while this handler ran is already pending in Python, and Python raises "OSError:
+        # Signal 15 ignored due to race condition" for a pending signal whose handler became SIG_IGN (a requeued
+        # SLURM job then ended failed, not interrupted)
         for s in sigs:
-            signal.signal(s, signal.SIG_IGN)
+            signal.signal(s, _dropped)
         name = signal.Signals(signum).name
         raise KeyboardInterrupt(name + (", SLURM's warning before the time limit" if name == "SIGUSR2" else ""))
 

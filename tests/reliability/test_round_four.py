@@ -304,6 +304,33 @@ def test_sigterm_during_a_run_is_one_line(tu, capsys, monkeypatch, sig):
     assert [(r["status"], r["error"]) for r in _rows(db)] == [("interrupted", f"KeyboardInterrupt/{sig}")]
 
 
+def test_slurm_warning_then_sigterm_at_once_is_one_interrupt(tu, capsys, monkeypatch):
+    """SLURM's warning (SIGUSR2) and the SIGTERM of a requeue arriving together, both pending before Python runs a
+    handler (held by the signal mask, then let through at once): one interruption by the first, recorded as such,
+    exit 130. Ignoring the second with SIG_IGN made Python raise "OSError: Signal 15 ignored due to race condition"
+    out of the first's handling (seen on the one-node SLURM cluster: the requeued job ended failed)."""
+    from graph.tu.graphcl import TUTask
+
+    args, db, folder = tu
+    args = [*args[:args.index("--epochs")], "--epochs", "3", *args[args.index("--epochs") + 2:]]
+    real = TUTask.on_epoch
+    both = {signal.SIGUSR2, signal.SIGTERM}
+
+    def both_after_first(self, cfg, ctx, training, epoch, stats):
+        real(self, cfg, ctx, training, epoch, stats)
+        signal.pthread_sigmask(signal.SIG_BLOCK, both)
+        os.kill(os.getpid(), signal.SIGUSR2)
+        os.kill(os.getpid(), signal.SIGTERM)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, both)  # both delivered now; Python's handlers run next
+        time.sleep(1)
+
+    monkeypatch.setattr(TUTask, "on_epoch", both_after_first)
+    assert main(args) == 130
+    err = _one_line(capsys)
+    assert "interrupted (SIGUSR2" in err and "race condition" not in err, err
+    assert [(r["status"], r["error"]) for r in _rows(db)] == [("interrupted", "KeyboardInterrupt/SIGUSR2")]
+
+
 def test_registry_in_a_read_only_folder(tmp_path, monkeypatch, capsys):
     """a registry whose folder is read-only -> `suite results list` and `show` work; writing a run fails with one line
     saying the folder is read-only (as root, who may write anyway, the folder is made to look read-only)"""
