@@ -307,10 +307,10 @@ def test_sigterm_during_a_run_is_one_line(tu, capsys, monkeypatch, sig):
 
 def test_slurm_warning_then_sigterm_at_once_is_one_interrupt(tu, capsys, monkeypatch):
     """SLURM's warning (SIGUSR2) and the SIGTERM of a requeue arriving together, both pending before Python runs a
-    handler (held by the signal mask, then let through at once): one interruption by the first, recorded as such,
-    exit 130. Ignoring the second with SIG_IGN made Python raise "OSError: Signal 15 ignored due to race condition"
-    out of the first's handling, while the row's end was written (in process it was lost as unraisable; on the one-node
-    SLURM cluster the requeued job ended failed)."""
+    handler (held by the signal mask, then let through at once) -> one interruption by the first, recorded as such,
+    exit 130, no exception lost. Ignoring the second with SIG_IGN made Python raise "OSError: Signal 15 ignored due to
+    race condition" out of the first's handling, while the row's end was written (in process it was lost as
+    unraisable; on the one-node SLURM cluster the requeued job ended failed)."""
     from graph.tu.graphcl import TUTask
 
     args, db, folder = tu
