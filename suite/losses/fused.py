@@ -172,8 +172,7 @@ def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: T
     word that ``anchors`` is this multiple of ``cands`` (a float, or a tensor without gradient), computed from them in
     the autograd graph: then, without a queue, the symmetric path of the module docstring, whose backward gives the
     whole gradient to ``cands`` (the anchors' share included) and none to ``anchors``."""
-    if excl is not None and excl.shape[0] > 2:
-        raise ValueError(f"at most 2 excluded columns per row, got {excl.shape[0]}")
+    excl = _exclusions(excl)
     if self_scale is not None and not isinstance(self_scale, Tensor):
         self_scale = float(self_scale)  # an int too
     if _symmetric(anchors, cands, queue, mode, self_scale):
@@ -200,6 +199,15 @@ def row_lse_sum(anchors: Tensor, cands: list[Tensor], queue: Tensor | None = Non
     return _FusedRowSums.apply(anchors, queue, MODES[mode], float(c1), float(c2), _precision.get(), *cands)
 
 
+def _exclusions(excl: Tensor | None) -> Tensor | None:
+    """The (k <= 2, M) excluded columns as the kernels read them (int64, contiguous); more than two refused."""
+    if excl is None:
+        return None
+    if excl.shape[0] > 2:
+        raise ValueError(f"at most 2 excluded columns per row, got {excl.shape[0]}")
+    return excl.to(torch.int64).contiguous()
+
+
 def soft_mix(anchors: Tensor, cands: Tensor, values: Tensor, excl: Tensor | None = None, *,
              c1: float = 1.0) -> tuple[Tensor, Tensor]:
     """Attention of the anchors on the candidates' values: (lse (M,), O (M, dv)) with lse_i = log sum_j exp(c1 a_i .
@@ -207,8 +215,7 @@ def soft_mix(anchors: Tensor, cands: Tensor, values: Tensor, excl: Tensor | None
     (M, C) weights never in memory. The gradient reaches ``values`` only: dV_j = sum_i p_ij dO_i, one pass of the
     backward kernel with dO in place of the anchors (the weights are targets: X-CLR's soft targets from its graph
     as embeddings). ``anchors`` and ``cands`` are taken as constants; ``lse`` has no gradient."""
-    if excl is not None and excl.shape[0] > 2:
-        raise ValueError(f"at most 2 excluded columns per row, got {excl.shape[0]}")
+    excl = _exclusions(excl)
     if values.shape[0] != cands.shape[0]:
         raise ValueError(f"values must have one row per candidate ({cands.shape[0]}), got {values.shape[0]}")
     return _FusedMix.apply(anchors.detach(), cands.detach(), values, excl, float(c1), _precision.get())
@@ -216,10 +223,9 @@ def soft_mix(anchors: Tensor, cands: Tensor, values: Tensor, excl: Tensor | None
 
 class _FusedMix(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, anchors: Tensor, cands: Tensor, values: Tensor, excl: Tensor | None, c1: float,
+    def forward(ctx: Any, anchors: Tensor, cands: Tensor, values: Tensor, ex: Tensor | None, c1: float,
                 prec: str) -> tuple[Tensor, Tensor]:
         a, x, v = anchors.contiguous(), cands.contiguous(), values.contiguous()
-        ex = None if excl is None else excl.to(torch.int64).contiguous()
         lse, o, _ = _forward(a, x, x.shape[0], ex, 0, c1, 1.0, 0.0, prec, True, v=v)
         ctx.save_for_backward(a, x, ex, lse)
         ctx.args = (c1, prec)
@@ -256,13 +262,12 @@ class _FusedSelf(torch.autograd.Function):
     """:func:`row_lse` of anchors ``k`` cands against cands: the symmetric path of the module docstring."""
 
     @staticmethod
-    def forward(ctx: Any, anchors: Tensor, cands: Tensor, excl: Tensor | None, mode: int, c1: float, c2: float,
+    def forward(ctx: Any, anchors: Tensor, cands: Tensor, ex: Tensor | None, mode: int, c1: float, c2: float,
                 prec: str, k: float | Tensor) -> Tensor:
         # The products are the candidates' own, z_i . z_j, scaled in the kernels by c = c1 k: the same value for
         # (i, j) and (j, i), as W needs (with the anchors' rounded copy k z, l_ij and l_ji differ by k c1 eps: 1e-4
         # at tau = 0.001). k a tensor: read by the kernels from the device (``ks``), no host read.
         x = cands.contiguous()
-        ex = None if excl is None else excl.to(torch.int64).contiguous()
         c, ks = (c1 * k, None) if isinstance(k, float) else (c1, k.detach().reshape(1).to(torch.float32))
         lse, _, _ = _forward(x, x, x.shape[0], ex, mode, c, c2, 0.0, prec, False, ks)
         ctx.save_for_backward(x, ex, lse, ks)
@@ -285,11 +290,10 @@ class _FusedSelf(torch.autograd.Function):
 
 class _FusedRows(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, mode: int,
+    def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, ex: Tensor | None, mode: int,
                 c1: float, c2: float, qoff: float, prec: str) -> Tensor:
         a = anchors.contiguous()
         x = cands.contiguous() if queue is None else torch.cat([cands, queue]).contiguous()
-        ex = None if excl is None else excl.to(torch.int64).contiguous()
         want_o = ctx.needs_input_grad[0]
         lse, o, r = _forward(a, x, cands.shape[0], ex, mode, c1, c2, qoff, prec, want_o)
         ctx.save_for_backward(a, x, ex, lse, o, r)
