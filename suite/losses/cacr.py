@@ -44,7 +44,7 @@ from torch import Tensor
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss, register_loss
 from suite.losses.checks import _check_float, as_views, check_device, check_choice, check_finite, check_queue
-from suite.losses.core import NEG_INF, gather_views, normalize, sq_dists_normalized
+from suite.losses.core import NEG_INF, gather_views, normalize, sq_dists_normalized, view_gram
 from suite.losses.tiling import softmin_cost
 
 ARRANGEMENTS = ("same_view", "cross_view")
@@ -58,7 +58,7 @@ def _entropy(log_w: Tensor, dim: int = -1) -> Tensor:
 
 @register_loss("cacr", "cct")
 class CACR(ContrastiveLoss):
-    fused_tiles = "no"  # its soft-min weights keep their gradient through a cost per pair: PyTorch tiles
+    fused_tiles = "yes"  # the repulsion's rows: fused.soft_cost (the attraction is (N, V, V))
     multi_view = True
 
     def __init__(self, t_pos: float = 1.0, t_neg: float = 2.0, detach_weights: bool = False,
@@ -85,8 +85,7 @@ class CACR(ContrastiveLoss):
             keys = normalize(keys.detach().to(views.dtype), "keys")
 
         # attraction: d_pos[i, a, b] = ||q_a,i - x_b,i||^2, positives b != a (x = keys or the views)
-        pos_src = views if keys is None else keys
-        d_pos = (2.0 - 2.0 * torch.einsum("and,bnd->nab", views, pos_src)).clamp_min(0.0)  # (N, V, V)
+        d_pos = (2.0 - 2.0 * view_gram(views, keys)).clamp_min(0.0)  # (N, V, V)
         eye_v = torch.eye(v, dtype=torch.bool, device=dev)
         logit_pos = self.t_pos * (d_pos if keys is None else d_pos.detach())
         log_w_pos = torch.log_softmax(logit_pos.masked_fill(eye_v, NEG_INF), dim=-1)  # (N, V, V)
@@ -109,8 +108,12 @@ class CACR(ContrastiveLoss):
         chunk = self._tile(groups * n, cols)
         if chunk is not None:  # fused tiles per view (pair): the weighted costs' row statistics only
             own_cols = own + torch.arange(n, device=dev)
-            parts = [softmin_cost(anchors[g], cands[g], qn, own_cols, self.t_neg, self.detach_weights, chunk)
-                     for g in range(groups)]  # a loop over V views (or pairs), not samples
+            same = cands is anchors  # each view's queries against themselves (one rank, same_view)
+            rows = anchors.unbind(0)  # (its backward stacks the views' gradients once; indexing would zero-fill
+            # a (V, N, d) gradient per view)
+            parts = [softmin_cost(a, a if same else c, qn, own_cols, self.t_neg, self.detach_weights, chunk,
+                                  self_scale=1.0 if same else None)
+                     for a, c in zip(rows, rows if same else cands.unbind(0))]  # a loop over V views (or pairs)
             repulsion = torch.cat([p[0] for p in parts]).mean()
             cond_entropy = torch.cat([p[1] for p in parts]).mean()
         else:

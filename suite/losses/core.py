@@ -261,6 +261,28 @@ def gather_views(views: Tensor) -> Tensor:
     return g.reshape(-1, v, d).transpose(0, 1)
 
 
+class _ViewGram(torch.autograd.Function):
+    """G[n, a, b] = x_a,n . x_b,n of views (V, N, d). Its backward makes one (V, N, d) gradient, (dG + dG^T) x, where
+    autograd's through the same product of ``views`` with itself makes one per operand and their sum."""
+
+    @staticmethod
+    def forward(ctx: Any, views: Tensor) -> Tensor:
+        ctx.save_for_backward(views)
+        return torch.einsum("and,bnd->nab", views, views)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:  # type: ignore[override]
+        (views,) = ctx.saved_tensors
+        return torch.einsum("nab,bnd->and", g + g.transpose(1, 2), views)
+
+
+def view_gram(views: Tensor, other: Tensor | None = None) -> Tensor:
+    """(N, V, V) inner products of each sample's views, G[n, a, b] = views_a,n . other_b,n (``other``: the views)."""
+    if other is None:
+        return _ViewGram.apply(views)
+    return torch.einsum("and,bnd->nab", views, other)
+
+
 def sq_dists_normalized(a: Tensor, b: Tensor) -> Tensor:
     """Squared Euclidean distances of unit vectors from their inner products: 2 - 2 a.b, clamped >= 0."""
     return (2.0 - 2.0 * (a @ b.transpose(-1, -2))).clamp_min(0.0)

@@ -29,6 +29,11 @@ and the backward's column sums take rows U (M, dv) in place of the anchors: an a
 candidates' values (X-CLR's soft targets from its graph as embeddings), the weights constants, the values' gradient
 one backward pass.
 
+Costs (:func:`soft_cost`): the forward also sums p_ij s_ij, so each row's mean product sbar_i under its softmax comes
+with its log-sum-exp (CACR's soft-min weighted cost 2 - 2 sbar_i). Its gradient weights p_ij (1 + c1 (s_ij - sbar_i))
+need sbar_i, known only at a row's end, so the forward keeps no accumulator: the backward kernel takes the columns'
+sums and a pass over rows (:func:`_self_bwd_kernel` without its column side) the anchors'.
+
 The SimCLR arrangement (``self_scale``): where the anchors are a scalar multiple of the candidates themselves, A = k Z
 (the views [z_a; z_b] / tau against [z_a; z_b]; t-SimCLR's and the uniformity's rows against their own points, k = 1)
 and there is no queue, l_ij = l_ji up to the excluded columns, so both gradients come from one symmetric matrix:
@@ -199,6 +204,52 @@ def row_lse_sum(anchors: Tensor, cands: list[Tensor], queue: Tensor | None = Non
     return _FusedRowSums.apply(anchors, queue, MODES[mode], float(c1), float(c2), _precision.get(), *cands)
 
 
+def soft_cost(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, t: float, detach: bool, *,
+              self_scale: float | None = None) -> tuple[Tensor, Tensor]:
+    """CACR's repulsion rows over unit vectors: ((M,) -D_i, (M,) the weights' entropy H_i, no gradient), with costs
+    d_ij = 2 - 2 s_ij to the columns j = [cands; queue] not excluded (``excl`` (k <= 2, M)), weights w_ij =
+    softmax_j(-t d_ij) = softmax_j(2 t s_ij) and D_i = sum_j w_ij d_ij = 2 - 2 sbar_i. The forward keeps the rows'
+    log-sum-exp of 2 t s and sbar (its accumulator: the rows' mean products); H_i = lse_i - 2 t sbar_i. The gradient
+    (to the anchors and the candidates; the queue gets none): d(-D_i)/d s_ij = 2 w_ij (1 + 2 t (s_ij - sbar_i)), the
+    weights keeping theirs, or 2 w_ij with ``detach``. The columns' sums by the backward kernel, the anchors' by a
+    pass over rows; ``self_scale`` 1.0 (anchors that are the candidates, no queue): one symmetric pass for both."""
+    excl = _exclusions(excl)
+    if queue is not None:
+        queue = queue.detach()
+    sym = self_scale == 1.0 and _symmetric(anchors, cands, queue, "dot", 1.0)
+    return _FusedCost.apply(anchors, cands, queue, excl, 2.0 * float(t), bool(detach), _precision.get(), sym)
+
+
+class _FusedCost(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, ex: Tensor | None, c1: float,
+                detach: bool, prec: str, sym: bool) -> tuple[Tensor, Tensor]:
+        a = cands.contiguous() if sym else anchors.contiguous()
+        x = cands.contiguous() if queue is None else torch.cat([cands, queue]).contiguous()
+        lse, _, sbar = _forward(a, x, cands.shape[0], ex, 0, c1, 1.0, 0.0, prec, False, cost=True)
+        ctx.save_for_backward(a, x, ex, lse, sbar)
+        ctx.args = (cands.shape[0], c1, 2 if detach else 1, prec, sym)
+        ent = lse - c1 * sbar
+        ctx.mark_non_differentiable(ent)
+        return 2.0 * sbar - 2.0, ent
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor, _: Tensor | None) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        a, x, ex, lse, sbar = ctx.saved_tensors
+        n_c, c1, cost, prec, sym = ctx.args
+        g2 = (2.0 * g).contiguous()  # d(-D_i) / d sbar_i
+        da = dc = None
+        if sym:  # the whole gradient to the candidates (the anchors are they)
+            if ctx.needs_input_grad[1]:
+                dc = _row_backward(x, x, n_c, ex, lse, g2, 0, c1, 1.0, prec, sb=sbar, cost=cost, sym=True)
+        else:
+            if ctx.needs_input_grad[0]:
+                da = _row_backward(a, x, n_c, ex, lse, g2, 0, c1, 1.0, prec, sb=sbar, cost=cost)
+            if ctx.needs_input_grad[1]:
+                dc = _backward(a, x, n_c, n_c, ex, lse, g2, 0, c1, 1.0, 0.0, prec, sb=sbar, cost=cost)[:n_c]
+        return da, dc, None, None, None, None, None, None
+
+
 def _exclusions(excl: Tensor | None) -> Tensor | None:
     """The (k <= 2, M) excluded columns as the kernels read them (int64, contiguous); more than two refused."""
     if excl is None:
@@ -280,7 +331,7 @@ class _FusedSelf(torch.autograd.Function):
         mode, c, c2, prec = ctx.args
         if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
             return (None,) * 8
-        dz = _self_backward(x, ex, lse, g.contiguous(), mode, c, c2, prec, ks)
+        dz = _row_backward(x, x, x.shape[0], ex, lse, g.contiguous(), mode, c, c2, prec, ks, sym=True)
         if mode == 0:
             dz.mul_(c)
             if ks is not None:
@@ -378,7 +429,7 @@ def _launch_args(prec: str, d: int, interpreted: bool) -> dict[str, Any]:
 
 
 def _forward(a: Tensor, x: Tensor, n_c: int, ex: Tensor | None, mode: int, c1: float, c2: float, qoff: float,
-             prec: str, want_o: bool, ks: Tensor | None = None, v: Tensor | None = None
+             prec: str, want_o: bool, ks: Tensor | None = None, v: Tensor | None = None, cost: bool = False
              ) -> tuple[Tensor, Tensor, Tensor]:
     import triton
 
@@ -386,19 +437,21 @@ def _forward(a: Tensor, x: Tensor, n_c: int, ex: Tensor | None, mode: int, c1: f
     lse = torch.empty(m, dtype=torch.float32, device=a.device)
     dv = d if v is None else v.shape[1]
     o = torch.empty((m, dv) if want_o else (1, 1), dtype=torch.float32, device=a.device)
-    r = torch.empty(m if want_o and mode else 1, dtype=torch.float32, device=a.device)
+    r = torch.empty(m if want_o and mode or cost else 1, dtype=torch.float32, device=a.device)
     na, nx = _norms(mode, a, x)
     fwd = _kernels(a.device.type == "cpu")[0]
     grid = lambda meta: (triton.cdiv(m, meta["BM"]),)  # noqa: E731
     fwd[grid](a, x, na, nx, lse if ex is None else ex, lse, o, r, lse if ks is None else ks, lse if v is None else v,
               m, x.shape[0], n_c, d, dv, c1, c2, qoff, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0],
-              WANT_O=want_o, HAS_Q=x.shape[0] > n_c, HAS_KS=ks is not None, HAS_V=v is not None, **_value_width(dv),
+              WANT_O=want_o, HAS_Q=x.shape[0] > n_c, HAS_KS=ks is not None, HAS_V=v is not None, COST=cost,
+              **_value_width(dv),
               **_launch_args(prec, d, a.device.type == "cpu"), **_fixed(a))
     return lse, o, r
 
 
 def _backward(a: Tensor, x: Tensor, n_c: int, n_grad: int, ex: Tensor | None, lse: Tensor, g: Tensor, mode: int,
-              c1: float, c2: float, qoff: float, prec: str, u: Tensor | None = None) -> Tensor:
+              c1: float, c2: float, qoff: float, prec: str, u: Tensor | None = None, sb: Tensor | None = None,
+              cost: int = 0) -> Tensor:
     import triton
 
     m, d = a.shape
@@ -408,26 +461,30 @@ def _backward(a: Tensor, x: Tensor, n_c: int, n_grad: int, ex: Tensor | None, ls
     na, nx = _norms(mode, a, x)
     bwd = _kernels(a.device.type == "cpu")[1]
     grid = lambda meta: (triton.cdiv(n_grad, meta["BN"]),)  # noqa: E731
-    bwd[grid](a, x, na, nx, lse if ex is None else ex, lse, g, dx, lse if u is None else u, m, n_grad, n_c, d, dv, c1,
-              c2, qoff, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0], HAS_Q=x.shape[0] > n_c,
-              HAS_U=u is not None, **_value_width(dv),
+    bwd[grid](a, x, na, nx, lse if ex is None else ex, lse, g, lse if sb is None else sb, dx, lse if u is None else u,
+              m, n_grad, n_c, d, dv, c1, c2, qoff, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0],
+              HAS_Q=x.shape[0] > n_c, HAS_U=u is not None, COST=cost, **_value_width(dv),
               **_launch_args(prec, d, a.device.type == "cpu"), **_fixed(a))
     return dx
 
 
-def _self_backward(x: Tensor, ex: Tensor | None, lse: Tensor, g: Tensor, mode: int, c1: float, c2: float, prec: str,
-                   ks: Tensor | None) -> Tensor:
+def _row_backward(a: Tensor, x: Tensor, n_c: int, ex: Tensor | None, lse: Tensor, g: Tensor, mode: int, c1: float,
+                  c2: float, prec: str, ks: Tensor | None = None, sb: Tensor | None = None, cost: int = 0,
+                  sym: bool = False) -> Tensor:
+    """A gradient by rows (:func:`_self_bwd_kernel`): the symmetric path's (``sym``: ``a`` is ``x``), or the anchors'
+    of :func:`soft_cost`'s general path."""
     import triton
 
-    m, d = x.shape
-    dz = torch.empty_like(x)
+    m, d = a.shape
+    da = torch.empty_like(a)
     nx = _norms(mode, x)[0]
-    sym = _kernels(x.device.type == "cpu")[2]
+    kernel = _kernels(a.device.type == "cpu")[2]
     grid = lambda meta: (triton.cdiv(m, meta["BM"]),)  # noqa: E731
-    sym[grid](x, nx, lse if ex is None else ex, lse, g, lse if ks is None else ks, dz, m, d, c1, c2, MODE=mode,
-              K_EXCL=0 if ex is None else ex.shape[0], HAS_KS=ks is not None,
-              **_launch_args(prec, d, x.device.type == "cpu"), **_fixed(x))
-    return dz
+    kernel[grid](a, x, nx, lse if ex is None else ex, lse, g, lse if ks is None else ks, lse if sb is None else sb, da,
+                 m, x.shape[0], n_c, d, c1, c2, 0.0, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0],
+                 HAS_KS=ks is not None, SYM=sym, HAS_Q=x.shape[0] > n_c, COST=cost,
+                 **_launch_args(prec, d, a.device.type == "cpu"), **_fixed(a))
+    return da
 
 
 def _value_width(dv: int) -> dict[str, int]:
@@ -501,10 +558,11 @@ def _row_block(P, NP, E, rows, M, D, MODE: tl.constexpr, K_EXCL: tl.constexpr, B
 
 def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, V, M, C, n_c, D, DV, c1, c2, qoff,  # pragma: no cover (traced)
                 MODE: tl.constexpr, K_EXCL: tl.constexpr, WANT_O: tl.constexpr, HAS_Q: tl.constexpr,
-                HAS_KS: tl.constexpr, HAS_V: tl.constexpr, PREC: tl.constexpr, BF16: tl.constexpr, BM: tl.constexpr,
-                BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr):
+                HAS_KS: tl.constexpr, HAS_V: tl.constexpr, COST: tl.constexpr, PREC: tl.constexpr,
+                BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr):
     """Row statistics; with ``HAS_V`` the accumulator O sums p_ij v_j over the columns' values V (C, DV) instead of
-    their embeddings (:func:`soft_mix`; BDV, DV: V's width, else BD, D)."""
+    their embeddings (:func:`soft_mix`; BDV, DV: V's width, else BD, D); with ``COST`` ("dot") R holds the rows' mean
+    products under their softmax, sbar_i = sum_j p_ij s_ij (:func:`soft_cost`)."""
     if HAS_KS:
         c1 = c1 * tl.load(KS)  # the scale's device factor (the symmetric path's tensor k)
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
@@ -530,6 +588,8 @@ def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, V, M, C, n_c, D, DV, c1, c2, qof
         alpha = tl.exp(m_i - shift)
         p = tl.where(valid, tl.exp(logit - shift[:, None]), 0.0)
         l_i = l_i * alpha + tl.sum(p, 1)
+        if COST:
+            r_i = r_i * alpha + tl.sum(p * s, 1)
         if WANT_O:
             pw = p if MODE == 0 else p * w
             if MODE != 0:
@@ -547,14 +607,18 @@ def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, V, M, C, n_c, D, DV, c1, c2, qof
         tl.store(O + rows[:, None] * DV + offs_v[None, :], acc * inv[:, None], mask=rmask[:, None] & vmask[None, :])
         if MODE != 0:
             tl.store(R + rows, r_i * inv, mask=rmask)
+    if COST:
+        tl.store(R + rows, r_i * tl.where(l_i > 0.0, 1.0 / l_i, 0.0), mask=rmask)
 
 
-def _bwd_kernel(A, X, NA, NX, E, LSE, G, DX, U, M, n_grad, n_c, D, DV, c1, c2, qoff,  # pragma: no cover (traced)
+def _bwd_kernel(A, X, NA, NX, E, LSE, G, SB, DX, U, M, n_grad, n_c, D, DV, c1, c2, qoff,  # pragma: no cover (traced)
                 MODE: tl.constexpr, K_EXCL: tl.constexpr, HAS_Q: tl.constexpr, HAS_U: tl.constexpr,
-                PREC: tl.constexpr, BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
-                BDV: tl.constexpr):
+                COST: tl.constexpr, PREC: tl.constexpr, BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                BD: tl.constexpr, BDV: tl.constexpr):
     """Columns' sums; with ``HAS_U`` ("dot" only) dX_j sums g_i p_ij u_i over rows U (M, DV) instead of the anchors
-    (:func:`soft_mix`'s values gradient; BDV, DV: U's width, else BD, D)."""
+    (:func:`soft_mix`'s values gradient; BDV, DV: U's width, else BD, D); with ``COST`` ("dot") the weights of the
+    rows' mean products sbar_i (SB): g_i d sbar_i / d s_ij = g_i p_ij (1 + c1 (s_ij - sbar_i)) (1), or g_i p_ij with
+    the weights held constant (2)."""
     cols = tl.program_id(0) * BN + tl.arange(0, BN)
     cmask = cols < n_grad
     offs_d = tl.arange(0, BD)
@@ -574,6 +638,8 @@ def _bwd_kernel(A, X, NA, NX, E, LSE, G, DX, U, M, n_grad, n_c, D, DV, c1, c2, q
         s = tl.dot(a_mm, tl.trans(x_mm), input_precision=PREC, out_dtype=tl.float32)
         logit, w, valid = _logits_jit(s, na, nx, rmask, cmask, cols, n_c, c1, c2, qoff, e0, e1, MODE, K_EXCL, HAS_Q)
         p = tl.where(valid, tl.exp(logit - lse[:, None]), 0.0) * g[:, None]
+        if COST == 1:
+            p = p * (1.0 + c1 * (s - tl.load(SB + rows, mask=rmask, other=0.0)[:, None]))
         if MODE != 0:
             p = p * w
             rsum += tl.sum(p, 0)
@@ -588,43 +654,55 @@ def _bwd_kernel(A, X, NA, NX, E, LSE, G, DX, U, M, n_grad, n_c, D, DV, c1, c2, q
     tl.store(DX + cols[:, None] * DV + offs_v[None, :], dx, mask=cmask[:, None] & vmask[None, :])
 
 
-def _self_bwd_kernel(X, NX, E, LSE, G, KS, DZ, M, D, c1, c2,  # pragma: no cover (traced by Triton)
-                     MODE: tl.constexpr, K_EXCL: tl.constexpr, HAS_KS: tl.constexpr, PREC: tl.constexpr,
-                     BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
-    """Rows [i0, i0 + BM) of the symmetric path's gradient: sum_j W_ij x_j and R_i = sum_j W_ij over every column
-    tile, with W_ij = g_i p_ij w_ij [j not excluded from row i] + g_j p_ji w_ij [i not excluded from row j] (p_ji from
-    the same tile: l_ji = l_ij, the products x_i . x_j being the forward's)."""
+def _self_bwd_kernel(A, X, NX, E, LSE, G, KS, SB, DZ, M, C, n_c, D, c1, c2, qoff,  # pragma: no cover (traced)
+                     MODE: tl.constexpr, K_EXCL: tl.constexpr, HAS_KS: tl.constexpr, SYM: tl.constexpr,
+                     HAS_Q: tl.constexpr, COST: tl.constexpr, PREC: tl.constexpr, BF16: tl.constexpr,
+                     BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
+    """Rows [i0, i0 + BM) of a gradient by rows: sum_j W_ij x_j and R_i = sum_j W_ij over every column tile of X (C
+    columns, the queue's past n_c). ``SYM`` (the symmetric path: A is X): W_ij = g_i p_ij w_ij [j not excluded from
+    row i] + g_j p_ji w_ij [i not excluded from row j] (p_ji from the same tile: l_ji = l_ij, the products x_i . x_j
+    being the forward's). Else the row side alone: the anchors' gradient where the forward kept no accumulator
+    (:func:`soft_cost`). ``COST`` as :func:`_bwd_kernel`'s, each side with its own row's sbar (SB)."""
     if HAS_KS:
         c1 = c1 * tl.load(KS)
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
-    rmask, a, a_mm, na, e0_r, e1_r = _row_block_jit(X, NX, E, rows, M, D, MODE, K_EXCL, BF16, BM, BD)
+    rmask, a, a_mm, na, e0_r, e1_r = _row_block_jit(A, NX, E, rows, M, D, MODE, K_EXCL, BF16, BM, BD)
     offs_d = tl.arange(0, BD)
     dmask = offs_d < D
     lse_r = tl.load(LSE + rows, mask=rmask, other=0.0)
     g_r = tl.load(G + rows, mask=rmask, other=0.0)
+    sb_r = tl.load(SB + rows, mask=rmask, other=0.0) if COST == 1 else g_r
     acc = tl.zeros([BM, BD], tl.float32)
     rsum = tl.zeros([BM], tl.float32)
-    for start in range(0, M, BN):
+    for start in range(0, C, BN):
         cols = start + tl.arange(0, BN)
-        cmask = cols < M
+        cmask = cols < C
         x = tl.load(X + cols[:, None] * D + offs_d[None, :], mask=cmask[:, None] & dmask[None, :], other=0.0)
         x_mm = _bf16(x, BF16)
         nx = tl.load(NX + cols, mask=cmask, other=0.0) if MODE != 0 else tl.zeros([BN], tl.float32)
-        lse_c = tl.load(LSE + cols, mask=cmask, other=0.0)
-        g_c = tl.load(G + cols, mask=cmask, other=0.0)
         s = tl.dot(a_mm, tl.trans(x_mm), input_precision=PREC, out_dtype=tl.float32)
         # the logits with no column excluded; each side's exclusions below (K_EXCL 0 here)
-        logit, w, valid = _logits_jit(s, na, nx, rmask, cmask, cols, M, c1, c2, 0.0, rows, rows, MODE, 0, False)
+        logit, w, valid = _logits_jit(s, na, nx, rmask, cmask, cols, n_c, c1, c2, qoff, rows, rows, MODE, 0, HAS_Q)
         v_r = valid
-        v_c = valid
         if K_EXCL >= 1:
             v_r = v_r & (cols[None, :] != e0_r[:, None])
-            v_c = v_c & (rows[:, None] != tl.load(E + cols, mask=cmask, other=-1)[None, :])
         if K_EXCL >= 2:
             v_r = v_r & (cols[None, :] != e1_r[:, None])
-            v_c = v_c & (rows[:, None] != tl.load(E + M + cols, mask=cmask, other=-1)[None, :])
-        p = (tl.where(v_r, tl.exp(logit - lse_r[:, None]), 0.0) * g_r[:, None]
-             + tl.where(v_c, tl.exp(logit - lse_c[None, :]), 0.0) * g_c[None, :])
+        p = tl.where(v_r, tl.exp(logit - lse_r[:, None]), 0.0) * g_r[:, None]
+        if COST == 1:
+            p = p * (1.0 + c1 * (s - sb_r[:, None]))
+        if SYM:
+            v_c = valid
+            if K_EXCL >= 1:
+                v_c = v_c & (rows[:, None] != tl.load(E + cols, mask=cmask, other=-1)[None, :])
+            if K_EXCL >= 2:
+                v_c = v_c & (rows[:, None] != tl.load(E + M + cols, mask=cmask, other=-1)[None, :])
+            lse_c = tl.load(LSE + cols, mask=cmask, other=0.0)
+            g_c = tl.load(G + cols, mask=cmask, other=0.0)
+            p_c = tl.where(v_c, tl.exp(logit - lse_c[None, :]), 0.0) * g_c[None, :]
+            if COST == 1:
+                p_c = p_c * (1.0 + c1 * (s - tl.load(SB + cols, mask=cmask, other=0.0)[None, :]))
+            p = p + p_c
         if MODE != 0:
             p = p * w
             rsum += tl.sum(p, 1)
@@ -663,8 +741,9 @@ def _kernels(interpreted: bool) -> tuple[Any, Any, Any]:
         fwd, bwd, sym = triton.jit(_fwd_kernel), triton.jit(_bwd_kernel), triton.jit(_self_bwd_kernel)
         if not interpreted:
             configs = [triton.Config({"BM": bm, "BN": bn}, num_warps=w, num_stages=st) for bm, bn, w, st in _CONFIGS]
-            fwd = triton.autotune(configs, key=["D", "DV", "MODE", "K_EXCL", "WANT_O", "HAS_V", "PREC", "BF16"])(fwd)
-            bwd = triton.autotune(configs, key=["D", "DV", "MODE", "K_EXCL", "HAS_U", "PREC", "BF16"])(bwd)
-            sym = triton.autotune(configs, key=["D", "MODE", "K_EXCL", "PREC", "BF16"])(sym)
+            fwd = triton.autotune(configs, key=["D", "DV", "MODE", "K_EXCL", "WANT_O", "HAS_V", "COST", "PREC",
+                                                "BF16"])(fwd)
+            bwd = triton.autotune(configs, key=["D", "DV", "MODE", "K_EXCL", "HAS_U", "COST", "PREC", "BF16"])(bwd)
+            sym = triton.autotune(configs, key=["D", "MODE", "K_EXCL", "SYM", "HAS_Q", "COST", "PREC", "BF16"])(sym)
         _jitted[interpreted] = (fwd, bwd, sym)
     return _jitted[interpreted]

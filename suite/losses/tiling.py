@@ -17,8 +17,9 @@ dense path (the same operations, summed in another order; tested to 1e-10 in flo
 
 On a CUDA device with Triton, float32 inputs take the fused kernels of :mod:`suite.losses.fused` instead (the
 same row statistics, the tiles never leaving registers): :func:`row_lse`, and :func:`row_kernel_lse` and
-:func:`pair_kernel_lse` when their caller names the kernel (``kind``). CACR's :func:`softmin_cost` and X-CLR's
-:func:`weighted_cross` keep these PyTorch tiles everywhere.
+:func:`pair_kernel_lse` when their caller names the kernel (``kind``), and CACR's :func:`softmin_cost`. X-CLR's
+:func:`weighted_cross` keeps these PyTorch tiles everywhere (its target term takes the kernels where the graph is
+given as embeddings: :func:`suite.losses.fused.soft_mix`).
 
 ``chunk_size``: ``None`` (dense, one tile), an int >= 1 (rows per tile), or ``"auto"``: dense while
 the matrix has at most :data:`AUTO_DENSE_ELEMENTS` entries (:data:`AUTO_DENSE_ELEMENTS_CUDA` on a CUDA device), else
@@ -470,10 +471,15 @@ def _cost_tile(q: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | No
 
 
 def softmin_cost(q: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, t: float, detach: bool,
-                 chunk: int) -> tuple[Tensor, Tensor]:
+                 chunk: int, self_scale: float | None = None) -> tuple[Tensor, Tensor]:
     """(A,) R_i = -sum_j softmax_j(-t d_ij) d_ij over unit-vector costs to [cands; queue] (column ``excl[i]``
     of cands left out) and (A,) the weights' entropy (no gradient), in row tiles with a recomputing
-    backward (CACR's repulsion; weights keep their gradient unless ``detach``)."""
+    backward (CACR's repulsion; weights keep their gradient unless ``detach``). The queue gets no gradient.
+    ``self_scale`` 1.0: the caller's word that ``q`` is ``cands`` (:func:`suite.losses.fused.soft_cost`)."""
+    out = fused.attempt((q, cands, queue), fused.soft_cost, q, cands, queue, None if excl is None else excl[None], t,
+                        detach, self_scale=self_scale)
+    if out is not None:
+        return out
     pin_malloc_threshold()
     return _SoftminCost.apply(q, cands, None if queue is None else queue.detach(), excl, float(t), bool(detach), chunk)
 

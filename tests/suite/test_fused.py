@@ -28,12 +28,14 @@ FUSED_CASES = [c for c in CASES if L.loss_class(c[1]).fused_tiles != "no"] + [
 @pytest.fixture
 def calls(monkeypatch):
     """The number of fused kernel calls made (so a test knows the kernels ran, not the PyTorch tiles)."""
-    n = {"fused": 0, "symmetric": 0, "mix": 0}
-    for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf, fused._FusedMix):
-        def counted(*args, apply=fn.apply, sym=fn is fused._FusedSelf, mix=fn is fused._FusedMix):
+    n = {"fused": 0, "symmetric": 0, "mix": 0, "cost": 0}
+    for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf, fused._FusedMix, fused._FusedCost):
+        def counted(*args, apply=fn.apply, sym=fn is fused._FusedSelf, mix=fn is fused._FusedMix,
+                    cost=fn is fused._FusedCost):
             n["fused"] += not mix
-            n["symmetric"] += sym
+            n["symmetric"] += sym or (cost and args[-1])  # soft_cost's last argument: its symmetric pass
             n["mix"] += mix
+            n["cost"] += cost
             return apply(*args)
 
         monkeypatch.setattr(fn, "apply", counted)
@@ -41,8 +43,11 @@ def calls(monkeypatch):
 
 
 def test_every_loss_says_whether_it_takes_the_kernels():
-    assert {n for n in L.available() if L.loss_class(n).fused_tiles == "no"} == {"cacr", "uaur"}
-    assert L.loss_class("xclr").fused_tiles == "part"
+    """Every loss of the core takes them (X-CLR in part: an (N, N) graph's target term keeps the PyTorch tiles); a
+    user's loss says no unless it says otherwise."""
+    core = [n for n in L.available() if n not in L.plugins()]
+    assert {n: L.loss_class(n).fused_tiles for n in core if L.loss_class(n).fused_tiles != "yes"} == {"xclr": "part"}
+    assert L.ContrastiveLoss.fused_tiles == "no"
 
 
 @pytest.mark.parametrize("case", FUSED_CASES, ids=[c[0] for c in FUSED_CASES])
@@ -122,7 +127,7 @@ def test_kernel_modes_against_float64(mode, with_queue, calls):
 # the cases whose rows are the SimCLR arrangement (one rank, symmetric, every candidate): the symmetric path
 SYMMETRIC = {"infonce-all-sym", "dcl-all-sym", "macl-all-sym", "hard_negative-all-sym", "macl-noreweight",
              "hard_negative-debias", "supcon", "xclr", "xclr-embeddings", "tsimclr", "align_uniform",
-             "simclr_l2-all-sym"}
+             "simclr_l2-all-sym", "cacr", "cacr-detach", "uaur"}
 
 
 def test_the_simclr_arrangement_takes_the_symmetric_path(calls):
@@ -233,6 +238,59 @@ def test_soft_mix_against_float64(n_excl, calls):
     (got,) = torch.autograd.grad((o * d_o.float()).sum(), v32)
     assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-5 * float(want.abs().max()))
     assert a32.grad is None and x32.grad is None
+
+
+def _cost_reference(a, x, q, excl, t, detach):
+    """CACR's repulsion rows from their definition (float64): -sum_j w_ij d_ij and -sum_j w_ij log w_ij, d_ij =
+    ||a_i - x_j||^2 of unit vectors, w_i = softmax_j(-t d_ij) over [x; q] without row i's excluded columns."""
+    cols = x if q is None else torch.cat([x, q])
+    d = ((a[:, None, :] - cols[None, :, :]) ** 2).sum(-1)
+    logit = -t * d
+    for e in excl:
+        logit = logit.index_put((torch.arange(a.shape[0]), e), torch.tensor(float("-inf"), dtype=F64))
+    log_w = torch.log_softmax(logit, 1)
+    w = log_w.exp()
+    ent = -(w * log_w.masked_fill(torch.isinf(log_w), 0.0)).sum(1)
+    return -((w.detach() if detach else w) * d.masked_fill(torch.isinf(logit), 0.0)).sum(1), ent.detach()
+
+
+@pytest.mark.parametrize("t", [0.0, 2.0, 50.0])
+@pytest.mark.parametrize("arrangement", ["self", "other", "queue", "self-two-excluded"])
+@pytest.mark.parametrize("detach", [False, True])
+def test_soft_cost_against_float64(t, arrangement, detach, calls):
+    """CACR's repulsion rows on the kernels (fused.soft_cost) against their definition in float64: values, the weights'
+    entropy, and the gradients to the anchors and the candidates for any incoming gradient, the weights keeping
+    theirs or not, at t = 0 (UAUR's uniform weights), CACR's 2 and 50 (weights on a few columns); 37 rows (no
+    block's multiple). ``self``: the anchors are the candidates, own column left out (CACR on one rank: the symmetric
+    pass); with two columns left out, not symmetric ones; ``other``: 37 anchors against 41 candidates (CACR's
+    cross_view, or another rank's); ``queue``: the same and 6 queue columns, which get no gradient. The costs are
+    those of unit vectors (2 - 2 s): the gradients are compared through the normalisation, as CACR takes them."""
+    g = torch.Generator().manual_seed(12)
+    m, c, d = 37, 41, 20
+    z, x = torch.randn(m, d, generator=g, dtype=F64), torch.randn(c, d, generator=g, dtype=F64)
+    q = torch.nn.functional.normalize(torch.randn(6, d, generator=g, dtype=F64), dim=1)
+    same = arrangement.startswith("self")
+    excl = torch.arange(m)[None]
+    if arrangement == "self-two-excluded":
+        excl = torch.stack([torch.arange(m), (torch.arange(m) + 5) % m])
+    queue = q if arrangement == "queue" else None
+    w = torch.randn(m, generator=g, dtype=F64)
+    unit = torch.nn.functional.normalize
+    z64, x64 = z.clone().requires_grad_(), x.clone().requires_grad_()
+    ref, ref_ent = _cost_reference(unit(z64, dim=1), unit(z64 if same else x64, dim=1), queue, excl, t, detach)
+    want = torch.autograd.grad((ref * w).sum(), [z64] if same else [z64, x64])
+    z32, x32 = z.float().requires_grad_(), x.float().requires_grad_()
+    zu = unit(z32, dim=1)
+    with fused.interpret():
+        out, ent = fused.soft_cost(zu, zu if same else unit(x32, dim=1), None if queue is None else queue.float(), excl,
+                                   t, detach, self_scale=1.0 if same else None)
+    got = torch.autograd.grad((out * w.float()).sum(), [z32] if same else [z32, x32])
+    assert calls["cost"] == 1 and calls["symmetric"] == int(same) and not ent.requires_grad
+    assert torch.allclose(out.double(), ref.detach(), rtol=1e-5, atol=1e-5)
+    # the entropy lse_i - 2 t sbar_i (as the PyTorch tiles form it): two terms of about 2 t, each rounded to float32
+    assert torch.allclose(ent.double(), ref_ent, rtol=1e-5, atol=max(1e-5, 4e-7 * t)), (ent.double() - ref_ent).abs().max()
+    for a, b in zip(got, want):
+        assert torch.allclose(a.double(), b, rtol=1e-4, atol=1e-5 * float(b.abs().max())), (a.double() - b).abs().max()
 
 
 @pytest.mark.parametrize("tau_s", [0.002, 0.5, 20.0])

@@ -2,8 +2,9 @@
 through ptxas, with no device. The interpreter tests (test_fused.py) check the kernels' arithmetic; what only the
 compiler rejects (a construct the interpreter runs but Triton cannot lower, registers or shared memory past a
 Hopper SM's) would otherwise first fail on a user's GPU, inside a backward. The variants no GPU has run
-yet: the symmetric backward, the forward with values and a device scale, the backward with rows of values (each
-compile takes seconds: the other variants were run on an H200). Run in a fresh process: one process runs Triton
+yet: the symmetric backward (DCL's and MACL's, CACR's), the rows' backward of CACR's general path, the forward with
+values and a device scale, the backward with rows of values (each compile takes seconds: the other variants were run
+on an H200). Run in a fresh process: one process runs Triton
 either interpreted or compiled."""
 from __future__ import annotations
 
@@ -43,9 +44,13 @@ SCRIPT = textwrap.dedent('''
         print(name, const["MODE"], out.metadata.shared, flush=True)
 
     common = dict(PREC="tf32x3", BF16=0, BM=64, BN=64, BD=128)
-    build("sym", MODE=0, K_EXCL=2, HAS_KS=True, **common)       # DCL / MACL's symmetric backward
-    build("fwd", MODE=0, K_EXCL=1, WANT_O=True, HAS_Q=False, HAS_KS=True, HAS_V=True, BDV=64, **common)  # values
-    build("bwd", MODE=0, K_EXCL=1, HAS_Q=False, HAS_U=True, BDV=64, **common)  # X-CLR's values gradient
+    sym = dict(MODE=0, HAS_Q=False, SYM=True)
+    build("sym", K_EXCL=2, HAS_KS=True, COST=0, **sym, **common)  # DCL / MACL's symmetric backward
+    build("sym", K_EXCL=1, HAS_KS=False, COST=1, **sym, **common)  # CACR's symmetric backward
+    build("sym", MODE=0, K_EXCL=1, HAS_KS=False, SYM=False, HAS_Q=True, COST=1, **common)  # CACR's anchors, a queue
+    build("fwd", MODE=0, K_EXCL=1, WANT_O=True, HAS_Q=False, HAS_KS=True, HAS_V=True, COST=False, BDV=64,
+          **common)  # values
+    build("bwd", MODE=0, K_EXCL=1, HAS_Q=False, HAS_U=True, COST=0, BDV=64, **common)  # X-CLR's values gradient
 ''')
 
 
@@ -58,4 +63,4 @@ def test_the_kernels_compile_for_an_h100(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.split()
     shared = [int(x) for x in lines[2::3]]
-    assert len(shared) == 3 and all(0 < s <= 227 * 1024 for s in shared), run.stdout  # an H100 SM's shared memory
+    assert len(shared) == 5 and all(0 < s <= 227 * 1024 for s in shared), run.stdout  # an H100 SM's shared memory

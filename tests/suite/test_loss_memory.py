@@ -94,6 +94,31 @@ def test_the_symmetric_path_keeps_no_accumulator(peaks: dict[str, float]) -> Non
     assert peaks["hard_negative"] <= 4.5 and peaks["simclr_l2"] <= 3.5 and peaks["tsimclr"] <= 3.5, peaks
 
 
+def test_cacr_holds_one_gradient_per_term(peaks: dict[str, float]) -> None:
+    """CACR and UAUR (3 views of N = 2N / 2: 1.5 E of inputs) on the kernels: the normalised views (1.5), the
+    repulsion's gradient (the views' gradients stacked once, 1.5), the attraction's (1.5) and their sum (1.5): 6, as CMC.
+    Autograd's product of the views with themselves for the attraction made one gradient per operand (7.5), and
+    indexing the views per repulsion call would zero-fill a (V, N, d) gradient per view."""
+    assert peaks["cacr"] <= 6.0 and peaks["uaur"] <= 6.0, peaks
+
+
+def test_view_gram_is_the_views_products() -> None:
+    """suite.losses.core.view_gram: G[n, a, b] = x_a,n . x_b,n and its one-tensor backward against autograd's einsum
+    (float64, a gradient that is not symmetric), gradcheck; with keys, x_a,n . k_b,n and the views' gradient only."""
+    from suite.losses.core import view_gram
+
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 5, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(3, 5, 4, generator=gen, dtype=torch.float64)
+    g = torch.randn(5, 3, 3, generator=gen, dtype=torch.float64)
+    for other in (None, k):
+        ref = torch.einsum("and,bnd->nab", x, x if other is None else other)
+        got = view_gram(x, other)
+        assert torch.equal(got, ref)
+        assert torch.allclose(torch.autograd.grad(got, x, g)[0], torch.autograd.grad(ref, x, g)[0], rtol=1e-12)
+    assert torch.autograd.gradcheck(view_gram, (x,))
+
+
 @pytest.mark.parametrize("scale", [1e-30, 1e-8, 1.0, 1e20])
 def test_normalisation_gradient_as_autograds(scale: float) -> None:
     """The row normalisation's own backward (suite.losses.checks._UnitRows) against autograd's through F.normalize of
