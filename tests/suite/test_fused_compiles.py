@@ -48,9 +48,10 @@ SCRIPT = textwrap.dedent('''
     build("sym", K_EXCL=2, HAS_KS=True, COST=0, **sym, **common)  # DCL / MACL's symmetric backward
     build("sym", K_EXCL=1, HAS_KS=False, COST=1, **sym, **common)  # CACR's symmetric backward
     build("sym", MODE=0, K_EXCL=1, HAS_KS=False, SYM=False, HAS_Q=True, COST=1, **common)  # CACR's anchors, a queue
-    build("fwd", MODE=0, K_EXCL=1, WANT_O=True, HAS_Q=False, HAS_KS=True, HAS_V=True, COST=False, BDV=64,
-          **common)  # values
-    build("bwd", MODE=0, K_EXCL=1, HAS_Q=False, HAS_U=True, COST=0, BDV=64, **common)  # X-CLR's values gradient
+    # the forward with values and a device scale, the backward with rows of values (X-CLR's target term), each with
+    # CACR's cost branch too (no loss asks for both at once: one compile covers the branches of each)
+    build("fwd", MODE=0, K_EXCL=1, WANT_O=True, HAS_Q=False, HAS_KS=True, HAS_V=True, COST=True, BDV=64, **common)
+    build("bwd", MODE=0, K_EXCL=1, HAS_Q=False, HAS_U=True, COST=1, BDV=64, **common)
 ''')
 
 
