@@ -16,6 +16,7 @@ said so, not recorded. It needs CUDA; elsewhere it says so and exits 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import statistics
 import time
@@ -46,10 +47,10 @@ def fused_losses() -> list[str]:
     return [n for n in L.available() if n not in L.plugins() and L.loss_class(n).fused_tiles != "no"]
 
 
-def matmul_rates(device: torch.device) -> dict[str, float]:
-    """TFLOP/s of an 8192^3 matrix product in each precision on this device (the floor's rate)."""
+def matmul_rates(device: torch.device, size: int = 8192) -> dict[str, float]:
+    """TFLOP/s of a ``size``^3 matrix product in each precision on this device (the floor's rate)."""
     out = {}
-    a, b = (torch.randn(8192, 8192, device=device) for _ in range(2))
+    a, b = (torch.randn(size, size, device=device) for _ in range(2))
     old = torch.backends.cuda.matmul.allow_tf32
     try:
         for prec in PRECISIONS:
@@ -61,7 +62,7 @@ def matmul_rates(device: torch.device) -> dict[str, float]:
             for _ in range(5):
                 x @ y
             sync(device)
-            out[prec] = 5 * 2 * 8192**3 / (time.perf_counter() - t0) / 1e12
+            out[prec] = 5 * 2 * size**3 / (time.perf_counter() - t0) / 1e12
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old
     return out
@@ -160,19 +161,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--precisions", default=",".join(PRECISIONS), help="comma-separated: the kernels' precisions")
     ap.add_argument("--no-errors", action="store_true", help="skip the precision errors against float64")
     ap.add_argument("--registry", default=None, help="registry (default: $SUITE_REGISTRY)")
+    ap.add_argument("--dry-run", action="store_true", help="the same cells on the CPU, the kernels under Triton's "
+                    "interpreter, nothing recorded: tiny sizes only (the tests run the loop that a GPU runs)")
     args = ap.parse_args(argv)
     paths, wanted = set(args.paths.split(",")), set(args.precisions.split(","))
-    if not torch.cuda.is_available():
+    names = [s for s in args.losses.split(",") if s] or fused_losses()
+    unknown = [s for s in names if s not in fused_losses()]
+    if unknown:
+        ap.error(f"--losses: {', '.join(unknown)} do not take the kernels (those that do: {', '.join(fused_losses())})")
+    if not (torch.cuda.is_available() or args.dry_run):
         print("fused-bench: no CUDA device here; nothing measured")
         return 0
     import triton
 
+    from suite.losses import fused
     from suite.registry import Registry
 
-    device = torch.device("cuda")
-    reg = Registry(args.registry)
+    device = torch.device("cpu" if args.dry_run else "cuda")
+    reg = None if args.dry_run else Registry(args.registry)
     info = {**device_info(device), "triton": triton.__version__, "d": D}
-    rates = matmul_rates(device)
+    with fused.interpret() if args.dry_run else contextlib.nullcontext():
+        return _run(args, names, paths, wanted, device, reg, info)
+
+
+def _run(args: argparse.Namespace, names: list[str], paths: set[str], wanted: set[str], device: torch.device,
+         reg: Any, info: dict[str, Any]) -> int:
+    """Every cell of :func:`main` (``reg`` None: printed, not recorded)."""
+    dry = device.type == "cpu"
+    rates = matmul_rates(device, 256 if dry else 8192)
     print("matmul TFLOP/s: " + ", ".join(f"{k} {v:.1f}" for k, v in rates.items()), flush=True)
     try:
         errs = {} if args.no_errors else precision_errors(device)
@@ -181,14 +197,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         errs = {}
     for prec, e in errs.items():
         print(f"precision {prec}: loss rel err {e['loss_rel_err']:.1e}, grad rel err {e['grad_rel_err']:.1e}", flush=True)
-        _record(reg, "infonce", {**info, "two_n": 8192, "path": "precision-error", "precision": prec}, e)
+        if reg is not None:
+            _record(reg, "infonce", {**info, "two_n": 8192, "path": "precision-error", "precision": prec}, e)
     try:
         import inf_cl  # noqa: F401
-        has_infcl = True
+        has_infcl = not dry  # its kernels need CUDA
     except ImportError:
         has_infcl = False
         print("fused-bench: inf_cl is not installed: no Inf-CL column")
-        names = [s for s in args.losses.split(",") if s] or fused_losses()
     t_start, skipped, failed = time.perf_counter(), [], []
     for n in (int(s) for s in args.sizes.split(",")):
         cells: list[tuple[str, str, str]] = []
@@ -214,7 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             warm = not big or (path == "fused" and n < HUGE)  # the kernels compile and tune at the first size
             cfg = {**info, "two_n": n, "path": path, "precision": prec, "repeats": reps}
             try:
-                m = measure(*call(name, n, device, path, prec), device, reps, MODE_OF_PATH.get(path, "auto"), warm)
+                mode = MODE_OF_PATH.get(path, "interpret" if dry else "auto")
+                m = measure(*call(name, n, device, path, prec), device, reps, mode, warm)
             except torch.cuda.OutOfMemoryError:
                 m = {"ms": math.nan, "peak_mb": math.nan, "oom": 1.0}
             except Exception:  # noqa: BLE001 - a cell that fails is reported; the others are still measured
@@ -228,7 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             m["matmul_tflops"] = rate
             print(f"2N={n} {name} {path} {prec}: {m['ms']:.1f} ms, {m['peak_mb']:.0f} MB"
                   + (" (out of memory)" if m.get("oom") else ""), flush=True)
-            _record(reg, name, cfg, m)
+            if reg is not None:
+                _record(reg, name, cfg, m)
     if skipped:
         print(f"fused-bench: {len(skipped)} cells past the budget, not measured: {'; '.join(skipped)}")
     if failed:

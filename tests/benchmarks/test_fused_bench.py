@@ -24,7 +24,7 @@ def test_every_path_runs(name, monkeypatch):
 
     monkeypatch.setattr(tiling, "AUTO_TILE_ELEMENTS", 48 * 8)  # 8 rows per tile at 2N = 48: the bench's tiles, scaled
     calls = []
-    for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf):
+    for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf, fused._FusedCost):
         monkeypatch.setattr(fn, "apply", lambda *a, apply=fn.apply, f=fn: calls.append(f) or apply(*a))
     paths = [("dense", "auto"), ("tiled", "off"), ("fused", "interpret")]
     for path, mode in paths + ([("fused-general", "general")] if name in fb.GENERAL else []):
@@ -35,6 +35,30 @@ def test_every_path_runs(name, monkeypatch):
         assert bool(calls) == path.startswith("fused")
         if name in fb.GENERAL:  # the symmetric path, and on the general path not
             assert (fused._FusedSelf in calls) == (path == "fused"), (path, calls)
+
+
+def test_losses_named_are_checked_before_the_device(capsys):
+    """A loss that does not take the kernels (or a typo) is refused by name, on any machine, before a GPU is touched;
+    the losses named are those measured (the list once went undefined where Inf-CL was installed)."""
+    with pytest.raises(SystemExit):
+        fb.main(["--losses", "infonce,nope"])
+    assert "nope do not take the kernels" in capsys.readouterr().err
+
+
+def test_the_bench_loop_runs_on_the_cpu(capsys, monkeypatch):
+    """``--dry-run``: main's own loop over its cells, on the CPU with the kernels interpreted, as a GPU runs it (a
+    loss of each kind of kernel: rows, the cost, X-CLR's values), every path; a cell that fails makes it exit 1."""
+    from suite.losses import tiling
+
+    monkeypatch.setattr(tiling, "AUTO_TILE_ELEMENTS", 48 * 8)
+    assert fb.main(["--dry-run", "--sizes", "48", "--losses", "infonce,cacr,xclr", "--precisions", "fp32",
+                    "--repeats", "1", "--no-errors", "--paths", "dense,tiled,fused,fused-general,inf-cl"]) == 0
+    out = capsys.readouterr().out
+    cells = [line.split(":")[0] for line in out.splitlines() if line.startswith("2N=48 ")]
+    assert cells == ["2N=48 infonce dense fp32", "2N=48 infonce tiled fp32", "2N=48 infonce fused fp32",
+                     "2N=48 infonce fused-general fp32", "2N=48 cacr dense fp32", "2N=48 cacr tiled fp32",
+                     "2N=48 cacr fused fp32", "2N=48 xclr dense fp32", "2N=48 xclr tiled fp32",
+                     "2N=48 xclr fused fp32"], out
 
 
 def test_no_cuda_no_measurement(capsys):
