@@ -472,9 +472,11 @@ def _row_backward(a: Tensor, x: Tensor, n_c: int, ex: Tensor | None, lse: Tensor
                   c2: float, prec: str, ks: Tensor | None = None, sb: Tensor | None = None, cost: int = 0,
                   sym: bool = False) -> Tensor:
     """A gradient by rows (:func:`_self_bwd_kernel`): the symmetric path's (``sym``: ``a`` is ``x``), or the anchors'
-    of :func:`soft_cost`'s general path."""
+    of :func:`soft_cost`'s general path ("dot" only: the kernel reads the rows' norms from the columns')."""
     import triton
 
+    if not sym and mode != 0:
+        raise ValueError("a gradient by rows of anchors that are not the columns takes the 'dot' kernel only")
     m, d = a.shape
     da = torch.empty_like(a)
     nx = _norms(mode, x)[0]
