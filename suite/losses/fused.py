@@ -186,6 +186,45 @@ def row_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None = None, excl: T
                             _precision.get())
 
 
+def row_lse_scales(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, scales: tuple[float, ...],
+                   *, self_scale: float | Tensor | None = None) -> list[Tensor]:
+    """For each k of ``scales``, :func:`row_lse` of the "dot" kernel at c1 = k (hard negatives' beta and 1 + beta).
+    Two scales on the symmetric path share their kernels: the forward forms both rows' log-sum-exps from one product
+    per tile, and the backward one W = k_1 W_1 + k_2 W_2, three products per tile where two calls take six."""
+    excl = _exclusions(excl)
+    if self_scale is not None and not isinstance(self_scale, Tensor):
+        self_scale = float(self_scale)
+    if len(scales) == 2 and _symmetric(anchors, cands, queue, "dot", self_scale):
+        return list(_FusedSelfTwo.apply(anchors, cands, excl, float(scales[0]), float(scales[1]), _precision.get(),
+                                        self_scale))
+    return [row_lse(anchors, cands, queue, excl, c1=k, self_scale=self_scale) for k in scales]
+
+
+class _FusedSelfTwo(torch.autograd.Function):
+    """:class:`_FusedSelf` at two scales of the same products ("dot"): (lse at c1, lse at c2)."""
+
+    @staticmethod
+    def forward(ctx: Any, anchors: Tensor, cands: Tensor, ex: Tensor | None, c1: float, c2: float, prec: str,
+                k: float | Tensor) -> tuple[Tensor, Tensor]:
+        x = cands.contiguous()
+        ks = None if isinstance(k, float) else k.detach().reshape(1).to(torch.float32)
+        ca, cb = (c1 * k, c2 * k) if ks is None else (c1, c2)
+        lse, _, lse2 = _forward(x, x, x.shape[0], ex, 0, ca, cb, 0.0, prec, False, ks, two=True)
+        ctx.save_for_backward(x, ex, lse, lse2, ks)
+        ctx.args = (ca, cb, prec)
+        return lse, lse2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor, g2: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        x, ex, lse, lse2, ks = ctx.saved_tensors
+        ca, cb, prec = ctx.args
+        if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+            return (None,) * 7
+        dz = _row_backward(x, x, x.shape[0], ex, lse, g.contiguous(), 0, ca, cb, prec, ks, sym=True,
+                           second=(lse2, g2.contiguous()))  # the scales applied in the kernel
+        return None, dz, None, None, None, None, None
+
+
 def pair_lse(e: Tensor, queue: Tensor | None, *, mode: str, c1: float, c2: float = 1.0) -> Tensor:
     """Scalar log( sum_{j != k} exp l(e_j, e_k) + 2 sum_{j, m} exp l(e_j, q_m) ): the log-sum-exp over the rows of
     :func:`row_lse` of ``e`` against itself (own column left out) and the queue (log 2 added, no gradient)."""
@@ -429,22 +468,22 @@ def _launch_args(prec: str, d: int, interpreted: bool) -> dict[str, Any]:
 
 
 def _forward(a: Tensor, x: Tensor, n_c: int, ex: Tensor | None, mode: int, c1: float, c2: float, qoff: float,
-             prec: str, want_o: bool, ks: Tensor | None = None, v: Tensor | None = None, cost: bool = False
-             ) -> tuple[Tensor, Tensor, Tensor]:
+             prec: str, want_o: bool, ks: Tensor | None = None, v: Tensor | None = None, cost: bool = False,
+             two: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     import triton
 
     m, d = a.shape
     lse = torch.empty(m, dtype=torch.float32, device=a.device)
     dv = d if v is None else v.shape[1]
     o = torch.empty((m, dv) if want_o else (1, 1), dtype=torch.float32, device=a.device)
-    r = torch.empty(m if want_o and mode or cost else 1, dtype=torch.float32, device=a.device)
+    r = torch.empty(m if want_o and mode or cost or two else 1, dtype=torch.float32, device=a.device)
     na, nx = _norms(mode, a, x)
     fwd = _kernels(a.device.type == "cpu")[0]
     grid = lambda meta: (triton.cdiv(m, meta["BM"]),)  # noqa: E731
     fwd[grid](a, x, na, nx, lse if ex is None else ex, lse, o, r, lse if ks is None else ks, lse if v is None else v,
               m, x.shape[0], n_c, d, dv, c1, c2, qoff, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0],
               WANT_O=want_o, HAS_Q=x.shape[0] > n_c, HAS_KS=ks is not None, HAS_V=v is not None, COST=cost,
-              **_value_width(dv),
+              TWO=two, **_value_width(dv),
               **_launch_args(prec, d, a.device.type == "cpu"), **_fixed(a))
     return lse, o, r
 
@@ -470,7 +509,7 @@ def _backward(a: Tensor, x: Tensor, n_c: int, n_grad: int, ex: Tensor | None, ls
 
 def _row_backward(a: Tensor, x: Tensor, n_c: int, ex: Tensor | None, lse: Tensor, g: Tensor, mode: int, c1: float,
                   c2: float, prec: str, ks: Tensor | None = None, sb: Tensor | None = None, cost: int = 0,
-                  sym: bool = False) -> Tensor:
+                  sym: bool = False, second: tuple[Tensor, Tensor] | None = None) -> Tensor:
     """A gradient by rows (:func:`_self_bwd_kernel`): the symmetric path's (``sym``: ``a`` is ``x``), or the anchors'
     of :func:`soft_cost`'s general path ("dot" only: the kernel reads the rows' norms from the columns')."""
     import triton
@@ -482,9 +521,10 @@ def _row_backward(a: Tensor, x: Tensor, n_c: int, ex: Tensor | None, lse: Tensor
     nx = _norms(mode, x)[0]
     kernel = _kernels(a.device.type == "cpu")[2]
     grid = lambda meta: (triton.cdiv(m, meta["BM"]),)  # noqa: E731
-    kernel[grid](a, x, nx, lse if ex is None else ex, lse, g, lse if ks is None else ks, lse if sb is None else sb, da,
-                 m, x.shape[0], n_c, d, c1, c2, 0.0, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0],
-                 HAS_KS=ks is not None, SYM=sym, HAS_Q=x.shape[0] > n_c, COST=cost,
+    l2, g2 = second if second is not None else (lse, lse)
+    kernel[grid](a, x, nx, lse if ex is None else ex, lse, g, lse if ks is None else ks, lse if sb is None else sb, l2,
+                 g2, da, m, x.shape[0], n_c, d, c1, c2, 0.0, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0],
+                 HAS_KS=ks is not None, SYM=sym, HAS_Q=x.shape[0] > n_c, COST=cost, TWO=second is not None,
                  **_launch_args(prec, d, a.device.type == "cpu"), **_fixed(a))
     return da
 
@@ -560,13 +600,17 @@ def _row_block(P, NP, E, rows, M, D, MODE: tl.constexpr, K_EXCL: tl.constexpr, B
 
 def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, V, M, C, n_c, D, DV, c1, c2, qoff,  # pragma: no cover (traced)
                 MODE: tl.constexpr, K_EXCL: tl.constexpr, WANT_O: tl.constexpr, HAS_Q: tl.constexpr,
-                HAS_KS: tl.constexpr, HAS_V: tl.constexpr, COST: tl.constexpr, PREC: tl.constexpr,
-                BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr):
+                HAS_KS: tl.constexpr, HAS_V: tl.constexpr, COST: tl.constexpr, TWO: tl.constexpr,
+                PREC: tl.constexpr, BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
+                BDV: tl.constexpr):
     """Row statistics; with ``HAS_V`` the accumulator O sums p_ij v_j over the columns' values V (C, DV) instead of
     their embeddings (:func:`soft_mix`; BDV, DV: V's width, else BD, D); with ``COST`` ("dot") R holds the rows' mean
-    products under their softmax, sbar_i = sum_j p_ij s_ij (:func:`soft_cost`)."""
+    products under their softmax, sbar_i = sum_j p_ij s_ij (:func:`soft_cost`); with ``TWO`` ("dot", no queue) R holds
+    the rows' log-sum-exps at a second scale c2 of the same products (:func:`row_lse_scales`)."""
     if HAS_KS:
         c1 = c1 * tl.load(KS)  # the scale's device factor (the symmetric path's tensor k)
+        if TWO:
+            c2 = c2 * tl.load(KS)
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     rmask, a, a_mm, na, e0, e1 = _row_block_jit(A, NA, E, rows, M, D, MODE, K_EXCL, BF16, BM, BD)
     offs_d = tl.arange(0, BD)
@@ -574,6 +618,7 @@ def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, V, M, C, n_c, D, DV, c1, c2, qof
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
     r_i = tl.zeros([BM], tl.float32)
+    m2_i = tl.full([BM], float("-inf"), tl.float32)
     offs_v = tl.arange(0, BDV)
     vmask = offs_v < DV
     acc = tl.zeros([BM, BDV], tl.float32)
@@ -590,6 +635,12 @@ def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, V, M, C, n_c, D, DV, c1, c2, qof
         alpha = tl.exp(m_i - shift)
         p = tl.where(valid, tl.exp(logit - shift[:, None]), 0.0)
         l_i = l_i * alpha + tl.sum(p, 1)
+        if TWO:  # r_i: the second scale's sum, with its own running maximum
+            logit2 = tl.where(valid, c2 * s, float("-inf"))
+            m2_new = tl.maximum(m2_i, tl.max(logit2, 1))
+            shift2 = tl.where(m2_new == float("-inf"), 0.0, m2_new)
+            r_i = r_i * tl.exp(m2_i - shift2) + tl.sum(tl.where(valid, tl.exp(logit2 - shift2[:, None]), 0.0), 1)
+            m2_i = m2_new
         if COST:
             r_i = r_i * alpha + tl.sum(p * s, 1)
         if WANT_O:
@@ -611,6 +662,8 @@ def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, V, M, C, n_c, D, DV, c1, c2, qof
             tl.store(R + rows, r_i * inv, mask=rmask)
     if COST:
         tl.store(R + rows, r_i * tl.where(l_i > 0.0, 1.0 / l_i, 0.0), mask=rmask)
+    if TWO:
+        tl.store(R + rows, m2_i + tl.log(r_i), mask=rmask)
 
 
 def _bwd_kernel(A, X, NA, NX, E, LSE, G, SB, DX, U, M, n_grad, n_c, D, DV, c1, c2, qoff,  # pragma: no cover (traced)
@@ -656,17 +709,21 @@ def _bwd_kernel(A, X, NA, NX, E, LSE, G, SB, DX, U, M, n_grad, n_c, D, DV, c1, c
     tl.store(DX + cols[:, None] * DV + offs_v[None, :], dx, mask=cmask[:, None] & vmask[None, :])
 
 
-def _self_bwd_kernel(A, X, NX, E, LSE, G, KS, SB, DZ, M, C, n_c, D, c1, c2, qoff,  # pragma: no cover (traced)
+def _self_bwd_kernel(A, X, NX, E, LSE, G, KS, SB, L2, G2, DZ, M, C, n_c, D, c1, c2, qoff,  # pragma: no cover
                      MODE: tl.constexpr, K_EXCL: tl.constexpr, HAS_KS: tl.constexpr, SYM: tl.constexpr,
-                     HAS_Q: tl.constexpr, COST: tl.constexpr, PREC: tl.constexpr, BF16: tl.constexpr,
-                     BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
+                     HAS_Q: tl.constexpr, COST: tl.constexpr, TWO: tl.constexpr, PREC: tl.constexpr,
+                     BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
     """Rows [i0, i0 + BM) of a gradient by rows: sum_j W_ij x_j and R_i = sum_j W_ij over every column tile of X (C
     columns, the queue's past n_c). ``SYM`` (the symmetric path: A is X): W_ij = g_i p_ij w_ij [j not excluded from
     row i] + g_j p_ji w_ij [i not excluded from row j] (p_ji from the same tile: l_ji = l_ij, the products x_i . x_j
     being the forward's). Else the row side alone: the anchors' gradient where the forward kept no accumulator
-    (:func:`soft_cost`). ``COST`` as :func:`_bwd_kernel`'s, each side with its own row's sbar (SB)."""
+    (:func:`soft_cost`). ``COST`` as :func:`_bwd_kernel`'s, each side with its own row's sbar (SB). ``TWO`` ("dot",
+    SYM): the rows' log-sum-exps at two scales c1, c2 of the same products (L2, G2: the second's statistics and
+    incoming gradient), W = c1 W_1 + c2 W_2 (the scales applied here, not by the caller)."""
     if HAS_KS:
         c1 = c1 * tl.load(KS)
+        if TWO:
+            c2 = c2 * tl.load(KS)
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     rmask, a, a_mm, na, e0_r, e1_r = _row_block_jit(A, NX, E, rows, M, D, MODE, K_EXCL, BF16, BM, BD)
     offs_d = tl.arange(0, BD)
@@ -705,6 +762,14 @@ def _self_bwd_kernel(A, X, NX, E, LSE, G, KS, SB, DZ, M, C, n_c, D, c1, c2, qoff
             if COST == 1:
                 p_c = p_c * (1.0 + c1 * (s - tl.load(SB + cols, mask=cmask, other=0.0)[None, :]))
             p = p + p_c
+            if TWO:
+                l2_r = tl.load(L2 + rows, mask=rmask, other=0.0)
+                l2_c = tl.load(L2 + cols, mask=cmask, other=0.0)
+                g2_r = tl.load(G2 + rows, mask=rmask, other=0.0)
+                g2_c = tl.load(G2 + cols, mask=cmask, other=0.0)
+                p2 = (tl.where(v_r, tl.exp(c2 * s - l2_r[:, None]), 0.0) * g2_r[:, None]
+                      + tl.where(v_c, tl.exp(c2 * s - l2_c[None, :]), 0.0) * g2_c[None, :])
+                p = c1 * p + c2 * p2
         if MODE != 0:
             p = p * w
             rsum += tl.sum(p, 1)
@@ -743,9 +808,10 @@ def _kernels(interpreted: bool) -> tuple[Any, Any, Any]:
         fwd, bwd, sym = triton.jit(_fwd_kernel), triton.jit(_bwd_kernel), triton.jit(_self_bwd_kernel)
         if not interpreted:
             configs = [triton.Config({"BM": bm, "BN": bn}, num_warps=w, num_stages=st) for bm, bn, w, st in _CONFIGS]
-            fwd = triton.autotune(configs, key=["D", "DV", "MODE", "K_EXCL", "WANT_O", "HAS_V", "COST", "PREC",
-                                                "BF16"])(fwd)
+            fwd = triton.autotune(configs, key=["D", "DV", "MODE", "K_EXCL", "WANT_O", "HAS_V", "COST", "TWO",
+                                                "PREC", "BF16"])(fwd)
             bwd = triton.autotune(configs, key=["D", "DV", "MODE", "K_EXCL", "HAS_U", "COST", "PREC", "BF16"])(bwd)
-            sym = triton.autotune(configs, key=["D", "MODE", "K_EXCL", "SYM", "HAS_Q", "COST", "PREC", "BF16"])(sym)
+            sym = triton.autotune(configs, key=["D", "MODE", "K_EXCL", "SYM", "HAS_Q", "COST", "TWO", "PREC",
+                                                "BF16"])(sym)
         _jitted[interpreted] = (fwd, bwd, sym)
     return _jitted[interpreted]

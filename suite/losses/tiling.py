@@ -255,12 +255,13 @@ class _RowLSEScales(torch.autograd.Function):
 def row_lse_scales(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, chunk: int,
                    scales: tuple[float, ...], self_scale: float | Tensor | None = None) -> list[Tensor]:
     """For each k of ``scales`` (> 0), the (A,) :func:`row_lse` of the rows of k [anchors @ cands.T | anchors @
-    queue.T], with the exact gradients: on the fused kernels one call per scale where they apply, else one pass of
-    PyTorch tiles for all of them (:class:`_RowLSEScales`)."""
-    first = fused.attempt((anchors, cands, queue), fused.row_lse, anchors, cands, queue, excl, c1=scales[0],
-                          self_scale=self_scale)
-    if first is not None:
-        return [first] + [fused.row_lse(anchors, cands, queue, excl, c1=k, self_scale=self_scale) for k in scales[1:]]
+    queue.T], with the exact gradients: on the fused kernels where they apply
+    (:func:`suite.losses.fused.row_lse_scales`), else one pass of PyTorch tiles for all of them (:class:`_RowLSEScales`).
+    """
+    out = fused.attempt((anchors, cands, queue), fused.row_lse_scales, anchors, cands, queue, excl, scales,
+                        self_scale=self_scale)
+    if out is not None:
+        return out
     pin_malloc_threshold()
     return list(_RowLSEScales.apply(anchors, cands, queue, excl, chunk, tuple(float(k) for k in scales)).unbind(0))
 

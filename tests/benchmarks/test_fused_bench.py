@@ -24,7 +24,7 @@ def test_every_path_runs(name, monkeypatch):
 
     monkeypatch.setattr(tiling, "AUTO_TILE_ELEMENTS", 48 * 8)  # 8 rows per tile at 2N = 48: the bench's tiles, scaled
     calls = []
-    for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf, fused._FusedCost):
+    for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf, fused._FusedCost, fused._FusedSelfTwo):
         monkeypatch.setattr(fn, "apply", lambda *a, apply=fn.apply, f=fn: calls.append(f) or apply(*a))
     paths = [("dense", "auto"), ("tiled", "off"), ("fused", "interpret")]
     for path, mode in paths + ([("fused-general", "general")] if name in fb.GENERAL else []):

@@ -28,14 +28,16 @@ FUSED_CASES = [c for c in CASES if L.loss_class(c[1]).fused_tiles != "no"] + [
 @pytest.fixture
 def calls(monkeypatch):
     """The number of fused kernel calls made (so a test knows the kernels ran, not the PyTorch tiles)."""
-    n = {"fused": 0, "symmetric": 0, "mix": 0, "cost": 0}
-    for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf, fused._FusedMix, fused._FusedCost):
-        def counted(*args, apply=fn.apply, sym=fn is fused._FusedSelf, mix=fn is fused._FusedMix,
-                    cost=fn is fused._FusedCost):
+    n = {"fused": 0, "symmetric": 0, "mix": 0, "cost": 0, "two": 0}
+    for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf, fused._FusedMix, fused._FusedCost,
+               fused._FusedSelfTwo):
+        def counted(*args, apply=fn.apply, sym=fn in (fused._FusedSelf, fused._FusedSelfTwo), mix=fn is fused._FusedMix,
+                    cost=fn is fused._FusedCost, two=fn is fused._FusedSelfTwo):
             n["fused"] += not mix
             n["symmetric"] += sym or (cost and args[-1])  # soft_cost's last argument: its symmetric pass
             n["mix"] += mix
             n["cost"] += cost
+            n["two"] += two
             return apply(*args)
 
         monkeypatch.setattr(fn, "apply", counted)
@@ -133,15 +135,18 @@ SYMMETRIC = {"infonce-all-sym", "dcl-all-sym", "macl-all-sym", "hard_negative-al
 def test_the_simclr_arrangement_takes_the_symmetric_path(calls):
     """Each loss case above whose anchors are [z_a; z_b] (times a scale) against themselves, with no queue, runs the
     symmetric path (three products per tile); the others (one-sided, "cross", a queue) the general one."""
-    took, mixed = {}, set()
+    took, mixed, two = {}, set(), set()
     for tag, name, hp, kind in FUSED_CASES:
-        calls["symmetric"] = calls["mix"] = 0
+        calls["symmetric"] = calls["mix"] = calls["two"] = 0
         with fused.interpret():
             _value_and_grads(L.build(name, chunk_size=4, **hp), kind, _float32(_inputs(F64)))
         took[tag] = calls["symmetric"] > 0
         if calls["mix"]:
             mixed.add(tag)
+        if calls["two"]:  # hard negatives' two scales: one pair of kernels
+            two.add(tag)
     assert {t for t, sym in took.items() if sym} == SYMMETRIC, took
+    assert {t for t, *_ in FUSED_CASES if t.startswith("hard_negative") and t in SYMMETRIC} == two, two
     # X-CLR's target term on the kernels: with its graph as embeddings (not an (N, N) graph, a queue with targets)
     assert mixed == {"xclr-embeddings"}, mixed
 
@@ -170,6 +175,38 @@ def test_symmetric_path_against_float64(mode, k, calls):
     assert calls["symmetric"] == 1
     assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-5)
     assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-5 * float(want.abs().max()))
+
+
+@pytest.mark.parametrize("k", [1.0, 2.5, "tensor"])
+def test_two_scales_share_the_symmetric_kernels(k, calls):
+    """Hard negatives' two log-sum-exps (scales beta and 1 + beta of the same products, fused.row_lse_scales) on the
+    symmetric path: one forward and one backward for both (the "two" kernels), against float64 with exclusions that
+    are not symmetric, independent incoming gradients for the two outputs, a float or device-tensor scale k; three
+    scales (or a queue) take one call per scale."""
+    g = torch.Generator().manual_seed(13)
+    m, d = 37, 20
+    z = torch.nn.functional.normalize(torch.randn(m, d, generator=g, dtype=F64), dim=1)
+    excl = torch.stack([torch.arange(m), (torch.arange(m) + 5) % m])
+    w1, w2 = torch.randn(m, generator=g, dtype=F64), torch.randn(m, generator=g, dtype=F64)
+    kv = 2.5 if k == "tensor" else k
+    scales = (0.4 / 0.07, 1.4 / 0.07)  # hard negatives at beta = 0.4, tau = 0.07
+    z64 = z.clone().requires_grad_()
+    refs = [_reference(z64 * kv, z64, None, excl, "dot", c, 1.0, 0.0) for c in scales]
+    (want,) = torch.autograd.grad((refs[0] * w1 + refs[1] * w2).sum(), z64)
+    z32 = z.float().requires_grad_()
+    scale = torch.tensor(2.5) if k == "tensor" else k
+    with fused.interpret():
+        outs = fused.row_lse_scales(z32 * scale, z32, None, excl, scales, self_scale=scale)
+    (got,) = torch.autograd.grad((outs[0] * w1.float() + outs[1] * w2.float()).sum(), z32)
+    assert calls["two"] == 1 and calls["fused"] == 1
+    for out, ref in zip(outs, refs):
+        assert torch.allclose(out.double(), ref.detach(), rtol=1e-5, atol=1e-5)
+    err = (got.double() - want).abs().max()
+    assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-5 * float(want.abs().max())), err
+    with fused.interpret():
+        fused.row_lse_scales(z32 * scale, z32, None, excl, (*scales, 3.0), self_scale=scale)
+        fused.row_lse_scales(z32 * scale, z32, z32[:3].detach(), excl, scales, self_scale=scale)
+    assert calls["two"] == 1 and calls["fused"] == 1 + 3 + 2
 
 
 def test_symmetric_path_where_it_does_not_apply(calls):
@@ -288,7 +325,8 @@ def test_soft_cost_against_float64(t, arrangement, detach, calls):
     assert calls["cost"] == 1 and calls["symmetric"] == int(same) and not ent.requires_grad
     assert torch.allclose(out.double(), ref.detach(), rtol=1e-5, atol=1e-5)
     # the entropy lse_i - 2 t sbar_i (as the PyTorch tiles form it): two terms of about 2 t, each rounded to float32
-    assert torch.allclose(ent.double(), ref_ent, rtol=1e-5, atol=max(1e-5, 4e-7 * t)), (ent.double() - ref_ent).abs().max()
+    err = (ent.double() - ref_ent).abs().max()
+    assert torch.allclose(ent.double(), ref_ent, rtol=1e-5, atol=max(1e-5, 4e-7 * t)), err
     for a, b in zip(got, want):
         assert torch.allclose(a.double(), b, rtol=1e-4, atol=1e-5 * float(b.abs().max())), (a.double() - b).abs().max()
 

@@ -1,10 +1,10 @@
 """The fused kernels compile for a GPU where there is none: Triton's NVIDIA backend builds them for an H100 (sm_90)
 through ptxas, with no device. The interpreter tests (test_fused.py) check the kernels' arithmetic; what only the
 compiler rejects (a construct the interpreter runs but Triton cannot lower, registers or shared memory past a
-Hopper SM's) would otherwise first fail on a user's GPU, inside a backward. The variants no GPU has run
-yet: the symmetric backward (DCL's and MACL's, CACR's), the rows' backward of CACR's general path, the forward with
-values and a device scale, the backward with rows of values (each compile takes seconds: the other variants were run
-on an H200). Run in a fresh process: one process runs Triton
+Hopper SM's) would otherwise first fail on a user's GPU, inside a backward. The variants no GPU has run yet: the
+symmetric backward (DCL's and MACL's, hard negatives' two scales, CACR's), the rows' backward of CACR's general path,
+the forward with values, a device scale, CACR's cost and the two scales, the backward with rows of values (each
+compile takes seconds: the other variants were run on an H200). Run in a fresh process: one process runs Triton
 either interpreted or compiled."""
 from __future__ import annotations
 
@@ -45,12 +45,16 @@ SCRIPT = textwrap.dedent('''
 
     common = dict(PREC="tf32x3", BF16=0, BM=64, BN=64, BD=128)
     sym = dict(MODE=0, HAS_Q=False, SYM=True)
-    build("sym", K_EXCL=2, HAS_KS=True, COST=0, **sym, **common)  # DCL / MACL's symmetric backward
-    build("sym", K_EXCL=1, HAS_KS=False, COST=1, **sym, **common)  # CACR's symmetric backward
-    build("sym", MODE=0, K_EXCL=1, HAS_KS=False, SYM=False, HAS_Q=True, COST=1, **common)  # CACR's anchors, a queue
+    # DCL / MACL's symmetric backward (a device scale), with hard negatives' two scales in the same compile
+    build("sym", K_EXCL=2, HAS_KS=True, COST=0, TWO=True, **sym, **common)
+    build("sym", K_EXCL=1, HAS_KS=False, COST=1, TWO=False, **sym, **common)  # CACR's symmetric backward
+    build("sym", MODE=0, K_EXCL=1, HAS_KS=False, SYM=False, HAS_Q=True, COST=1, TWO=False,
+          **common)  # CACR's anchors, a queue
     # the forward with values and a device scale, the backward with rows of values (X-CLR's target term), each with
-    # CACR's cost branch too (no loss asks for both at once: one compile covers the branches of each)
-    build("fwd", MODE=0, K_EXCL=1, WANT_O=True, HAS_Q=False, HAS_KS=True, HAS_V=True, COST=True, BDV=64, **common)
+    # CACR's cost branch too, the forward with the two scales' (no loss asks for these at once: one compile covers
+    # the branches of each)
+    build("fwd", MODE=0, K_EXCL=1, WANT_O=True, HAS_Q=False, HAS_KS=True, HAS_V=True, COST=True, TWO=True, BDV=64,
+          **common)
     build("bwd", MODE=0, K_EXCL=1, HAS_Q=False, HAS_U=True, COST=1, BDV=64, **common)
 ''')
 
