@@ -124,20 +124,14 @@ class SimCLRL2(PairLoss):
         """The rows' log-sum-exps as :meth:`_rows` builds them, by :func:`~suite.losses.tiling.row_kernel_lse`:
         every column but the positive (and the self column) from the distance kernel, the positive's exact
         value added with a log-add-exp."""
-        def f(u: Tensor) -> Tensor:  # -sqrt(max(u, eps)) / t, as neg_distances
-            return u.clamp_min(_EPS2).sqrt_().neg_().div_(t)
-
-        def df(u: Tensor) -> Tensor:  # its derivative; none below the floor (as clamp_min's)
-            return u.clamp_min(_EPS2).rsqrt_().mul_(-0.5 / t).mul_(u >= _EPS2)
-
-        kind = ("negdist", 1.0 / t)  # the same f for the fused kernels
+        kind = ("negdist", 1.0 / t)  # -sqrt(max(u, eps)) / t, as neg_distances
         if ps.negatives == "none":
-            return torch.logaddexp(pos, row_kernel_lse(ps.anchors, q, None, None, f, df, chunk, kind))
+            return torch.logaddexp(pos, row_kernel_lse(ps.anchors, q, None, None, kind, chunk))
         excl = torch.stack([c for c in (ps.self_col, ps.pos) if c is not None])  # (k, A) columns left out
         if len(ps.cands) == 1:
-            return torch.logaddexp(pos, row_kernel_lse(ps.anchors, ps.cands[0], q, excl, f, df, chunk, kind,
+            return torch.logaddexp(pos, row_kernel_lse(ps.anchors, ps.cands[0], q, excl, kind, chunk,
                                                        ps.self_scale))
         n = ps.n_local  # "cross", symmetric: rows [0, N) against z_b, rows [N, 2N) against z_a
         rows = [slice(h * n, (h + 1) * n) for h in range(len(ps.cands))]
-        return torch.logaddexp(pos, torch.cat([row_kernel_lse(ps.anchors[r], c, q, excl[:, r], f, df, chunk, kind)
+        return torch.logaddexp(pos, torch.cat([row_kernel_lse(ps.anchors[r], c, q, excl[:, r], kind, chunk)
                                                for r, c in zip(rows, ps.cands)]))

@@ -110,8 +110,10 @@ class _RowLSE(torch.autograd.Function):
         dc = torch.zeros_like(cands) if uniform and need_c else None
         dq = torch.zeros_like(queue) if uniform and need_q else None
         c = cands.shape[0]
+        x = _columns(cands, queue)
+        work = _tile_buffers(1, chunk, anchors, x.shape[0])
         for s, e in _spans(anchors.shape[0], chunk):
-            sim = _tile_logits(anchors, cands, queue, excl, s, e)
+            sim = _tile_logits(anchors, x, excl, s, e, work[0])
             if not (need_a or need_c or need_q):
                 lse[s:e] = torch.logsumexp(sim, dim=1)
                 continue
@@ -136,12 +138,13 @@ class _RowLSE(torch.autograd.Function):
             return da, None if dc is None else dc * g[0], None if dq is None else dq * g[0], None, None, None
         dc = torch.zeros_like(cands) if need_c else None
         dq = torch.zeros_like(queue) if need_q else None
+        work = _tile_buffers(1, ctx.chunk, anchors, cands.shape[0]) if dc is not None else [None]
         for s, e in _spans(anchors.shape[0], ctx.chunk):  # only the columns a gradient is wanted for
-            a, w = anchors[s:e], lse[s:e, None]
+            a, w, gi = anchors[s:e], lse[s:e, None], g[s:e, None]
             if dc is not None:
-                dc.addmm_((torch.exp(_tile_logits(anchors, cands, None, excl, s, e) - w) * g[s:e, None]).T, a)
+                dc.addmm_(_tile_logits(anchors, cands, excl, s, e, work[0]).sub_(w).exp_().mul_(gi).T, a)
             if dq is not None:
-                dq.addmm_((torch.exp(a @ queue.T - w) * g[s:e, None]).T, a)
+                dq.addmm_((a @ queue.T).sub_(w).exp_().mul_(gi).T, a)
         return da, dc, dq, None, None, None
 
 
@@ -159,13 +162,24 @@ def _accumulate(p: Tensor, a: Tensor, cands: Tensor, queue: Tensor | None, da: T
         dq.addmm_(p[:, c:].T, a)
 
 
-def _tile_logits(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, s: int, e: int) -> Tensor:
-    """Rows [s, e) of [anchors @ cands.T | anchors @ queue.T], -inf at ``excl[:, s:e]`` (k, A) columns."""
+def _tile_logits(anchors: Tensor, x: Tensor, excl: Tensor | None, s: int, e: int, out: Tensor | None = None
+                 ) -> Tensor:
+    """Rows [s, e) of anchors @ x.T (x: the columns, [cands; queue] from :func:`_columns`), -inf at ``excl[:, s:e]``
+    (k, A) candidate columns; into the first rows of ``out`` where given (a tile buffer of :func:`_tile_buffers`)."""
     a = anchors[s:e]
-    sim = _exclude(a @ cands.T, excl, s, e)
-    if queue is not None:
-        sim = torch.cat([sim, a @ queue.T], dim=1)
-    return sim
+    return _exclude(a @ x.T if out is None else torch.mm(a, x.T, out=out[: e - s]), excl, s, e)
+
+
+def _columns(cands: Tensor, queue: Tensor | None) -> Tensor:
+    """The columns [cands; queue] of a pass over the tiles, made once for all of them."""
+    return cands if queue is None else torch.cat([cands, queue])
+
+
+def _tile_buffers(k: int, rows: int, like: Tensor, cols: int) -> list[Tensor]:
+    """``k`` tile buffers (``rows`` x ``cols``, at most ``like``'s rows) for one pass over the tiles, reused tile
+    after tile: under :func:`~suite.memory.pin_malloc_threshold` each new tile-sized tensor is fresh pages from the
+    OS, about as costly as an elementwise pass over it (a third of InfoNCE's tiles' time, as a new tensor per tile)."""
+    return [torch.empty(min(rows, like.shape[0]), cols, dtype=like.dtype, device=like.device) for _ in range(k)]
 
 
 def _exclude(sim: Tensor, excl: Tensor | None, s: int, e: int) -> Tensor:
@@ -224,12 +238,14 @@ class _RowLSEScales(torch.autograd.Function):
     def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, chunk: int,
                 scales: tuple[float, ...]) -> Tensor:
         out = torch.empty(len(scales), anchors.shape[0], dtype=anchors.dtype, device=anchors.device)
+        x = _columns(cands, queue)
+        work = _tile_buffers(2, chunk, anchors, x.shape[0])
         for s, e in _spans(anchors.shape[0], chunk):
-            sim = _tile_logits(anchors, cands, queue, excl, s, e)
+            sim = _tile_logits(anchors, x, excl, s, e, work[0])
             mx = sim.amax(1, keepdim=True)
             d = sim.sub_(mx)  # max k s = k max s (k > 0)
             for j, k in enumerate(scales):
-                out[j, s:e] = k * mx[:, 0] + torch.mul(d, k).exp_().sum(1).log_()
+                out[j, s:e] = k * mx[:, 0] + torch.mul(d, k, out=work[1][: e - s]).exp_().sum(1).log_()
         ctx.save_for_backward(anchors, cands, queue, excl, out)
         ctx.chunk, ctx.scales = chunk, scales
         return out
@@ -241,11 +257,14 @@ class _RowLSEScales(torch.autograd.Function):
         da = torch.zeros_like(anchors) if need_a else None
         dc = torch.zeros_like(cands) if need_c else None
         dq = torch.zeros_like(queue) if need_q and queue is not None else None
+        x = _columns(cands, queue)
+        work = _tile_buffers(3, ctx.chunk, anchors, x.shape[0])
         for s, e in _spans(anchors.shape[0], ctx.chunk):
-            sim = _tile_logits(anchors, cands, queue, excl, s, e)
+            sim = _tile_logits(anchors, x, excl, s, e, work[0])
             w: Tensor | None = None
-            for j, k in enumerate(ctx.scales):
-                p = torch.mul(sim, k).sub_(out[j, s:e, None]).exp_().mul_(k * g[j, s:e, None])
+            for j, k in enumerate(ctx.scales):  # the first scale's weights in buffer 1, the others' in 2, added
+                p = torch.mul(sim, k, out=work[1 if w is None else 2][: e - s])
+                p.sub_(out[j, s:e, None]).exp_().mul_(k * g[j, s:e, None])
                 w = p if w is None else w.add_(p)
             assert w is not None
             _accumulate(w, anchors[s:e], cands, queue, da, dc, dq, s, e, cands.shape[0])
@@ -348,20 +367,28 @@ def pair_kernel_lse(e: Tensor, kind: Kind, queue: Tensor | None = None, chunk: i
 
 class _RowKernelLSE(torch.autograd.Function):
     """logsumexp over the columns of [f(U_c) (excluded entries -inf) | f(U_q)], U the squared distances
-    ||a_i - x_j||^2 of the anchors to the candidates and the queue, by row tiles: :class:`_RowLSE` for a
-    log-kernel of the distance instead of the product (SimCLR with -l2 similarity). The forward keeps only
-    the (A,) row log-sum-exps; the backward recomputes each tile and, with W = exp(f(U) - lse) * g * f'(U),
-    forms d a_i = 2 (a_i sum_j W_ij - (W @ x)_i) and d c_j = 2 (c_j sum_i W_ij - (W^T a)_j); the queue gets
-    none. Products per tile: 1 forward, 3 backward."""
+    ||a_i - x_j||^2 of the anchors to the candidates and the queue, f(u) = -c1 sqrt(max(u, eps)) (the "negdist"
+    kernel: SimCLR with -l2 similarity), by row tiles: :class:`_RowLSE` for a log-kernel of the distance instead of
+    the product. The forward keeps only the (A,) row log-sum-exps; the backward recomputes each tile and, with
+    W = exp(f(U) - lse) * g * f'(U), f'(u) = -c1 / (2 sqrt(u)) (0 below the floor, as the clamp's), forms
+    d a_i = 2 (a_i sum_j W_ij - (W @ x)_i) and d c_j = 2 (c_j sum_i W_ij - (W^T a)_j); the queue gets none. Products
+    per tile: 1 forward, 3 backward. Each tile is worked in place, in one tile buffer in the forward and two in the
+    backward made once per pass (a new tile-sized tensor is fresh pages from the OS under
+    :func:`~suite.memory.pin_malloc_threshold`, about as costly as an elementwise pass: with new tensors per tile and
+    per step these tiles took 3.0x InfoNCE's time on the CPU at 2N = 4,096, 1.8x with the buffers)."""
 
     @staticmethod
-    def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None,
-                f: Callable[[Tensor], Tensor], df: Callable[[Tensor], Tensor], chunk: int) -> Tensor:
+    def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, c1: float,
+                chunk: int) -> Tensor:
         lse = torch.empty(anchors.shape[0], dtype=anchors.dtype, device=anchors.device)
+        x = _columns(cands, queue)
+        sq, work = (x * x).sum(1), _tile_buffers(1, chunk, anchors, x.shape[0])
         for s, e in _spans(anchors.shape[0], chunk):
-            lse[s:e] = torch.logsumexp(_distance_logits(anchors, cands, queue, excl, f, s, e)[0], dim=1)
+            lg = _distance_logits(anchors, x, sq, excl, c1, s, e, work)[0]
+            mx = lg.amax(1, keepdim=True).nan_to_num_(0.0, 0.0, 0.0)  # a row with every column left out: -inf
+            lse[s:e] = lg.sub_(mx).exp_().sum(1).log_().add_(mx[:, 0])
         ctx.save_for_backward(anchors, cands, queue, excl, lse)
-        ctx.f, ctx.df, ctx.chunk = f, df, chunk
+        ctx.c1, ctx.chunk = c1, chunk
         return lse
 
     @staticmethod
@@ -371,10 +398,14 @@ class _RowKernelLSE(torch.autograd.Function):
         da = torch.zeros_like(anchors) if need_a else None
         dc = torch.zeros_like(cands) if need_c else None
         c = cands.shape[0]
+        # a row with every entry excluded (lse -inf) has no gradient: its weights exp(-inf - 0) are 0, not nan
+        safe = torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)
+        gs = g * (-0.5 * ctx.c1)  # f'(u) = -c1 / (2 r), r = sqrt(max(u, eps))
+        x = _columns(cands, queue)
+        sq, work = (x * x).sum(1), _tile_buffers(2, ctx.chunk, anchors, x.shape[0])
         for s, e in _spans(anchors.shape[0], ctx.chunk):
-            logits, u = _distance_logits(anchors, cands, queue, excl, ctx.f, s, e)
-            # a row with every entry excluded (lse -inf) has no gradient: exp(-inf - -inf) is nan
-            w = logits.sub_(lse[s:e, None]).exp_().nan_to_num_(0.0).mul_(g[s:e, None]).mul_(ctx.df(u))
+            w, r = _distance_logits(anchors, x, sq, excl, ctx.c1, s, e, work, keep_root=True)
+            w = w.sub_(safe[s:e, None]).exp_().div_(r).mul_(gs[s:e, None])
             a = anchors[s:e]
             if da is not None:
                 da[s:e] = 2.0 * (w.sum(1, keepdim=True) * a - w[:, :c] @ cands)
@@ -383,34 +414,41 @@ class _RowKernelLSE(torch.autograd.Function):
             if dc is not None:
                 wc = w[:, :c]
                 dc.addmm_(wc.T, a, alpha=-2.0).add_(2.0 * wc.sum(0)[:, None] * cands)
-        return da, dc, None, None, None, None, None
+        return da, dc, None, None, None, None
 
 
-def _distance_logits(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None,
-                     f: Callable[[Tensor], Tensor], s: int, e: int) -> tuple[Tensor, Tensor]:
-    """(logits, squared distances) of rows [s, e): f(||a_i - x_j||^2) against [cands; queue], -inf at the
-    ``excl[:, s:e]`` (k, A) candidate columns."""
+def _distance_logits(anchors: Tensor, x: Tensor, sq: Tensor, excl: Tensor | None, c1: float, s: int, e: int,
+                     work: list[Tensor], keep_root: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Rows [s, e) of -c1 sqrt(max(||a_i - x_j||^2, eps)) against the columns x ([cands; queue], squared norms
+    ``sq``), -inf at the ``excl[:, s:e]`` (k, A) candidate columns, in the tile buffers ``work`` (one, or two with
+    ``keep_root``: made once per pass over the tiles, each new tile-sized tensor being fresh pages from the OS under
+    the pinned mmap threshold). With ``keep_root`` (the backward), also the roots r (the distances), and the entries
+    whose squared distance fell to the floor or below are taken at an infinite distance: they get no gradient (as
+    the clamp's), their weight exp(-inf) and W = w / r both 0."""
     a = anchors[s:e]
-    u = sq_distances(a, cands) if queue is None else torch.cat([sq_distances(a, cands), sq_distances(a, queue)], 1)
-    return _exclude(f(u), excl, s, e), u
+    u = torch.addmm((a * a).sum(1, keepdim=True), a, x.T, alpha=-2.0, out=work[0][: e - s]).add_(sq[None])
+    if keep_root:  # as sq_distances, the columns' norms taken once
+        r = torch.nn.functional.threshold_(u, fused._EPS2, float("inf")).sqrt_()
+        return _exclude(torch.mul(r, -c1, out=work[1][: e - s]), excl, s, e), r
+    return _exclude(u.clamp_min_(fused._EPS2).sqrt_().mul_(-c1), excl, s, e), None
 
 
-def row_kernel_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None,
-                   f: Callable[[Tensor], Tensor], df: Callable[[Tensor], Tensor], chunk: int = 1024,
-                   kind: Kind | None = None, self_scale: float | None = None) -> Tensor:
+def row_kernel_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, kind: Kind,
+                   chunk: int = 1024, self_scale: float | None = None) -> Tensor:
     """(A,) logsumexp_j of the rows of [f(||a_i - c_j||^2) (entries ``excl`` (k, A) set to -inf) |
     f(||a_i - q_m||^2)] in row tiles of ``chunk``, with the exact gradient (memory O((A + C) d + chunk x C)).
-    ``queue`` gets no gradient. ``f`` returns a new tensor (it may not alias its input); ``df`` is its
-    derivative, 0 where ``f`` is flat. ``kind``: ``f`` as a mode of the fused kernels (see :func:`pair_kernel_lse`);
-    ``self_scale``: as :func:`row_lse`'s."""
-    if kind is not None:
-        out = fused.attempt((anchors, cands, queue), fused.row_lse, anchors, cands,
-                            None if queue is None else queue.detach(), excl, mode=kind[0], c1=kind[1],
-                            c2=kind[2] if len(kind) > 2 else 1.0, self_scale=self_scale)
-        if out is not None:
-            return out
+    ``queue`` gets no gradient. ``kind``: the log-kernel f as a mode of the fused kernels, ``("negdist", c1)`` for
+    -c1 sqrt(max(u, 1e-24)) (SimCLR with -l2 similarity; the PyTorch tiles take this one); ``self_scale``: as
+    :func:`row_lse`'s."""
+    if kind[0] != "negdist":
+        raise ValueError(f"row_kernel_lse's PyTorch tiles take the 'negdist' kernel, got {kind[0]!r}")
+    out = fused.attempt((anchors, cands, queue), fused.row_lse, anchors, cands,
+                        None if queue is None else queue.detach(), excl, mode=kind[0], c1=kind[1],
+                        c2=kind[2] if len(kind) > 2 else 1.0, self_scale=self_scale)
+    if out is not None:
+        return out
     pin_malloc_threshold()
-    return _RowKernelLSE.apply(anchors, cands, None if queue is None else queue.detach(), excl, f, df, chunk)
+    return _RowKernelLSE.apply(anchors, cands, None if queue is None else queue.detach(), excl, float(kind[1]), chunk)
 
 
 class _SoftminCost(torch.autograd.Function):
