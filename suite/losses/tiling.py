@@ -462,10 +462,15 @@ class _SoftminCost(torch.autograd.Function):
                 detach: bool, chunk: int) -> tuple[Tensor, Tensor]:
         lse = torch.empty(q.shape[0], dtype=q.dtype, device=q.device)
         dbar = torch.empty_like(lse)
+        x = _columns(cands, queue)
+        work = _tile_buffers(2, chunk, q, x.shape[0])
         for s, e in _spans(q.shape[0], chunk):
-            d, logits, _ = _cost_tile(q, cands, queue, excl, t, s, e)
-            lse[s:e] = torch.logsumexp(logits, 1)
-            dbar[s:e] = (torch.exp(logits - lse[s:e, None]) * d).sum(1)
+            d, logits, _ = _cost_tile(q, x, excl, t, s, e, work)
+            mx = logits.amax(1, keepdim=True)
+            p = logits.sub_(mx).exp_()  # in place: the softmax's numerators
+            tot = p.sum(1)
+            lse[s:e] = mx[:, 0] + tot.log()
+            dbar[s:e] = p.mul_(d).sum(1).div_(tot)
         ctx.save_for_backward(q, cands, queue, excl, lse, dbar)
         ctx.t, ctx.detach, ctx.chunk = t, detach, chunk
         ent = ctx.t * dbar + lse  # H(w_i) = -sum w log w = t D_i + lse_i
@@ -478,11 +483,13 @@ class _SoftminCost(torch.autograd.Function):
         dq = torch.zeros_like(q) if ctx.needs_input_grad[0] else None
         dc = torch.zeros_like(cands) if ctx.needs_input_grad[1] else None
         c = cands.shape[0]
+        x = _columns(cands, queue)
+        work = _tile_buffers(2, ctx.chunk, q, x.shape[0])
         for s, e in _spans(q.shape[0], ctx.chunk):
-            d, logits, live = _cost_tile(q, cands, queue, excl, ctx.t, s, e)
-            w = torch.exp(logits - lse[s:e, None])
-            coef = -w if ctx.detach else w * (ctx.t * (d - dbar[s:e, None]) - 1.0)
-            gd = coef * live * g[s:e, None]  # d loss / d d_ij (clamped costs have no gradient)
+            d, logits, dead = _cost_tile(q, x, excl, ctx.t, s, e, work, want_dead=True)
+            w = logits.sub_(lse[s:e, None]).exp_()  # in place, as the tiles' buffers below
+            coef = w.neg_() if ctx.detach else d.sub_(dbar[s:e, None]).mul_(ctx.t).sub_(1.0).mul_(w)
+            gd = coef.mul_(g[s:e, None]).masked_fill_(dead, 0.0)  # d loss / d d_ij (clamped costs: none)
             if dq is not None:
                 dq[s:e] = -2.0 * (gd[:, :c] @ cands)
                 if queue is not None:
@@ -492,21 +499,20 @@ class _SoftminCost(torch.autograd.Function):
         return dq, dc, None, None, None, None, None
 
 
-def _cost_tile(q: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, t: float, s: int, e: int
-               ) -> tuple[Tensor, Tensor, Tensor]:
-    """(costs with the excluded entry 0, logits -t d with it -inf, unclamped mask) of rows [s, e)."""
+def _cost_tile(q: Tensor, x: Tensor, excl: Tensor | None, t: float, s: int, e: int, work: list[Tensor],
+               want_dead: bool = False) -> tuple[Tensor, Tensor, Tensor | None]:
+    """(costs with the excluded entry 0, logits -t d with it -inf, and with ``want_dead`` where the cost was clamped
+    at 0) of rows [s, e) against the columns x ([cands; queue]), in the two tile buffers ``work``."""
     a = q[s:e]
-    raw = 2.0 - 2.0 * (a @ cands.T)
-    if queue is not None:
-        raw = torch.cat([raw, 2.0 - 2.0 * (a @ queue.T)], 1)
-    live = raw > 0
-    d = raw.clamp_min(0.0)
-    logits = -t * d
+    raw = torch.mm(a, x.T, out=work[0][: e - s]).mul_(-2.0).add_(2.0)
+    dead = raw <= 0 if want_dead else None
+    d = raw.clamp_min_(0.0)
+    logits = torch.mul(d, -t, out=work[1][: e - s])
     if excl is not None:
         k = torch.arange(e - s, device=a.device)
         logits[k, excl[s:e]] = float("-inf")
         d[k, excl[s:e]] = 0.0
-    return d, logits, live
+    return d, logits, dead
 
 
 def softmin_cost(q: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, t: float, detach: bool,
