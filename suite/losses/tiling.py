@@ -275,8 +275,8 @@ def row_lse_scales(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: T
                    scales: tuple[float, ...], self_scale: float | Tensor | None = None) -> list[Tensor]:
     """For each k of ``scales`` (> 0), the (A,) :func:`row_lse` of the rows of k [anchors @ cands.T | anchors @
     queue.T], with the exact gradients: on the fused kernels where they apply
-    (:func:`suite.losses.fused.row_lse_scales`), else one pass of PyTorch tiles for all of them (:class:`_RowLSEScales`).
-    """
+    (:func:`suite.losses.fused.row_lse_scales`), else one pass of PyTorch tiles for all of them
+    (:class:`_RowLSEScales`)."""
     out = fused.attempt((anchors, cands, queue), fused.row_lse_scales, anchors, cands, queue, excl, scales,
                         self_scale=self_scale)
     if out is not None:
@@ -312,21 +312,24 @@ class _PairKernelLSE(torch.autograd.Function):
         total = torch.zeros((), dtype=e.dtype, device=e.device)  # sum of w, against ``big``
         big = torch.full((), float("-inf"), dtype=e.dtype, device=e.device)  # running max of f (no host read)
         ref: Tensor | None = None  # Cauchy: the least v so far, where f is largest
+        work = _tile_buffers(2, chunk, e, x.shape[0])
         for i, (s, t) in enumerate(_spans(m, chunk)):
             k = torch.arange(t - s, device=e.device)
             if cauchy:
                 c, a = kind[1], kind[2]
-                v = torch.addmm(sq[s:t, None] + a, e[s:t], x.T, alpha=-2.0).add_(sq[None])  # a + u
+                v = torch.addmm(sq[s:t, None] + a, e[s:t], x.T, alpha=-2.0, out=work[0][: t - s])
+                v.add_(sq[None])  # a + u
                 v.clamp_min_(a)[k, k + s] = float("inf")  # the own pair: w = 0
                 ref = v.amin() if ref is None else torch.minimum(ref, v.amin())
                 new = -c * torch.log1p((ref - a) / a)
-                w = torch.div(ref, v).pow_(c)
+                w = torch.div(ref, v, out=work[1][: t - s]).pow_(c)
             else:
                 c = kind[1]
-                lg = torch.addmm(sq[s:t, None] * -c, e[s:t], x.T, alpha=2.0 * c).sub_(sq[None], alpha=c)  # -t u
+                lg = torch.addmm(sq[s:t, None] * -c, e[s:t], x.T, alpha=2.0 * c, out=work[0][: t - s])
+                lg.sub_(sq[None], alpha=c)  # -t u
                 lg.clamp_max_(0.0)[k, k + s] = float("-inf")
                 new = torch.maximum(big, lg.amax())
-                w = torch.sub(lg, new).exp_()
+                w = torch.sub(lg, new, out=work[1][: t - s]).exp_()
             if i:  # rescale what was summed against the old maximum
                 scale = torch.where(new > big, torch.exp(big - new), torch.ones_like(big))
                 total.mul_(scale)
