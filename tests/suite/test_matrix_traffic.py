@@ -17,7 +17,8 @@ from suite.losses.checks import DeferredChecks, deferred
 
 N2 = 2048  # 2N: big enough that the (2N, d = 128) inputs stay under the (2N)^2 / 8 bar
 MOVES_NOTHING = {"detach", "t", "alias", "permute", "as_strided", "view", "expand", "_unsafe_view", "slice", "select",
-                 "transpose", "unsqueeze", "squeeze", "new_empty_strided", "index_put", "index_put_"}
+                 "transpose", "unsqueeze", "squeeze", "new_empty_strided", "index_put", "index_put_", "empty",
+                 "empty_strided", "new_empty"}  # (an empty tensor is allocated, not written)
 
 
 class MatrixTraffic(TorchDispatchMode):
@@ -29,8 +30,8 @@ class MatrixTraffic(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        if func.__name__.split(".")[0] not in MOVES_NOTHING:
-            ts = tree_flatten((args, kwargs))[0] + tree_flatten(out)[0]
+        if func.__name__.split(".")[0] not in MOVES_NOTHING:  # an out= buffer is written (the output), not read
+            ts = tree_flatten((args, {k: v for k, v in (kwargs or {}).items() if k != "out"}))[0] + tree_flatten(out)[0]
             self.total += sum(t.numel() for t in ts if isinstance(t, torch.Tensor) and t.numel() >= self.big) / self.unit
         return out
 
