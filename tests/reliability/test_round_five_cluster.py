@@ -272,10 +272,11 @@ def test_slurm_refusing_a_submission(slurm, data, tmp_path):
 
 
 def test_slurm_controller_down_mid_run(slurm, data, tmp_path):
-    """the SLURM controller goes down (SIGTERM) for 25 s while a submitted job runs, then is started again -> the
+    """the SLURM controller goes down (SIGTERM) for 45 s while a submitted job runs, then is started again -> the
     runner says once, in one line, that the controller does not answer (squeue's reason) and that it keeps following
     the jobs; the job finishes on its node; the runner ends with it finished (exit 0), one run row (it waited without
-    a word: a runner that looked hung)"""
+    a word: a runner that looked hung). (45 s: with 25 s, one CI run's runner never had squeue report the outage,
+    polling each second, so squeue's own wait for the controller can outlast a short one.)"""
     env, base, restart = slurm
     db = tmp_path / "r.sqlite"
     suite = _suite(tmp_path, "pause", [_tu(data, "runs/{job}", epochs=6)])
@@ -289,7 +290,7 @@ def test_slurm_controller_down_mid_run(slurm, data, tmp_path):
             time.sleep(0.2)
         os.kill(int((base / "slurmctld.pid").read_text()), signal.SIGTERM)
         try:
-            time.sleep(25)
+            time.sleep(45)
         finally:
             restart()
         out, err = p.communicate(timeout=180)
