@@ -72,9 +72,11 @@ class LossResult:
     error: str = ""
 
 
-# tiled paths beside each loss's own: X-CLR's graph as embeddings (its target term on the kernels' values path), and
-# the kernels' general path (fused.use("general")) where the symmetric one runs by default
-EXTRA_PATHS = (("xclr", "tiled-embeddings"), ("infonce", "tiled-general"), ("tsimclr", "tiled-general"))
+# tiled paths beside each loss's own: X-CLR's graph as embeddings (its target term on the kernels' values path),
+# InfoNCE's "cross" arrangement on both sides (the kernels' pair path), and the kernels' general path
+# (fused.use("general")) where the symmetric or pair one runs by default
+EXTRA_PATHS = (("xclr", "tiled-embeddings"), ("infonce", "tiled-cross"), ("infonce", "tiled-general"),
+               ("tsimclr", "tiled-general"), ("cmc", "tiled-general"))
 
 
 def check_losses(device: torch.device, n: int = 32, d: int = 16, rtol: float = 1e-4, atol: float = 1e-6) -> list[LossResult]:
@@ -93,9 +95,10 @@ def check_losses(device: torch.device, n: int = 32, d: int = 16, rtol: float = 1
             args, extra = _loss_inputs(L.loss_class(name), n, d, gen)
             if path == "tiled-embeddings":
                 extra = {"similarity_embeddings": torch.randn(n, 5, generator=gen)}
-            v_cpu, g_cpu = _value_and_grads(L.build(name, chunk_size=chunk), args, extra, torch.device("cpu"))
+            hp = {"negatives": "cross"} if path == "tiled-cross" else {}
+            v_cpu, g_cpu = _value_and_grads(L.build(name, chunk_size=chunk, **hp), args, extra, torch.device("cpu"))
             with fused.use("general") if path == "tiled-general" else contextlib.nullcontext():
-                v_dev, g_dev = _value_and_grads(L.build(name, chunk_size=chunk), args, extra, device)
+                v_dev, g_dev = _value_and_grads(L.build(name, chunk_size=chunk, **hp), args, extra, device)
             pairs = [(v_dev, v_cpu), *zip(g_dev, g_cpu)]
             rel = max(float(((a - b).abs() / (b.abs() + atol / rtol)).max()) for a, b in pairs)
             ok = all(torch.allclose(a, b, rtol=rtol, atol=atol) for a, b in pairs)

@@ -4,8 +4,8 @@ the registry (task ``loss-bench-gpu``) for the GPU section of ``benchmarks/resul
     python -m benchmarks.measurements.fused_bench [--sizes 8192,32768,131072,1048576] [--budget-s 300]
 
 For every loss whose tiled path takes the kernels (``fused_tiles`` yes or part) and each 2N: the dense path, the
-PyTorch tiles (``SUITE_FUSED=off``), and the kernels in fp32 and bf16 (InfoNCE in tf32 too), d = 128; InfoNCE and
-t-SimCLR also on the kernels' general path (``fused-general``: without the symmetric path); beside them Inf-CL's kernel
+PyTorch tiles (``SUITE_FUSED=off``), and the kernels in fp32 and bf16 (InfoNCE in tf32 too), d = 128; InfoNCE,
+t-SimCLR and CMC also on the kernels' general path (``fused-general``: without the symmetric and pair paths); beside them Inf-CL's kernel
 (``inf_cl.cal_flash_loss``, where the package is installed: it is run, not copied) on the same 2N x 2N problem, and the
 FLOP floor at the rate this device reaches in a large matrix product of each precision (measured here, cuBLAS). At
 1,048,576 only the kernels run (one call each): InfoNCE in every precision, the other losses (X-CLR with its graph as
@@ -37,7 +37,7 @@ D = 128
 SIZES = (8192, 32768, 131072, 1048576)
 PRECISIONS = ("fp32", "tf32", "bf16")
 HUGE = 1048576
-GENERAL = ("infonce", "tsimclr")  # measured on the general path too: a dot and a distance kernel
+GENERAL = ("infonce", "tsimclr", "cmc")  # measured on the general path too: a dot and a distance kernel, view pairs
 MODE_OF_PATH = {"tiled": "off", "fused-general": "general"}  # fused.use's mode per path (else "auto")
 
 

@@ -19,7 +19,7 @@ from torch import Tensor
 from suite.losses.base import ContrastiveLoss, register_loss
 from suite.losses.checks import as_views, check_positive, check_queue
 from suite.losses.core import gather_views, normalize, row_logsumexp
-from suite.losses.tiling import row_lse_sum
+from suite.losses.tiling import row_lse_pair, row_lse_sum
 
 
 @register_loss("cmc")
@@ -46,8 +46,15 @@ class CMC(ContrastiveLoss):
             # unbind, not views[a]: one gradient buffer per view, not a (V, N, d) one per pair in the backward
             vs = views.unbind(0)
             gs = vs if gviews is views else gviews.unbind(0)
-            lse = torch.stack([row_lse_sum(vs[a], [gs[b] for b in range(v) if b != a], qn, chunk, scale=1.0 / t)
-                               for a in range(v)]).sum()
+            # one rank, no queue: each view pair's two directions from the same products (the fused kernels' pair
+            # path; None on the PyTorch tiles)
+            both = [row_lse_pair(vs[a], vs[b], scale=1.0 / t) for a in range(v) for b in range(a + 1, v)] if (
+                qn is None and gs is vs) else []
+            if both and both[0] is not None:
+                lse = torch.stack([x.sum() + y.sum() for x, y in filter(None, both)]).sum()
+            else:
+                lse = torch.stack([row_lse_sum(vs[a], [gs[b] for b in range(v) if b != a], qn, chunk, scale=1.0 / t)
+                                   for a in range(v)]).sum()
             # the positives' sum by unordered view pairs: an (N, d) gradient each in the backward, where the (V N, V)
             # einsum's makes two of (V, N, d)
             pos_sum = torch.stack([(vs[a] * vs[b]).sum() for a in range(v) for b in range(a + 1, v)]).sum()

@@ -102,7 +102,9 @@ class PairSetup(NamedTuple):
     n_local: int
     negatives: str
     cand: Tensor | None  # negatives="all": the (2M, d) candidates
-    self_scale: float | Tensor | None = None  # anchors = self_scale * cands[0] (symmetric, one rank, no gradient to it)
+    # symmetric, one rank, no gradient to it: anchors = self_scale * cands[0] ("all"), self_scale * [cands[1];
+    # cands[0]] ("cross": z_a, z_b)
+    self_scale: float | Tensor | None = None
 
     @property
     def n_rows(self) -> int:
@@ -140,7 +142,10 @@ def pair_setup(z_a: Tensor, z_b: Tensor, *, negatives: str = "all", symmetric: b
     if negatives == "cross":
         cands = (sd.gather(z_b), sd.gather(z_a)) if symmetric else (sd.gather(z_b),)
         pos = off + ar
-        return PairSetup(anchors, cands, qn, torch.cat([pos, pos]) if symmetric else pos, None, None, n, negatives, None)
+        # one rank, symmetric: the anchors are scale x [z_a; z_b] (the fused kernels' pair path)
+        mine = symmetric and not sd.is_distributed() and not (isinstance(scale, Tensor) and scale.requires_grad)
+        return PairSetup(anchors, cands, qn, torch.cat([pos, pos]) if symmetric else pos, None, None, n, negatives,
+                         None, scale if mine else None)
     if negatives == "none":
         if queue is None:
             raise ValueError('negatives="none" needs a queue of negatives (queue=(Q, d))')
@@ -191,36 +196,54 @@ def pair_lse(ps: PairSetup, chunk: int, *, exclude_positive: bool = False, unifo
     ``uniform``: the caller averages the rows with equal weights (the gradient is then formed in the
     forward, ``row_lse(uniform=True)``; exact either way). ``scale``: of the similarities (hard negatives' (1 + beta)),
     applied by the row reduction without a scaled copy of the anchors."""
-    from suite.losses.tiling import row_lse
+    from suite.losses.tiling import row_lse, row_lse_pair
 
     if ps.negatives == "none":
         lse_q = row_lse(ps.anchors, ps.queue, None, None, chunk, uniform=uniform and exclude_positive, scale=scale)
         return lse_q if exclude_positive else torch.logaddexp(scale * ps.pos_sim, lse_q)
     return _arranged(ps, exclude_positive,
                      lambda a, c, ex, k: [row_lse(a, c, ps.queue, ex, chunk, uniform=uniform, scale=scale,
-                                                  self_scale=k)])[0]
+                                                  self_scale=k)],
+                     lambda z_a, z_b, ex, k: _both(row_lse_pair(z_a, z_b, ex, scale=scale, self_scale=k)))[0]
 
 
 def pair_lse_scales(ps: PairSetup, chunk: int, scales: tuple[float, ...]) -> list[Tensor]:
     """For each k of ``scales`` (> 0), the (A,) log-sum-exp over each anchor's negatives (self and positive left out)
     of k times the scaled similarities, all from one pass of row tiles (:func:`suite.losses.tiling.row_lse_scales`;
     hard negatives' beta s / t and (1 + beta) s / t): the (A, C) matrix never exists."""
-    from suite.losses.tiling import row_lse_scales
+    from suite.losses.tiling import row_lse_pair, row_lse_scales
 
     if ps.negatives == "none":
         return row_lse_scales(ps.anchors, ps.queue, None, None, chunk, scales)
-    return _arranged(ps, True, lambda a, c, ex, k: row_lse_scales(a, c, ps.queue, ex, chunk, scales, k))
+
+    def pair(z_a: Tensor, z_b: Tensor, ex: Tensor | None, k: Any) -> list[Tensor] | None:
+        outs = [_both(row_lse_pair(z_a, z_b, ex, scale=c, self_scale=k)) for c in scales]  # one pair path per scale
+        return None if outs[0] is None else [o[0] for o in outs if o is not None]
+
+    return _arranged(ps, True, lambda a, c, ex, k: row_lse_scales(a, c, ps.queue, ex, chunk, scales, k), pair)
+
+
+def _both(sides: tuple[Tensor, Tensor] | None) -> list[Tensor] | None:
+    """(lse of the rows of z_a, of z_b) -> [the (2N,) rows in the arrangement's order], or None."""
+    return None if sides is None else [torch.cat(sides)]
 
 
 def _arranged(ps: PairSetup, exclude_positive: bool,
-              rows: Callable[[Tensor, Tensor, Tensor | None, Any], list[Tensor]]) -> list[Tensor]:
+              rows: Callable[[Tensor, Tensor, Tensor | None, Any], list[Tensor]],
+              pair: Callable[[Tensor, Tensor, Tensor | None, Any], list[Tensor] | None] | None = None) -> list[Tensor]:
     """``rows(anchors, cands, excl, self_scale)`` (row statistics, each (rows,)) over the candidate sets of a pair
     arrangement with candidates (the self column and, with ``exclude_positive``, the positive left out): one set, or
-    "cross"'s two halves, concatenated."""
+    "cross"'s two halves, concatenated. On one rank without a queue ("cross"'s ``self_scale`` set) the halves are
+    first offered to ``pair(z_a, z_b, excl, self_scale)``, both at once (the fused kernels' pair path; None: the
+    halves as before)."""
     if len(ps.cands) == 1:
         excl = [c for c in (ps.self_col, ps.pos if exclude_positive else None) if c is not None]
         return rows(ps.anchors, ps.cands[0], torch.stack(excl) if excl else None, ps.self_scale)
     n = ps.n_local  # "cross", symmetric: two halves with their own candidates
+    if pair is not None and ps.self_scale is not None and ps.queue is None:
+        out = pair(ps.cands[1], ps.cands[0], ps.pos[:n][None] if exclude_positive else None, ps.self_scale)
+        if out is not None:
+            return out
     halves = [rows(ps.anchors[h * n:(h + 1) * n], cand, ps.pos[h * n:(h + 1) * n][None] if exclude_positive else None,
                    None) for h, cand in enumerate(ps.cands)]
     return [torch.cat(parts) for parts in zip(*halves)]

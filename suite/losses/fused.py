@@ -225,6 +225,66 @@ class _FusedSelfTwo(torch.autograd.Function):
         return None, dz, None, None, None, None, None
 
 
+def row_lse_pair(z_a: Tensor, z_b: Tensor, excl: Tensor | None = None, *, c1: float = 1.0,
+                 scale: float | Tensor = 1.0) -> tuple[Tensor, Tensor]:
+    """Both directions of two sets of rows ("dot", no queue; CMC's view pairs, InfoNCE's "cross" arrangement on one
+    rank): ((N_a,) lse^a, (N_b,) lse^b) with lse^a_i = log sum_j exp(c1 k a_i . b_j) and lse^b_j = log sum_i exp(c1 k
+    b_j . a_i), row i of either side leaving out the columns ``excl[:, i]`` (k <= 2), k = ``scale`` (a float, or a
+    tensor without gradient read on the device). The pair path: a forward per side keeps only its rows' statistics
+    (one product per tile), and each side's gradient is one pass over its rows with W_ij = g^a_i p^a_ij + g^b_j
+    p^b_ji from one recomputed tile (the products a_i . b_j serve both sides): six products per tile pair where two
+    calls of :func:`row_lse` take eight, and no (N, d) accumulator kept from the forward. A scale that wants a
+    gradient, or ``use("general")``: two calls of :func:`row_lse`."""
+    excl = _exclusions(excl)
+    if _pairwise(z_a, z_b, scale):
+        return _FusedPair.apply(z_a, z_b, excl, float(c1), _precision.get(),
+                                scale if isinstance(scale, Tensor) else float(scale))
+    if isinstance(scale, Tensor):
+        return row_lse(z_a * scale, z_b, None, excl, c1=c1), row_lse(z_b * scale, z_a, None, excl, c1=c1)
+    c = float(c1) * float(scale)
+    return row_lse(z_a, z_b, None, excl, c1=c), row_lse(z_b, z_a, None, excl, c1=c)
+
+
+def _pairwise(z_a: Tensor, z_b: Tensor, k: float | Tensor) -> bool:
+    """Whether :func:`row_lse_pair` takes the pair path: the same shapes, ``k`` without a gradient (a tensor on the
+    rows' device), not ``use("general")``."""
+    if z_a.shape != z_b.shape or _general.get() or os.environ.get("SUITE_FUSED") == "general":
+        return False
+    return not isinstance(k, Tensor) or not (k.requires_grad or k.numel() != 1 or k.device != z_b.device)
+
+
+class _FusedPair(torch.autograd.Function):
+    """:func:`row_lse_pair`'s pair path."""
+
+    @staticmethod
+    def forward(ctx: Any, z_a: Tensor, z_b: Tensor, ex: Tensor | None, c1: float, prec: str,
+                k: float | Tensor) -> tuple[Tensor, Tensor]:
+        a, b = z_a.contiguous(), z_b.contiguous()
+        c, ks = (c1 * k, None) if isinstance(k, float) else (c1, k.detach().reshape(1).to(torch.float32))
+        lse_a = _forward(a, b, b.shape[0], ex, 0, c, 1.0, 0.0, prec, False, ks)[0]
+        lse_b = _forward(b, a, a.shape[0], ex, 0, c, 1.0, 0.0, prec, False, ks)[0]
+        ctx.save_for_backward(a, b, ex, lse_a, lse_b, ks)
+        ctx.args = (c, prec)
+        return lse_a, lse_b
+
+    @staticmethod
+    def backward(ctx: Any, g_a: Tensor, g_b: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        a, b, ex, lse_a, lse_b, ks = ctx.saved_tensors
+        c, prec = ctx.args
+        g_a, g_b = g_a.contiguous(), g_b.contiguous()
+        grads: list[Tensor | None] = []
+        for need, (x, y, lx, ly, gx, gy) in zip(ctx.needs_input_grad[:2], ((a, b, lse_a, lse_b, g_a, g_b),
+                                                                          (b, a, lse_b, lse_a, g_b, g_a))):
+            dx = None
+            if need:  # this side's rows: their own softmax, and the other side's columns through the same tile
+                dx = _row_backward(x, y, y.shape[0], ex, lx, gx, 0, c, 1.0, prec, ks, sym=True, other=(ex, ly, gy))
+                dx.mul_(c)
+                if ks is not None:
+                    dx.mul_(ks)
+            grads.append(dx)
+        return (*grads, None, None, None, None)
+
+
 def pair_lse(e: Tensor, queue: Tensor | None, *, mode: str, c1: float, c2: float = 1.0) -> Tensor:
     """Scalar log( sum_{j != k} exp l(e_j, e_k) + 2 sum_{j, m} exp l(e_j, q_m) ): the log-sum-exp over the rows of
     :func:`row_lse` of ``e`` against itself (own column left out) and the queue (log 2 added, no gradient)."""
@@ -509,21 +569,26 @@ def _backward(a: Tensor, x: Tensor, n_c: int, n_grad: int, ex: Tensor | None, ls
 
 def _row_backward(a: Tensor, x: Tensor, n_c: int, ex: Tensor | None, lse: Tensor, g: Tensor, mode: int, c1: float,
                   c2: float, prec: str, ks: Tensor | None = None, sb: Tensor | None = None, cost: int = 0,
-                  sym: bool = False, second: tuple[Tensor, Tensor] | None = None) -> Tensor:
-    """A gradient by rows (:func:`_self_bwd_kernel`): the symmetric path's (``sym``: ``a`` is ``x``), or the anchors'
-    of :func:`soft_cost`'s general path ("dot" only: the kernel reads the rows' norms from the columns')."""
+                  sym: bool = False, second: tuple[Tensor, Tensor] | None = None,
+                  other: tuple[Tensor | None, Tensor, Tensor] | None = None) -> Tensor:
+    """A gradient by rows (:func:`_self_bwd_kernel`): the symmetric path's (``sym``: ``a`` is ``x``; with ``other``,
+    the columns' own (exclusions, lse, g) against ``a``, the pair path's), or the anchors' of :func:`soft_cost`'s
+    general path ("dot" only: the kernel reads the rows' norms from the columns')."""
     import triton
 
-    if not sym and mode != 0:
+    if (not sym or other is not None) and mode != 0:
         raise ValueError("a gradient by rows of anchors that are not the columns takes the 'dot' kernel only")
+    if other is not None and (sb is not None or second is not None):
+        raise ValueError("the pair path takes no costs and one scale")
     m, d = a.shape
     da = torch.empty_like(a)
     nx = _norms(mode, x)[0]
     kernel = _kernels(a.device.type == "cpu")[2]
     grid = lambda meta: (triton.cdiv(m, meta["BM"]),)  # noqa: E731
     l2, g2 = second if second is not None else (lse, lse)
-    kernel[grid](a, x, nx, lse if ex is None else ex, lse, g, lse if ks is None else ks, lse if sb is None else sb, l2,
-                 g2, da, m, x.shape[0], n_c, d, c1, c2, 0.0, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0],
+    ex_c, lse_c, g_c = other if other is not None else (ex, lse, g)
+    kernel[grid](a, x, nx, lse if ex is None else ex, lse, g, lse if ex_c is None else ex_c, lse_c, g_c,
+                 lse if ks is None else ks, lse if sb is None else sb, l2, g2, da, m, x.shape[0], n_c, d, c1, c2, 0.0, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0],
                  HAS_KS=ks is not None, SYM=sym, HAS_Q=x.shape[0] > n_c, COST=cost, TWO=second is not None,
                  **_launch_args(prec, d, a.device.type == "cpu"), **_fixed(a))
     return da
@@ -709,14 +774,17 @@ def _bwd_kernel(A, X, NA, NX, E, LSE, G, SB, DX, U, M, n_grad, n_c, D, DV, c1, c
     tl.store(DX + cols[:, None] * DV + offs_v[None, :], dx, mask=cmask[:, None] & vmask[None, :])
 
 
-def _self_bwd_kernel(A, X, NX, E, LSE, G, KS, SB, L2, G2, DZ, M, C, n_c, D, c1, c2, qoff,  # pragma: no cover
+def _self_bwd_kernel(A, X, NX, E, LSE, G, E_C, LSE_C, G_C, KS, SB, L2, G2, DZ, M, C, n_c, D,  # pragma: no cover
+                     c1, c2, qoff,
                      MODE: tl.constexpr, K_EXCL: tl.constexpr, HAS_KS: tl.constexpr, SYM: tl.constexpr,
                      HAS_Q: tl.constexpr, COST: tl.constexpr, TWO: tl.constexpr, PREC: tl.constexpr,
                      BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
     """Rows [i0, i0 + BM) of a gradient by rows: sum_j W_ij x_j and R_i = sum_j W_ij over every column tile of X (C
     columns, the queue's past n_c). ``SYM`` (the symmetric path: A is X): W_ij = g_i p_ij w_ij [j not excluded from
     row i] + g_j p_ji w_ij [i not excluded from row j] (p_ji from the same tile: l_ji = l_ij, the products x_i . x_j
-    being the forward's). Else the row side alone: the anchors' gradient where the forward kept no accumulator
+    being the forward's), the columns' own rows' statistics read from E_C, LSE_C, G_C (LSE, G, E on the symmetric
+    path; the other side's on the pair path of :func:`row_lse_pair`: A, X two sets of rows, l_ji of x_j against A
+    equal to l_ij; "dot", no queue, no ``COST`` or ``TWO``). Else the row side alone: the anchors' gradient where the forward kept no accumulator
     (:func:`soft_cost`). ``COST`` as :func:`_bwd_kernel`'s, each side with its own row's sbar (SB). ``TWO`` ("dot",
     SYM): the rows' log-sum-exps at two scales c1, c2 of the same products (L2, G2: the second's statistics and
     incoming gradient), W = c1 W_1 + c2 W_2 (the scales applied here, not by the caller)."""
@@ -753,11 +821,11 @@ def _self_bwd_kernel(A, X, NX, E, LSE, G, KS, SB, L2, G2, DZ, M, C, n_c, D, c1, 
         if SYM:
             v_c = valid
             if K_EXCL >= 1:
-                v_c = v_c & (rows[:, None] != tl.load(E + cols, mask=cmask, other=-1)[None, :])
+                v_c = v_c & (rows[:, None] != tl.load(E_C + cols, mask=cmask, other=-1)[None, :])
             if K_EXCL >= 2:
-                v_c = v_c & (rows[:, None] != tl.load(E + M + cols, mask=cmask, other=-1)[None, :])
-            lse_c = tl.load(LSE + cols, mask=cmask, other=0.0)
-            g_c = tl.load(G + cols, mask=cmask, other=0.0)
+                v_c = v_c & (rows[:, None] != tl.load(E_C + C + cols, mask=cmask, other=-1)[None, :])
+            lse_c = tl.load(LSE_C + cols, mask=cmask, other=0.0)
+            g_c = tl.load(G_C + cols, mask=cmask, other=0.0)
             p_c = tl.where(v_c, tl.exp(logit - lse_c[None, :]), 0.0) * g_c[None, :]
             if COST == 1:
                 p_c = p_c * (1.0 + c1 * (s - tl.load(SB + cols, mask=cmask, other=0.0)[None, :]))

@@ -227,6 +227,17 @@ def row_lse_sum(anchors: Tensor, cands: list[Tensor], queue: Tensor | None = Non
     return torch.stack([row_lse(anchors, c, queue, None, chunk, uniform=True, scale=scale).sum() for c in cands]).sum()
 
 
+def row_lse_pair(z_a: Tensor, z_b: Tensor, excl: Tensor | None = None, *, scale: float = 1.0,
+                 self_scale: float | Tensor = 1.0) -> tuple[Tensor, Tensor] | None:
+    """Both directions of two sets of rows, (:func:`row_lse` of k z_a against z_b, of k z_b against z_a), k =
+    ``self_scale`` (the products scaled by ``scale`` too), on the fused kernels' pair path
+    (:func:`suite.losses.fused.row_lse_pair`: the products a_i . b_j serve both sides) where they apply; None
+    elsewhere (the general kernels included: ``use("general")``), where the caller's own path runs as before."""
+    if not fused._pairwise(z_a, z_b, self_scale):
+        return None
+    return fused.attempt((z_a, z_b), fused.row_lse_pair, z_a, z_b, excl, c1=scale, scale=self_scale)
+
+
 class _RowLSEScales(torch.autograd.Function):
     """The row log-sum-exps of k s for several scales k > 0 of the same tiles s = [anchors @ cands.T (excluded
     entries -inf) | anchors @ queue.T] (hard negatives' beta s / t and (1 + beta) s / t): the forward takes every

@@ -24,7 +24,8 @@ def test_every_path_runs(name, monkeypatch):
 
     monkeypatch.setattr(tiling, "AUTO_TILE_ELEMENTS", 48 * 8)  # 8 rows per tile at 2N = 48: the bench's tiles, scaled
     calls = []
-    for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf, fused._FusedCost, fused._FusedSelfTwo):
+    for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf, fused._FusedCost, fused._FusedSelfTwo,
+               fused._FusedPair):
         monkeypatch.setattr(fn, "apply", lambda *a, apply=fn.apply, f=fn: calls.append(f) or apply(*a))
     paths = [("dense", "auto"), ("tiled", "off"), ("fused", "interpret")]
     for path, mode in paths + ([("fused-general", "general")] if name in fb.GENERAL else []):
@@ -33,8 +34,9 @@ def test_every_path_runs(name, monkeypatch):
             m = fb.measure(*fb.call(name, 48, CPU, path, "fp32"), CPU, 1, mode)
         assert math.isfinite(m["ms"]) and m["ms"] > 0
         assert bool(calls) == path.startswith("fused")
-        if name in fb.GENERAL:  # the symmetric path, and on the general path not
-            assert (fused._FusedSelf in calls) == (path == "fused"), (path, calls)
+        if name in fb.GENERAL:  # the symmetric (or pair) path, and on the general path not
+            special = fused._FusedPair if name == "cmc" else fused._FusedSelf
+            assert (special in calls) == (path == "fused"), (path, calls)
 
 
 def test_losses_named_are_checked_before_the_device(capsys):

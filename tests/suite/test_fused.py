@@ -28,16 +28,17 @@ FUSED_CASES = [c for c in CASES if L.loss_class(c[1]).fused_tiles != "no"] + [
 @pytest.fixture
 def calls(monkeypatch):
     """The number of fused kernel calls made (so a test knows the kernels ran, not the PyTorch tiles)."""
-    n = {"fused": 0, "symmetric": 0, "mix": 0, "cost": 0, "two": 0}
+    n = {"fused": 0, "symmetric": 0, "mix": 0, "cost": 0, "two": 0, "pair": 0}
     for fn in (fused._FusedRows, fused._FusedRowSums, fused._FusedSelf, fused._FusedMix, fused._FusedCost,
-               fused._FusedSelfTwo):
+               fused._FusedSelfTwo, fused._FusedPair):
         def counted(*args, apply=fn.apply, sym=fn in (fused._FusedSelf, fused._FusedSelfTwo), mix=fn is fused._FusedMix,
-                    cost=fn is fused._FusedCost, two=fn is fused._FusedSelfTwo):
+                    cost=fn is fused._FusedCost, two=fn is fused._FusedSelfTwo, pair=fn is fused._FusedPair):
             n["fused"] += not mix
             n["symmetric"] += sym or (cost and args[-1])  # soft_cost's last argument: its symmetric pass
             n["mix"] += mix
             n["cost"] += cost
             n["two"] += two
+            n["pair"] += pair
             return apply(*args)
 
         monkeypatch.setattr(fn, "apply", counted)
@@ -130,14 +131,17 @@ def test_kernel_modes_against_float64(mode, with_queue, calls):
 SYMMETRIC = {"infonce-all-sym", "dcl-all-sym", "macl-all-sym", "hard_negative-all-sym", "macl-noreweight",
              "hard_negative-debias", "supcon", "xclr", "xclr-embeddings", "tsimclr", "align_uniform",
              "simclr_l2-all-sym", "cacr", "cacr-detach", "uaur"}
+# "cross" on both sides, one rank, no queue, and CMC without a queue: the pair path
+PAIR = {"infonce-cross-sym", "dcl-cross-sym", "macl-cross-sym", "hard_negative-cross-sym", "cmc"}
 
 
 def test_the_simclr_arrangement_takes_the_symmetric_path(calls):
     """Each loss case above whose anchors are [z_a; z_b] (times a scale) against themselves, with no queue, runs the
-    symmetric path (three products per tile); the others (one-sided, "cross", a queue) the general one."""
-    took, mixed, two = {}, set(), set()
+    symmetric path (three products per tile); "cross" on both sides without a queue, and CMC's view pairs, the pair
+    path (six per pair of tiles); the others (one-sided, a queue) the general one."""
+    took, mixed, two, pair = {}, set(), set(), set()
     for tag, name, hp, kind in FUSED_CASES:
-        calls["symmetric"] = calls["mix"] = calls["two"] = 0
+        calls["symmetric"] = calls["mix"] = calls["two"] = calls["pair"] = 0
         with fused.interpret():
             _value_and_grads(L.build(name, chunk_size=4, **hp), kind, _float32(_inputs(F64)))
         took[tag] = calls["symmetric"] > 0
@@ -145,7 +149,10 @@ def test_the_simclr_arrangement_takes_the_symmetric_path(calls):
             mixed.add(tag)
         if calls["two"]:  # hard negatives' two scales: one pair of kernels
             two.add(tag)
+        if calls["pair"]:
+            pair.add(tag)
     assert {t for t, sym in took.items() if sym} == SYMMETRIC, took
+    assert pair == PAIR, pair
     assert {t for t, *_ in FUSED_CASES if t.startswith("hard_negative") and t in SYMMETRIC} == two, two
     # X-CLR's target term on the kernels: with its graph as embeddings (not an (N, N) graph, a queue with targets)
     assert mixed == {"xclr-embeddings"}, mixed
@@ -207,6 +214,59 @@ def test_two_scales_share_the_symmetric_kernels(k, calls):
         fused.row_lse_scales(z32 * scale, z32, None, excl, (*scales, 3.0), self_scale=scale)
         fused.row_lse_scales(z32 * scale, z32, z32[:3].detach(), excl, scales, self_scale=scale)
     assert calls["two"] == 1 and calls["fused"] == 1 + 3 + 2
+
+
+@pytest.mark.parametrize("k", [1.0, 2.5, "tensor"])
+@pytest.mark.parametrize("n_excl", [0, 1, 2])
+def test_pair_path_against_float64(k, n_excl, calls):
+    """Two sets of rows against each other, both directions (fused.row_lse_pair): each side's log-sum-exps and both
+    gradients against float64, with independent incoming gradients for the two sides, a float or device-tensor scale
+    k, exclusions (the positive, and one more that is not the same for row i of either side's column i), sizes that
+    fill no block; a side that wants no gradient gets none."""
+    g = torch.Generator().manual_seed(21)
+    n, d = 37, 20
+    za, zb = (torch.nn.functional.normalize(torch.randn(n, d, generator=g, dtype=F64), dim=1) for _ in range(2))
+    excl = torch.stack([torch.arange(n), (torch.arange(n) + 5) % n])[:n_excl] if n_excl else None
+    wa, wb = torch.randn(n, generator=g, dtype=F64), torch.randn(n, generator=g, dtype=F64)
+    kv, c1 = (2.5 if k == "tensor" else k), 1 / 0.07
+    a64, b64 = za.clone().requires_grad_(), zb.clone().requires_grad_()
+    ref_a = _reference(a64 * kv, b64, None, excl, "dot", c1, 1.0, 0.0)
+    ref_b = _reference(b64 * kv, a64, None, excl, "dot", c1, 1.0, 0.0)
+    want = torch.autograd.grad((ref_a * wa).sum() + (ref_b * wb).sum(), [a64, b64])
+    a32, b32 = za.float().requires_grad_(), zb.float().requires_grad_()
+    scale = torch.tensor(2.5) if k == "tensor" else k
+    with fused.interpret():
+        out_a, out_b = fused.row_lse_pair(a32, b32, excl, c1=c1, scale=scale)
+    got = torch.autograd.grad((out_a * wa.float()).sum() + (out_b * wb.float()).sum(), [a32, b32])
+    assert calls["pair"] == 1 and calls["fused"] == 1
+    for out, ref in ((out_a, ref_a), (out_b, ref_b)):
+        assert torch.allclose(out.double(), ref.detach(), rtol=1e-5, atol=1e-5)
+    for x, y in zip(got, want):
+        assert torch.allclose(x.double(), y, rtol=1e-4, atol=1e-5 * float(y.abs().max())), (x.double() - y).abs().max()
+    with fused.interpret():  # z_b wants no gradient: z_a's alone, the same
+        out_a, out_b = fused.row_lse_pair(a32, zb.float(), excl, c1=c1, scale=scale)
+    (only,) = torch.autograd.grad((out_a * wa.float()).sum() + (out_b * wb.float()).sum(), [a32])
+    assert torch.equal(only, got[0])
+
+
+def test_pair_path_where_it_does_not_apply(calls):
+    """A scale that wants a gradient, sets of rows of other sizes, ``use("general")``: two general calls with the same
+    values; a queue or several ranks never reach it (InfoNCE "cross" with a queue: the general path)."""
+    g = torch.Generator().manual_seed(2)
+    za, zb = torch.randn(9, 4, generator=g), torch.randn(9, 4, generator=g)
+    k = torch.tensor(2.0, requires_grad=True)
+    with fused.interpret():
+        ref = fused.row_lse_pair(za, zb, scale=2.0)
+        assert calls["pair"] == 1
+        for x, y in zip(fused.row_lse_pair(za, zb, scale=k), ref):
+            assert torch.allclose(x, y, rtol=1e-6, atol=1e-6)
+        assert [t.shape[0] for t in fused.row_lse_pair(za, zb[:7], scale=2.0)] == [9, 7]
+        with fused.use("general"):
+            fused.row_lse_pair(za, zb, scale=2.0)
+        assert calls["pair"] == 1 and calls["fused"] == 1 + 2 + 2 + 2
+        x = _float32(_inputs(F64))
+        L.build("infonce", chunk_size=4, negatives="cross")(x["za"], x["zb"], queue=x["queue"])
+    assert calls["pair"] == 1
 
 
 def test_symmetric_path_where_it_does_not_apply(calls):
@@ -389,11 +449,14 @@ def test_row_lse_sum_against_float64(mode, with_queue, calls):
         assert torch.allclose(x.double(), y, rtol=1e-4, atol=1e-5 * float(y.abs().max()) + 1e-7)
 
 
-def test_cmc_keeps_one_gradient_accumulator_per_view(calls):
-    """CMC's fused path with V = 3 views keeps V (N, d) accumulators of the anchors' gradient for the backward, one per
-    anchor view, not one per ordered pair (V (V - 1) = 6): the memory that decides whether 2N = 1M fits"""
+@pytest.mark.parametrize("with_queue", [False, True])
+def test_cmc_keeps_at_most_one_gradient_accumulator_per_view(with_queue, calls):
+    """CMC's fused path with V = 3 views: with a queue it keeps V (N, d) accumulators of the anchors' gradient for the
+    backward, one per anchor view, not one per ordered pair (V (V - 1) = 6); without, each view pair's pair path keeps
+    none. The memory that decides whether 2N = 1M fits."""
     v, n, d = 3, 40, 16
     views = torch.randn(v, n, d, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    queue = torch.randn(5, d, generator=torch.Generator().manual_seed(1)) if with_queue else None
     kept: dict[int, tuple[int, ...]] = {}
 
     def pack(t):
@@ -401,11 +464,11 @@ def test_cmc_keeps_one_gradient_accumulator_per_view(calls):
         return t
 
     with fused.interpret(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = L.build("cmc", chunk_size=8)(views)
+        out = L.build("cmc", chunk_size=8)(views, queue=queue)
     out.backward()
-    assert calls["fused"] == v
+    assert (calls["fused"], calls["pair"]) == ((v, 0) if with_queue else (v * (v - 1) // 2,) * 2)
     accumulators = [k for k in kept.values() if k == (n, d, n * d * 4)]  # their own (N, d) storage: not a view's
-    assert len(accumulators) == v, kept
+    assert len(accumulators) == (v if with_queue else 0), kept
 
 
 @pytest.mark.parametrize("temperature", [0.005, 100.0])

@@ -38,7 +38,7 @@ SCRIPT = textwrap.dedent('''
             elif p in ("M", "C", "D", "DV", "n_c", "n_grad"):
                 sig[p] = "i32"
             else:  # the tensors
-                sig[p] = "*i64" if p == "E" else "*fp32"
+                sig[p] = "*i64" if p in ("E", "E_C") else "*fp32"
         src = ASTSource(fn=kernels[name].fn, signature=sig, constexprs=const)
         out = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 2})
         print(name, const["MODE"], out.metadata.shared, flush=True)

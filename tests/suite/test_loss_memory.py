@@ -94,9 +94,16 @@ def test_the_symmetric_path_keeps_no_accumulator(peaks: dict[str, float]) -> Non
     assert peaks["hard_negative"] <= 4.5 and peaks["simclr_l2"] <= 3.5 and peaks["tsimclr"] <= 3.5, peaks
 
 
+def test_cmc_view_pairs_keep_no_accumulator(peaks: dict[str, float]) -> None:
+    """CMC (3 views of N = 2N / 2) on the pair path: the normalised views (1.5), each pair's two gradients while they
+    are added to the views' (1.5 at most) and the normalisation's (1.5): 4.5. Anchor views against the others
+    (row_lse_sum, a queue) keep one (N, d) accumulator per view from the forward: 6."""
+    assert peaks["cmc"] <= 4.5, peaks
+
+
 def test_cacr_holds_one_gradient_per_term(peaks: dict[str, float]) -> None:
     """CACR and UAUR (3 views of N = 2N / 2: 1.5 E of inputs) on the kernels: the normalised views (1.5), the
-    repulsion's gradient (the views' gradients stacked once, 1.5), the attraction's (1.5) and their sum (1.5): 6, as CMC.
+    repulsion's gradient (the views' gradients stacked once, 1.5), the attraction's (1.5) and their sum (1.5): 6.
     Autograd's product of the views with themselves for the attraction made one gradient per operand (7.5), and
     indexing the views per repulsion call would zero-fill a (V, N, d) gradient per view."""
     assert peaks["cacr"] <= 6.0 and peaks["uaur"] <= 6.0, peaks
