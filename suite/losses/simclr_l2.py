@@ -116,22 +116,22 @@ class SimCLRL2(PairLoss):
         if chunk is None:
             lse = row_logsumexp(self._rows(ps, q, pos, 0, ps.n_rows, t))
         else:  # row tiles recomputed in the backward: no (A, C) tensor is kept
-            lse = self._tiled_lse(ps, q, pos, t, chunk)
+            lse = self._tiled_lse(ps, q, pos, t, chunk, uniform=weights is None)
         return self.mean(lse - pos, weights)
 
     @staticmethod
-    def _tiled_lse(ps: PairSetup, q: Tensor | None, pos: Tensor, t: float, chunk: int) -> Tensor:
+    def _tiled_lse(ps: PairSetup, q: Tensor | None, pos: Tensor, t: float, chunk: int, uniform: bool) -> Tensor:
         """The rows' log-sum-exps as :meth:`_rows` builds them, by :func:`~suite.losses.tiling.row_kernel_lse`:
         every column but the positive (and the self column) from the distance kernel, the positive's exact
-        value added with a log-add-exp."""
+        value as each row's extra logit. ``uniform``: the rows are averaged with equal weights (no ``weights``)."""
         kind = ("negdist", 1.0 / t)  # -sqrt(max(u, eps)) / t, as neg_distances
         if ps.negatives == "none":
-            return torch.logaddexp(pos, row_kernel_lse(ps.anchors, q, None, None, kind, chunk))
+            return row_kernel_lse(ps.anchors, q, None, None, kind, chunk, extra=pos, uniform=uniform)
         excl = torch.stack([c for c in (ps.self_col, ps.pos) if c is not None])  # (k, A) columns left out
         if len(ps.cands) == 1:
-            return torch.logaddexp(pos, row_kernel_lse(ps.anchors, ps.cands[0], q, excl, kind, chunk,
-                                                       ps.self_scale))
+            return row_kernel_lse(ps.anchors, ps.cands[0], q, excl, kind, chunk, ps.self_scale, extra=pos,
+                                  uniform=uniform)
         n = ps.n_local  # "cross", symmetric: rows [0, N) against z_b, rows [N, 2N) against z_a
         rows = [slice(h * n, (h + 1) * n) for h in range(len(ps.cands))]
-        return torch.logaddexp(pos, torch.cat([row_kernel_lse(ps.anchors[r], c, q, excl[:, r], kind, chunk)
-                                               for r, c in zip(rows, ps.cands)]))
+        return torch.cat([row_kernel_lse(ps.anchors[r], c, q, excl[:, r], kind, chunk, extra=pos[r], uniform=uniform)
+                          for r, c in zip(rows, ps.cands)])

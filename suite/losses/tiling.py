@@ -380,89 +380,135 @@ def pair_kernel_lse(e: Tensor, kind: Kind, queue: Tensor | None = None, chunk: i
 
 
 class _RowKernelLSE(torch.autograd.Function):
-    """logsumexp over the columns of [f(U_c) (excluded entries -inf) | f(U_q)], U the squared distances
+    """logsumexp over the columns of [extra | f(U_c) (excluded entries -inf) | f(U_q)], U the squared distances
     ||a_i - x_j||^2 of the anchors to the candidates and the queue, f(u) = -c1 sqrt(max(u, eps)) (the "negdist"
-    kernel: SimCLR with -l2 similarity), by row tiles: :class:`_RowLSE` for a log-kernel of the distance instead of
-    the product. The forward keeps only the (A,) row log-sum-exps; the backward recomputes each tile and, with
-    W = exp(f(U) - lse) * g * f'(U), f'(u) = -c1 / (2 sqrt(u)) (0 below the floor, as the clamp's), forms
-    d a_i = 2 (a_i sum_j W_ij - (W @ x)_i) and d c_j = 2 (c_j sum_i W_ij - (W^T a)_j); the queue gets none. Products
-    per tile: 1 forward, 3 backward. Each tile is worked in place, in one tile buffer in the forward and two in the
-    backward made once per pass (a new tile-sized tensor is fresh pages from the OS under
-    :func:`~suite.memory.pin_malloc_threshold`, about as costly as an elementwise pass: with new tensors per tile and
-    per step these tiles took 3.0x InfoNCE's time on the CPU at 2N = 4,096, 1.8x with the buffers)."""
+    kernel: SimCLR with -l2 similarity), ``extra`` (A,) an optional logit per row (-l2 SimCLR's exact positive, with
+    its gradient), by row tiles: :class:`_RowLSE` for a log-kernel of the distance instead of the product. With
+    W = exp(f(U) - lse) * g * f'(U), f'(u) = -c1 / (2 sqrt(u)) (0 below the floor, as the clamp's), d a_i = 2 (a_i
+    sum_j W_ij - (W @ x)_i), d c_j = 2 (c_j sum_i W_ij - (W^T a)_j) and d extra_i = g_i exp(extra_i - lse_i); the
+    queue gets none. A row's tile spans every column, so its lse is known within the tile: with ``uniform`` (the
+    caller averages the rows with equal weights) the forward forms the whole gradient while it has the tile (3
+    products per tile, one exp pass; the backward scales it), else it keeps only the (A,) row statistics and the
+    backward recomputes each tile (1 product forward, 3 backward; also where the incoming gradient turns out not to
+    be uniform). Each tile is worked in place, in tile buffers made once per pass (a new tile-sized tensor is fresh
+    pages from the OS under :func:`~suite.memory.pin_malloc_threshold`, about as costly as an elementwise pass: with
+    new tensors per tile and per step these tiles took 3.0x InfoNCE's time on the CPU at 2N = 4,096, 1.8x with the
+    buffers)."""
 
     @staticmethod
-    def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, c1: float,
-                chunk: int) -> Tensor:
+    def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None,
+                extra: Tensor | None, c1: float, chunk: int, uniform: bool) -> Tensor:
         lse = torch.empty(anchors.shape[0], dtype=anchors.dtype, device=anchors.device)
         x = _columns(cands, queue)
-        sq, work = (x * x).sum(1), _tile_buffers(1, chunk, anchors, x.shape[0])
+        need_a, need_c, _, _, need_e = ctx.needs_input_grad[:5]
+        grads = uniform and (need_a or need_c or need_e)
+        da = torch.zeros_like(anchors) if grads and need_a else None
+        dc = torch.zeros_like(cands) if grads and need_c else None
+        de = torch.empty_like(extra) if grads and need_e and extra is not None else None
+        sq, work = (x * x).sum(1), _tile_buffers(2 if grads else 1, chunk, anchors, x.shape[0])
         for s, e in _spans(anchors.shape[0], chunk):
-            lg = _distance_logits(anchors, x, sq, excl, c1, s, e, work)[0]
-            mx = lg.amax(1, keepdim=True).nan_to_num_(0.0, 0.0, 0.0)  # a row with every column left out: -inf
-            lse[s:e] = lg.sub_(mx).exp_().sum(1).log_().add_(mx[:, 0])
-        ctx.save_for_backward(anchors, cands, queue, excl, lse)
-        ctx.c1, ctx.chunk = c1, chunk
+            if grads:  # the tile's weights at once: the roots kept (inf below the floor: no gradient there)
+                lg, r = _distance_logits(anchors, x, sq, excl, c1, s, e, work, keep_root=True, floor_value=True)
+            else:
+                lg, r = _distance_logits(anchors, x, sq, excl, c1, s, e, work)
+            mx = lg.amax(1)
+            if extra is not None:
+                mx = torch.maximum(mx, extra[s:e])
+            mx = mx.nan_to_num_(0.0, 0.0, 0.0)  # a row with every column left out: -inf
+            p = lg.sub_(mx[:, None]).exp_()
+            tot = p.sum(1)
+            if extra is not None:
+                tot += (extra[s:e] - mx).exp()
+            lse[s:e] = tot.log().add_(mx)
+            if not grads:
+                continue
+            assert r is not None
+            if de is not None:
+                de[s:e] = (extra[s:e] - lse[s:e]).exp_()  # type: ignore[index]
+            w = p.div_(r).mul_((tot.reciprocal().nan_to_num_(0.0, 0.0, 0.0) * (-0.5 * c1))[:, None])
+            _distance_grads(w, anchors, cands, queue, da, dc, s, e)
+        ctx.save_for_backward(anchors, cands, queue, excl, extra, lse, da, dc, de)
+        ctx.c1, ctx.chunk, ctx.grads = c1, chunk, grads
         return lse
 
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
-        anchors, cands, queue, excl, lse = ctx.saved_tensors
-        need_a, need_c = ctx.needs_input_grad[:2]
+        anchors, cands, queue, excl, extra, lse, da, dc, de = ctx.saved_tensors
+        need_a, need_c, _, _, need_e = ctx.needs_input_grad[:5]
+        need_e = need_e and extra is not None
+        if ctx.grads and bool((g == g[0]).all()):  # uniform: the forward's sums are the gradient, scaled
+            return (None if da is None else da * g[0], None if dc is None else dc * g[0], None, None,
+                    None if de is None else de * g[0], None, None, None)
         da = torch.zeros_like(anchors) if need_a else None
         dc = torch.zeros_like(cands) if need_c else None
-        c = cands.shape[0]
         # a row with every entry excluded (lse -inf) has no gradient: its weights exp(-inf - 0) are 0, not nan
         safe = torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)
+        de = g * (extra - safe).exp() if need_e else None
         gs = g * (-0.5 * ctx.c1)  # f'(u) = -c1 / (2 r), r = sqrt(max(u, eps))
         x = _columns(cands, queue)
         sq, work = (x * x).sum(1), _tile_buffers(2, ctx.chunk, anchors, x.shape[0])
-        for s, e in _spans(anchors.shape[0], ctx.chunk):
-            w, r = _distance_logits(anchors, x, sq, excl, ctx.c1, s, e, work, keep_root=True)
-            w = w.sub_(safe[s:e, None]).exp_().div_(r).mul_(gs[s:e, None])
-            a = anchors[s:e]
-            if da is not None:
-                da[s:e] = 2.0 * (w.sum(1, keepdim=True) * a - w[:, :c] @ cands)
-                if queue is not None:
-                    da[s:e].addmm_(w[:, c:], queue, alpha=-2.0)
-            if dc is not None:
-                wc = w[:, :c]
-                dc.addmm_(wc.T, a, alpha=-2.0).add_(2.0 * wc.sum(0)[:, None] * cands)
-        return da, dc, None, None, None, None
+        if need_a or need_c:
+            for s, e in _spans(anchors.shape[0], ctx.chunk):
+                w, r = _distance_logits(anchors, x, sq, excl, ctx.c1, s, e, work, keep_root=True)
+                w = w.sub_(safe[s:e, None]).exp_().div_(r).mul_(gs[s:e, None])
+                _distance_grads(w, anchors, cands, queue, da, dc, s, e)
+        return da, dc, None, None, de, None, None, None
+
+
+def _distance_grads(w: Tensor, anchors: Tensor, cands: Tensor, queue: Tensor | None, da: Tensor | None,
+                    dc: Tensor | None, s: int, e: int) -> None:
+    """Add a tile's share of the gradients of the distance kernels' rows, W = the weights times f'(u) (rows [s, e)):
+    d a_i = 2 (a_i sum_j W_ij - (W @ x)_i), d c_j += 2 (c_j sum_i W_ij - (W^T a)_j); the queue's columns none."""
+    a, c = anchors[s:e], cands.shape[0]
+    if da is not None:
+        da[s:e] = 2.0 * (w.sum(1, keepdim=True) * a - w[:, :c] @ cands)
+        if queue is not None:
+            da[s:e].addmm_(w[:, c:], queue, alpha=-2.0)
+    if dc is not None:
+        wc = w[:, :c]
+        dc.addmm_(wc.T, a, alpha=-2.0).add_(2.0 * wc.sum(0)[:, None] * cands)
 
 
 def _distance_logits(anchors: Tensor, x: Tensor, sq: Tensor, excl: Tensor | None, c1: float, s: int, e: int,
-                     work: list[Tensor], keep_root: bool = False) -> tuple[Tensor, Tensor | None]:
+                     work: list[Tensor], keep_root: bool = False,
+                     floor_value: bool = False) -> tuple[Tensor, Tensor | None]:
     """Rows [s, e) of -c1 sqrt(max(||a_i - x_j||^2, eps)) against the columns x ([cands; queue], squared norms
     ``sq``), -inf at the ``excl[:, s:e]`` (k, A) candidate columns, in the tile buffers ``work`` (one, or two with
     ``keep_root``: made once per pass over the tiles, each new tile-sized tensor being fresh pages from the OS under
     the pinned mmap threshold). With ``keep_root`` (the backward), also the roots r (the distances), and the entries
     whose squared distance fell to the floor or below are taken at an infinite distance: they get no gradient (as
-    the clamp's), their weight exp(-inf) and W = w / r both 0."""
+    the clamp's), their weight exp(-inf) and W = w / r both 0; with ``floor_value`` too (a forward that forms the
+    gradient), their logits are the floor's, -c1 sqrt(eps), as without ``keep_root``, while r stays infinite."""
     a = anchors[s:e]
     u = torch.addmm((a * a).sum(1, keepdim=True), a, x.T, alpha=-2.0, out=work[0][: e - s]).add_(sq[None])
     if keep_root:  # as sq_distances, the columns' norms taken once
         r = torch.nn.functional.threshold_(u, fused._EPS2, float("inf")).sqrt_()
-        return _exclude(torch.mul(r, -c1, out=work[1][: e - s]), excl, s, e), r
+        lg = torch.mul(r, -c1, out=work[1][: e - s])
+        if floor_value:
+            lg.nan_to_num_(0.0, 0.0, -c1 * fused._EPS2 ** 0.5)
+        return _exclude(lg, excl, s, e), r
     return _exclude(u.clamp_min_(fused._EPS2).sqrt_().mul_(-c1), excl, s, e), None
 
 
 def row_kernel_lse(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, kind: Kind,
-                   chunk: int = 1024, self_scale: float | None = None) -> Tensor:
-    """(A,) logsumexp_j of the rows of [f(||a_i - c_j||^2) (entries ``excl`` (k, A) set to -inf) |
+                   chunk: int = 1024, self_scale: float | None = None, extra: Tensor | None = None,
+                   uniform: bool = False) -> Tensor:
+    """(A,) logsumexp_j of the rows of [extra | f(||a_i - c_j||^2) (entries ``excl`` (k, A) set to -inf) |
     f(||a_i - q_m||^2)] in row tiles of ``chunk``, with the exact gradient (memory O((A + C) d + chunk x C)).
-    ``queue`` gets no gradient. ``kind``: the log-kernel f as a mode of the fused kernels, ``("negdist", c1)`` for
-    -c1 sqrt(max(u, 1e-24)) (SimCLR with -l2 similarity; the PyTorch tiles take this one); ``self_scale``: as
-    :func:`row_lse`'s."""
+    ``queue`` gets no gradient; ``extra`` (A,), optional, one more logit per row (with its gradient). ``kind``: the
+    log-kernel f as a mode of the fused kernels, ``("negdist", c1)`` for -c1 sqrt(max(u, 1e-24)) (SimCLR with -l2
+    similarity; the PyTorch tiles take this one); ``self_scale``: as :func:`row_lse`'s; ``uniform``: the caller
+    averages the rows with equal weights, so the PyTorch tiles form the gradient in the forward (exact either way)."""
     if kind[0] != "negdist":
         raise ValueError(f"row_kernel_lse's PyTorch tiles take the 'negdist' kernel, got {kind[0]!r}")
     out = fused.attempt((anchors, cands, queue), fused.row_lse, anchors, cands,
                         None if queue is None else queue.detach(), excl, mode=kind[0], c1=kind[1],
                         c2=kind[2] if len(kind) > 2 else 1.0, self_scale=self_scale)
     if out is not None:
-        return out
+        return out if extra is None else torch.logaddexp(extra, out)
     pin_malloc_threshold()
-    return _RowKernelLSE.apply(anchors, cands, None if queue is None else queue.detach(), excl, float(kind[1]), chunk)
+    return _RowKernelLSE.apply(anchors, cands, None if queue is None else queue.detach(), excl, extra, float(kind[1]),
+                               chunk, bool(uniform))
 
 
 class _SoftminCost(torch.autograd.Function):

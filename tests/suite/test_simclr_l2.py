@@ -59,6 +59,24 @@ def test_tiled_equals_dense(chunk, negatives, symmetric, use_queue, use_weights)
         assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("negatives,symmetric", [("all", True), ("all", False), ("cross", True)])
+@pytest.mark.parametrize("use_weights", [False, True])
+def test_coincident_negatives_tiled_equals_dense(negatives, symmetric, use_weights):
+    """Coincident negatives (za[5] = za[3] = zb[3]: za[3]'s negative za[5] in "all", za[5]'s negative zb[3] in
+    "cross"), their squared distance from the product a rounding residue: tiled (the forward that forms the gradient
+    without weights, the backward's tiles with them) as dense within sqrt(float64 eps), since sqrt of a residue of
+    1e-17 is 3e-9 on either path; the gradients stay bounded."""
+    za, zb = _pair(7, 3, 2)
+    za[3] = za[5] = zb[3]
+    weights = torch.rand(7, dtype=F64, generator=torch.Generator().manual_seed(3)) + 0.1 if use_weights else None
+    kw = {"negatives": negatives, "symmetric": symmetric}
+    dense, gd = _grads(lambda a, b: L.build("simclr_l2", chunk_size=None, **kw)(a, b, weights=weights), [za, zb])
+    tiled, gt = _grads(lambda a, b: L.build("simclr_l2", chunk_size=3, **kw)(a, b, weights=weights), [za, zb])
+    assert float(tiled) == pytest.approx(float(dense), rel=1e-7)
+    for a, b in zip(gd, gt):
+        assert torch.allclose(a, b, rtol=1e-6, atol=1e-7) and float(a.abs().max()) < 1.0
+
+
 def test_coincident_positives_have_finite_gradients():
     z = torch.randn(6, 2, dtype=F64)
     v, (ga, gb) = _grads(lambda a, b: L.build("simclr_l2")(a, b), [z, z])
