@@ -223,6 +223,24 @@ def pair_lse_scales(ps: PairSetup, chunk: int, scales: tuple[float, ...]) -> lis
     return _arranged(ps, True, lambda a, c, ex, k: row_lse_scales(a, c, ps.queue, ex, chunk, scales, k), pair)
 
 
+def pair_outer_scales(ps: PairSetup, chunk: int, scales: tuple[float, ...], outer: Callable[..., Tensor],
+                      extra: Tensor, uniform: bool = False) -> Tensor:
+    """(A,) ``outer(pair_lse_scales(ps, chunk, scales), extra)``, a row-wise function of the rows' log-sum-exps over
+    their negatives (hard negatives' per-row loss, ``extra`` its positive logits): with one candidate set (or the
+    queue alone) by :func:`suite.losses.tiling.row_outer_scales`, whose PyTorch tiles form the gradient in the
+    forward (``uniform``: the caller averages the rows with equal weights); "cross"'s halves as
+    :func:`pair_lse_scales`, then ``outer``."""
+    from suite.losses.tiling import row_outer_scales
+
+    if ps.negatives == "none":
+        return row_outer_scales(ps.anchors, ps.queue, None, None, chunk, scales, outer, extra, uniform)  # type: ignore[arg-type]
+    if len(ps.cands) == 1:
+        excl = torch.stack([c for c in (ps.self_col, ps.pos) if c is not None])
+        return row_outer_scales(ps.anchors, ps.cands[0], ps.queue, excl, chunk, scales, outer, extra, uniform,
+                                ps.self_scale)
+    return outer(pair_lse_scales(ps, chunk, scales), extra)
+
+
 def _both(sides: tuple[Tensor, Tensor] | None) -> list[Tensor] | None:
     """(lse of the rows of z_a, of z_b) -> [the (2N,) rows in the arrangement's order], or None."""
     return None if sides is None else [torch.cat(sides)]

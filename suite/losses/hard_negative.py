@@ -23,7 +23,7 @@ from torch import Tensor
 
 from suite.losses.base import register_loss
 from suite.losses.checks import check_finite, check_positive
-from suite.losses.core import pair_lse_scales, pair_rows, row_logsumexp
+from suite.losses.core import pair_outer_scales, pair_rows, row_logsumexp
 from suite.losses.pair import PairLoss
 
 
@@ -56,16 +56,20 @@ class HardNegative(PairLoss):
         # log Ng = log M + logsumexp((1+beta) s/t) - logsumexp(beta s/t) over the negatives; beta = 0: the last term
         # is log M. Both from one (A, C) matrix (dense) or one pass of tiles: their gradients meet in it
         scales = (self.beta, 1.0 + self.beta) if self.beta > 0 else (1.0,)
+
+        def rows(lses: list[Tensor], pos: Tensor) -> Tensor:  # row-wise: the tiles evaluate it tile by tile
+            log_ng = log_m + lses[-1] - (lses[0] if self.beta > 0 else log_m)
+            if self.tau_plus > 0:
+                log_sub = math.log(self.tau_plus) + log_m + pos
+                # log(Ng - tau+ M e^pos), -inf where the difference is not positive
+                diff = log_ng + torch.log1p(-torch.exp((log_sub - log_ng).clamp_max(0.0)))
+                diff = torch.where(log_sub < log_ng, diff, torch.full_like(diff, float("-inf")))
+                log_ng = torch.clamp_min(diff - math.log1p(-self.tau_plus), log_m - 1.0 / t)
+            return torch.logaddexp(pos, log_ng) - pos
+
         if chunk is None:
             sims = pair_rows(ps, 0, ps.n_rows, exclude_positive=True)
-            lses = [row_logsumexp(k * sims) for k in scales]
-        else:
-            lses = pair_lse_scales(ps, chunk, scales)  # no scaled copy of the anchors
-        log_ng = log_m + lses[-1] - (lses[0] if self.beta > 0 else log_m)
-        if self.tau_plus > 0:
-            log_sub = math.log(self.tau_plus) + log_m + pos
-            # log(Ng - tau+ M e^pos), -inf where the difference is not positive
-            diff = log_ng + torch.log1p(-torch.exp((log_sub - log_ng).clamp_max(0.0)))
-            diff = torch.where(log_sub < log_ng, diff, torch.full_like(diff, float("-inf")))
-            log_ng = torch.clamp_min(diff - math.log1p(-self.tau_plus), log_m - 1.0 / t)
-        return self.mean(torch.logaddexp(pos, log_ng) - pos, weights)
+            per = rows([row_logsumexp(k * sims) for k in scales], pos)
+        else:  # no scaled copy of the anchors; the tiles form the gradient while they have each row's statistics
+            per = pair_outer_scales(ps, chunk, scales, rows, pos, uniform=weights is None)
+        return self.mean(per, weights)

@@ -296,6 +296,105 @@ def row_lse_scales(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: T
     return list(_RowLSEScales.apply(anchors, cands, queue, excl, chunk, tuple(float(k) for k in scales)).unbind(0))
 
 
+class _RowOuterScales(torch.autograd.Function):
+    """Per row i, r_i = outer([lse_1, ..., lse_K]_i, extra_i): a row-wise function of the row log-sum-exps of k s over
+    the scales k of ``scales`` (as :class:`_RowLSEScales`) and one more value per row (``extra``, with its gradient;
+    hard negatives' positive logit). A row's tile spans every column, so its statistics are known within the tile:
+    the forward evaluates ``outer`` there (autograd on the tile's (rows,) statistics gives the per-row derivatives
+    h_ki = d r_i / d lse_ki and d r_i / d extra_i) and forms W = sum_k k h_k softmax(k s) and from it the anchors'
+    gradient (exact for any incoming gradient: row i only scales by g_i) and, with ``uniform`` (the caller averages
+    the rows with equal weights), the candidates' and the queue's: 3 products per tile where the statistics, then a
+    backward that recomputes the tile, take 4. A non-uniform incoming gradient recomputes the tiles for the
+    candidates' (and queue's) share."""
+
+    @staticmethod
+    def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None,
+                extra: Tensor | None, chunk: int, scales: tuple[float, ...], outer: Callable[..., Tensor],
+                uniform: bool) -> Tensor:
+        need_a, need_c, need_q, _, need_e = ctx.needs_input_grad[:5]
+        need_q = need_q and queue is not None
+        out = torch.empty(anchors.shape[0], dtype=anchors.dtype, device=anchors.device)
+        lses = torch.empty(len(scales), anchors.shape[0], dtype=anchors.dtype, device=anchors.device)
+        h = torch.empty_like(lses)  # d r_i / d lse_ki
+        de = torch.empty_like(extra) if need_e and extra is not None else None
+        da = torch.zeros_like(anchors) if need_a else None
+        dc = torch.zeros_like(cands) if uniform and need_c else None
+        dq = torch.zeros_like(queue) if uniform and need_q else None
+        x = _columns(cands, queue)
+        work = _tile_buffers(1 + len(scales), chunk, anchors, x.shape[0])
+        for s, e in _spans(anchors.shape[0], chunk):
+            sim = _tile_logits(anchors, x, excl, s, e, work[0])
+            mx = sim.amax(1, keepdim=True)
+            d = sim.sub_(mx)  # max k s = k max s (k > 0)
+            ps = [torch.mul(d, k, out=work[1 + j][: e - s]).exp_() for j, k in enumerate(scales)]
+            for j, (k, p) in enumerate(zip(scales, ps)):
+                lses[j, s:e] = k * mx[:, 0] + p.sum(1).log()
+            with torch.enable_grad():  # the row-wise outer function on this tile's rows: its per-row derivatives
+                stats = [lses[j, s:e].detach().requires_grad_() for j in range(len(scales))]
+                ex = None if extra is None else extra[s:e].detach().requires_grad_()
+                r = outer(stats, ex)
+                hs = torch.autograd.grad(r.sum(), stats + ([ex] if ex is not None else []), allow_unused=True)
+            out[s:e] = r.detach()
+            for j, hj in enumerate(hs[: len(scales)]):
+                h[j, s:e] = 0.0 if hj is None else hj
+            if de is not None:
+                de[s:e] = 0.0 if hs[-1] is None else hs[-1]
+            if da is None and dc is None and dq is None:
+                continue
+            w = ps[0].mul_((scales[0] * h[0, s:e] * (scales[0] * mx[:, 0] - lses[0, s:e]).exp())[:, None])
+            for j in range(1, len(scales)):  # the other scales' softmaxes, weighted, into the first's buffer
+                k = scales[j]
+                w.add_(ps[j].mul_((k * h[j, s:e] * (k * mx[:, 0] - lses[j, s:e]).exp())[:, None]))
+            _accumulate(w, anchors[s:e], cands, queue, da, dc, dq, s, e, cands.shape[0])
+        ctx.save_for_backward(anchors, cands, queue, excl, lses, h, da, dc, dq, de)
+        ctx.chunk, ctx.scales = chunk, scales
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        anchors, cands, queue, excl, lses, h, da, dc, dq, de = ctx.saved_tensors
+        need_c, need_q = ctx.needs_input_grad[1], ctx.needs_input_grad[2] and queue is not None
+        da = None if da is None else da * g[:, None]
+        de = None if de is None else de * g
+        done = (not need_c or dc is not None) and (not need_q or dq is not None)
+        if done and bool((g == g[0]).all()):  # uniform: the forward's sums are the gradient, scaled
+            dc = None if dc is None else dc * g[0]
+            dq = None if dq is None else dq * g[0]
+        else:
+            dc = torch.zeros_like(cands) if need_c else None
+            dq = torch.zeros_like(queue) if need_q else None
+            x = _columns(cands, queue)
+            work = _tile_buffers(3, ctx.chunk, anchors, x.shape[0])
+            for s, e in _spans(anchors.shape[0], ctx.chunk):
+                sim = _tile_logits(anchors, x, excl, s, e, work[0])
+                w: Tensor | None = None
+                for j, k in enumerate(ctx.scales):  # as _RowLSEScales' backward, each scale's g_k = g h_k
+                    p = torch.mul(sim, k, out=work[1 if w is None else 2][: e - s])
+                    p.sub_(lses[j, s:e, None]).exp_().mul_((k * g[s:e] * h[j, s:e])[:, None])
+                    w = p if w is None else w.add_(p)
+                assert w is not None
+                _accumulate(w, anchors[s:e], cands, queue, None, dc, dq, s, e, cands.shape[0])
+        return da, dc, dq, None, de, None, None, None, None
+
+
+def row_outer_scales(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, chunk: int,
+                     scales: tuple[float, ...], outer: Callable[..., Tensor], extra: Tensor | None = None,
+                     uniform: bool = False, self_scale: float | Tensor | None = None) -> Tensor:
+    """(A,) r_i = ``outer([lse_1, ..., lse_K], extra)`` row by row, lse_k the rows' log-sum-exps of k [anchors @
+    cands.T | anchors @ queue.T] (:func:`row_lse_scales`; ``outer`` row-wise: r_i depends on row i's statistics and
+    extra_i alone), with the exact gradients. On the fused kernels the statistics come from
+    :func:`suite.losses.fused.row_lse_scales` and ``outer`` is applied to them; on the PyTorch tiles
+    :class:`_RowOuterScales` forms the gradient in the forward (``uniform``: the caller averages the rows with equal
+    weights; exact either way)."""
+    out = fused.attempt((anchors, cands, queue), fused.row_lse_scales, anchors, cands, queue, excl, scales,
+                        self_scale=self_scale)
+    if out is not None:
+        return outer(out, extra)
+    pin_malloc_threshold()
+    return _RowOuterScales.apply(anchors, cands, queue, excl, extra, chunk, tuple(float(k) for k in scales), outer,
+                                 bool(uniform))
+
+
 class _PairKernelLSE(torch.autograd.Function):
     """log Z = log( sum_{j != k} exp f(u_jk) + 2 sum_{j, m} exp f(u_jm) ), u the squared distances ||e_j - e_k||^2 and
     ||e_j - q_m||^2, f the log-kernel ``kind``: ``("linear", t)``, f(u) = -t u (uniformity), or ``("cauchy", c, a)``,

@@ -225,11 +225,12 @@ def test_row_lse_gradient_formed_in_the_forward_is_exact_for_any_incoming_gradie
     ("infonce", {}, False), ("dcl", {}, False), ("supcon", {}, False),
     ("macl", {}, False),  # reweighted: d/dx_i of sg(V_i) softplus(x_i) is 1, every anchor alike
     ("macl", dict(reweight=False), True),  # softplus alone: sigmoid(x_i), one per anchor
-    ("hard_negative", {}, True)])
+    ("hard_negative", {}, False)])  # a row-wise function of its rows' statistics, evaluated tile by tile
 def test_tiled_backward_recomputes_no_tile_where_every_row_weighs_the_same(name, hp, recomputes, tile_calls):
     """The losses whose rows' log-sum-exps all get the same gradient form the candidates' gradient in the forward
-    (3 products per tile, as dense): their backward recomputes no tile. Counted by the tiles built; the gradients
-    equal the dense path's either way (the cases above)."""
+    (3 products per tile, as dense): their backward recomputes no tile; so do hard negatives, whose rows' gradients
+    differ but are a row-wise function of the rows' statistics, known within each tile. Counted by the tiles built;
+    the gradients equal the dense path's either way (the cases above)."""
     x = _inputs(torch.float32)
     names, fn = _call("labels" if name == "supcon" else "pair", x)
     calls = tile_calls
@@ -243,16 +244,20 @@ def test_tiled_backward_recomputes_no_tile_where_every_row_weighs_the_same(name,
 @pytest.mark.parametrize("hp,scales", [({}, 2), (dict(beta=0.0), 1)])
 def test_hard_negatives_take_both_scales_from_one_pass_of_tiles(hp, scales, tile_calls):
     """Hard negatives' two log-sum-exps (of beta s / t and (1 + beta) s / t) come from the same tiles: each row tile
-    is built once in the forward and once in the backward, for both scales (twice each before: 8 products per tile,
-    now 4); with beta = 0 there is one. The values and gradients equal the dense path's (the cases above)."""
+    is built once, in the forward, for both scales, which evaluates the rows' loss there and forms the gradient (3
+    products per tile; 8 with a pass per scale and a recomputing backward, 4 with one pass and the backward); with
+    beta = 0 there is one scale. With pair weights the rows' gradients are not the forward's, and the backward
+    builds each tile once more. The values and gradients equal the dense path's (the cases above)."""
     x = _inputs(torch.float32)
     calls = tile_calls
-    leaves = [x[k].clone().requires_grad_() for k in ("za", "zb")]
-    out = L.build("hard_negative", chunk_size=3, **hp)(*leaves)
     spans = -(-2 * N // 3)  # 2N anchors in tiles of 3 rows
-    assert len(calls) == spans
-    torch.autograd.grad(out, leaves)
-    assert len(calls) == 2 * spans
+    for weights, built in ((None, spans), (x["weights"], 2 * spans)):
+        calls.clear()
+        leaves = [x[k].clone().requires_grad_() for k in ("za", "zb")]
+        out = L.build("hard_negative", chunk_size=3, **hp)(*leaves, weights=weights)
+        assert len(calls) == spans
+        torch.autograd.grad(out, leaves)
+        assert len(calls) == built
 
 
 @pytest.mark.parametrize("case", CASES[::3] + [c for c in CASES if c[1] in ("tsimclr", "cacr")], ids=lambda c: c[0])
