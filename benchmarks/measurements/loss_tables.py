@@ -21,10 +21,14 @@ LARGE_TASKS = {"speed": "loss-bench-tiled", "auto": "loss-bench-auto", "rss": "l
 
 # Why these losses cannot reach 1.5x InfoNCE's faster path (issue 15 asks the table to say so by counts).
 OPERATION_COUNTS = {
-    "hard_negative": "two log-sum-exps per row (of beta s / t and (1 + beta) s / t) whose gradients enter "
-                     "non-uniformly (through log N_g and the debiasing term): both from one pass of tiles, 4 products "
-                     "(the tile, and in the backward the tile again, the anchors' and the candidates' gradients) "
-                     "against 3, and two exp passes each way against one",
+    "hard_negative": "at 2N = 256 its faster path is dense: two exp passes over the (A, C) matrix (of beta s / t and "
+                     "(1 + beta) s / t) against one, and the per-row log N_g and debiasing ops; its tiles take 3 "
+                     "products per tile, as InfoNCE's (the rows' loss evaluated tile by tile, the gradient formed in "
+                     "the forward), but two exp passes",
+    "simclr_l2": "at 2N = 256 its faster path is dense: squared distances from one product, then a clamp, a square "
+                 "root and their derivatives over the (A, C) matrix, and the exact positives from the differences; "
+                 "its tiles take 3 products per tile, as InfoNCE's (the gradient formed in the forward), with those "
+                 "passes besides",
     "macl": "reweighted, 3 products per tile as InfoNCE (each anchor's gradient in x_i is 1); the adaptive "
             "temperature's scaled anchors and the per-row softplus and reweighting are the rest; without the "
             "reweighting (the text setting) the per-row gradient is sigmoid(x_i), and the candidates' gradient "

@@ -329,6 +329,9 @@ class _RowOuterScales(torch.autograd.Function):
             ps = [torch.mul(d, k, out=work[1 + j][: e - s]).exp_() for j, k in enumerate(scales)]
             for j, (k, p) in enumerate(zip(scales, ps)):
                 lses[j, s:e] = k * mx[:, 0] + p.sum(1).log()
+            if not (need_a or need_c or need_q or de is not None):  # no gradient wanted (no_grad, inference_mode)
+                out[s:e] = outer([lses[j, s:e] for j in range(len(scales))], None if extra is None else extra[s:e])
+                continue
             with torch.enable_grad():  # the row-wise outer function on this tile's rows: its per-row derivatives
                 stats = [lses[j, s:e].detach().requires_grad_() for j in range(len(scales))]
                 ex = None if extra is None else extra[s:e].detach().requires_grad_()
@@ -339,8 +342,6 @@ class _RowOuterScales(torch.autograd.Function):
                 h[j, s:e] = 0.0 if hj is None else hj
             if de is not None:
                 de[s:e] = 0.0 if hs[-1] is None else hs[-1]
-            if da is None and dc is None and dq is None:
-                continue
             w = ps[0].mul_((scales[0] * h[0, s:e] * (scales[0] * mx[:, 0] - lses[0, s:e]).exp())[:, None])
             for j in range(1, len(scales)):  # the other scales' softmaxes, weighted, into the first's buffer
                 k = scales[j]

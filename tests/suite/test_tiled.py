@@ -260,6 +260,22 @@ def test_hard_negatives_take_both_scales_from_one_pass_of_tiles(hp, scales, tile
         assert len(calls) == built
 
 
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_tiled_without_gradients(case):
+    """Every loss, tiled, under torch.no_grad and torch.inference_mode (an evaluation's loss): the value it has with
+    gradients (the tiles that form the gradient in the forward, or evaluate a loss's rows there by autograd, form
+    none when none is wanted)."""
+    _, name, hp, kind = case
+    x = _inputs(F64)
+    loss = L.build(name, chunk_size=3, **hp)
+    want, _ = _value_and_grads(loss, kind, x)
+    names, fn = _call(kind, x)
+    for mode in (torch.no_grad, torch.inference_mode):
+        with mode():
+            got = fn(loss, *[x[k] for k in names])
+        assert torch.allclose(got, want.detach(), rtol=1e-12), (mode.__name__, float(got), float(want))
+
+
 @pytest.mark.parametrize("case", CASES[::3] + [c for c in CASES if c[1] in ("tsimclr", "cacr")], ids=lambda c: c[0])
 def test_losses_stay_float32_under_bf16_autocast(case):
     """a forward inside torch.autocast(bfloat16) (as the engine runs it; the backward after it) -> every loss, dense
