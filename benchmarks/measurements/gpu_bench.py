@@ -602,6 +602,7 @@ def profile(engine: Any, training: Any, plain: Plain, device: torch.device, step
         parts += [f"== {side}: {steps} steps, by {key}", prof.key_averages().table(sort_by=key, row_limit=25),
                   f"== {side}: by self_cpu_time_total", prof.key_averages().table(sort_by="self_cpu_time_total",
                                                                                    row_limit=25)]
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts))
 
 

@@ -49,6 +49,17 @@ def test_gpu_bench_on_the_cpu(tmp_path: Path) -> None:
         assert f"| {name} |" in text, name
 
 
+def test_profile_on_the_cpu(tmp_path: Path) -> None:
+    """``--profile FOLDER`` (a new folder): torch.profiler tables of the suite's step and the plain loop, each side by
+    device and by host time, instead of measurements (it once failed on a folder not yet made, after its steps ran)"""
+    folder = tmp_path / "profiles" / "new"
+    assert gb.main(["--device", "cpu", "--size", "tiny", "--skip-losses", "--only", "graph-tu", "--no-record",
+                    "--out", str(tmp_path / "gpu_bench.md"), "--profile", str(folder)]) == 0
+    text = (folder / "profile-graph-tu.txt").read_text()
+    for side in ("suite", "plain"):
+        assert f"== {side}: " in text and text.count(f"== {side}: ") == 2, text[:500]
+
+
 def test_plain_moco_loss_is_the_suites() -> None:
     """the plain MoCo loop's loss (query and key both anchors, the queue as further negatives) equals the suite's
     InfoNCE with ``queue=``, which the suite's MoCo takes"""
