@@ -474,16 +474,19 @@ def test_cmc_keeps_at_most_one_gradient_accumulator_per_view(with_queue, calls):
 @pytest.mark.parametrize("temperature", [0.005, 100.0])
 def test_extreme_temperatures_match_float64(temperature, calls):
     """InfoNCE and DCL at temperatures whose logits reach 200 (exp overflows float32 without the running maximum)
-    and whose logits are all near 0: float32 kernels against float64 dense."""
+    and whose logits are all near 0: float32 kernels against float64 dense, on the symmetric path ("all") and the
+    pair path ("cross" on both sides)."""
     x = _inputs(F64, seed=5)
     for name in ("infonce", "dcl"):
-        ref_v, ref_g = _value_and_grads(L.build(name, chunk_size=None, temperature=temperature), "pair", x)
-        with fused.interpret():
-            v, g = _value_and_grads(L.build(name, chunk_size=3, temperature=temperature), "pair", _float32(x))
-        assert float(v.detach()) == pytest.approx(float(ref_v), rel=1e-5, abs=1e-6)
-        for a, b in zip(g, ref_g):
-            assert torch.allclose(a.double(), b, rtol=1e-4, atol=1e-5 * float(b.abs().max()))
-    assert calls["fused"] >= 2
+        for neg in ("all", "cross"):
+            hp = dict(temperature=temperature, negatives=neg)
+            ref_v, ref_g = _value_and_grads(L.build(name, chunk_size=None, **hp), "pair", x)
+            with fused.interpret():
+                v, g = _value_and_grads(L.build(name, chunk_size=3, **hp), "pair", _float32(x))
+            assert float(v.detach()) == pytest.approx(float(ref_v), rel=1e-5, abs=1e-6)
+            for a, b in zip(g, ref_g):
+                assert torch.allclose(a.double(), b, rtol=1e-4, atol=1e-5 * float(b.abs().max()))
+    assert calls["fused"] >= 4 and calls["pair"] == 2 and calls["symmetric"] == 2
 
 
 @pytest.mark.parametrize("prec,bound", [("tf32", 2e-3), ("bf16", 2e-2)])
