@@ -29,10 +29,10 @@ OPERATION_COUNTS = {
                  "root and their derivatives over the (A, C) matrix, and the exact positives from the differences; "
                  "its tiles take 3 products per tile, as InfoNCE's (the gradient formed in the forward), with those "
                  "passes besides",
-    "macl": "reweighted, 3 products per tile as InfoNCE (each anchor's gradient in x_i is 1); the adaptive "
-            "temperature's scaled anchors and the per-row softplus and reweighting are the rest; without the "
-            "reweighting (the text setting) the per-row gradient is sigmoid(x_i), and the candidates' gradient "
-            "recomputes the tile: 4 products",
+    "macl": "3 products per tile as InfoNCE (reweighted, each anchor's gradient in x_i is 1; without the "
+            "reweighting, the text setting, the per-row softplus is evaluated tile by tile and the gradient formed "
+            "in the forward); the adaptive temperature's scaled anchors and the per-row softplus and reweighting are "
+            "the rest",
     "tsimclr": "2 products per tile against InfoNCE's 3 (the pairs' matrix is symmetric: the rows' product gives the "
                "columns' gradient too), but about 8 elementwise passes (squared distance, clamp, minimum, the kernel's "
                "ratio and power, sum, its derivative with the clamp's mask, row sums) against InfoNCE's 4 (max, exp, "

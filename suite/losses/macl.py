@@ -41,6 +41,7 @@ from torch import Tensor
 from suite import distributed as sd
 from suite.losses.base import register_loss
 from suite.losses.checks import check_finite, check_positive
+from suite.losses.core import pair_outer_scales
 from suite.losses.pair import PairLoss
 
 
@@ -85,17 +86,21 @@ class MACL(PairLoss):
         tau = tau_raw.clamp_min(self.tau_min)
         ps = self.setup(z_a, z_b, queue, 1.0 / tau)
         pos = self.per_anchor(pos)  # (A,)
-        # (A,) over the negatives; reweighted, every anchor's loss has gradient 1 in x_i (below), so with equal pair
-        # weights the rows are summed uniformly (the tiles' candidates' gradient formed in the forward)
-        lse = self.negatives_lse(ps, uniform=self.reweight and weights is None)
-        x = lse - pos / tau  # -log P_i = softplus(x_i)
+        chunk = self._tile(ps.n_rows, ps.n_cols)
         if self.reweight:
+            # (A,) over the negatives; reweighted, every anchor's loss has gradient 1 in x_i (below), so with equal
+            # pair weights the rows are summed uniformly (the tiles' candidates' gradient formed in the forward)
+            x = self.negatives_lse(ps, uniform=weights is None) - pos / tau  # -log P_i = softplus(x_i)
             # V_i softplus(x_i) with V_i = sg(1 + e^{-x_i}); e^{-x} softplus(x) = exp(log softplus(x) - x) <= 1
             xd = x.detach()
             value = F.softplus(xd) + torch.exp(_log_softplus(xd) - xd)
             loss = self.mean(value + x - xd, weights)  # d/dx [sg(V) softplus(x)] = 1
-        else:
-            loss = self.mean(F.softplus(x), weights)
+        elif chunk is None:
+            loss = self.mean(F.softplus(self.negatives_lse(ps) - pos / tau), weights)
+        else:  # softplus(x_i) is row-wise: the tiles evaluate it tile by tile and form the gradient in the forward
+            per = pair_outer_scales(ps, chunk, (1.0,), lambda lses, p: F.softplus(lses[0] - p), pos / tau,
+                                    uniform=weights is None)
+            loss = self.mean(per, weights)
         self.tau_a, self.alignment = tau.detach(), align.detach()
         self._clamped = self._clamped + clamped.long() if isinstance(self._clamped, Tensor) else clamped.long()
         self._record(tau=tau, alignment=align, tau_clamped=clamped.float())

@@ -224,12 +224,13 @@ def test_row_lse_gradient_formed_in_the_forward_is_exact_for_any_incoming_gradie
 @pytest.mark.parametrize("name,hp,recomputes", [
     ("infonce", {}, False), ("dcl", {}, False), ("supcon", {}, False),
     ("macl", {}, False),  # reweighted: d/dx_i of sg(V_i) softplus(x_i) is 1, every anchor alike
-    ("macl", dict(reweight=False), True),  # softplus alone: sigmoid(x_i), one per anchor
+    ("macl", dict(reweight=False), False),  # softplus alone: sigmoid(x_i), row-wise, evaluated tile by tile
     ("hard_negative", {}, False)])  # a row-wise function of its rows' statistics, evaluated tile by tile
 def test_tiled_backward_recomputes_no_tile_where_every_row_weighs_the_same(name, hp, recomputes, tile_calls):
     """The losses whose rows' log-sum-exps all get the same gradient form the candidates' gradient in the forward
-    (3 products per tile, as dense): their backward recomputes no tile; so do hard negatives, whose rows' gradients
-    differ but are a row-wise function of the rows' statistics, known within each tile. Counted by the tiles built;
+    (3 products per tile, as dense): their backward recomputes no tile; so do hard negatives and MACL without its
+    reweighting, whose rows' gradients differ but are a row-wise function of the rows' statistics, known within each
+    tile. Counted by the tiles built;
     the gradients equal the dense path's either way (the cases above)."""
     x = _inputs(torch.float32)
     names, fn = _call("labels" if name == "supcon" else "pair", x)
