@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 from typing import Any, Callable, Iterator
 
 import torch
@@ -87,6 +88,27 @@ def _spans(n_rows: int, chunk: int) -> list[tuple[int, int]]:
     return [(s, min(s + chunk, n_rows)) for s in range(0, n_rows, chunk)]
 
 
+EXP_FLOOR = -60.0  # the arguments' floor of the tiles' exp passes where they can fall far below a row's maximum
+
+
+def _exp_floor(anchors: Tensor, x: Tensor, scale: float = 1.0) -> float | None:
+    """:data:`EXP_FLOOR` where the tiles' exp arguments, scale (a_i . x_j - max_j a_i . x_j, or - lse_i), can fall
+    below it, else None: bounded by 2 scale max|a| max|x| + log(columns). The CPU's exp takes a slow path below
+    about -87 in float32 (-inf included): 30x slower per entry (InfoNCE's tiles took 3.5x as long at tau = 0.001 as at
+    0.1, MACL's text setting clamps tau there). exp(-60) = 9e-27 beside a row's largest term (1, or 1 / columns
+    after the normaliser) changes no float32 or float64 sum and makes no denormals in the products after it. CPU
+    tensors only (no host read on a GPU, whose exp has no such path)."""
+    if anchors.device.type != "cpu" or not anchors.numel() or not x.numel():
+        return None
+    bound = 2.0 * scale * float(anchors.norm(dim=1).max() * x.norm(dim=1).max()) + math.log(x.shape[0] + 1)
+    return EXP_FLOOR if bound > -EXP_FLOOR else None
+
+
+def _exp_(t: Tensor, floor: float | None) -> Tensor:
+    """exp in place, the arguments first clamped at ``floor`` (:func:`_exp_floor`) where one is given."""
+    return (t if floor is None else t.clamp_min_(floor)).exp_()
+
+
 class _RowLSE(torch.autograd.Function):
     """logsumexp over the columns of [anchors @ cands.T (excluded entries -inf) | anchors @ queue.T], by row
     tiles; only the (A,) row statistics and (A, d) / (C, d) sums are kept, never a tile.
@@ -112,19 +134,20 @@ class _RowLSE(torch.autograd.Function):
         c = cands.shape[0]
         x = _columns(cands, queue)
         work = _tile_buffers(1, chunk, anchors, x.shape[0])
+        floor = _exp_floor(anchors, x)
         for s, e in _spans(anchors.shape[0], chunk):
             sim = _tile_logits(anchors, x, excl, s, e, work[0])
             if not (need_a or need_c or need_q):
                 lse[s:e] = torch.logsumexp(sim, dim=1)
                 continue
             mx = sim.amax(1, keepdim=True)
-            p = sim.sub_(mx).exp_()
+            p = _exp_(sim.sub_(mx), floor)
             tot = p.sum(1, keepdim=True)
             lse[s:e] = (mx + tot.log()).squeeze(1)
             p.div_(tot)
             _accumulate(p, anchors[s:e], cands, queue, da, dc, dq, s, e, c)
         ctx.save_for_backward(anchors, cands, queue, excl, lse, da, dc, dq)
-        ctx.chunk = chunk
+        ctx.chunk, ctx.floor = chunk, floor
         return lse
 
     @staticmethod
@@ -142,9 +165,9 @@ class _RowLSE(torch.autograd.Function):
         for s, e in _spans(anchors.shape[0], ctx.chunk):  # only the columns a gradient is wanted for
             a, w, gi = anchors[s:e], lse[s:e, None], g[s:e, None]
             if dc is not None:
-                dc.addmm_(_tile_logits(anchors, cands, excl, s, e, work[0]).sub_(w).exp_().mul_(gi).T, a)
+                dc.addmm_(_exp_(_tile_logits(anchors, cands, excl, s, e, work[0]).sub_(w), ctx.floor).mul_(gi).T, a)
             if dq is not None:
-                dq.addmm_((a @ queue.T).sub_(w).exp_().mul_(gi).T, a)
+                dq.addmm_(_exp_((a @ queue.T).sub_(w), ctx.floor).mul_(gi).T, a)
         return da, dc, dq, None, None, None
 
 
@@ -251,14 +274,15 @@ class _RowLSEScales(torch.autograd.Function):
         out = torch.empty(len(scales), anchors.shape[0], dtype=anchors.dtype, device=anchors.device)
         x = _columns(cands, queue)
         work = _tile_buffers(2, chunk, anchors, x.shape[0])
+        floor = _exp_floor(anchors, x, max(scales))
         for s, e in _spans(anchors.shape[0], chunk):
             sim = _tile_logits(anchors, x, excl, s, e, work[0])
             mx = sim.amax(1, keepdim=True)
             d = sim.sub_(mx)  # max k s = k max s (k > 0)
             for j, k in enumerate(scales):
-                out[j, s:e] = k * mx[:, 0] + torch.mul(d, k, out=work[1][: e - s]).exp_().sum(1).log_()
+                out[j, s:e] = k * mx[:, 0] + _exp_(torch.mul(d, k, out=work[1][: e - s]), floor).sum(1).log_()
         ctx.save_for_backward(anchors, cands, queue, excl, out)
-        ctx.chunk, ctx.scales = chunk, scales
+        ctx.chunk, ctx.scales, ctx.floor = chunk, scales, floor
         return out
 
     @staticmethod
@@ -275,7 +299,7 @@ class _RowLSEScales(torch.autograd.Function):
             w: Tensor | None = None
             for j, k in enumerate(ctx.scales):  # the first scale's weights in buffer 1, the others' in 2, added
                 p = torch.mul(sim, k, out=work[1 if w is None else 2][: e - s])
-                p.sub_(out[j, s:e, None]).exp_().mul_(k * g[j, s:e, None])
+                _exp_(p.sub_(out[j, s:e, None]), ctx.floor).mul_(k * g[j, s:e, None])
                 w = p if w is None else w.add_(p)
             assert w is not None
             _accumulate(w, anchors[s:e], cands, queue, da, dc, dq, s, e, cands.shape[0])
@@ -322,11 +346,12 @@ class _RowOuterScales(torch.autograd.Function):
         dq = torch.zeros_like(queue) if uniform and need_q else None
         x = _columns(cands, queue)
         work = _tile_buffers(1 + len(scales), chunk, anchors, x.shape[0])
+        floor = _exp_floor(anchors, x, max(scales))
         for s, e in _spans(anchors.shape[0], chunk):
             sim = _tile_logits(anchors, x, excl, s, e, work[0])
             mx = sim.amax(1, keepdim=True)
             d = sim.sub_(mx)  # max k s = k max s (k > 0)
-            ps = [torch.mul(d, k, out=work[1 + j][: e - s]).exp_() for j, k in enumerate(scales)]
+            ps = [_exp_(torch.mul(d, k, out=work[1 + j][: e - s]), floor) for j, k in enumerate(scales)]
             for j, (k, p) in enumerate(zip(scales, ps)):
                 lses[j, s:e] = k * mx[:, 0] + p.sum(1).log()
             if not (need_a or need_c or need_q or de is not None):  # no gradient wanted (no_grad, inference_mode)
@@ -348,7 +373,7 @@ class _RowOuterScales(torch.autograd.Function):
                 w.add_(ps[j].mul_((k * h[j, s:e] * (k * mx[:, 0] - lses[j, s:e]).exp())[:, None]))
             _accumulate(w, anchors[s:e], cands, queue, da, dc, dq, s, e, cands.shape[0])
         ctx.save_for_backward(anchors, cands, queue, excl, lses, h, da, dc, dq, de)
-        ctx.chunk, ctx.scales = chunk, scales
+        ctx.chunk, ctx.scales, ctx.floor = chunk, scales, floor
         return out
 
     @staticmethod
@@ -371,7 +396,7 @@ class _RowOuterScales(torch.autograd.Function):
                 w: Tensor | None = None
                 for j, k in enumerate(ctx.scales):  # as _RowLSEScales' backward, each scale's g_k = g h_k
                     p = torch.mul(sim, k, out=work[1 if w is None else 2][: e - s])
-                    p.sub_(lses[j, s:e, None]).exp_().mul_((k * g[s:e] * h[j, s:e])[:, None])
+                    _exp_(p.sub_(lses[j, s:e, None]), ctx.floor).mul_((k * g[s:e] * h[j, s:e])[:, None])
                     w = p if w is None else w.add_(p)
                 assert w is not None
                 _accumulate(w, anchors[s:e], cands, queue, None, dc, dq, s, e, cands.shape[0])

@@ -261,6 +261,34 @@ def test_hard_negatives_take_both_scales_from_one_pass_of_tiles(hp, scales, tile
         assert len(calls) == built
 
 
+@pytest.mark.parametrize("name,hp", [("infonce", dict(temperature=0.001)), ("dcl", dict(temperature=0.002)),
+                                     ("hard_negative", dict(temperature=0.005)),
+                                     ("macl", dict(reweight=False, tau0=0.05, alpha=2.0, a0=0.8))])
+def test_tiles_exp_no_argument_below_the_floor_at_extreme_temperatures(name, hp, monkeypatch):
+    """At tau = 0.001 (MACL's text setting clamps there) a row's logits span 2000: the tiles clamp their exp passes'
+    arguments at tiling.EXP_FLOOR (-60; the CPU's exp is 30x slower below about -87, -inf included), with values and
+    gradients as dense's to float64 precision; at tau = 0.1 (a span of 20) there is nothing to clamp."""
+    seen: list[float] = []
+
+    def exp_(t, floor, real=tiling._exp_):
+        out = real(t, floor)
+        seen.append(float(out.min().log()) if out.numel() else 0.0)
+        return out
+
+    monkeypatch.setattr(tiling, "_exp_", exp_)
+    x = _inputs(F64)
+    x["za"], x["zb"] = x["za"] * 3.0, x["zb"] + 0.1  # inputs far from unit length: the losses normalise them
+    dense_v, dense_g = _value_and_grads(L.build(name, **hp), "pair", x)
+    v, g = _value_and_grads(L.build(name, chunk_size=3, **hp), "pair", x)
+    assert seen and min(seen) >= tiling.EXP_FLOOR - 1e-9, min(seen)
+    assert min(seen) < -50.0  # the floor was reached: the logits did span past it
+    assert torch.allclose(v, dense_v, rtol=1e-10), (float(v), float(dense_v))
+    for a, b in zip(g, dense_g):
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12 * float(b.abs().max()))
+    z = torch.nn.functional.normalize(x["za"], dim=1)
+    assert tiling._exp_floor(z / 0.1, z) is None and tiling._exp_floor(z / 0.001, z) == tiling.EXP_FLOOR
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_tiled_without_gradients(case):
     """Every loss, tiled, under torch.no_grad and torch.inference_mode (an evaluation's loss): the value it has with
