@@ -14,8 +14,9 @@ Preemption: SLURM's ``scontrol requeue`` (preemption, node failure) or submitit'
 ``--time``; :meth:`SlurmTask.checkpoint` stops the job's command, which the run owner ends as ``interrupted``, and asks
 submitit to requeue it) starts the same array task again; its process takes its own row back by its scheduler id
 (``requeues`` counts the restarts, ``SLURM_RESTART_COUNT``) and runs the same command, and the run owner resumes the run
-from its newest checkpoint into the same registry row (one row; no checkpoint yet: a clean start). After
-``--max-requeues`` restarts the job fails with one line. Ray retries a task whose worker died up to the same limit.
+from its newest checkpoint into the same registry row (one row; no checkpoint yet: a clean start). Between its end
+and its requeued pending state a task can be missing from squeue: the runner takes a job whose row has not ended as
+gone only after ``vanish_grace`` seconds missing. After ``--max-requeues`` restarts the job fails with one line. Ray retries a task whose worker died up to the same limit.
 
 An SQLite registry on a network file system is refused (:func:`check_registry`): SQLite's locks are not safe there.
 """
@@ -261,6 +262,10 @@ class ClusterExecutor:
     max_requeues: int = 3
     ray_address: str | None = None
     poll: float = 1.0
+    # seconds a SLURM job whose row has not ended may be missing from squeue before it is taken as gone: a task that
+    # ends to be requeued (submitit's time-limit signal, scontrol requeue) can be missing between its end and its
+    # requeued pending state (one fresh-clone CI run saw it so, and called the job failed)
+    vanish_grace: float = 30.0
     _cancel: list[Any] = field(default_factory=list)  # SLURM array ids / Ray object refs of this runner
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -431,6 +436,7 @@ class ClusterExecutor:
         t0 = {j.hash: time.monotonic() for j in jobs}
         left = {j.hash: j for j in jobs}
         unanswered = False  # said once while the controller does not answer, again after it has answered
+        missing: dict[str, float] = {}  # SLURM jobs missing from squeue while their rows have not ended: since when
         while left:
             if self.kind == "slurm":
                 held = self._squeue(sorted({h.split(":", 1)[1].split("_")[0] for h in handles.values()}))
@@ -460,7 +466,12 @@ class ClusterExecutor:
                     print(f"[start] {left[h].label()}  ({row.get('scheduler_id')} on {row.get('host')})\n"
                           f"{runner.progress()}", flush=True)
                 if h not in gone:
+                    missing.pop(h, None)
                     continue
+                if self.kind == "slurm" and row.get("status") in ("queued", "running", "interrupted"):
+                    since = missing.setdefault(h, time.monotonic())  # perhaps between its end and its requeue
+                    if time.monotonic() - since < self.vanish_grace:
+                        continue
                 job = left.pop(h)
                 if self.kind == "ray":
                     import ray

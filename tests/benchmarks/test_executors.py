@@ -163,3 +163,40 @@ def test_a_job_requeued_more_than_the_limit_fails_in_one_line(tmp_path, monkeypa
     assert (row["status"], row["requeues"]) == ("failed", 4)
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "more than --max-requeues 3" in out and f"{job.hash}.log" in out
+
+
+def test_a_slurm_task_missing_from_squeue_while_it_is_requeued_is_followed_on(tmp_path, monkeypatch):
+    """squeue can miss a task between its end (the time-limit signal, its run interrupted) and its requeued pending
+    state: the runner follows it on while it is missing less than ``vanish_grace`` seconds (a fresh-clone CI run once
+    called such a job failed), and a job missing for longer, its row never ended, still fails"""
+    from benchmarks.runner.executors import ClusterExecutor
+    from benchmarks.runner.run import Runner
+
+    _, (job,) = load_suite(_write(tmp_path, {"name": "t", "jobs": [{"frontend": "graph", "command": "tu",
+                                                                    "seeds": [0]}]}))
+    db = str(tmp_path / "r.sqlite")
+    reg = Registry(db)
+    sid = "6_0"
+
+    def follow(script, grace):
+        """``script``: per squeue poll, (the row's status or None to leave it, requeues, whether squeue lists it)"""
+        reg.claim_job(job.hash, "graph tu", rerun=True, scheduler_id=f"slurm:{sid}", requeues=0)
+        polls = iter(script)
+
+        def squeue(arrays):
+            status, requeues, listed = next(polls, (None, 0, False))  # then: missing, the row as it is
+            if status == "finished":
+                reg.finish_job(job.hash, "finished")
+            elif status is not None:
+                reg.update_job(job.hash, status=status, requeues=requeues)
+            return {sid: "PENDING"} if listed else {}
+
+        ex = ClusterExecutor("slurm", poll=0.01, vanish_grace=grace)
+        monkeypatch.setattr(ex, "_squeue", squeue)
+        return ex._follow(Runner(db, log_dir=tmp_path / "logs"), [job], {job.hash: f"slurm:{sid}"}, reg)
+
+    requeue = [(None, 0, True), ("interrupted", 0, False), (None, 0, False), (None, 0, True), ("running", 1, True),
+               ("finished", 1, False)]
+    assert follow(requeue, grace=30.0) == {job.hash: "finished"}
+    assert reg.job(job.hash)["requeues"] == 1
+    assert follow([(None, 0, True), ("interrupted", 0, False)], grace=0.05) == {job.hash: "failed"}
