@@ -295,15 +295,24 @@ class _RowLSEScales(torch.autograd.Function):
         x = _columns(cands, queue)
         work = _tile_buffers(3, ctx.chunk, anchors, x.shape[0])
         for s, e in _spans(anchors.shape[0], ctx.chunk):
-            sim = _tile_logits(anchors, x, excl, s, e, work[0])
-            w: Tensor | None = None
-            for j, k in enumerate(ctx.scales):  # the first scale's weights in buffer 1, the others' in 2, added
-                p = torch.mul(sim, k, out=work[1 if w is None else 2][: e - s])
-                _exp_(p.sub_(out[j, s:e, None]), ctx.floor).mul_(k * g[j, s:e, None])
-                w = p if w is None else w.add_(p)
-            assert w is not None
+            w = _scales_weights(_tile_logits(anchors, x, excl, s, e, work[0]), ctx.scales, out[:, s:e], g[:, s:e],
+                                work, ctx.floor)
             _accumulate(w, anchors[s:e], cands, queue, da, dc, dq, s, e, cands.shape[0])
         return da, dc, dq, None, None, None
+
+
+def _scales_weights(sim: Tensor, scales: tuple[float, ...], lses: Tensor, gs: Tensor, work: list[Tensor],
+                    floor: float | None) -> Tensor:
+    """A tile's W = sum_k k g_k exp(k s - lse_k) for the scales' (K, rows) log-sum-exps and incoming gradients, the
+    first scale's weights in buffer 1, the others' in 2, added (the backward of the rows' log-sum-exps at K scales)."""
+    rows = sim.shape[0]
+    w: Tensor | None = None
+    for j, k in enumerate(scales):
+        p = torch.mul(sim, k, out=work[1 if w is None else 2][:rows])
+        _exp_(p.sub_(lses[j, :, None]), floor).mul_(k * gs[j, :, None])
+        w = p if w is None else w.add_(p)
+    assert w is not None
+    return w
 
 
 def row_lse_scales(anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None, chunk: int,
@@ -391,14 +400,9 @@ class _RowOuterScales(torch.autograd.Function):
             dq = torch.zeros_like(queue) if need_q else None
             x = _columns(cands, queue)
             work = _tile_buffers(3, ctx.chunk, anchors, x.shape[0])
-            for s, e in _spans(anchors.shape[0], ctx.chunk):
-                sim = _tile_logits(anchors, x, excl, s, e, work[0])
-                w: Tensor | None = None
-                for j, k in enumerate(ctx.scales):  # as _RowLSEScales' backward, each scale's g_k = g h_k
-                    p = torch.mul(sim, k, out=work[1 if w is None else 2][: e - s])
-                    _exp_(p.sub_(lses[j, s:e, None]), ctx.floor).mul_((k * g[s:e] * h[j, s:e])[:, None])
-                    w = p if w is None else w.add_(p)
-                assert w is not None
+            for s, e in _spans(anchors.shape[0], ctx.chunk):  # each scale's incoming gradient g_k = g h_k
+                w = _scales_weights(_tile_logits(anchors, x, excl, s, e, work[0]), ctx.scales, lses[:, s:e],
+                                    g[None, s:e] * h[:, s:e], work, ctx.floor)
                 _accumulate(w, anchors[s:e], cands, queue, None, dc, dq, s, e, cands.shape[0])
         return da, dc, dq, None, de, None, None, None, None
 
