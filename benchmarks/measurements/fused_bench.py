@@ -10,8 +10,9 @@ t-SimCLR and CMC also on the kernels' general path (``fused-general``: without t
 FLOP floor at the rate this device reaches in a large matrix product of each precision (measured here, cuBLAS). At
 1,048,576 only the kernels run (one call each): InfoNCE in every precision, the other losses (X-CLR with its graph as
 embeddings) in bf16, which shows their memory. Time: the median of ``--repeats`` calls after one warm-up call (the
-kernels' autotuning happens at the smallest size); memory: the peak allocated above the inputs. ``--budget-s``: cells past the budget are skipped, and
-said so, not recorded. It needs CUDA; elsewhere it says so and exits 0.
+kernels' autotuning happens in the warm-up call of each size class, 2N = 32,768 and above sharing one); memory:
+the peak allocated above the inputs. ``--budget-s``: cells past the budget are skipped, and said so, not
+recorded. It needs CUDA; elsewhere it says so and exits 0.
 """
 from __future__ import annotations
 

@@ -65,6 +65,7 @@ import contextvars
 import functools
 import math
 import os
+import statistics
 import sys
 import warnings
 from typing import Any, Iterator
@@ -541,7 +542,8 @@ def _forward(a: Tensor, x: Tensor, n_c: int, ex: Tensor | None, mode: int, c1: f
     fwd = _kernels(a.device.type == "cpu")[0]
     grid = lambda meta: (triton.cdiv(m, meta["BM"]),)  # noqa: E731
     fwd[grid](a, x, na, nx, lse if ex is None else ex, lse, o, r, lse if ks is None else ks, lse if v is None else v,
-              m, x.shape[0], n_c, d, dv, c1, c2, qoff, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0],
+              m, x.shape[0], n_c, d, dv, c1, c2, qoff, _size_class(m), MODE=mode,
+              K_EXCL=0 if ex is None else ex.shape[0],
               WANT_O=want_o, HAS_Q=x.shape[0] > n_c, HAS_KS=ks is not None, HAS_V=v is not None, COST=cost,
               TWO=two, **_value_width(dv),
               **_launch_args(prec, d, a.device.type == "cpu"), **_fixed(a))
@@ -561,7 +563,8 @@ def _backward(a: Tensor, x: Tensor, n_c: int, n_grad: int, ex: Tensor | None, ls
     bwd = _kernels(a.device.type == "cpu")[1]
     grid = lambda meta: (triton.cdiv(n_grad, meta["BN"]),)  # noqa: E731
     bwd[grid](a, x, na, nx, lse if ex is None else ex, lse, g, lse if sb is None else sb, dx, lse if u is None else u,
-              m, n_grad, n_c, d, dv, c1, c2, qoff, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0],
+              m, n_grad, n_c, d, dv, c1, c2, qoff, _size_class(n_grad), MODE=mode,
+              K_EXCL=0 if ex is None else ex.shape[0],
               HAS_Q=x.shape[0] > n_c, HAS_U=u is not None, COST=cost, **_value_width(dv),
               **_launch_args(prec, d, a.device.type == "cpu"), **_fixed(a))
     return dx
@@ -588,7 +591,8 @@ def _row_backward(a: Tensor, x: Tensor, n_c: int, ex: Tensor | None, lse: Tensor
     l2, g2 = second if second is not None else (lse, lse)
     ex_c, lse_c, g_c = other if other is not None else (ex, lse, g)
     kernel[grid](a, x, nx, lse if ex is None else ex, lse, g, lse if ex_c is None else ex_c, lse_c, g_c,
-                 lse if ks is None else ks, lse if sb is None else sb, l2, g2, da, m, x.shape[0], n_c, d, c1, c2, 0.0, MODE=mode, K_EXCL=0 if ex is None else ex.shape[0],
+                 lse if ks is None else ks, lse if sb is None else sb, l2, g2, da, m, x.shape[0], n_c, d, c1, c2, 0.0,
+                 _size_class(m), MODE=mode, K_EXCL=0 if ex is None else ex.shape[0],
                  HAS_KS=ks is not None, SYM=sym, HAS_Q=x.shape[0] > n_c, COST=cost, TWO=second is not None,
                  **_launch_args(prec, d, a.device.type == "cpu"), **_fixed(a))
     return da
@@ -663,7 +667,7 @@ def _row_block(P, NP, E, rows, M, D, MODE: tl.constexpr, K_EXCL: tl.constexpr, B
     return rmask, a, _bf16(a, BF16), na, e0, e1
 
 
-def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, V, M, C, n_c, D, DV, c1, c2, qoff,  # pragma: no cover (traced)
+def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, V, M, C, n_c, D, DV, c1, c2, qoff, SZ,  # pragma: no cover (traced)
                 MODE: tl.constexpr, K_EXCL: tl.constexpr, WANT_O: tl.constexpr, HAS_Q: tl.constexpr,
                 HAS_KS: tl.constexpr, HAS_V: tl.constexpr, COST: tl.constexpr, TWO: tl.constexpr,
                 PREC: tl.constexpr, BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
@@ -731,7 +735,7 @@ def _fwd_kernel(A, X, NA, NX, E, LSE, O, R, KS, V, M, C, n_c, D, DV, c1, c2, qof
         tl.store(R + rows, m2_i + tl.log(r_i), mask=rmask)
 
 
-def _bwd_kernel(A, X, NA, NX, E, LSE, G, SB, DX, U, M, n_grad, n_c, D, DV, c1, c2, qoff,  # pragma: no cover (traced)
+def _bwd_kernel(A, X, NA, NX, E, LSE, G, SB, DX, U, M, n_grad, n_c, D, DV, c1, c2, qoff, SZ,  # pragma: no cover
                 MODE: tl.constexpr, K_EXCL: tl.constexpr, HAS_Q: tl.constexpr, HAS_U: tl.constexpr,
                 COST: tl.constexpr, PREC: tl.constexpr, BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                 BD: tl.constexpr, BDV: tl.constexpr):
@@ -775,7 +779,7 @@ def _bwd_kernel(A, X, NA, NX, E, LSE, G, SB, DX, U, M, n_grad, n_c, D, DV, c1, c
 
 
 def _self_bwd_kernel(A, X, NX, E, LSE, G, E_C, LSE_C, G_C, KS, SB, L2, G2, DZ, M, C, n_c, D,  # pragma: no cover
-                     c1, c2, qoff,
+                     c1, c2, qoff, SZ,
                      MODE: tl.constexpr, K_EXCL: tl.constexpr, HAS_KS: tl.constexpr, SYM: tl.constexpr,
                      HAS_Q: tl.constexpr, COST: tl.constexpr, TWO: tl.constexpr, PREC: tl.constexpr,
                      BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
@@ -784,9 +788,9 @@ def _self_bwd_kernel(A, X, NX, E, LSE, G, E_C, LSE_C, G_C, KS, SB, L2, G2, DZ, M
     row i] + g_j p_ji w_ij [i not excluded from row j] (p_ji from the same tile: l_ji = l_ij, the products x_i . x_j
     being the forward's), the columns' own rows' statistics read from E_C, LSE_C, G_C (LSE, G, E on the symmetric
     path; the other side's on the pair path of :func:`row_lse_pair`: A, X two sets of rows, l_ji of x_j against A
-    equal to l_ij; "dot", no queue, no ``COST`` or ``TWO``). Else the row side alone: the anchors' gradient where the forward kept no accumulator
-    (:func:`soft_cost`). ``COST`` as :func:`_bwd_kernel`'s, each side with its own row's sbar (SB). ``TWO`` ("dot",
-    SYM): the rows' log-sum-exps at two scales c1, c2 of the same products (L2, G2: the second's statistics and
+    equal to l_ij; "dot", no queue, no ``COST`` or ``TWO``). Else the row side alone: the anchors' gradient where the
+    forward kept no accumulator (:func:`soft_cost`). ``COST`` as :func:`_bwd_kernel`'s, each side with its own row's
+    sbar (SB). ``TWO`` ("dot", SYM): the rows' log-sum-exps at two scales c1, c2 of the same products (L2, G2: the second's statistics and
     incoming gradient), W = c1 W_1 + c2 W_2 (the scales applied here, not by the caller)."""
     if HAS_KS:
         c1 = c1 * tl.load(KS)
@@ -848,17 +852,47 @@ def _self_bwd_kernel(A, X, NX, E, LSE, G, E_C, LSE_C, G_C, KS, SB, L2, G2, DZ, M
     tl.store(DZ + rows[:, None] * D + offs_d[None, :], acc, mask=rmask[:, None] & dmask[None, :])
 
 
-_CONFIGS = [(64, 64, 4, 2), (128, 64, 8, 2)]  # BM, BN, warps, stages: the autotuner's choice (few: each compiles)
+# BM, BN, warps, stages: the autotuner's choice (few: each compiles). On an H200 (Triton 3.6), InfoNCE at 2N = 32,768,
+# d = 128, forward + backward, each config alone (fp32 symmetric / general path, tf32 symmetric / general), in ms:
+# 64x64/4/2 33.6 / 51.1, 12.8 / 17.0; 128x64/8/2 20.6 / (its general backward exceeds the SM's shared memory), 11.4 /
+# 16.3; 128x32/8/3 22.4 / 29.4, 11.2 / 14.1; 128x32/4/2 34.8 / 54.0, 11.8 / 11.8 (and slower: 64x64/4/3, 64x32/4/3,
+# 64x64/8/2, 32x64/4/3). A config that does not fit is timed as infinite by the autotuner.
+_CONFIGS = [(64, 64, 4, 2), (128, 64, 8, 2), (128, 32, 8, 3), (128, 32, 4, 2)]
 _logits_jit: Any = None
 _bf16: Any = None
 _row_block_jit: Any = None
 _jitted: dict[bool, tuple[Any, Any, Any]] = {}
 
 
+def _size_class(n: int) -> int:
+    """The autotuner's size key of a launch over n rows (or columns): its bit length, from 2^10 to 2^16 (2N = 32,768
+    and above share one choice: there every SM has tiles in either config, and tuning at 2^20, seconds a run, would
+    cost minutes). Before it had one, a choice tuned at 8,192 (64x64) was kept at 32,768, where 128x64 took 20.6 ms,
+    not 33.6 (fp32 InfoNCE on an H200)."""
+    return min(max(int(n).bit_length(), 10), 16)
+
+
+def _tune_bench(kernel_call: Any, quantiles: Any = None) -> list[float]:
+    """The autotuner's timing of one config: a warm run, then runs until 25 ms or 10 of them (Triton's default
+    times 5 runs to estimate, then 100 ms' worth: minutes for seconds-long kernels). [median, min, max] in ms."""
+    kernel_call()
+    torch.cuda.synchronize()
+    times: list[float] = []
+    while len(times) < 10 and sum(times) < 25.0:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        kernel_call()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return [statistics.median(times), min(times), max(times)]
+
+
 def _kernels(interpreted: bool) -> tuple[Any, Any, Any]:
     """The three kernels (forward, backward, the symmetric backward), jitted by Triton at first use (under its
-    interpreter for CPU tensors, autotuned on a GPU). Triton decides at its import whether it interprets
-    (``TRITON_INTERPRET=1``, its own library included), so one process runs the kernels one way."""
+    interpreter for CPU tensors, autotuned on a GPU for each size class, :func:`_size_class`, which they take as
+    ``SZ`` and do not use). Triton decides at its import whether it interprets (``TRITON_INTERPRET=1``, its own library
+    included), so one process runs the kernels one way."""
     global tl, _logits_jit, _bf16, _row_block_jit
     if interpreted not in _jitted:
         if _jitted or ("triton" in sys.modules and (os.environ.get("TRITON_INTERPRET") == "1") != interpreted):
@@ -873,13 +907,15 @@ def _kernels(interpreted: bool) -> tuple[Any, Any, Any]:
 
         tl = triton.language
         _logits_jit, _bf16, _row_block_jit = triton.jit(_logits), triton.jit(_mm_input), triton.jit(_row_block)
-        fwd, bwd, sym = triton.jit(_fwd_kernel), triton.jit(_bwd_kernel), triton.jit(_self_bwd_kernel)
+        fwd, bwd, sym = (triton.jit(k, do_not_specialize=["SZ"]) for k in (_fwd_kernel, _bwd_kernel,
+                                                                             _self_bwd_kernel))
         if not interpreted:
             configs = [triton.Config({"BM": bm, "BN": bn}, num_warps=w, num_stages=st) for bm, bn, w, st in _CONFIGS]
-            fwd = triton.autotune(configs, key=["D", "DV", "MODE", "K_EXCL", "WANT_O", "HAS_V", "COST", "TWO",
-                                                "PREC", "BF16"])(fwd)
-            bwd = triton.autotune(configs, key=["D", "DV", "MODE", "K_EXCL", "HAS_U", "COST", "PREC", "BF16"])(bwd)
-            sym = triton.autotune(configs, key=["D", "MODE", "K_EXCL", "SYM", "HAS_Q", "COST", "TWO", "PREC",
-                                                "BF16"])(sym)
+            fwd = triton.autotune(configs, key=["SZ", "D", "DV", "MODE", "K_EXCL", "WANT_O", "HAS_V", "COST", "TWO",
+                                                "PREC", "BF16"], do_bench=_tune_bench)(fwd)
+            bwd = triton.autotune(configs, key=["SZ", "D", "DV", "MODE", "K_EXCL", "HAS_U", "COST", "PREC", "BF16"],
+                                  do_bench=_tune_bench)(bwd)
+            sym = triton.autotune(configs, key=["SZ", "D", "MODE", "K_EXCL", "SYM", "HAS_Q", "COST", "TWO", "PREC",
+                                                "BF16"], do_bench=_tune_bench)(sym)
         _jitted[interpreted] = (fwd, bwd, sym)
     return _jitted[interpreted]

@@ -35,7 +35,7 @@ SCRIPT = textwrap.dedent('''
                 sig[p] = "constexpr"
             elif p in ("c1", "c2", "qoff"):
                 sig[p] = "fp32"
-            elif p in ("M", "C", "D", "DV", "n_c", "n_grad"):
+            elif p in ("M", "C", "D", "DV", "n_c", "n_grad", "SZ"):
                 sig[p] = "i32"
             else:  # the tensors
                 sig[p] = "*i64" if p in ("E", "E_C") else "*fp32"
