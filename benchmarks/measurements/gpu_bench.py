@@ -4,10 +4,11 @@ PyTorch loop of the same model, batch, precision, augmentation and optimiser, on
 Front-ends (``--size full``, the issue's sizes; ``tiny``: the same code at a size the CPU runs in seconds, for CI):
 
 * ``vision-simclr`` / ``vision-moco``: SimCLR and MoCo-v2, CIFAR ResNet-18 (``tiny``: the small convnet), batch 512,
-  bf16 on CUDA, the suite's own ``ViewAugment``, SGD; 10,000 synthetic CIFAR-sized images written as CIFAR pickles;
-* ``graph-tu``: GraphCL on a generated TU-like set (1,113 graphs of 39 nodes on average, PROTEINS' size), batch 128,
+  bf16 on CUDA, the suite's own ``ViewAugment``, SGD; 10,240 synthetic CIFAR-sized images written as CIFAR pickles;
+* ``graph-tu``: GraphCL on a generated TU-like set (1,152 graphs of 39 nodes on average, about PROTEINS' 1,113),
+  batch 128,
   the suite's GIN and augmentation; the plain loop collates with PyG's own ``DataLoader`` (workers on CUDA);
-* ``graph-mol``: molecular pretraining with Hu et al.'s GIN (5 x 300) on 20,000 generated molecular graphs, batch 256;
+* ``graph-mol``: molecular pretraining with Hu et al.'s GIN (5 x 300) on 20,480 generated molecular graphs, batch 256;
   the plain loop: PyG's ``DataLoader`` over the molecules as ``Data``;
 * ``text-simcse``: unsupervised SimCSE with a MiniLM-L6-sized BERT (6 x 384, random weights and a WordPiece vocabulary
   trained on the generated sentences: no download), batch 128, max length 32, bf16 on CUDA; the plain loop: the
@@ -89,9 +90,11 @@ class Size:
     steps: int
 
 
+# Each data set a whole number of batches: the suite keeps an epoch's last partial batch in one process, the plain
+# loops draw full ones, so a remainder gave the suite cheaper steps (10,000 images at 512: one step in 20 of 272).
 SIZES = {
-    "full": Size(images=10_000, image_batch=512, encoder="resnet18", width=0, queue=4096, graphs=1113, graph_nodes=39,
-                 graph_batch=128, molecules=20_000, mol_batch=256, mol_layers=5, mol_dim=300, sentences=20_000,
+    "full": Size(images=10_240, image_batch=512, encoder="resnet18", width=0, queue=4096, graphs=1152, graph_nodes=39,
+                 graph_batch=128, molecules=20_480, mol_batch=256, mol_layers=5, mol_dim=300, sentences=20_480,
                  text_batch=128, text_layers=6, text_hidden=384, text_heads=12, loss_n=(8192, 32768), warmup=10,
                  rounds=5, steps=20),
     "tiny": Size(images=256, image_batch=32, encoder="convnet", width=8, queue=64, graphs=64, graph_nodes=12,

@@ -83,3 +83,12 @@ def test_the_table_shows_each_cells_earlier_runs(tmp_path: Path) -> None:
     row = next(line for line in text.splitlines() if line.startswith("| graph-tu |"))
     assert "**0.80**" in row and row.rstrip(" |").split("| ")[-1].startswith("0.92 (")
     assert "Short of the target (0.9): graph-tu 0.80." in text and "moved by up to 0.12 (graph-tu)" in text
+
+
+def test_every_size_is_whole_batches() -> None:
+    """The suite keeps an epoch's partial batch, the plain loops never draw one: a remainder would time the suite on
+    smaller steps than its plain loop."""
+    for name, size in gb.SIZES.items():
+        for n, b in ((size.images, size.image_batch), (size.graphs, size.graph_batch),
+                     (size.molecules, size.mol_batch), (size.sentences, size.text_batch)):
+            assert n % b == 0, (name, n, b)
