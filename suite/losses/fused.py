@@ -790,8 +790,8 @@ def _self_bwd_kernel(A, X, NX, E, LSE, G, E_C, LSE_C, G_C, KS, SB, L2, G2, DZ, M
     path; the other side's on the pair path of :func:`row_lse_pair`: A, X two sets of rows, l_ji of x_j against A
     equal to l_ij; "dot", no queue, no ``COST`` or ``TWO``). Else the row side alone: the anchors' gradient where the
     forward kept no accumulator (:func:`soft_cost`). ``COST`` as :func:`_bwd_kernel`'s, each side with its own row's
-    sbar (SB). ``TWO`` ("dot", SYM): the rows' log-sum-exps at two scales c1, c2 of the same products (L2, G2: the second's statistics and
-    incoming gradient), W = c1 W_1 + c2 W_2 (the scales applied here, not by the caller)."""
+    sbar (SB). ``TWO`` ("dot", SYM): the rows' log-sum-exps at two scales c1, c2 of the same products (L2, G2: the
+    second's statistics and incoming gradient), W = c1 W_1 + c2 W_2 (the scales applied here, not by the caller)."""
     if HAS_KS:
         c1 = c1 * tl.load(KS)
         if TWO:
