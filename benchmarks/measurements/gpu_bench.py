@@ -17,9 +17,10 @@ Front-ends (``--size full``, the issue's sizes; ``tiny``: the same code at a siz
 Every loss is InfoNCE (NT-Xent, 2N - 1 candidates, both directions; MoCo: the query against its key and the queue),
 the plain loops computing it as the field writes it (normalise, matrix product, cross-entropy). The suite side is the
 front-end's own :meth:`~suite.train.run.Task.build` driven by :class:`suite.train.Engine` (what ``suite ... train``
-runs, less evaluation and export). After ``--warmup`` steps of each, ``--rounds`` rounds of ``--steps`` steps
-alternate between the two (the plain round runs inside the suite's step callback, the device synchronised at each
-round's ends); rates are medians over rounds, the ratio the median of the per-round ratios. On CUDA each side's peak
+runs, less evaluation and export). After the size's ``warmup`` steps of each, ``rounds`` rounds of ``steps`` steps
+(``full``: 10, 9 and 20) alternate between the two (the plain round runs inside the suite's step callback, the device
+synchronised at each round's ends); rates are medians over rounds, the ratio the median of the per-round ratios
+(their lowest and highest recorded beside it). On CUDA each side's peak
 step memory is the most allocated above what was allocated when its round began (both models live together).
 
 The loss core: every loss, dense and tiled (the rows per tile ``chunk_size="auto"`` takes above its dense limit; on
@@ -96,7 +97,7 @@ SIZES = {
     "full": Size(images=10_240, image_batch=512, encoder="resnet18", width=0, queue=4096, graphs=1152, graph_nodes=39,
                  graph_batch=128, molecules=20_480, mol_batch=256, mol_layers=5, mol_dim=300, sentences=20_480,
                  text_batch=128, text_layers=6, text_hidden=384, text_heads=12, loss_n=(8192, 32768), warmup=10,
-                 rounds=5, steps=20),
+                 rounds=9, steps=20),
     "tiny": Size(images=256, image_batch=32, encoder="convnet", width=8, queue=64, graphs=64, graph_nodes=12,
                  graph_batch=16, molecules=128, mol_batch=16, mol_layers=2, mol_dim=32, sentences=256,
                  text_batch=16, text_layers=2, text_hidden=32, text_heads=2, loss_n=(256,), warmup=2, rounds=2,
@@ -626,7 +627,8 @@ def measure_front_end(work: Work, size: Size, device: torch.device, scratch: Pat
     plain_rate = statistics.median(size.steps / t for t in r.plain_s)
     out = {"suite_steps_per_s": suite_rate, "plain_steps_per_s": plain_rate,
            "suite_examples_per_s": suite_rate * batch, "plain_examples_per_s": plain_rate * plain.examples,
-           "ratio": statistics.median(ratios), "suite_peak_mb": r.suite_peak, "plain_peak_mb": r.plain_peak,
+           "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+           "suite_peak_mb": r.suite_peak, "plain_peak_mb": r.plain_peak,
            "batch": float(batch), "host_reads_per_step": getattr(engine, "host_reads", float("nan")) / max(engine.step, 1)}
     del engine, training, plain
     if device.type == "cuda":
@@ -739,6 +741,13 @@ def _fmt(v: float, digits: int = 0) -> str:
     return "-" if v is None or not math.isfinite(v) else f"{v:,.{digits}f}"
 
 
+def _range(m: dict[str, float]) -> str:
+    """" (lowest-highest)" of a front-end's per-round ratios, where its run recorded them."""
+    if "ratio_min" not in m:
+        return ""
+    return f" ({_fmt(m['ratio_min'], 2)}-{_fmt(m['ratio_max'], 2)})"
+
+
 def table(registry: Any, allow_dirty: bool = False) -> str:
     """``gpu_bench.md`` from the registry alone: the newest run of each front-end and loss case per device and size."""
     from benchmarks.measurements.measured import every, latest
@@ -752,7 +761,8 @@ def table(registry: Any, allow_dirty: bool = False) -> str:
              "Made by `python -m benchmarks.measurements.gpu_bench` from the registry alone (tasks `gpu-bench`, "
              "`gpu-bench-loss`). Each front-end's training step (the front-end's own task driven by the engine) "
              "beside a plain loop of the same model, batch, precision, augmentation and optimiser, interleaved on "
-             "one device; ratio = the suite's rate / the plain loop's (median of per-round ratios; target >= 0.9). "
+             "one device; ratio = the suite's rate / the plain loop's (median of per-round ratios, with their "
+             "range where recorded; target >= 0.9). "
              "Peak memory: the most allocated above the round's start (CUDA only). `tiny` is the CI size on the "
              "CPU: it checks the plumbing, its ratios say little.", ""]
     shown = [r for runs in fe_all.values() for r in runs] + list(ls.values())
@@ -775,7 +785,7 @@ def table(registry: Any, allow_dirty: bool = False) -> str:
                 m = r.metrics
                 lines.append(f"| {k[2]} | {int(m.get('batch', 0))} | {_fmt(m['suite_steps_per_s'], 1)} | "
                              f"{_fmt(m['plain_steps_per_s'], 1)} | {_fmt(m['suite_examples_per_s'])} | "
-                             f"{_fmt(m['plain_examples_per_s'])} | **{_fmt(m['ratio'], 2)}** | "
+                             f"{_fmt(m['plain_examples_per_s'])} | **{_fmt(m['ratio'], 2)}**{_range(m)} | "
                              f"{_fmt(m.get('suite_peak_mb', math.nan))} | {_fmt(m.get('plain_peak_mb', math.nan))} | "
                              f"{_fmt(m.get('host_reads_per_step', math.nan), 2)} | "
                              + (", ".join(f"{_fmt(e.metrics['ratio'], 2)} ({e.code_version[:7]})"

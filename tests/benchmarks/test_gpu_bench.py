@@ -39,6 +39,7 @@ def test_gpu_bench_on_the_cpu(tmp_path: Path) -> None:
     for name, m in fe.items():
         ratio = m[("ratio", "bench")]
         assert math.isfinite(ratio) and ratio > 0, name
+        assert m[("ratio_min", "bench")] <= ratio <= m[("ratio_max", "bench")], name
         assert m[("suite_examples_per_s", "bench")] > 0 and m[("plain_examples_per_s", "bench")] > 0, name
     cases = {r["dataset"] for r in reg.runs(status="finished", task=gb.LOSS_TASK)}
     losses = set(L.available()) - set(L.plugins())
@@ -71,17 +72,17 @@ def test_plain_moco_loss_is_the_suites() -> None:
 
 
 def test_the_table_shows_each_cells_earlier_runs(tmp_path: Path) -> None:
-    """two recorded runs of a front-end on one device -> the newest in the row, the earlier ratio (and its code) in the
-    last column, and how far the ratio moved between runs"""
+    """two recorded runs of a front-end on one device -> the newest in the row with its per-round range, the earlier
+    ratio (and its code) in the last column, and how far the ratio moved between runs"""
     reg = Registry(str(tmp_path / "r.sqlite"))
     cfg = {"device": "NVIDIA H200", "size": "full", "torch": "2.11", "cuda": "13.0"}
     base = {"suite_steps_per_s": 1.0, "plain_steps_per_s": 1.0, "suite_examples_per_s": 1.0,
             "plain_examples_per_s": 1.0, "batch": 128.0}
-    for ratio in (0.92, 0.80):
-        gb._record(reg, gb.TASK, "graph-tu", cfg, {**base, "ratio": ratio})
+    gb._record(reg, gb.TASK, "graph-tu", cfg, {**base, "ratio": 0.92})  # an older run: no per-round range
+    gb._record(reg, gb.TASK, "graph-tu", cfg, {**base, "ratio": 0.80, "ratio_min": 0.71, "ratio_max": 1.03})
     text = gb.table(reg, allow_dirty=True)
     row = next(line for line in text.splitlines() if line.startswith("| graph-tu |"))
-    assert "**0.80**" in row and row.rstrip(" |").split("| ")[-1].startswith("0.92 (")
+    assert "**0.80** (0.71-1.03) |" in row and row.rstrip(" |").split("| ")[-1].startswith("0.92 (")
     assert "Short of the target (0.9): graph-tu 0.80." in text and "moved by up to 0.12 (graph-tu)" in text
 
 
