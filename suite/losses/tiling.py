@@ -88,6 +88,16 @@ def _spans(n_rows: int, chunk: int) -> list[tuple[int, int]]:
     return [(s, min(s + chunk, n_rows)) for s in range(0, n_rows, chunk)]
 
 
+def _uniform(g: Tensor) -> bool:
+    """Whether every row's incoming gradient is the same (one host read: the PyTorch tiles run where a GPU takes the
+    fused kernels): then the sums a forward formed for a gradient of 1 per row are the gradient, scaled by g[0]."""
+    return bool((g == g[0]).all())
+
+
+def _scaled(t: Tensor | None, k: Tensor) -> Tensor | None:
+    return None if t is None else t * k
+
+
 EXP_FLOOR = -60.0  # the arguments' floor of the tiles' exp passes where they can fall far below a row's maximum
 
 
@@ -157,8 +167,8 @@ class _RowLSE(torch.autograd.Function):
         need_q = need_q and queue is not None
         da = da * g[:, None] if need_a else None
         done = (not need_c or dc is not None) and (not need_q or dq is not None)
-        if done and bool((g == g[0]).all()):  # uniform: the forward's sums are the gradient, scaled
-            return da, None if dc is None else dc * g[0], None if dq is None else dq * g[0], None, None, None
+        if done and _uniform(g):  # the forward's sums are the gradient, scaled
+            return da, _scaled(dc, g[0]), _scaled(dq, g[0]), None, None, None
         dc = torch.zeros_like(cands) if need_c else None
         dq = torch.zeros_like(queue) if need_q else None
         work = _tile_buffers(1, ctx.chunk, anchors, cands.shape[0]) if dc is not None else [None]
@@ -389,12 +399,10 @@ class _RowOuterScales(torch.autograd.Function):
     def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         anchors, cands, queue, excl, lses, h, da, dc, dq, de = ctx.saved_tensors
         need_c, need_q = ctx.needs_input_grad[1], ctx.needs_input_grad[2] and queue is not None
-        da = None if da is None else da * g[:, None]
-        de = None if de is None else de * g
+        da, de = _scaled(da, g[:, None]), _scaled(de, g)
         done = (not need_c or dc is not None) and (not need_q or dq is not None)
-        if done and bool((g == g[0]).all()):  # uniform: the forward's sums are the gradient, scaled
-            dc = None if dc is None else dc * g[0]
-            dq = None if dq is None else dq * g[0]
+        if done and _uniform(g):  # the forward's sums are the gradient, scaled
+            dc, dq = _scaled(dc, g[0]), _scaled(dq, g[0])
         else:
             dc = torch.zeros_like(cands) if need_c else None
             dq = torch.zeros_like(queue) if need_q else None
@@ -490,7 +498,7 @@ class _PairKernelLSE(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         (de,) = ctx.saved_tensors
-        return (None if de is None else de * g), None, None, None
+        return _scaled(de, g), None, None, None
 
 
 def pair_kernel_lse(e: Tensor, kind: Kind, queue: Tensor | None = None, chunk: int | None = 1024) -> Tensor:
@@ -565,9 +573,8 @@ class _RowKernelLSE(torch.autograd.Function):
         anchors, cands, queue, excl, extra, lse, da, dc, de = ctx.saved_tensors
         need_a, need_c, _, _, need_e = ctx.needs_input_grad[:5]
         need_e = need_e and extra is not None
-        if ctx.grads and bool((g == g[0]).all()):  # uniform: the forward's sums are the gradient, scaled
-            return (None if da is None else da * g[0], None if dc is None else dc * g[0], None, None,
-                    None if de is None else de * g[0], None, None, None)
+        if ctx.grads and _uniform(g):  # the forward's sums are the gradient, scaled
+            return _scaled(da, g[0]), _scaled(dc, g[0]), None, None, _scaled(de, g[0]), None, None, None
         da = torch.zeros_like(anchors) if need_a else None
         dc = torch.zeros_like(cands) if need_c else None
         # a row with every entry excluded (lse -inf) has no gradient: its weights exp(-inf - 0) are 0, not nan
