@@ -14,9 +14,10 @@ Preemption: SLURM's ``scontrol requeue`` (preemption, node failure) or submitit'
 ``--time``; :meth:`SlurmTask.checkpoint` stops the job's command, which the run owner ends as ``interrupted``, and asks
 submitit to requeue it) starts the same array task again; its process takes its own row back by its scheduler id
 (``requeues`` counts the restarts, ``SLURM_RESTART_COUNT``) and runs the same command, and the run owner resumes the run
-from its newest checkpoint into the same registry row (one row; no checkpoint yet: a clean start). Between its end
-and its requeued pending state a task can be missing from squeue: the runner takes a job whose row has not ended as
-gone only after ``vanish_grace`` seconds missing. After ``--max-requeues`` restarts the job fails with one line. Ray retries a task whose worker died up to the same limit.
+from its newest checkpoint into the same registry row (one row; no checkpoint yet: a clean start). The runner reads
+every state of its tasks (``squeue --states=all``) and takes a job whose row has not ended as gone only when SLURM has
+ended its task (COMPLETED, FAILED, OUT_OF_MEMORY...: said with the failure) or no longer lists it, for ``vanish_grace``
+seconds: a task ending to be requeued passes through such states. After ``--max-requeues`` restarts the job fails with one line. Ray retries a task whose worker died up to the same limit.
 
 An SQLite registry on a network file system is refused (:func:`check_registry`): SQLite's locks are not safe there.
 """
@@ -122,6 +123,10 @@ class Spec:
 
 
 ENDED = ("finished", "failed", "cancelled", "interrupted")  # a job row's states after its end
+# SLURM's states of a task that holds nothing any more (squeue --states=all); a requeued task passes through others
+# (COMPLETING, REQUEUED, REQUEUE_HOLD, PENDING...), and is followed on while it does
+SLURM_ENDED = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "DEADLINE",
+                         "OUT_OF_MEMORY", "PREEMPTED"})
 RANK0_POLL_S = 5.0  # how often another task of a job on several processes reads rank 0's row
 _ACTIVE: dict[str, Any] = {}  # the one-job runner of this node process (for SIGTERM and submitit's checkpoint)
 
@@ -262,9 +267,9 @@ class ClusterExecutor:
     max_requeues: int = 3
     ray_address: str | None = None
     poll: float = 1.0
-    # seconds a SLURM job whose row has not ended may be missing from squeue before it is taken as gone: a task that
-    # ends to be requeued (submitit's time-limit signal, scontrol requeue) can be missing between its end and its
-    # requeued pending state (one fresh-clone CI run saw it so, and called the job failed)
+    # seconds a SLURM job whose row has not ended may be ended or missing in squeue before it is taken as gone: a task
+    # that ends to be requeued (submitit's time-limit signal, scontrol requeue) can be so between its end and its
+    # requeued pending state (fresh-clone CI runs saw it so, and called the job failed)
     vanish_grace: float = 30.0
     _cancel: list[Any] = field(default_factory=list)  # SLURM array ids / Ray object refs of this runner
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -385,15 +390,17 @@ class ClusterExecutor:
 
     @staticmethod
     def _squeue(arrays: list[str]) -> dict[str, str] | str:
-        """{array_task id: state} of the arrays' tasks SLURM still holds (pending, running, requeued...); squeue's
-        error when it does not answer (the controller is down: the runner keeps waiting)."""
+        """{array_task id: state} of the arrays' tasks SLURM still knows, ended ones included (``--states=all``:
+        COMPLETED, FAILED, OUT_OF_MEMORY... for MinJobAge after their end; a requeued task in whatever state it passes
+        through); squeue's error when it does not answer (the controller is down: the runner keeps waiting)."""
         if not arrays:
             return {}
-        p = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T", "-j", ",".join(arrays)], capture_output=True, text=True)
+        p = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-o", "%i %T", "-j", ",".join(arrays)],
+                           capture_output=True, text=True)
         if p.returncode != 0:
             said = p.stderr.strip().splitlines()
             return {} if "Invalid job id" in p.stderr else (said[-1] if said else f"exit {p.returncode}")
-        return dict(line.split(None, 1) for line in p.stdout.splitlines() if line.strip())
+        return {k: v.strip() for k, v in (line.split(None, 1) for line in p.stdout.splitlines() if line.strip())}
 
     # ---------------------------------------------------------------- Ray
     def _submit_ray(self, runner: Runner, jobs: list[Job]) -> dict[str, Any]:
@@ -436,15 +443,18 @@ class ClusterExecutor:
         t0 = {j.hash: time.monotonic() for j in jobs}
         left = {j.hash: j for j in jobs}
         unanswered = False  # said once while the controller does not answer, again after it has answered
-        missing: dict[str, float] = {}  # SLURM jobs missing from squeue while their rows have not ended: since when
+        missing: dict[str, float] = {}  # SLURM tasks ended or unlisted while their rows have not ended: since when
         while left:
+            said_by: dict[str, str | None] = {}  # SLURM's state of each task (None: not listed)
             if self.kind == "slurm":
                 held = self._squeue(sorted({h.split(":", 1)[1].split("_")[0] for h in handles.values()}))
                 if isinstance(held, str) and not unanswered:
                     print(f"[waiting] the SLURM controller does not answer (squeue: {held}); the jobs go on on their "
                           "nodes, and the runner keeps following them until it answers again", flush=True)
                 unanswered = isinstance(held, str)
-                gone = [] if isinstance(held, str) else [h for h in left if handles[h].split(":", 1)[1] not in held]
+                if not isinstance(held, str):
+                    said_by = {h: held.get(handles[h].split(":", 1)[1]) for h in left}
+                gone = [h for h, state in said_by.items() if state is None or state in SLURM_ENDED]
             else:
                 import ray
 
@@ -487,9 +497,10 @@ class ClusterExecutor:
                 if status in ("queued", "running", "interrupted"):  # it ended without recording its end
                     reg.finish_job(h, "failed", only_if=("queued", "running", "interrupted"))
                     status = "failed"
-                    if self.kind == "slurm":  # what submitit saw of it (the job's process never ended its run)
+                    if self.kind == "slurm":  # what SLURM and submitit saw of it (its process never ended its run)
                         sid = str(handles[h]).split(":", 1)[1]
-                        log = f"{log}; scheduler's log {runner.log_dir / 'slurm' / sid / f'{sid}_0_log.out'}"
+                        log = (f"{log}; scheduler's log {runner.log_dir / 'slurm' / sid / f'{sid}_0_log.out'}; SLURM: "
+                               f"{said_by.get(h) or 'no longer lists it'}")
                 took = time.monotonic() - t0[h]
                 runner._end(job, took if status == "finished" else None)
                 if status == "failed":

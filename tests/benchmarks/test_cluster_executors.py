@@ -57,6 +57,13 @@ def _wait(cond, timeout: float, what: str, proc: subprocess.Popen | None = None)
     raise AssertionError(f"timed out waiting: {what}")
 
 
+def _logs(tmp_path: Path, tail: int = 2000) -> str:
+    """The end of every log the runner and submitit wrote (a failure in CI says what the nodes saw)."""
+    parts = [f"== {p.relative_to(tmp_path)}\n{p.read_text(errors='replace')[-tail:]}"
+             for p in sorted((tmp_path / "results" / "bench-logs").rglob("*")) if p.is_file() and p.suffix != ".pkl"]
+    return "\n".join(parts)
+
+
 def _bench(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "suite", "bench", *args], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=120)
@@ -68,7 +75,7 @@ def test_slurm_grid_requeue_resumes_with_one_row_status_and_cancel(slurm, tmp_pa
     equals the local executor's; `bench status` shows the grid; `bench cancel` stops a running grid's job"""
     db = str(tmp_path / "r.sqlite")
     env = {**os.environ, **slurm, "SUITE_REGISTRY": db}
-    suite = _suite(tmp_path, "tiny", [_tu(0, 3), _tu(1, 60)])
+    suite = _suite(tmp_path, "tiny", [_tu(0, 3), _tu(1, 200)])  # long: still running while `bench status` starts
     _, jobs = load_suite(suite)
     short, long_ = jobs
     reg = Registry(db)
@@ -101,7 +108,7 @@ def test_slurm_grid_requeue_resumes_with_one_row_status_and_cancel(slurm, tmp_pa
             runner.kill()
     took = time.monotonic() - t0
     print(f"SLURM tiny grid: {took:.1f} s wall; requeue -> running again: {restart:.1f} s")
-    assert runner.returncode == 0, out
+    assert runner.returncode == 0, out + _logs(tmp_path)
     assert "summary: finished 2" in out and "requeued 1x" in out
     runs = reg.runs(config_hash=long_.hash)
     assert [r["id"] for r in runs] == [run_id] and runs[0]["status"] == "finished"  # one row, continued
@@ -281,7 +288,7 @@ def test_slurm_time_limit_signal_requeues_the_task_which_resumes(slurm, tmp_path
     finally:
         if runner.poll() is None:
             runner.kill()
-    assert runner.returncode == 0 and "requeued 1x" in out, out
+    assert runner.returncode == 0 and "requeued 1x" in out, out + _logs(tmp_path)
     runs = reg.runs(config_hash=job.hash)
     assert [r["id"] for r in runs] == [run_id] and runs[0]["status"] == "finished"
     assert (reg.job(job.hash)["status"], reg.job(job.hash)["requeues"]) == ("finished", 1)

@@ -165,10 +165,11 @@ def test_a_job_requeued_more_than_the_limit_fails_in_one_line(tmp_path, monkeypa
     assert out.count("\n") == 1 and "more than --max-requeues 3" in out and f"{job.hash}.log" in out
 
 
-def test_a_slurm_task_missing_from_squeue_while_it_is_requeued_is_followed_on(tmp_path, monkeypatch):
-    """squeue can miss a task between its end (the time-limit signal, its run interrupted) and its requeued pending
-    state: the runner follows it on while it is missing less than ``vanish_grace`` seconds (a fresh-clone CI run once
-    called such a job failed), and a job missing for longer, its row never ended, still fails"""
+def test_a_slurm_task_missing_from_squeue_while_it_is_requeued_is_followed_on(tmp_path, monkeypatch, capsys):
+    """squeue can miss a task, or show it ended, between its end (the time-limit signal, its run interrupted) and its
+    requeued pending state: the runner follows it on while it is so less than ``vanish_grace`` seconds (fresh-clone
+    CI runs twice called such a job failed), and for as long as SLURM shows it in a state that is not an end
+    (REQUEUED, REQUEUE_HOLD...); a job ended or missing for longer, its row never ended, fails, naming SLURM's state"""
     from benchmarks.runner.executors import ClusterExecutor
     from benchmarks.runner.run import Runner
 
@@ -179,24 +180,35 @@ def test_a_slurm_task_missing_from_squeue_while_it_is_requeued_is_followed_on(tm
     sid = "6_0"
 
     def follow(script, grace):
-        """``script``: per squeue poll, (the row's status or None to leave it, requeues, whether squeue lists it)"""
+        """``script``: per squeue poll, (the row's status or None to leave it, requeues, SLURM's state of the task or
+        None where squeue does not list it)"""
         reg.claim_job(job.hash, "graph tu", rerun=True, scheduler_id=f"slurm:{sid}", requeues=0)
         polls = iter(script)
 
         def squeue(arrays):
-            status, requeues, listed = next(polls, (None, 0, False))  # then: missing, the row as it is
+            assert arrays == ["6"]
+            status, requeues, state = next(polls, (None, 0, script[-1][2]))  # then: as the last poll, the row as it is
             if status == "finished":
                 reg.finish_job(job.hash, "finished")
             elif status is not None:
                 reg.update_job(job.hash, status=status, requeues=requeues)
-            return {sid: "PENDING"} if listed else {}
+            return {sid: state} if state else {}
 
         ex = ClusterExecutor("slurm", poll=0.01, vanish_grace=grace)
         monkeypatch.setattr(ex, "_squeue", squeue)
         return ex._follow(Runner(db, log_dir=tmp_path / "logs"), [job], {job.hash: f"slurm:{sid}"}, reg)
 
-    requeue = [(None, 0, True), ("interrupted", 0, False), (None, 0, False), (None, 0, True), ("running", 1, True),
-               ("finished", 1, False)]
+    requeue = [(None, 0, "RUNNING"), ("interrupted", 0, None), (None, 0, "COMPLETED"), (None, 0, "PENDING"),
+               ("running", 1, "RUNNING"), ("finished", 1, "COMPLETED")]
     assert follow(requeue, grace=30.0) == {job.hash: "finished"}
     assert reg.job(job.hash)["requeues"] == 1
-    assert follow([(None, 0, True), ("interrupted", 0, False)], grace=0.05) == {job.hash: "failed"}
+    # held back far longer than the grace, in states that are not an end: followed on
+    held = [(None, 0, "RUNNING"), ("interrupted", 0, "COMPLETING")] + [(None, 0, "REQUEUED")] * 20 + [
+        (None, 0, "REQUEUE_HOLD")] * 20 + [("running", 1, "RUNNING"), ("finished", 1, "COMPLETED")]
+    assert follow(held, grace=0.05) == {job.hash: "finished"}
+    capsys.readouterr()
+    assert follow([(None, 0, "RUNNING"), ("interrupted", 0, None)], grace=0.05) == {job.hash: "failed"}
+    assert "SLURM: no longer lists it" in capsys.readouterr().out
+    assert follow([(None, 0, "RUNNING"), ("interrupted", 0, "OUT_OF_MEMORY")], grace=0.05) == {job.hash: "failed"}
+    out = capsys.readouterr().out
+    assert "[failed (log" in out and "scheduler's log" in out and "SLURM: OUT_OF_MEMORY" in out, out
