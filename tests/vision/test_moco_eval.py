@@ -1,6 +1,8 @@
 """MoCo queue order and momentum update; kNN and linear probe on separable features."""
 from __future__ import annotations
 
+import copy
+
 import torch
 
 import suite.losses as L
@@ -100,3 +102,26 @@ def test_knn_and_linear_on_separable_features() -> None:
     ev = ClassificationEvaluator(xtr, ytr, xte, yte, num_classes=4, knn_k=20)
     out = ev(lambda x: x)
     assert out["knn_acc"] > 0.99 and out["linear_acc"] > 0.99
+
+
+def test_moco_keeps_its_parameter_lists_and_equals_a_fresh_walk() -> None:
+    """MoCo's momentum update takes the parameter lists it keeps (no walk of the modules per step, which binds a GPU
+    step to the host): the key encoder equals the update over freshly walked modules bit for bit, and a .to() walks
+    them again (a conversion that gives the parameters new tensors is followed)"""
+    torch.manual_seed(0)
+    m = MoCo(build_encoder("convnet", 4, 8, proj_dim=16), build_loss("infonce", {}, "moco"), queue_size=8, momentum=0.7)
+    with torch.no_grad():
+        for p in m.encoder.parameters():
+            p.add_(torch.randn_like(p))
+    ref = copy.deepcopy(m)
+    for _ in range(2):
+        m.after_step()
+        momentum_update(ref.key_encoder, ref.encoder, 0.7)
+    assert m._params is not None and all(a is b for a, b in zip(m._params[0], m.key_encoder.parameters()))
+    for a, b in zip(m.key_encoder.parameters(), ref.key_encoder.parameters()):
+        assert torch.equal(a, b)
+    m.to(torch.float64)
+    assert m._params is None
+    m.after_step()
+    assert m._params[0][0].dtype == torch.float64 and all(
+        a is b for a, b in zip(m._params[1], m.encoder.parameters()))

@@ -85,11 +85,13 @@ class KeyQueue(nn.Module):
 
 
 @torch.no_grad()
-def momentum_update(key: nn.Module, query: nn.Module, m: float) -> None:
+def momentum_update(key: nn.Module | list[Tensor], query: nn.Module | list[Tensor], m: float) -> None:
     """theta_k <- m theta_k + (1 - m) theta_q for every parameter (the key encoder's BN running
-    statistics stay its own, as in MoCo)."""
-    torch._foreach_mul_(list(key.parameters()), m)
-    torch._foreach_add_(list(key.parameters()), [p.detach() for p in query.parameters()], alpha=1.0 - m)
+    statistics stay its own, as in MoCo); the modules, or their parameter lists (:class:`MoCo` keeps them, so a step
+    does not walk the modules again: a GPU step is bound by the host)."""
+    kp = key if isinstance(key, list) else list(key.parameters())
+    torch._foreach_mul_(kp, m)
+    torch._foreach_add_(kp, query if isinstance(query, list) else list(query.parameters()), alpha=1.0 - m)
 
 
 class MoCo(nn.Module):
@@ -106,6 +108,13 @@ class MoCo(nn.Module):
         out_dim = encoder.head.out_dim
         self.queue = KeyQueue(queue_size, out_dim, random_init=True)
         self.register_buffer("class_graph", class_graph if class_graph is not None else None, persistent=False)
+        # CACR's Algorithm 3 form (all V views through both encoders) for a loss that takes keys=
+        self._takes_keys = loss.multi_view and "keys" in inspect.signature(loss.forward).parameters
+        self._params: tuple[list[Tensor], list[Tensor]] | None = None  # (key's, query's): see momentum_update
+
+    def _apply(self, fn: Any, *args: Any, **kwargs: Any) -> "MoCo":
+        self._params = None  # .to() / .cuda() may give the parameters new tensors: walked again at the next update
+        return super()._apply(fn, *args, **kwargs)
 
     @property
     def query_encoder(self) -> Encoder:
@@ -121,7 +130,7 @@ class MoCo(nn.Module):
 
     def forward(self, views: Tensor, labels: Tensor | None = None, iou: Tensor | None = None) -> Tensor:
         v, n = views.shape[:2]
-        takes_keys = self.loss.multi_view and "keys" in inspect.signature(self.loss.forward).parameters
+        takes_keys = self._takes_keys
         if takes_keys:  # CACR Algorithm 3: all V views through both encoders
             q = self.encoder(views.flatten(0, 1)).view(v, n, -1)  # (V, N, d)
             k = self._keys(views.flatten(0, 1)).view(v, n, -1).to(q.dtype)  # (V, N, d)
@@ -149,7 +158,9 @@ class MoCo(nn.Module):
     @torch.no_grad()
     def after_step(self) -> None:
         """Momentum update of the key encoder, then enqueue this step's keys."""
-        momentum_update(self.key_encoder, self.encoder, self.momentum)
+        if self._params is None:
+            self._params = (list(self.key_encoder.parameters()), list(self.encoder.parameters()))
+        momentum_update(*self._params, self.momentum)
         pending = getattr(self, "_pending", None)
         if pending is not None:
             keys, labels = pending
