@@ -17,7 +17,8 @@ submitit to requeue it) starts the same array task again; its process takes its 
 from its newest checkpoint into the same registry row (one row; no checkpoint yet: a clean start). The runner reads
 every state of its tasks (``squeue --states=all``) and takes a job whose row has not ended as gone only when SLURM has
 ended its task (COMPLETED, FAILED, OUT_OF_MEMORY...: said with the failure) or no longer lists it, for ``vanish_grace``
-seconds: a task ending to be requeued passes through such states. After ``--max-requeues`` restarts the job fails with one line. Ray retries a task whose worker died up to the same limit.
+seconds: a task ending to be requeued passes through such states. After ``--max-requeues`` restarts the job fails with
+one line. Ray retries a task whose worker died up to the same limit.
 
 An SQLite registry on a network file system is refused (:func:`check_registry`): SQLite's locks are not safe there.
 """
