@@ -38,6 +38,20 @@ def test_views_differ_and_seeded() -> None:
     assert not torch.allclose(aug(x).views, a)
 
 
+def test_views_are_float32_under_a_training_steps_autocast() -> None:
+    """A bf16 step runs the augmentation inside the encoder's autocast: the views are still computed in float32 (in
+    bf16 the crops' sampling grid moved them by 0.055 on average), the same values as outside autocast."""
+    aug = ViewAugment(get_recipe("cifar"), views=2)
+    x = _images(16)
+    torch.manual_seed(3)
+    ref = aug(x).views
+    torch.manual_seed(3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = aug(x).views
+        assert torch.is_autocast_enabled("cpu")  # the caller's autocast is back on after the call
+    assert out.dtype == torch.float32 and torch.equal(out, ref)
+
+
 def test_other_recipes_and_grayscale_input() -> None:
     for name in RECIPES:
         r = get_recipe(name, size=16)
