@@ -370,9 +370,12 @@ class Engine(Generic[B]):
         self._diags.append(diags)
         self._last = v
         if self.skips_on_device:
-            bad = torch.isfinite(v).logical_not()
-            self._found = bad if self._found is None else self._found.logical_or(bad)
-            self.optimizer.found_inf = self._found.float()  # type: ignore[attr-defined]
+            # 1.0 for a non-finite loss (v - v is NaN there, 0 elsewhere), made as the fused optimiser's float flag: two
+            # small kernels and a third to keep it sticky, where isfinite, logical_not, logical_or and float were seven
+            f = v.float()
+            bad = f.sub(f).ne_(0)
+            self._found = bad if self._found is None else torch.maximum(self._found, bad)
+            self.optimizer.found_inf = self._found  # type: ignore[attr-defined]
         else:
             self.flush()
 
@@ -512,7 +515,7 @@ class Engine(Generic[B]):
             value = out.detach()
             self._watch(value)
             with self._sync_context(last):
-                self.scaler.scale(out / self.accumulate).backward()
+                self.scaler.scale(out / self.accumulate if self.accumulate > 1 else out).backward()
         self._micro += 1
         if last:
             self._optimizer_step()
