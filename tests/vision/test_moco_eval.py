@@ -125,3 +125,76 @@ def test_moco_keeps_its_parameter_lists_and_equals_a_fresh_walk() -> None:
     m.after_step()
     assert m._params[0][0].dtype == torch.float64 and all(
         a is b for a, b in zip(m._params[1], m.encoder.parameters()))
+
+
+def _newest_first(keys: torch.Tensor, labels: torch.Tensor, ptr: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The queue's order by index arithmetic (what KeyQueue.get computed on the device before): slot ptr - 1 first."""
+    order = (ptr - 1 - torch.arange(count)) % keys.shape[0]
+    return keys[order], labels[order]
+
+
+def test_queue_keeps_its_position_on_the_host_and_its_order() -> None:
+    """The queue's write position and fill count live on the host (a step's enqueue is a slice copy, its get a flip and
+    a roll): over batches that fill, wrap and overrun queues of several sizes, get() equals the index-arithmetic order
+    bit for bit; the saved state holds ptr and count, and a queue loaded from it goes on where the first one stands"""
+    g = torch.Generator().manual_seed(0)
+    for size, batches in ((7, [3, 2, 4, 7, 1, 9, 5]), (8, [4, 4, 4, 8, 2]), (5, [6]), (6, [1, 1, 1, 1, 1, 1, 1, 2])):
+        q = KeyQueue(size, 3)
+        keys, labels, ptr, count = torch.zeros(size, 3), torch.full((size,), -1), 0, 0  # the reference ring
+        for i, b in enumerate(batches):
+            k = torch.randn(b, 3, generator=g)
+            y = torch.randint(0, 5, (b,), generator=g) if i % 2 else None
+            q.enqueue(k, y)
+            if b > size:  # the last `size` keys are written
+                k, y, b = k[-size:], None if y is None else y[-size:], size
+            for j in range(b):
+                keys[(ptr + j) % size] = k[j]
+                labels[(ptr + j) % size] = -1 if y is None else y[j]
+            ptr, count = (ptr + b) % size, min(count + b, size)
+            got_k, got_y = q.get()
+            ref_k, ref_y = _newest_first(keys, labels, ptr, count)
+            assert torch.equal(got_k, ref_k) and torch.equal(got_y, ref_y), (size, batches[: i + 1])
+            assert q.get(labels=False)[1] is None and len(q) == count
+        state = q.state_dict()
+        assert int(state["ptr"]) == ptr and int(state["count"]) == count
+        loaded = KeyQueue(size, 3)
+        loaded.load_state_dict(state)
+        more = torch.randn(2, 3, generator=g)
+        q.enqueue(more)
+        loaded.enqueue(more)
+        assert torch.equal(q.get()[0], loaded.get()[0]) and torch.equal(q.get()[1], loaded.get()[1])
+    full = KeyQueue(4, 2, random_init=True)  # MoCo's start: full of random keys, the write position at slot 0
+    assert len(full) == 4 and torch.equal(full.get()[0], full.keys.flip(0))
+
+
+def test_moco_key_shuffle_with_one_batchnorm_batch_changes_no_key() -> None:
+    """bn_splits 1: the keys with and without the shuffle agree (BatchNorm's statistics over the same images, summed
+    in another order), which is why a GPU skips it; with 2 splits the shuffle changes the statistics, and the keys.
+    The CPU keeps the shuffle (its random stream, and with it the committed CPU results, as before)"""
+    torch.manual_seed(0)
+    x = torch.randn(16, 3, 8, 8)
+    for splits, same in ((1, True), (2, False)):
+        m = MoCo(build_encoder("convnet", 4, 8, proj_dim=16), build_loss("infonce", {}, "moco"), queue_size=8,
+                 bn_splits=splits).train()
+        torch.manual_seed(1)
+        shuffled = m._keys(x, shuffle=True)
+        plain = m._keys(x, shuffle=False)
+        assert torch.allclose(shuffled, plain, atol=1e-5) == same, splits
+    state = torch.get_rng_state()
+    m._keys(x)  # the CPU's default: shuffled (a randperm drawn)
+    assert not torch.equal(state, torch.get_rng_state())
+
+
+def test_queue_position_does_not_recompile_a_compiled_forward() -> None:
+    """--compile: the queue's position is a host int, which a compiled forward would specialise on (a recompile for each
+    position, until torch gives up compiling the forward); get() runs eagerly instead, the graphs compiled once"""
+    from torch._dynamo.utils import counters
+
+    q = KeyQueue(6, 2, random_init=True)
+    f = torch.compile(lambda x: (q.get()[0] * x).sum(), backend="eager")
+    torch._dynamo.reset()
+    counters.clear()
+    for _ in range(8):  # every position, and around again
+        f(torch.ones(2))
+        q.enqueue(torch.randn(1, 2))
+    assert counters["stats"]["unique_graphs"] <= 2, dict(counters["stats"])

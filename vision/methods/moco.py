@@ -11,7 +11,8 @@
   ``queue=`` (and ``queue_labels`` / ``queue_similarity`` for supcon / xclr); the current keys are
   enqueued after the loss (gathered over ranks under torch.distributed);
 - key BN: the key batch is shuffled and run in ``bn_splits`` chunks so BatchNorm statistics cannot
-  leak which key belongs to which query (MoCo's Shuffle-BN, single-process form).
+  leak which key belongs to which query (MoCo's Shuffle-BN, single-process form); with one chunk the
+  shuffle changes no key, and a GPU skips it.
 
 Shapes: views (V, N, C, S, S), labels (N,) -> scalar loss.
 """
@@ -33,7 +34,11 @@ from vision.models import Encoder
 class KeyQueue(nn.Module):
     """Ring buffer of the last ``size`` keys (Q, d) and their labels (Q,); ``get()`` returns the
     filled entries newest first. ``random_init`` fills it with random unit vectors (label -1) as
-    MoCo does, so the first step already has negatives."""
+    MoCo does, so the first step already has negatives.
+
+    The write position and the fill count live on the host (a step's enqueue is one slice copy per buffer, and
+    ``get()`` a flip and a roll, no index arithmetic on the device: a GPU step is bound by the host); their buffers
+    ``ptr`` and ``count`` are written when the state is saved, and read once after a load."""
 
     def __init__(self, size: int, dim: int, random_init: bool = False) -> None:
         super().__init__()
@@ -42,16 +47,23 @@ class KeyQueue(nn.Module):
         self.size = int(size)
         self.register_buffer("keys", torch.zeros(size, dim))
         self.register_buffer("labels", torch.full((size,), -1, dtype=torch.long))
-        self.register_buffer("ptr", torch.zeros((), dtype=torch.long))  # next slot to write
-        self.register_buffer("count", torch.zeros((), dtype=torch.long))  # filled slots
+        self.register_buffer("ptr", torch.zeros((), dtype=torch.long))  # next slot to write (saved state)
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))  # filled slots (saved state)
         if random_init:
             self.keys.copy_(torch.nn.functional.normalize(torch.randn(size, dim), dim=1))
             self.count.fill_(size)
-        self._count: int | None = int(self.count)  # the host's copy of ``count``: no device read per step
+        # the host's copies of ``ptr`` and ``count`` (None: read from the buffers at the next use, after a load)
+        self._ptr: int | None = 0
+        self._count: int | None = int(self.count)
 
     def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
         super()._load_from_state_dict(*args, **kwargs)
-        self._count = None  # read once from the loaded buffer
+        self._ptr = self._count = None  # read once from the loaded buffers
+
+    def _save_to_state_dict(self, *args: Any, **kwargs: Any) -> None:
+        self.ptr.fill_(self.position())
+        self.count.fill_(self.filled())
+        super()._save_to_state_dict(*args, **kwargs)
 
     def filled(self) -> int:
         """Filled slots (the host's copy of ``count``; read from the device once after a load)."""
@@ -59,26 +71,44 @@ class KeyQueue(nn.Module):
             self._count = int(self.count)
         return self._count
 
+    def position(self) -> int:
+        """The next slot to write (the host's copy of ``ptr``; read from the device once after a load)."""
+        if self._ptr is None:
+            self._ptr = int(self.ptr) % self.size
+        return self._ptr
+
     @torch.no_grad()
     def enqueue(self, keys: Tensor, labels: Tensor | None = None) -> None:
         """Write ``keys`` (B, d) over the oldest entries (B > size keeps the last ``size``)."""
         b = keys.shape[0]
-        if labels is None:
-            labels = torch.full((b,), -1, dtype=torch.long, device=keys.device)
         if b > self.size:
-            keys, labels, b = keys[-self.size :], labels[-self.size :], self.size
-        idx = (self.ptr + torch.arange(b, device=keys.device)) % self.size
-        self.keys[idx] = keys.detach().to(self.keys.dtype)
-        self.labels[idx] = labels.long()
-        self.ptr.copy_((self.ptr + b) % self.size)
-        self.count.copy_(torch.clamp(self.count + b, max=self.size))
+            keys, b = keys[-self.size :], self.size
+            labels = labels[-self.size :] if labels is not None else None
+        p = self.position()
+        for lo, hi, src in ((p, min(p + b, self.size), 0), (0, p + b - self.size, self.size - p)):  # at most 2 spans
+            if hi > lo:
+                self.keys[lo:hi] = keys[src : src + hi - lo]
+                if labels is None:
+                    self.labels[lo:hi] = -1
+                else:
+                    self.labels[lo:hi] = labels[src : src + hi - lo]
+        self._ptr = (p + b) % self.size
         self._count = min(self.filled() + b, self.size)
 
-    def get(self) -> tuple[Tensor, Tensor]:
-        """Filled entries, newest first: keys (q, d), labels (q,) with q = min(enqueued, size)."""
-        c = self.filled()
-        order = (self.ptr - 1 - torch.arange(c, device=self.keys.device)) % self.size
-        return self.keys[order], self.labels[order]
+    @torch.compiler.disable  # the position is a host int: a compiled forward would be recompiled for each of its values
+    def get(self, labels: bool = True) -> tuple[Tensor, Tensor | None]:
+        """Filled entries, newest first: keys (q, d), labels (q,) (None with ``labels=False``) with q = min(enqueued,
+        size). The newest key stands at slot ptr - 1: slots ptr - 1, ..., 0, size - 1, ..., ptr."""
+        c, p = self.filled(), self.position()
+
+        def newest_first(x: Tensor) -> Tensor:
+            if c == self.size:
+                return x.flip(0).roll(p, 0) if p else x.flip(0)
+            if p >= c:  # not yet wrapped: slots [p - c, p)
+                return x[p - c : p].flip(0)
+            return torch.cat([x[:p].flip(0), x[self.size - (c - p) :].flip(0)])
+
+        return newest_first(self.keys), newest_first(self.labels) if labels else None
 
     def __len__(self) -> int:
         return self.filled()
@@ -121,8 +151,16 @@ class MoCo(nn.Module):
         return self.encoder
 
     @torch.no_grad()
-    def _keys(self, x: Tensor) -> Tensor:
-        """Key projections of x (B, C, S, S) with shuffled, split BatchNorm batches -> (B, d)."""
+    def _keys(self, x: Tensor, shuffle: bool | None = None) -> Tensor:
+        """Key projections of x (B, C, S, S) with shuffled, split BatchNorm batches -> (B, d). With one BatchNorm batch
+        (``bn_splits`` 1) the shuffle changes no key (the batch statistics are over the same images, summed in another
+        order): on a GPU it is skipped, its randperm, gathers and argsort being launches of a step bound by the host;
+        the CPU keeps it (``shuffle`` None: that rule), and with it the random stream of its committed results."""
+        if shuffle is None:
+            shuffle = self.bn_splits > 1 or x.device.type != "cuda"
+        if not shuffle:
+            return self.key_encoder(x) if self.bn_splits == 1 else torch.cat([self.key_encoder(c) for c in
+                                                                                x.chunk(self.bn_splits)])
         perm = torch.randperm(x.shape[0], device=x.device)
         chunks = x[perm].chunk(self.bn_splits)
         k = torch.cat([self.key_encoder(c) for c in chunks])  # a loop over bn_splits chunks
@@ -139,7 +177,7 @@ class MoCo(nn.Module):
             k = self._keys(views[1:].flatten(0, 1)).view(v - 1, n, -1).to(q.dtype)  # (V-1, N, d)
         extra: dict[str, Any] = loss_extras(self.loss, labels, self.class_graph, iou, self.iou_tau)
         if len(self.queue) > 0 and self.loss.has_negatives:
-            qk, ql = self.queue.get()
+            qk, ql = self.queue.get(labels="labels" in self.loss.requires or "similarity" in self.loss.requires)
             extra["queue"] = qk
             if "labels" in self.loss.requires:
                 extra["queue_labels"] = ql
