@@ -76,9 +76,12 @@ def test_fused_loss_equals_float64_dense(case, calls):
         v, g = _value_and_grads(L.build(name, chunk_size=4, **hp), kind, _float32(x))
     assert calls["fused"] > 0
     assert torch.allclose(v.detach().double(), ref_v.double(), rtol=1e-5, atol=1e-6), (float(v), float(ref_v))
+    # macl-noreweight's temperature reaches MACL's floor (1/tau ~ 1000), where the symmetric path's gradient is only
+    # as close as c ulp allows (see test_symmetric_path_at_an_extreme_scale_stays_within_c_ulp)
+    tol = EXTREME_SCALE_GRAD_TOL if case[0] == "macl-noreweight" else 1e-5
     for a, b in zip(g, ref_g):
         b = b.double()
-        assert torch.allclose(a.double(), b, rtol=1e-4, atol=1e-5 * float(b.abs().max())), (a.double() - b).abs().max()
+        assert torch.allclose(a.double(), b, rtol=1e-4, atol=tol * float(b.abs().max())), (a.double() - b).abs().max()
 
 
 def _float32(x):
@@ -298,10 +301,19 @@ def test_symmetric_path_where_it_does_not_apply(calls):
     assert calls["fused"] == 7 and calls["symmetric"] == 2
 
 
-def test_symmetric_path_at_an_extreme_scale_equals_the_general_one(calls):
-    """At 1 / tau = 1000 (MACL's temperature floor) the symmetric path's products are the candidates' own, the same
-    for (i, j) and (j, i): its gradient is as close to float64 as the general path's (a rounded copy k z of the
-    anchors put k eps = 1e-4 between l_ij and l_ji)."""
+# The symmetric path's gradient at a scale c = 1/tau: it takes p_ji from the (i, j) product of its tile, while the
+# forward's log-sum-exp of row j summed the (j, i) product; where the two round differently in their last bit (the
+# order in which the BLAS, or a GPU's MMA, accumulates over d), p_ji is off by c ulp. At c = 1000 that is up to
+# 1000 x 2^-23 = 1.2e-4 per term; measured: 1.7e-5 relative in the gradient (AMD EPYC Zen 3, OpenBLAS's Haswell
+# kernels; 0 where the machine rounds both the same), where the dense float32 path and the general path keep 1.3e-7.
+EXTREME_SCALE_GRAD_TOL = 1e-4
+
+
+def test_symmetric_path_at_an_extreme_scale_stays_within_c_ulp(calls):
+    """At 1 / tau = 1000 (MACL's temperature floor) both paths' gradients are within c ulp of float64
+    (:data:`EXTREME_SCALE_GRAD_TOL`). Which of the two is the closer depends on the machine: where (i, j) and (j, i)
+    round the same, the symmetric one (a rounded copy k z of the anchors put k eps = 1e-4 between the general path's
+    l_ij and l_ji); where they do not, the general one (here 1.7e-5 symmetric, 4.5e-8 general)."""
     g = torch.Generator().manual_seed(8)
     z = torch.nn.functional.normalize(torch.randn(24, 5, generator=g, dtype=F64), dim=1)
     excl = torch.stack([torch.arange(24), (torch.arange(24) + 12) % 24])
@@ -315,7 +327,7 @@ def test_symmetric_path_at_an_extreme_scale_equals_the_general_one(calls):
         (got,) = torch.autograd.grad(out.sum(), z32)
         errs.append(float((got.double() - want).abs().max() / want.abs().max()))
     assert calls["symmetric"] == 1
-    assert errs[0] < 1e-5 and errs[0] < 3 * errs[1] + 1e-6, errs
+    assert max(errs) < EXTREME_SCALE_GRAD_TOL, errs
 
 
 @pytest.mark.parametrize("n_excl", [0, 1, 2])
