@@ -551,9 +551,14 @@ def cancel_jobs(reg: Any, jobs: list[Job]) -> list[tuple[Job, str]]:
         elif row.get("host") == host and row.get("pid") and row["pid"] != os.getpid():
             runners.add(int(row["pid"]))
     if slurm:
-        p = subprocess.run(["scancel", *sorted(slurm)], capture_output=True, text=True)
-        if p.returncode != 0 and p.stderr.strip():
-            print(f"scancel: {p.stderr.strip().splitlines()[-1]}", file=sys.stderr)
+        try:
+            p = subprocess.run(["scancel", *sorted(slurm)], capture_output=True, text=True)
+        except FileNotFoundError:  # cancelled from a host that shares the registry but is not a SLURM client
+            print(f"scancel is not on this host: SLURM task(s) {' '.join(sorted(slurm))} are marked cancelled in the "
+                  "registry but may still run; cancel them on the cluster (scancel <id>)", file=sys.stderr)
+        else:
+            if p.returncode != 0 and p.stderr.strip():
+                print(f"scancel: {p.stderr.strip().splitlines()[-1]}", file=sys.stderr)
     for pid in sorted(runners):
         try:
             os.kill(pid, signal.SIGTERM)
