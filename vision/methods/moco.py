@@ -158,13 +158,13 @@ class MoCo(nn.Module):
         the CPU keeps it (``shuffle`` None: that rule), and with it the random stream of its committed results."""
         if shuffle is None:
             shuffle = self.bn_splits > 1 or x.device.type != "cuda"
-        if not shuffle:
-            return self.key_encoder(x) if self.bn_splits == 1 else torch.cat([self.key_encoder(c) for c in
-                                                                                x.chunk(self.bn_splits)])
-        perm = torch.randperm(x.shape[0], device=x.device)
-        chunks = x[perm].chunk(self.bn_splits)
-        k = torch.cat([self.key_encoder(c) for c in chunks])  # a loop over bn_splits chunks
-        return k[torch.argsort(perm)]
+        perm = torch.randperm(x.shape[0], device=x.device) if shuffle else None
+        xs = x if perm is None else x[perm]
+        if self.bn_splits == 1:
+            k = self.key_encoder(xs)
+        else:
+            k = torch.cat([self.key_encoder(c) for c in xs.chunk(self.bn_splits)])  # a loop over bn_splits chunks
+        return k if perm is None else k[torch.argsort(perm)]
 
     def forward(self, views: Tensor, labels: Tensor | None = None, iou: Tensor | None = None) -> Tensor:
         v, n = views.shape[:2]
