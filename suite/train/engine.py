@@ -644,8 +644,8 @@ class Engine(Generic[B]):
             stats = {**self.logger.means(), rate_name: self.throughput.rate}
             self.epoch += 1
             self.batch_in_epoch = 0
-            if log_epochs and self.run is not None:
-                self.run.log_many(stats, split="train", step=self.epoch)
+            if log_epochs:
+                self.record(stats, split="train", step=self.epoch)
             if on_epoch is not None:
                 on_epoch(self.epoch, stats)
 
@@ -663,11 +663,16 @@ class Engine(Generic[B]):
             point["grad_norm"] = self._curve["grad_norm"]
         if self.device.type == "cuda":
             point["gpu_mem_mb"] = torch.cuda.max_memory_allocated(self.device) / 2**20
-        if self.run is not None:
-            self.run.log_many(point, split="train-step", step=self.step)
-        for tracker in self.trackers:
-            tracker.log(point, self.step)
+        self.record(point, split="train-step", step=self.step)
         self._curve, self._curve_n, self._curve_items, self._curve_t0 = {}, 0, 0, now
+
+    def record(self, metrics: dict[str, float], split: str | None, step: int | None) -> None:
+        """Log ``metrics`` to the registry run and send the same point to every tracker, under its split: the
+        trackers receive every point the registry holds (step points, epoch points, evaluations)."""
+        if self.run is not None:
+            self.run.log_many(metrics, split=split, step=step)
+        for tracker in self.trackers:
+            tracker.log(metrics, self.step if step is None else step, split)
 
     def _done(self, max_steps: int | None) -> bool:
         return max_steps is not None and self.step >= max_steps

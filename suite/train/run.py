@@ -236,9 +236,12 @@ class RunContext(Generic[C]):
         return epoch_batches(n, batch_size, self.seed, epoch)
 
     def log(self, metrics: dict[str, float], split: str | None, step: int | None = None) -> None:
+        if not metrics:
+            return
         if self.engine is not None:
             self.engine.flush()  # nothing is logged after a non-finite loss the engine has not read yet
-        if self.run is not None and metrics:
+            self.engine.record(metrics, split=split, step=step)  # the registry row and the trackers
+        elif self.run is not None:
             self.run.log_many(metrics, split=split, step=step)
 
     def checkpoint(self) -> None:
@@ -420,12 +423,12 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
                                                     {"folder": str(folder), **_processes()},
                                                     resumable(reg, engine.resume_run_id),
                                                     cfg_hash))
-            if engine.step == 0:  # a fresh run (a resumed one logged its data when it started)
-                ctx.log(training.data_info, split="data")
-            elif hasattr(reg, "drop_metrics"):  # resumed: the step curves continue from the checkpoint's step, and
-                reg.drop_metrics(ctx.run.id, "train-step", engine.step)  # what else the interrupted process logged
-                if engine.resume_saved_at and hasattr(reg, "drop_metrics_since"):  # after the checkpoint is logged
-                    reg.drop_metrics_since(ctx.run.id, engine.resume_saved_at, but="train-step")  # again, not twice
+            # resumed: the step curves continue from the checkpoint's step, and what else the interrupted process
+            # logged after the checkpoint is logged again, not twice
+            if engine.step > 0 and hasattr(reg, "drop_metrics"):
+                reg.drop_metrics(ctx.run.id, "train-step", engine.step)
+                if engine.resume_saved_at and hasattr(reg, "drop_metrics_since"):
+                    reg.drop_metrics_since(ctx.run.id, engine.resume_saved_at, but="train-step")
         engine.run = ctx.run
         if trackers and sd.is_main():  # named by the run, with its config, code version and seed
             from suite.registry import code_version
@@ -436,6 +439,8 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
                                             {"mlflow_uri": getattr(cfg, "mlflow_uri", "")})
             for t in engine.trackers:  # closed with the run's end: finished, interrupted or failed
                 stack.push(lambda exc_type, *_, t=t: t.close(end_status(exc_type)))
+        if engine.step == 0:  # a fresh run (a resumed one logged its data when it started)
+            ctx.log(training.data_info, split="data")
         by_step = training.checkpoint_unit == "step"
 
         def step_end() -> None:

@@ -1,11 +1,14 @@
-"""Curves where researchers already look (issue 51): the engine's step-curve points (:meth:`suite.train.Engine.log_curve`)
-sent on to the trackers a run names in ``log_to`` (``--log-to tensorboard,mlflow``), beside the registry.
+"""Curves where researchers already look (issue 51): every point the registry logs (the engine's step-curve points,
+:meth:`suite.train.Engine.log_curve`, split ``train-step``; each epoch's training stats, split ``train``; evaluations,
+their split) sent on to the trackers a run names in ``log_to`` (``--log-to tensorboard,mlflow``), each metric under
+``<split>/`` at the registry's step (issue 69: a 3-epoch run shows a 3-point ``train/loss`` curve).
 
 * ``tensorboard``: event files in ``<run folder>/tensorboard`` (``tensorboard --logdir <run folder>``), one scalar per
-  metric under ``train-step/``, the run's config and code version as text; the extra ``[tensorboard]``.
+  metric under its split (``train-step/``, ``train/``, ``test/``), the run's config and code version as text; the
+  extra ``[tensorboard]``.
 * ``mlflow``: one MLflow run named by the registry's run id (tag ``suite.run_id``; a resumed run continues it) in the
   experiment named by the task, its config (flattened), code version and seed as params, each point's metrics at
-  their step under ``train-step/``, the export folder as an artifact at the end and the run's end as its status. The
+  their step under their split, the export folder as an artifact at the end and the run's end as its status. The
   store is ``--mlflow-uri`` (a tracking server ``http://host:port``, ``sqlite:///file.db``, ...), else a SQLite store
   in the run folder, ``<run folder>/mlflow/mlflow.db`` with artifacts beside it (MLflow 3 refuses a plain ``./mlruns``
   file store unless ``MLFLOW_ALLOW_FILE_STORE=true``; with it, ``--mlflow-uri file:///...`` works too). A server that
@@ -13,9 +16,10 @@ sent on to the trackers a run names in ``log_to`` (``--log-to tensorboard,mlflow
   ``MLFLOW_HTTP_REQUEST_TIMEOUT=30`` where they are not set (MLflow's defaults wait minutes). The extra ``[mlflow]``.
 * ``wandb``: a Weights & Biases run, always offline (``WANDB_MODE=offline`` is forced: nothing is sent; ``wandb sync
   <run folder>/wandb/offline-run-*`` uploads it later) in ``<run folder>/wandb``, named by the run id, in the project
-  named by the task, the run's config, code version and seed as its config, each point at its step under
-  ``train-step/``, the export folder as a reference artifact (its files' checksums, not a copy), W&B's own system
-  metrics (GPU use) beside them; a resumed run is a new offline run of the same name. The extra ``[wandb]``.
+  named by the task, the run's config, code version and seed as its config, each step point at its step under
+  ``train-step/``, epoch and evaluation points on their split's own axis (``train/step``), the export folder as a
+  reference artifact (its files' checksums, not a copy), W&B's own system metrics (GPU use) beside them; a resumed
+  run is a new offline run of the same name. The extra ``[wandb]``.
 
 A tracker is an option, never a dependency: a missing package is one line naming the extra to install, before the run
 builds anything; a tracker that fails while the run goes (disk full, a server gone) costs one warning and stops
@@ -37,10 +41,18 @@ MLFLOW_URI_HELP = ("the MLflow tracking URI --log-to mlflow sends to (http://hos
                    "<run folder>/mlflow/mlflow.db; a run option")
 
 
+STEP_SPLIT = "train-step"  # the engine's step curves; epoch points are split ``train``, evaluations theirs
+
+
+def tag(split: str | None, name: str) -> str:
+    """A metric's name in a tracker: ``<split>/<name>``, as the registry holds it (``name`` without a split)."""
+    return f"{split}/{name}" if split else name
+
+
 class Tracker(Protocol):
     name: str
 
-    def log(self, point: dict[str, float], step: int) -> None: ...
+    def log(self, point: dict[str, float], step: int, split: str | None = STEP_SPLIT) -> None: ...
 
     def artifact(self, folder: Path) -> None: ...
 
@@ -98,9 +110,9 @@ class TensorBoard:
         self.writer = SummaryWriter(log_dir=str(folder / "tensorboard"))
         self.writer.add_text("run", "```\n" + _info_json(info) + "\n```", 0)
 
-    def log(self, point: dict[str, float], step: int) -> None:
+    def log(self, point: dict[str, float], step: int, split: str | None = STEP_SPLIT) -> None:
         for k, v in point.items():
-            self.writer.add_scalar(f"train-step/{k}", v, step)
+            self.writer.add_scalar(tag(split, k), v, step)
 
     def artifact(self, folder: Path) -> None:
         pass
@@ -155,11 +167,11 @@ class MLflow:
         for i in range(0, len(params), 100):  # MLflow takes at most 100 params a batch
             self.client.log_batch(self.id, params=params[i:i + 100])
 
-    def log(self, point: dict[str, float], step: int) -> None:
+    def log(self, point: dict[str, float], step: int, split: str | None = STEP_SPLIT) -> None:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        self.client.log_batch(self.id, metrics=[Metric(f"train-step/{k}", float(v), now, step) for k, v in point.items()])
+        self.client.log_batch(self.id, metrics=[Metric(tag(split, k), float(v), now, step) for k, v in point.items()])
 
     def artifact(self, folder: Path) -> None:
         self.client.log_artifacts(self.id, str(folder), artifact_path=folder.name)
@@ -178,14 +190,23 @@ class WandB:
         import wandb
 
         self.name_ = str(info.get("run_id") or folder.name)
+        self.axes: set[str | None] = set()  # the splits whose step axis is declared (define_metric)
         config = {**(info.get("config") or {}), **{k: info[k] for k in ("code_version", "seed", "run_id")
                                                    if info.get(k) is not None}}
         settings = wandb.Settings(mode="offline", console="off", disable_git=True, silent=True)
         self.run = wandb.init(dir=str(folder), project=str(info.get("task") or "contrastive-suite"), name=self.name_,
                               config=config, settings=settings, reinit="create_new")
 
-    def log(self, point: dict[str, float], step: int) -> None:
-        self.run.log({f"train-step/{k}": float(v) for k, v in point.items()}, step=step)
+    def log(self, point: dict[str, float], step: int, split: str | None = STEP_SPLIT) -> None:
+        values = {tag(split, k): float(v) for k, v in point.items()}
+        if split == STEP_SPLIT:  # W&B's own step axis is the optimiser step (it must only grow)
+            self.run.log(values, step=step)
+            return
+        if split not in self.axes:  # an epoch or evaluation point: on its own axis, ``<split>/step``
+            self.axes.add(split)
+            self.run.define_metric(tag(split, "step"))
+            self.run.define_metric(tag(split, "*"), step_metric=tag(split, "step"))
+        self.run.log({**values, tag(split, "step"): step}, commit=False)
 
     def artifact(self, folder: Path) -> None:
         import wandb
@@ -214,8 +235,8 @@ class Guarded:
                           f"the run and its registry row go on", stacklevel=2)
             self.tracker = None
 
-    def log(self, point: dict[str, float], step: int) -> None:
-        self._do("log", point, step)
+    def log(self, point: dict[str, float], step: int, split: str | None = STEP_SPLIT) -> None:
+        self._do("log", point, step, split)
 
     def artifact(self, folder: Path) -> None:
         self._do("artifact", folder)

@@ -163,7 +163,7 @@ def test_a_failing_tracker_costs_a_warning_not_the_run(tmp_path: Path, monkeypat
 
     from suite.train import trackers
 
-    def broken(self: Any, point: dict, step: int) -> None:
+    def broken(self: Any, point: dict, step: int, split: str | None = None) -> None:
         raise OSError("No space left on device")
 
     monkeypatch.setattr(trackers.TensorBoard, "log", broken)
@@ -192,3 +192,25 @@ def test_an_unknown_or_missing_tracker_is_one_line_before_anything_is_built(tmp_
     with pytest.raises(ValueError, match=r"pip install 'contrastive-suite\[tensorboard\]'"):
         run(CurveTask(), TrackedConfig(out=str(tmp_path / "b"), log_to="tensorboard"), registry=False)
     assert not (tmp_path / "b" / "checkpoints").exists()
+
+
+def test_tensorboard_receives_every_point_the_registry_logs(tmp_path: Path) -> None:
+    """issue 69, case 4: a 3-epoch run -> TensorBoard holds every (split, metric) the registry logged, each under its
+    split and at the registry's steps: the three epochs' training loss (``train/loss`` at 1, 2, 3: a curve even for a
+    run shorter than log_every steps), the step points and the evaluation (``test/alignment``)"""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    res = run(CurveTask(), TrackedConfig(epochs=3, out=str(tmp_path / "run"), log_to="tensorboard"), registry=reg)
+    acc = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    acc.Reload()
+    logged: dict[str, list[tuple[int, float]]] = {}
+    for m in reg.metrics(res.run_id):
+        logged.setdefault(f"{m['split']}/{m['name']}", []).append((m["step"], m["value"]))
+    assert {"train/loss", "train-step/loss", "test/alignment"} <= set(logged)
+    assert set(logged) <= set(acc.Tags()["scalars"])
+    for tag, points in logged.items():
+        got = [(e.step, e.value) for e in acc.Scalars(tag)]
+        assert [s for s, _ in got] == sorted(s for s, _ in points), tag
+        assert all(math.isclose(a, b, rel_tol=1e-6) for (_, a), (_, b) in zip(got, sorted(points))), tag
+    assert [e.step for e in acc.Scalars("train/loss")] == [1, 2, 3]
