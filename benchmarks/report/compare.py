@@ -13,7 +13,8 @@ from typing import Any
 
 from benchmarks.runner.compare import D, Task, slug
 from benchmarks.runner.suitefile import Job
-from benchmarks.tables.claims import ALPHA, RULE_TEXT, Claim, Result, Verdict, holm, mean_std
+from benchmarks.tables import identity
+from benchmarks.tables.claims import RULE_TEXT, Claim, Result, Seeded, Verdict, final, holm, mean_std
 from suite.registry import Registry, markdown_table
 
 
@@ -32,10 +33,10 @@ def headline(reg: Registry, run: dict[str, Any], known: dict[str, tuple[str, Any
 
 
 def job_result(reg: Registry, job: Job, known: dict[str, tuple[str, Any] | None] | None = None
-               ) -> tuple[float, str] | None:
+               ) -> tuple[float, str, dict[str, Any]] | None:
     """This job's result, the one definition the page shares with the runner's done-set: the headline (in percent)
     of the newest finished run recorded under the job's hash (the runs the runner counts the job done by, imported
-    ones included), and the metric's name; None when no finished run has a headline value."""
+    ones included), the metric's name and the run; None when no finished run has a headline value."""
     known = {} if known is None else known
     for r in reversed(reg.runs(status="finished", config_hash=job.hash)):
         head = headline(reg, r, known)
@@ -43,18 +44,19 @@ def job_result(reg: Registry, job: Job, known: dict[str, tuple[str, Any] | None]
             continue
         ms = [m for m in reg.metrics(r["id"], head[0]) if m["split"] == head[1]]
         if ms:
-            return 100.0 * ms[-1]["value"], f"{head[0]} ({head[1]})"
+            return 100.0 * ms[-1]["value"], f"{head[0]} ({head[1]})", r
     return None
 
 
-def arm_values(reg: Registry, jobs: list[Job]) -> tuple[list[float], str, int]:
-    """Per seed, :func:`job_result` of each job (in percent), the metric's name, and how many jobs the runner counts
-    done whose runs have no headline value (shown, never hidden as "not run")."""
-    vals, metric, known, blank = [], "", {}, 0  # type: ignore[var-annotated]
+def arm_values(reg: Registry, jobs: list[Job]) -> tuple[Seeded, str, int]:
+    """Per seed, :func:`job_result` of each job (in percent, named by its run's identity: the arms pair by seed where
+    their runs share it), the metric's name, and how many jobs the runner counts done whose runs have no headline
+    value (shown, never hidden as "not run")."""
+    vals, metric, known, blank = Seeded(), "", {}, 0  # type: ignore[var-annotated]
     for j in jobs:
         got = job_result(reg, j, known)
         if got is not None:
-            vals.append(got[0])
+            vals = vals.plus(identity(got[2]), got[0])
             metric = got[1]
         elif reg.job_status(j.hash) == "finished":
             blank += 1
@@ -146,26 +148,22 @@ def judge_task(reg: Registry, task: Task, loss: str, name: str = "", suite: str 
 
 
 def family_p(res: Result | None) -> float:
-    """A comparison's p-value in its verdict's direction (confirmed: p; contradicted: the reverse; else the smaller)."""
+    """A comparison's two-sided p-value in the page's family (:meth:`Result.p`); NaN when not judged."""
     if res is None or res.verdict in (Verdict.NOT_MEASURED, Verdict.INCONCLUSIVE):
         return float("nan")
-    if res.verdict is Verdict.CONFIRMED:
-        return res.p
-    if res.verdict is Verdict.CONTRADICTED:
-        return res.p_reverse
-    return min(res.p, res.p_reverse)
+    return res.p()
+
+
+def after_holm(verdict: str, res: Result | None, q: float) -> str:
+    """A comparison's verdict after the page's family correction (:func:`benchmarks.tables.claims.final`)."""
+    return verdict if res is None else str(final(res.verdict, q))
 
 
 def with_holm(verdicts: list[list[Any]], adjusted: list[float]) -> list[list[str]]:
-    """The verdict rows as shown: a confirmed or contradicted comparison that does not survive Holm's correction over
-    the page's family says so, and every judged one gives its Holm-adjusted p-value."""
-    out = []
-    for (claim, verdict, evidence, res), q in zip(verdicts, adjusted):
-        shown = verdict + (", not after Holm" if res is not None and res.verdict in (Verdict.CONFIRMED,
-                                                                                     Verdict.CONTRADICTED)
-                           and not q < ALPHA else "")
-        out.append([claim, shown, evidence + ("" if q != q else f", Holm's p = {q:.3g}")])
-    return out
+    """The verdict rows as shown: the verdict after Holm's correction over the page's family (a verdict that does not
+    survive is nominal), and every judged one gives its Holm-adjusted p-value."""
+    return [[claim, after_holm(verdict, res, q), evidence + ("" if q != q else f", Holm's p = {q:.3g}")]
+            for (claim, verdict, evidence, res), q in zip(verdicts, adjusted)]
 
 
 MODALITY = {"graph": "graphs", "vision": "images", "text": "sentences"}
@@ -180,8 +178,9 @@ def short(task: Task, modality: bool = True) -> str:
 
 def findings_lines(judged: list[tuple[Task, str, list[Row], list[list[Any]], list[float]]], name: str,
                    timings: dict[tuple[str, int], tuple[float, int]] | None, loss: str) -> list[str]:
-    """The findings block: per modality one line of verdicts (the gap with its 90 % interval, the verdict as the
-    report words it, Holm's reading), then the cost against InfoNCE at the largest 2N measured."""
+    """The findings block: per modality one line of verdicts (the gap with its 95 % interval, its two-sided p-value
+    named by its hypothesis, the verdict after Holm's correction), then the cost against InfoNCE at the largest 2N
+    measured."""
     by: dict[str, list[str]] = {}
     for task, _, _, verdicts, adjusted in judged:
         parts = []
@@ -190,10 +189,8 @@ def findings_lines(judged: list[tuple[Task, str, list[Row], list[list[Any]], lis
                 parts.append(f"{claim}: **{verdict}** ({evidence})" if verdict == CANNOT_SEPARATE else
                              f"{claim}: {verdict}")
                 continue
-            holm_note = ", not after Holm" if res.verdict in (Verdict.CONFIRMED, Verdict.CONTRADICTED) and \
-                not q < ALPHA else ""
             parts.append(f"vs {claim.rsplit(' beats ', 1)[-1]}: {res.gap:+.2f} [{res.ci[0]:+.2f}, {res.ci[1]:+.2f}] "
-                         f"**{res.verdict}**{holm_note}")
+                         f"{res.p_text()} **{after_holm(verdict, res, q)}**")
         if verdicts and all(v[1] == str(Verdict.NOT_MEASURED) for v in verdicts):
             parts = ["not run yet"]
         if parts:
@@ -343,8 +340,8 @@ def page(reg: Registry, suite: str, tasks: list[Task], loss: str, origin: dict[s
     if summary:
         st = markdown_table(["task", "claim", "verdict"], summary)
         fam = (f"One family of {len(summary)} comparisons (this loss against every baseline on every task), "
-               f"Holm-Bonferroni adjusted: a confirmed or contradicted verdict that does not survive the correction says "
-               f"so.")
+               f"Holm-Bonferroni adjusted over their two-sided p-values: a verdict that does not survive the correction "
+               f"is nominal.")
         top += ["## Verdicts", "", fam, "", st, ""]
         html_parts[2:2] = ["<h2>Verdicts</h2>", _paragraph(fam), md_tables_to_html(st)]
     md[2:2] = top  # the findings first, under the title; the loss's details and the rule below them

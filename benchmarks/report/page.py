@@ -174,7 +174,7 @@ _HISTORY = ("Every setting of every task of this modality, from every finished r
 
 def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
     """Every results file from ``reg``: the benchmark tables, then ``README.md`` and ``report.html``."""
-    from benchmarks.tables.catalogue import against_paper, demoted, family, findings, findings_table, forest
+    from benchmarks.tables.catalogue import against_paper, family, findings, findings_table, forest, shown
 
     out_dir.mkdir(parents=True, exist_ok=True)
     tables = render_tables(reg)
@@ -185,29 +185,35 @@ def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
     judged = findings(reg)
     found_md = findings_table(judged)
     n_runs = len(reg.runs(status="finished"))
-    held = sum(j.verdict is Verdict.CONFIRMED for _, j in judged)
+    adjusted = family(judged)
+    after = {e.id: shown(j, adjusted[e.id]) for e, j in judged}
     measured = sum(j.verdict not in (Verdict.NOT_MEASURED, Verdict.NOT_JUDGED) for _, j in judged)
 
-    def named(verdict: Verdict) -> str:
+    def named(*verdicts: Verdict) -> str:
         return "; ".join(f"{e.claim} ({'our question' if e.paper.startswith('none') else e.paper.split(' (')[0]})"
-                         for e, j in judged if j.verdict is verdict) or "none"
+                         for e, j in judged if after[e.id] in verdicts) or "none"
 
-    adjusted = family(judged)
+    def count(*verdicts: Verdict) -> int:
+        return sum(v in verdicts for v in after.values())
+
     fam = sum(p == p for p in adjusted.values())
-    kept = {v: sum(j.verdict is v and not demoted(j, adjusted[e.id]) for e, j in judged)
-            for v in (Verdict.CONFIRMED, Verdict.CONTRADICTED)}
-    cases = [against_paper(e, j).split(" (")[0] for e, j in judged if j.verdict is Verdict.NOT_CONFIRMED]
-    lead = (f"Of the {len(judged)} claims declared in `benchmarks/tables/catalogue.py`, {measured} are measured here and "
-            f"{held} hold up at this scale. **Holds up (confirmed):** {named(Verdict.CONFIRMED)}. **Contradicted by "
-            f"our runs:** {named(Verdict.CONTRADICTED)}. Judged as one family of {fam} claims (Holm's correction), "
-            f"{kept[Verdict.CONFIRMED]} of the {held} confirmed and {kept[Verdict.CONTRADICTED]} of the "
-            f"{sum(j.verdict is Verdict.CONTRADICTED for _, j in judged)} contradicted verdicts survive. Of the "
-            f"{len(cases)} not confirmed, {cases.count('excluded')} rule out the paper's gap at this scale, "
-            f"{cases.count('detectable')} had the seeds to detect it, and {cases.count('underpowered')} are "
-            f"underpowered (the seeds it would take are in the table); the rest state no gap of the paper's.")
-    forest_alt = ("Forest plot: for each claim on its own scale, our gap and its 90 % interval in units of the "
-                  "interval's half-width (the interval excludes zero beyond +-1), the paper's gap on the same scale (red "
-                  "diamond); olive: a verdict that does not survive Holm's correction")
+    cases = [against_paper(e, j).split(" (")[0] for e, j in judged
+             if after[e.id] is not Verdict.CONFIRMED and j.verdict not in (Verdict.NOT_MEASURED, Verdict.NOT_JUDGED)]
+    lead = (f"Of the {len(judged)} claims declared in `benchmarks/tables/catalogue.py`, {measured} are measured here; "
+            f"judged as one family of {fam} (Holm's correction over two-sided p-values), {count(Verdict.CONFIRMED)} "
+            f"hold up at this scale, {count(Verdict.CONTRADICTED)} are contradicted and {count(Verdict.EQUIVALENT)} are "
+            f"equivalent within the minimum effect. **Holds up (confirmed):** {named(Verdict.CONFIRMED)}. "
+            f"**Contradicted by our runs:** {named(Verdict.CONTRADICTED)}. **No difference beyond the minimum effect "
+            f"(equivalent):** {named(Verdict.EQUIVALENT)}. **Nominal only** (a verdict before Holm's correction, not "
+            f"after it): {named(Verdict.NOMINAL_HOLDS, Verdict.NOMINAL_REVERSED, Verdict.NOMINAL_EQUIVALENT)}. Of "
+            f"the {len(cases)} claims not confirmed, {cases.count('excluded')} rule out the paper's gap at this scale, "
+            f"{cases.count('below the minimum effect')} have a paper's gap below the minimum effect (no number of "
+            f"seeds would confirm it), {cases.count('detectable')} had the seeds to confirm it and "
+            f"{cases.count('underpowered')} are underpowered (the seeds it would take are in the table); the rest "
+            f"state no gap of the paper's.")
+    forest_alt = ("Forest plot: for each claim on its own scale, our gap and its 95 % interval in units of the "
+                  "interval's half-width, the minimum effect +-m (grey ticks) and the paper's gap (red diamond) on the "
+                  "same scale; green confirmed, red contradicted, blue equivalent, olive nominal (not after Holm)")
     md = [f"# Cross-modality results (generated by `suite bench report` from the registry)", "",
           f"Registry: `{reg.source}`; {n_runs} finished runs. Published numbers are the papers' at full scale (GPU, "
           f"full data); ours are at this repository's CPU profiles, each table says its reduction.", "",

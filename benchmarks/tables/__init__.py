@@ -14,13 +14,14 @@ other settings (another suite file, an older version of this one) carry other ha
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from benchmarks.tables.claims import mean_std
+from benchmarks.tables.claims import Seeded, mean_std
 from benchmarks.runner.suitefile import SUITES, Job, load_suite
 from suite.registry import Registry, markdown_table, open_registry
 
@@ -66,11 +67,22 @@ class JobRuns:
 
     def metric(self, name: str, split: str | None = None, task: str = "") -> float | None:
         """The metric from the job's latest run of ``task`` (prefix) that has it; None when not run."""
-        for r in reversed(self.of_task(task)):
-            v = r.metric(name, split)
-            if v is not None:
-                return v
-        return None
+        run = self.run_with(name, split, task)
+        return None if run is None else run.metric(name, split)
+
+    def run_with(self, name: str, split: str | None = None, task: str = "") -> RunView | None:
+        """The job's latest run of ``task`` (prefix) that has the metric; None when not run."""
+        return next((r for r in reversed(self.of_task(task)) if r.metric(name, split) is not None), None)
+
+
+def identity(run: dict[str, Any]) -> tuple[Any, str]:
+    """What a run's seed fixes, as its registry row records it: (its seed, its data set). Every front-end draws the
+    training subset and the initialisation from the seed (suite/train/seeding.py), so two arms' runs of one identity
+    share them and pair by seed (:class:`benchmarks.tables.claims.Seeded`)."""
+    config = run.get("config") or {}
+    if isinstance(config, str):
+        config = json.loads(config)
+    return run.get("seed"), str(config.get("dataset") or run.get("dataset") or "")
 
 
 def committed(run: dict[str, Any]) -> bool:
@@ -114,14 +126,11 @@ def _read_suite_runs(reg: Registry, jobs: list[Job]) -> list[JobRuns]:
     return [JobRuns(j, by_hash[j.hash]) for j in jobs]
 
 
-def values(jrs: Iterable[JobRuns], name: str, split: str | None = None, task: str = "", scale: float = 1.0) -> list[float]:
-    """The metric over the given jobs (one value per job that has it), times ``scale``."""
-    out = []
-    for jr in jrs:
-        v = jr.metric(name, split, task)
-        if v is not None:
-            out.append(scale * v)
-    return out
+def values(jrs: Iterable[JobRuns], name: str, split: str | None = None, task: str = "", scale: float = 1.0) -> Seeded:
+    """The metric over the given jobs (one value per job that has it), times ``scale``, each named by its run's
+    :func:`identity`."""
+    runs = [r for r in (jr.run_with(name, split, task) for jr in jrs) if r is not None]
+    return Seeded.of(((identity(r.row), r.metric(name, split)) for r in runs), scale)
 
 
 def select(jrs: Iterable[JobRuns], **args: Any) -> list[JobRuns]:

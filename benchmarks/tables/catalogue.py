@@ -4,61 +4,59 @@ compared, how data sets combine and why, the paper's own gap, the protocol, and 
 Every document (the per-task tables, ``results/README.md``, ``report.html``) shows a claim through :func:`line` or
 :func:`findings`, which call that one judgement; a test checks that no results file states a claim with another
 verdict. How sets combine follows the paper: where it reports an average, the average is judged; where it claims
-wins "on k of N" sets, each set is judged and the verdicts combined (:func:`benchmarks.tables.claims.combine`). A verdict
-carries its gap with the 90 % interval that matches its one-sided test and the smallest gap the seeds could have
-detected; the claims are judged as one family (:func:`family`: Holm's adjusted p-values), and a "not confirmed" says
-whether our interval excludes the paper's gap, our seeds could have detected it, or the comparison is underpowered
-(:func:`against_paper`)."""
+wins "on k of N" sets, each set is judged and the verdicts combined (:func:`benchmarks.tables.claims.combine`), the
+deciding part being the row's one comparison, with a random-effects pool beside it. A verdict carries its gap with the
+95 % interval of its test (paired by seed or Welch) and the smallest gap the seeds confirm with power 0.8; the claims
+are judged as one family (:func:`family`: Holm's adjusted two-sided p-values, :func:`shown` the verdict after it),
+and the paper's gap is read against our interval (:func:`against_paper`)."""
 from __future__ import annotations
 
 import importlib
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from benchmarks.tables.claims import ALPHA, Result, Verdict, holm, seeds_needed
+from benchmarks.tables.claims import ALPHA, Pooled, Result, Verdict, combine, decide, final, holm, seeds_needed
 
 
 @dataclass(frozen=True)
 class Judged:
-    """One claim's verdict and its evidence; ``summary`` is the gap the findings table shows (in the claim's
-    direction, points), with its interval and detectable gap; None when nothing was measured. A claim combined from
-    several data sets or margins gives its ``parts`` and how many must hold (``need`` of ``total``): its p-value in
-    the family is the intersection-union one (:meth:`p_value`)."""
+    """One claim's verdict (before the family's correction) and its evidence; ``summary`` is the one comparison the
+    findings table shows (in the claim's direction, points): the claim's own, or for a claim of several data sets or
+    margins the part that decides it (:func:`benchmarks.tables.claims.decide`, its p-value and interval adjusted for
+    the choice); None when nothing was measured. ``parts``: the parts, ``need`` of ``total`` of which must hold;
+    ``pooled``: the random-effects pool over data sets, shown beside the count rule."""
     verdict: Verdict
     summary: Result | None
     evidence: str
     parts: tuple[Result, ...] = ()
     need: int | None = None
     total: int | None = None
+    pooled: Pooled | None = None
 
     def p_value(self) -> float:
-        """The claim's one p-value for the family correction, in its verdict's direction (confirmed: "holds";
-        contradicted: the reverse; otherwise the smaller of the two). A claim that needs ``k`` of ``total`` parts
-        holds when some k parts all hold: the k-th smallest p-value (intersection-union over those k) times the
-        C(total, k) ways to choose them (Bonferroni: the choice was made after seeing the data), capped at 1; with
-        k = total that is the largest p-value. It is contradicted when some ``total - k + 1`` parts are reversed, by
-        the same rule on the reverse p-values. Parts not measured count as p = 1. NaN when nothing was judged."""
-        if self.verdict in (Verdict.NOT_MEASURED, Verdict.NOT_JUDGED, Verdict.INCONCLUSIVE):
+        """The claim's two-sided p-value in the family (:meth:`Result.p` of :attr:`summary`: the hypothesis of its
+        verdict, or of the nearest verdict); NaN when nothing was judged."""
+        if self.verdict in (Verdict.NOT_MEASURED, Verdict.NOT_JUDGED, Verdict.INCONCLUSIVE) or self.summary is None:
             return float("nan")
-        if self.parts:
-            total = max(self.total or 0, len(self.parts))
-            k = self.need or total
+        return self.summary.p()
 
-            def kth(ps: list[float], j: int) -> float:
-                ps = sorted(p if p == p else 1.0 for p in ps) + [1.0] * (total - len(ps))
-                return min(1.0, math.comb(total, j) * ps[j - 1])
 
-            holds, reverse = kth([r.p for r in self.parts], k), kth([r.p_reverse for r in self.parts], total - k + 1)
-        elif self.summary is not None:
-            holds, reverse = self.summary.p, self.summary.p_reverse
-        else:
-            return float("nan")
-        if self.verdict is Verdict.CONFIRMED:
-            return holds
-        if self.verdict is Verdict.CONTRADICTED:
-            return reverse
-        return min(holds, reverse)
+def of_parts(parts: list[Result], evidence: str, need: int | None = None, total: int | None = None,
+             pooled: Pooled | None = None) -> Judged:
+    """A claim judged on ``parts`` (at least ``need`` of ``total`` must hold; default all): the count rule's verdict and
+    the deciding part as its one comparison (:func:`benchmarks.tables.claims.decide`); a single part is the claim."""
+    verdict = combine(parts, need, total)
+    _, shown = decide(parts, need, total)
+    if len(parts) > 1 or (total or 1) > 1:
+        evidence += f" (the comparison shown: part {parts.index(_part_of(parts, shown)) + 1})" if shown else ""
+        return Judged(verdict, shown, evidence, tuple(parts), need, total, pooled)
+    return Judged(verdict, shown, evidence, pooled=pooled)
+
+
+def _part_of(parts: list[Result], shown: Result | None) -> Result:
+    return next((r for r in parts if shown is not None and r.gap == shown.gap and r.ns == shown.ns), parts[0])
 
 
 @dataclass(frozen=True)
@@ -78,6 +76,27 @@ class Entry:
         mod, fn, *args = self.judge.split(":", 2)
         func: Callable[..., Judged] = getattr(importlib.import_module(mod), fn)
         return func(registry, *(args[0].split(",") if args else ()))
+
+
+@dataclass(frozen=True)
+class Paper:
+    """A paper the claims come from: every entry's ``paper`` starts ``"<short> (<authors>)"`` (tested)."""
+    short: str
+    authors: str
+    title: str
+    venue: str
+
+
+PAPERS: tuple[Paper, ...] = (
+    Paper("MACL", "Huang et al. 2023", "Model-Aware Contrastive Learning: Towards Escaping the Dilemmas", "ICML 2023"),
+    Paper("GraphCL", "You et al. 2020", "Graph Contrastive Learning with Augmentations", "NeurIPS 2020"),
+    Paper("CACR", "Zheng et al. 2021", "Contrastive Attraction and Contrastive Repulsion for Representation Learning",
+          "arXiv 2021"),
+    Paper("X-CLR", "Sobal et al. 2024", "X-Sample Contrastive Loss: Improving Contrastive Learning with Sample "
+          "Similarity Graphs", "arXiv 2024"),
+    Paper("t-SimCLR", "Hu et al. 2023", "Your Contrastive Learning Is Secretly Doing Stochastic Neighbor Embedding",
+          "ICLR 2023"),
+)
 
 
 _MOL_CPU = "reduced: 20k-molecule, 5-epoch pretraining; 10 fine-tuning epochs capped at 600 steps"
@@ -129,7 +148,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("img-cacr-k1", "CACR (Zheng et al. 2021), Table 2", "CACR (K = 1) beats SimCLR",
           "cacr (paper estimator, t- = 2, 2 views) vs infonce, batch 256, linear probe", "one comparison", 0.26,
           "83.73 vs 83.47, balanced CIFAR-10", _IMG, "benchmarks.tables.fidelity:judge:img-cacr-k1", "images"),
-    Entry("img-iou", "t-SimCLR (Böhm et al. 2023), Figure 2a", "Weighting positive pairs by their crops' IoU helps "
+    Entry("img-iou", "t-SimCLR (Hu et al. 2023), Figure 2a", "Weighting positive pairs by their crops' IoU helps "
           "SimCLR", "infonce with IoU weights (tau' = 1) vs infonce, batch 256, kNN", "one comparison, at the paper's "
           "tau' = 1 (the other tau' are shown in fidelity.md)", 1.4, "80.7 -> 82.1 kNN at tau' = 1", _IMG,
           "benchmarks.tables.fidelity:judge:img-iou", "images"),
@@ -138,7 +157,7 @@ ENTRIES: tuple[Entry, ...] = (
           "four margins, all must hold (each imbalance, each other row)", 0.12,
           "the smallest of the paper's four margins (vs CMC, exponential)", _IMG,
           "benchmarks.tables.vision_cifar:judge:img-cacr-imbalance", "images"),
-    Entry("img-tsimclr-d8", "t-SimCLR (Böhm et al. 2023), Figure 2b", "t-SimCLR keeps its kNN accuracy at d = 8 "
+    Entry("img-tsimclr-d8", "t-SimCLR (Hu et al. 2023), Figure 2b", "t-SimCLR keeps its kNN accuracy at d = 8 "
           "better than SimCLR", "tsimclr vs infonce at output dimension 128 and 8, kNN",
           "two margins, both must hold: a smaller drop from 128 to 8, and t-SimCLR above SimCLR at 8", None,
           "the figure gives no SimCLR number at d = 8", _IMG, "benchmarks.tables.vision_cifar:judge:img-tsimclr-d8", "images"),
@@ -187,17 +206,18 @@ ENTRIES: tuple[Entry, ...] = (
           "connectivity", "intra-class connectivity of the learned class similarities: xclr vs supcon and vs infonce",
           "two margins, both must hold (minimum effect 0.05)", 0.188, "2.193 vs 2.005 (SupCon): the smaller margin",
           _XCLR, "benchmarks.tables.xclr:judge:connectivity", "images"),
-    Entry("gmm-l2", "t-SimCLR (Böhm et al. 2023), Figure 1 d, e", "SimCLR with -l2 similarity keeps the shifted "
+    Entry("gmm-l2", "t-SimCLR (Hu et al. 2023), Figure 1 d, e", "SimCLR with -l2 similarity keeps the shifted "
           "clusters more separable than cosine SimCLR", "simclr_l2 vs infonce, OOD linear accuracy",
           "one comparison", 51.6, "100.0 vs 48.4 OOD accuracy", "paper protocol (the means' layout is ours)",
           "benchmarks.tables.gmm:judge_l2", "synthetic"),
-    Entry("gmm-tsimclr", "t-SimCLR (Böhm et al. 2023), Sec. 3.1.4, 4", "t-SimCLR keeps the shifted clusters more "
+    Entry("gmm-tsimclr", "t-SimCLR (Hu et al. 2023), Sec. 3.1.4, 4", "t-SimCLR keeps the shifted clusters more "
           "separable than cosine SimCLR", "tsimclr vs infonce, OOD linear accuracy", "one comparison", None,
           "no number given", "paper protocol (the means' layout is ours)", "benchmarks.tables.gmm:judge_tsimclr",
           "synthetic"),
-    Entry("gmm-order", "t-SimCLR (Böhm et al. 2023), Sec. 3.1.3", "SimCLR orders four 1-D clusters a -> b -> c -> d "
+    Entry("gmm-order", "t-SimCLR (Hu et al. 2023), Sec. 3.1.3", "SimCLR orders four 1-D clusters a -> b -> c -> d "
           "('consistently')", "the share of seeds ordered against chance (1 of 3 cyclic orders)",
-          "one rate against a known constant: the exact binomial test", 66.7, "always (100 %) against chance 33.3 %",
+          "one rate against a known constant: the exact binomial test", 100 - 100 / 3,  # as gmm.CHANCE_ORDER: exact
+          "always (100 %) against chance 33.3 %",
           "paper protocol", "benchmarks.tables.gmm:judge_order", "synthetic"),
 )
 BY_ID = {e.id: e for e in ENTRIES}
@@ -207,43 +227,47 @@ def entry(claim_id: str) -> Entry:
     return BY_ID[claim_id]
 
 
-def decisive(parts: list[Result], verdict: Verdict) -> Result:
-    """The part of an all-must-hold claim whose interval goes with the claim's verdict: confirmed, the weakest part
-    (largest p-value: every part is confirmed); contradicted, the most reversed part; otherwise the first part that is
-    not confirmed."""
-    if verdict is Verdict.CONFIRMED:
-        return max(parts, key=lambda r: r.p)
-    if verdict is Verdict.CONTRADICTED:
-        return min((r for r in parts if r.verdict is Verdict.CONTRADICTED), key=lambda r: r.p_reverse)
-    return next((r for r in parts if r.verdict is not Verdict.CONFIRMED), parts[0])
-
-
 def family(judged: list[tuple[Entry, Judged]]) -> dict[str, float]:
     """Holm's adjusted p-value of every judged claim of ``judged`` (one family: every claim with a verdict from its
-    seeds), by claim id; NaN for a claim outside it (not measured, not judged, too few seeds)."""
+    seeds, each by its two-sided p-value), by claim id; NaN for a claim outside it (not measured, not judged, too few
+    seeds)."""
     adjusted = holm([j.p_value() for _, j in judged])
     return {e.id: p for (e, _), p in zip(judged, adjusted)}
 
 
-def demoted(j: Judged, adjusted: float) -> bool:
-    """A confirmed or contradicted verdict that does not survive the family correction."""
-    return j.verdict in (Verdict.CONFIRMED, Verdict.CONTRADICTED) and not adjusted < ALPHA
+def shown(j: Judged, adjusted: float) -> Verdict:
+    """The verdict as every page shows it: after the family's correction (:func:`benchmarks.tables.claims.final`)."""
+    return final(j.verdict, adjusted)
 
 
-def shown_verdict(j: Judged, adjusted: float) -> str:
-    """The verdict as the pages show it: a confirmed or contradicted one that does not survive Holm's correction
-    says so."""
-    return f"**{j.verdict}**" + (", not after Holm" if demoted(j, adjusted) else "")
+_VERDICTS: dict[tuple[Any, ...], tuple[list[tuple[Entry, Judged]], dict[str, float]]] = {}
+
+
+def verdicts(registry: Any) -> tuple[list[tuple[Entry, Judged]], dict[str, float]]:
+    """Every claim of :data:`ENTRIES` judged on ``registry``, in the catalogue's order, and the family's Holm-adjusted
+    p-values (read once while the registry is unchanged)."""
+    fingerprint = registry.fingerprint() if hasattr(registry, "fingerprint") else object()
+    key = (getattr(registry, "url", id(registry)), fingerprint, os.environ.get("SUITE_ALLOW_DIRTY") == "1")
+    if key not in _VERDICTS:
+        if len(_VERDICTS) > 8:
+            _VERDICTS.clear()
+        judged = [(e, e.judged(registry)) for e in ENTRIES]
+        _VERDICTS[key] = (judged, family(judged))
+    return _VERDICTS[key]
 
 
 def against_paper(e: Entry, j: Judged) -> str:
     """Our interval against the paper's gap: ``excluded`` (the upper end lies below it: the paper's effect is ruled
-    out at this scale), ``detectable`` (our seeds could have detected it), else ``underpowered (~N seeds)``."""
+    out at this scale), ``below the minimum effect`` (the paper's gap is at most the minimum effect: no number of seeds
+    would confirm it), ``detectable`` (these seeds confirm it with power 0.8), else ``underpowered (~N seeds a
+    side)`` (:func:`benchmarks.tables.claims.seeds_needed`, the claim's own test)."""
     r = j.summary
     if r is None or e.paper_gap is None or r.ci[1] != r.ci[1]:
         return "-"
     if r.ci[1] < e.paper_gap:
         return "excluded"
+    if not e.paper_gap > r.min_effect:
+        return "below the minimum effect"
     if r.detectable == r.detectable and r.detectable <= e.paper_gap:
         return "detectable"
     n = seeds_needed(r, e.paper_gap)
@@ -255,7 +279,8 @@ def _gap(r: Result | None) -> str:
         return "-"
     if r.ci[0] != r.ci[0]:
         return f"{r.gap:+.2f}"
-    return f"{r.gap:+.2f} [{r.ci[0]:+.2f}, {r.ci[1]:+.2f}]"
+    level = "" if r.bonferroni == 1 else f" ({100 * (1 - r.alpha / r.bonferroni):.3g} %)"
+    return f"{r.gap:+.2f} [{r.ci[0]:+.2f}, {r.ci[1]:+.2f}]{level}"
 
 
 def _detectable(r: Result | None) -> str:
@@ -271,30 +296,38 @@ def reading(e: Entry, j: Judged) -> str:
     assert r is not None and e.paper_gap is not None
     if case == "excluded":
         return f"the paper's gap ({e.paper_gap:+.2f}) is excluded at this scale (our upper bound {r.ci[1]:+.2f})"
+    if case == "below the minimum effect":
+        return (f"the paper's gap ({e.paper_gap:+.2f}) is below the minimum effect ({r.min_effect:g}): no number of "
+                f"seeds would confirm it")
     if case == "detectable":
-        return f"these seeds detect the paper's gap ({e.paper_gap:+.2f} >= {r.detectable:.2f})"
-    return (f"underpowered: the paper's gap ({e.paper_gap:+.2f}) is below what these seeds detect ({r.detectable:.2f})"
-            + (f"; about {n} seeds a side would detect it" if (n := seeds_needed(r, e.paper_gap)) else ""))
+        return f"these seeds confirm the paper's gap with power 0.8 ({e.paper_gap:+.2f} >= {r.detectable:.2f})"
+    return (f"underpowered: the paper's gap ({e.paper_gap:+.2f}) is below what these seeds confirm with power 0.8 "
+            f"({r.detectable:.2f})" + (f"; about {n} seeds a side would" if (n := seeds_needed(r, e.paper_gap)) else ""))
 
 
 def line(claim_id: str, registry: Any) -> str:
-    """The one way a document states a claim: ``claim (paper): **verdict** (evidence)``."""
-    e = BY_ID[claim_id]
-    j = e.judged(registry)
+    """The one way a document states a claim: ``claim (paper): **verdict** (evidence)``, the verdict after the
+    family's correction."""
+    judged, adjusted = verdicts(registry)
+    e, j = next((e, j) for e, j in judged if e.id == claim_id)
     read = reading(e, j)
-    return f"{e.claim} ({e.paper}): **{j.verdict}** ({j.evidence}{'; ' + read if read else ''})"
+    holm_p = adjusted[e.id]
+    fam = "" if holm_p != holm_p else f"; Holm's p = {holm_p:.3g}"
+    pooled = "" if j.pooled is None else f"; pooled over sets (random effects): {j.pooled.text()}"
+    return f"{e.claim} ({e.paper}): **{shown(j, holm_p)}** ({j.evidence}{fam}{pooled}{'; ' + read if read else ''})"
 
 
-# the order of the findings: what holds up first, then what our runs contradict, then the rest
-ORDER = (Verdict.CONFIRMED, Verdict.CONTRADICTED, Verdict.NOT_CONFIRMED, Verdict.INCONCLUSIVE, Verdict.NOT_JUDGED,
+# the order of the findings: what holds up first, then what our runs contradict or find equivalent, then the rest
+ORDER = (Verdict.CONFIRMED, Verdict.CONTRADICTED, Verdict.EQUIVALENT, Verdict.NOMINAL_HOLDS, Verdict.NOMINAL_REVERSED,
+         Verdict.NOMINAL_EQUIVALENT, Verdict.NOT_CONFIRMED, Verdict.INCONCLUSIVE, Verdict.NOT_JUDGED,
          Verdict.NOT_MEASURED)
 
 
 def findings(registry: Any) -> list[tuple[Entry, Judged]]:
-    """Every claim of :data:`ENTRIES` with its verdict, in :data:`ORDER` of the verdicts (the catalogue's order
-    within one verdict): the report opens with what holds up."""
-    judged = [(e, e.judged(registry)) for e in ENTRIES]
-    return sorted(judged, key=lambda ej: ORDER.index(ej[1].verdict))
+    """Every claim of :data:`ENTRIES` with its verdict, in :data:`ORDER` of the verdicts after the family's
+    correction (the catalogue's order within one verdict): the report opens with what holds up."""
+    judged, adjusted = verdicts(registry)
+    return sorted(judged, key=lambda ej: ORDER.index(shown(ej[1], adjusted[ej[0].id])))
 
 
 def findings_table(judged: list[tuple[Entry, Judged]]) -> str:
@@ -303,48 +336,51 @@ def findings_table(judged: list[tuple[Entry, Judged]]) -> str:
     adjusted = family(judged)
     rows = []
     for e, j in judged:
-        ns = "-" if j.summary is None else (f"{j.summary.ns[0]}" if len(set(j.summary.ns)) == 1 else
-                                            f"{min(j.summary.ns)}-{max(j.summary.ns)}")
+        r = j.summary
+        ns = "-" if r is None else (f"{r.ns[0]}" if len(set(r.ns)) == 1 else f"{min(r.ns)}-{max(r.ns)}")
         p, q = j.p_value(), adjusted[e.id]
-        rows.append([e.paper, e.claim, "-" if e.paper_gap is None else f"{e.paper_gap:+.2f}", _gap(j.summary),
-                     _detectable(j.summary), ns, "-" if p != p else f"{p:.3g} / {q:.3g}",
-                     shown_verdict(j, q), against_paper(e, j), e.protocol])
-    return markdown_table(["paper", "claim", "paper's gap", "our gap [90 % CI]", "detectable gap", "seeds a side",
-                           "p / Holm's p", "verdict", "the paper's gap", "protocol"], rows)
+        rows.append([e.paper, e.claim, "-" if e.paper_gap is None else f"{e.paper_gap:+.2f}", _gap(r),
+                     "-" if r is None or r.gap != r.gap else r.design_text(), _detectable(r), ns,
+                     "-" if p != p else f"{r.p_text()} / {q:.3g}", f"**{shown(j, q)}**",  # type: ignore[union-attr]
+                     "-" if j.pooled is None else j.pooled.text(), against_paper(e, j), e.protocol])
+    return markdown_table(["paper", "claim", "paper's gap", "our gap [95 % CI]", "test", "detectable gap",
+                           "seeds a side", "p (two-sided, its hypothesis) / Holm's p", "verdict",
+                           "pooled over data sets (random effects)", "the paper's gap", "protocol"], rows)
 
 
 def forest(judged: list[tuple[Entry, Judged]]) -> Any:
-    """One line per measured claim on its own scale: the gap in units of its interval's half-width (so every 90 %
-    interval spans [x - 1, x + 1] and excludes zero exactly when the one-sided test is significant), the paper's gap
-    on the same scale (red diamond, "excluded" where it lies beyond the interval), zero and +-1 marked. The label
-    names the verdict, Holm's reading and the paper's-gap case."""
+    """One line per measured claim on its own scale: the gap in units of its interval's half-width (so every 95 %
+    interval spans [x - 1, x + 1]), the minimum effect ±m of the claim on the same scale (grey ticks: the interval
+    beyond +m confirms, inside ±m is equivalent), the paper's gap (red diamond), zero marked. The label names the verdict
+    after Holm's correction and the paper's-gap case."""
     import matplotlib.pyplot as plt
 
     adjusted = family(judged)
-    shown = [(e, j) for e, j in judged if j.summary is not None and j.summary.gap == j.summary.gap
+    drawn = [(e, j) for e, j in judged if j.summary is not None and j.summary.gap == j.summary.gap
              and j.summary.ci[0] == j.summary.ci[0]]
-    fig, ax = plt.subplots(figsize=(9.0, 0.42 * len(shown) + 1.4))
-    colours = {Verdict.CONFIRMED: "tab:green", Verdict.CONTRADICTED: "tab:red"}
-    for i, (e, j) in enumerate(shown):
-        y = len(shown) - 1 - i
+    fig, ax = plt.subplots(figsize=(9.0, 0.42 * len(drawn) + 1.4))
+    colours = {Verdict.CONFIRMED: "tab:green", Verdict.CONTRADICTED: "tab:red", Verdict.EQUIVALENT: "tab:blue"}
+    for i, (e, j) in enumerate(drawn):
+        y = len(drawn) - 1 - i
         r = j.summary
         assert r is not None
         half = (r.ci[1] - r.ci[0]) / 2 or 1.0  # a zero-width interval (no spread): drawn in points
-        c = "tab:olive" if demoted(j, adjusted[e.id]) else colours.get(j.verdict, "tab:gray")
-        x = r.gap / half
-        ax.plot([(r.ci[0]) / half, (r.ci[1]) / half], [y, y], color=c, lw=2)
-        ax.plot([x], [y], "o", color=c, ms=5)
+        v = shown(j, adjusted[e.id])
+        c = colours.get(v, "tab:olive" if v.name.startswith("NOMINAL") else "tab:gray")
+        ax.plot([r.ci[0] / half, r.ci[1] / half], [y, y], color=c, lw=2)
+        ax.plot([r.gap / half], [y], "o", color=c, ms=5)
+        ax.plot([-r.min_effect / half, r.min_effect / half], [y, y], "|", color="gray", ms=9)
         if e.paper_gap is not None:
             ax.plot([e.paper_gap / half], [y], "D", color="red", ms=5, mfc="none")
-    for v, style in ((0.0, "-"), (-1.0, ":"), (1.0, ":")):
-        ax.axvline(v, color="black", lw=0.8, ls=style)
+    ax.axvline(0.0, color="black", lw=0.8)
     ax.set_xscale("symlog", linthresh=10.0)
-    labels = [f"{e.id}: {j.verdict}{' (not after Holm)' if demoted(j, adjusted[e.id]) else ''}"
+    labels = [f"{e.id}: {shown(j, adjusted[e.id])}"
               f"{'' if against_paper(e, j) in ('-', 'detectable') else ', ' + against_paper(e, j).split(' (')[0]}"
-              for e, j in reversed(shown)]
-    ax.set_yticks(range(len(shown)), labels, fontsize=7)
-    ax.set_xlabel("gap in units of its 90 % interval's half-width: ours (dot, interval line), the paper's (red "
-                  "diamond)\nthe interval excludes zero beyond +-1 (dotted); olive: not significant after Holm", fontsize=8)
+              for e, j in reversed(drawn)]
+    ax.set_yticks(range(len(drawn)), labels, fontsize=7)
+    ax.set_xlabel("gap in units of its 95 % interval's half-width: ours (dot, interval line), the paper's (red diamond), "
+                  "the minimum effect +-m (grey ticks)\ngreen confirmed, red contradicted, blue equivalent, olive "
+                  "nominal (not after Holm)", fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
     return fig

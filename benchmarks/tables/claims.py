@@ -1,31 +1,32 @@
-"""One rule for every claim a benchmark table or the report states, and one mean ± std.
+"""One rule for every claim a benchmark table, the report or ``suite bench compare`` states, and one mean ± std.
 
-A :class:`Claim` says that side ``a`` beats side ``b`` on ``metric`` within one task (and one data set
-and setting: the caller picks the rows). It is judged on the per-seed values of the two sides by
-**Welch's t-test**, one-sided in the claim's direction (``scipy.stats.ttest_ind(a, b, equal_var=False,
-alternative="greater")`` for a higher-is-better metric), at significance level ``alpha`` (0.05), with a
-stated minimum effect ``min_effect`` (in the metric's unit; the tables pass values in percent and the
-default is half a point). The verdicts:
+A :class:`Claim` says that side ``a`` beats side ``b`` on ``metric`` within one task (and one data set and setting: the
+caller picks the rows), by at least the claim's minimum effect ``m`` (``min_effect``, in the metric's unit: half a point
+for metrics in percent). It is judged on a linear contrast of cells (``a - b``, or e.g. a gain at one batch size minus
+the gain at another) from their per-seed values:
 
-- ``confirmed``: both sides have at least 3 seeds, the one-sided p-value is below ``alpha`` and the
-  observed gap in the claim's direction is at least ``min_effect``;
-- ``contradicted``: both sides have at least 3 seeds and the opposite holds by the same rule (p-value of
-  the reverse one-sided test below ``alpha`` and the reverse gap at least ``min_effect``);
-- ``not confirmed``: both sides have at least 3 seeds and neither of the above (a tie, a gap inside the
-  seed noise, or a significant gap smaller than the minimum effect);
-- ``inconclusive (n < 3)``: a side has fewer than 3 seeds; nothing is said, whatever the gap.
+- **the design.** Where every cell holds one value per seed and the cells' runs record the same identities (the same
+  seed on the same data set, :class:`Seeded`: the seed draws the training subset and the initialisation, so the arms
+  share them), the seeds are blocks: the **paired** test, a one-sample t-test of the per-seed contrast (for two cells
+  ``scipy.stats.ttest_rel``), with the correlation of the arms by seed reported beside it. Otherwise **Welch**'s test
+  (``ttest_ind(equal_var=False)``; Welch-Satterthwaite degrees of freedom for a contrast of more cells).
+- **the interval.** The two-sided 95 % interval of the contrast (``1 - alpha``) from the same test.
+- **the verdicts**, read off that interval against the minimum effect: **confirmed** when it lies above ``+m``;
+  **contradicted** when it lies below ``-m``; **equivalent** (within ``±m``) when it lies inside ``(-m, +m)`` (two
+  one-sided tests, TOST); **not confirmed** otherwise; **inconclusive (n < 3)** when a cell has fewer than 3 seeds.
+- **the p-value.** Each verdict is a one-sided test (``gap > +m``, ``gap < -m``, both one-sided tests of ``|gap| <
+  m``); the claim's p-value is twice the smallest of the three, capped at 1 (:meth:`Result.p`), named by its
+  hypothesis (:meth:`Result.p_text`). It is two-sided: below ``alpha`` exactly when the 95 % interval gives a verdict,
+  and since at most two of the three hypotheses are false at once, a claim's chance of a wrong verdict is at most
+  ``alpha``. :func:`holm` adjusts a family's p-values (Holm-Bonferroni); a verdict that does not survive is
+  **nominal** (:func:`final`), never "confirmed".
+- **power.** The smallest gap the seeds detect with power 0.8 (``detectable``) and the seeds a side a gap would need
+  (:func:`seeds_needed`) come from the noncentral t distribution of the claim's own test (paired or Welch) against
+  ``+m``; a gap at most ``m`` cannot be confirmed by any number of seeds.
 
-A claim about a combination of cells (a gain that must be larger at one batch size than at another, a
-drop that must be smaller for one row than another) is judged the same way on the linear contrast of the
-cell means (:meth:`Claim.judge_contrast`): Welch's t statistic with the Welch-Satterthwaite degrees of
-freedom, which for the contrast ``a - b`` is exactly ``ttest_ind(equal_var=False)`` (tested). A claim
-over several data sets or margins (:func:`combine`) holds when at least ``need`` of them are confirmed.
-
-Every gap is shown with the interval that matches its test: the two-sided 90 % interval (Welch's standard error and
-degrees of freedom; Clopper-Pearson for a rate), whose lower end is the one-sided 95 % bound in the claim's direction.
-So a confirmed gap's interval lies above zero, a contradicted one's below it, and a not-confirmed one's contains zero
-unless the gap is significant but smaller than the minimum effect. :func:`holm` adjusts a family's p-values (Holm-Bonferroni, which
-controls the family-wise error); :func:`seeds_needed` is how many seeds a side a gap would take to detect.
+A rate against a known chance level (:meth:`Claim.judge_rate`) follows the same rule with the exact binomial test and
+the Clopper-Pearson interval. A claim over several data sets is pooled by random effects (:func:`pool`,
+DerSimonian-Laird, with its heterogeneity) beside the count rule the catalogue judges it by.
 
 The std everywhere is the sample std (``ddof=1``); :func:`mean_std` is the one formatter.
 """
@@ -33,26 +34,41 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Sequence
+from typing import Hashable, Iterable, Sequence
 
 ALPHA = 0.05
 MIN_SEEDS = 3
 MIN_EFFECT = 0.5  # points, for metrics in percent
 POWER = 0.8  # the power at which a verdict's "detectable" gap is stated
+MAX_SEEDS = 100_000  # seeds_needed stops searching here
 
 
 class Verdict(str, Enum):
     CONFIRMED = "confirmed"
+    EQUIVALENT = "equivalent"
     NOT_CONFIRMED = "not confirmed"
     CONTRADICTED = "contradicted"
+    NOMINAL_HOLDS = "nominal: holds before Holm only"
+    NOMINAL_REVERSED = "nominal: reversed before Holm only"
+    NOMINAL_EQUIVALENT = "nominal: equivalent before Holm only"
     INCONCLUSIVE = "inconclusive (n < 3)"
     NOT_MEASURED = "not measured"
     NOT_JUDGED = "not judged"  # measured, but the experiment cannot speak to the claim (its precondition failed)
 
     def __str__(self) -> str:
         return self.value
+
+
+NOMINAL = {Verdict.CONFIRMED: Verdict.NOMINAL_HOLDS, Verdict.CONTRADICTED: Verdict.NOMINAL_REVERSED,
+           Verdict.EQUIVALENT: Verdict.NOMINAL_EQUIVALENT}
+
+
+def final(verdict: Verdict, adjusted: float, alpha: float = ALPHA) -> Verdict:
+    """The verdict after the family's correction: a confirmed, contradicted or equivalent verdict whose Holm-adjusted
+    p-value is not below ``alpha`` becomes its nominal form."""
+    return NOMINAL[verdict] if verdict in NOMINAL and not adjusted < alpha else verdict
 
 
 def std(values: Sequence[float]) -> float:
@@ -72,47 +88,215 @@ def mean_std(values: Sequence[float], digits: int = 2, scale: float = 1.0, show_
     return out + (f" (n={len(xs)})" if show_n else "")
 
 
+class Seeded(list):  # type: ignore[type-arg]
+    """Per-seed values (a list of floats) that name the run each came from: ``ids[i]``, the recorded identity of the
+    run of ``self[i]`` (its seed and data set, :func:`benchmarks.tables.identity`). Cells whose ids are the same
+    set pair by seed; a plain list pairs with nothing."""
+
+    def __init__(self, values: Iterable[float] = (), ids: Iterable[Hashable] = ()) -> None:
+        super().__init__(values)
+        self.ids = tuple(ids)
+        if len(self.ids) != len(self):
+            raise ValueError(f"Seeded: {len(self)} values but {len(self.ids)} ids")
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[Hashable, float | None]], scale: float = 1.0) -> "Seeded":
+        """From (identity, value) pairs; None and NaN values left out."""
+        kept = [(i, scale * v) for i, v in pairs if v is not None and v == v]
+        return cls((v for _, v in kept), (i for i, _ in kept))
+
+    def plus(self, run_id: Hashable, value: float | None) -> "Seeded":
+        """These values and one more (None or NaN: unchanged)."""
+        return Seeded.of([*zip(self.ids, self), (run_id, value)])
+
+
+def blocks(cells: Sequence[Sequence[float]]) -> list[Hashable] | None:
+    """The shared seeds (identities) of ``cells`` when they pair: each a :class:`Seeded` with distinct ids, all the
+    same set, at least two; None otherwise (Welch)."""
+    ids = [getattr(c, "ids", None) for c in cells]
+    if any(i is None or len(set(i)) != len(i) for i in ids):
+        return None
+    first = set(ids[0])  # type: ignore[arg-type]
+    if len(first) < 2 or any(set(i) != first for i in ids[1:]):  # type: ignore[arg-type]
+        return None
+    return sorted(first, key=repr)
+
+
 @dataclass(frozen=True)
 class Result:
-    """The verdict on one claim (or one margin of a compound claim) and its evidence."""
+    """One comparison (a claim, a margin of one, or a pooled estimate): its test and what it says.
+
+    ``design``: "paired" (by seed), "Welch", "binomial" (a rate against chance) or "random effects" (pooled). The
+    one-sided p-values test the verdicts' hypotheses against the minimum effect ``m``: ``p_holds`` of ``gap > +m``,
+    ``p_reverse`` of ``gap < -m``, ``p_equiv`` of ``|gap| < m`` (TOST: the larger of its two one-sided p-values).
+    ``units``: per cell (coefficient² x variance, seeds), from which the standard error at other seed counts follows
+    (:func:`seeds_needed`); ``k_of_n``: a rate's successes and trials. ``bonferroni``: how many comparisons this one
+    was chosen from (a combined claim's deciding part; its p-values are multiplied and its interval widened)."""
     verdict: Verdict
-    gap: float  # observed difference (contrast) in the claim's direction: positive = as claimed
-    p: float  # one-sided p-value of "holds" (NaN when a side has < 2 values)
-    p_reverse: float  # one-sided p-value of the opposite
+    gap: float  # observed contrast in the claim's direction: positive = as claimed
+    p_holds: float
+    p_reverse: float
+    p_equiv: float
     df: float
     ns: tuple[int, ...]  # seeds per cell
-    ci: tuple[float, float] = (math.nan, math.nan)  # two-sided 90 % interval of the gap: the one-sided test's bounds
-    detectable: float = math.nan  # the smallest gap these seeds detect (one-sided alpha, power POWER), from the spread
+    ci: tuple[float, float] = (math.nan, math.nan)  # two-sided 1 - alpha interval (Clopper-Pearson for a rate)
+    detectable: float = math.nan  # the smallest gap confirmed with power POWER by the claim's own test
+    design: str = "Welch"
+    r: float = math.nan  # correlation of the arms by seed (paired design)
+    se: float = math.nan
+    min_effect: float = MIN_EFFECT
+    alpha: float = ALPHA
+    units: tuple[tuple[float, int], ...] = ()
+    k_of_n: tuple[int, int, float] | None = None  # (successes, trials, chance in percent)
+    bonferroni: int = 1
+
+    def p(self) -> float:
+        """The claim's two-sided p-value: twice the smallest of its three one-sided ones (times ``bonferroni``),
+        capped at 1; NaN when untested."""
+        ps = [x for x in (self.p_holds, self.p_reverse, self.p_equiv) if x == x]
+        return min(1.0, 2 * self.bonferroni * min(ps)) if ps else math.nan
+
+    def direction(self) -> str:
+        """The hypothesis of :meth:`p`: ``gap > +m``, ``gap < -m`` or ``|gap| < m``."""
+        m = f"{self.min_effect:g}"
+        ps = {f"gap > {'+' * (m != '0')}{m}": self.p_holds, f"gap < {'-' * (m != '0')}{m}": self.p_reverse,
+              f"|gap| < {m}": self.p_equiv}
+        return min(ps, key=lambda k: ps[k] if ps[k] == ps[k] else 2.0)
+
+    def p_text(self) -> str:
+        """``p(gap > +0.5) = 0.012`` (two-sided: :meth:`p`), or ``p n/a``."""
+        p = self.p()
+        return "p n/a" if p != p else f"p({self.direction()}) = {p:.3g}"
+
+    def design_text(self) -> str:
+        if self.design == "paired":
+            return f"paired by seed, r = {self.r:+.2f}" if self.r == self.r else "paired by seed"
+        return self.design
 
     def evidence(self, digits: int = 2) -> str:
-        p = "p n/a" if self.p != self.p else f"p = {self.p:.3g}"
-        out = f"gap {self.gap:+.{digits}f}, {p}, n = {'/'.join(map(str, self.ns))}"
+        out = f"gap {self.gap:+.{digits}f}"
         if self.ci[0] == self.ci[0]:
-            out += (f", 90 % CI [{self.ci[0]:+.{digits}f}, {self.ci[1]:+.{digits}f}], detectable "
-                    f"{self.detectable:.{digits}f}")
+            level = 100 * (1 - self.alpha / self.bonferroni)
+            out += f", {level:.3g} % CI [{self.ci[0]:+.{digits}f}, {self.ci[1]:+.{digits}f}]"
+        out += f", {self.p_text()}, {self.design_text()}, n = {'/'.join(map(str, self.ns))}"
+        if self.detectable == self.detectable:
+            out += f", detectable {self.detectable:.{digits}f}"
         return out
 
+    def chosen_from(self, k: int) -> "Result":
+        """This comparison as the one chosen from ``k`` (Bonferroni): p-values times ``k``, the interval at level
+        ``1 - alpha / k``; the verdict is the caller's."""
+        if k <= 1:
+            return self
+        return replace(self, bonferroni=k, ci=_interval_at(self, self.alpha / k))
 
-def welch(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, float, float, float]:
-    """Welch's t-test of the linear contrast ``sum(c * mean(values))`` > 0.
 
-    Returns ``(estimate, p_greater, p_less, df)``; p-values are NaN when a cell has fewer than two values.
-    Zero variance in every cell: the p-value is 0 (or 1) by the sign of the estimate.
-    """
+def _t_interval(est: float, se: float, df: float, alpha: float) -> tuple[float, float]:
     from scipy import stats
 
+    if se == 0.0:
+        return est, est
+    half = float(stats.t.ppf(1 - alpha / 2, df)) * se
+    return est - half, est + half
+
+
+def _interval_at(r: Result, alpha: float) -> tuple[float, float]:
+    """``r``'s two-sided ``1 - alpha`` interval (its design's)."""
+    from scipy import stats
+
+    if r.k_of_n is not None:
+        k, n, chance = r.k_of_n
+        ci = stats.binomtest(k, n).proportion_ci(1 - alpha, method="exact")  # Clopper-Pearson
+        return 100 * ci.low - chance, 100 * ci.high - chance
+    if r.se != r.se:
+        return math.nan, math.nan
+    return _t_interval(r.gap, r.se, r.df, alpha)
+
+
+def _verdict(p_holds: float, p_reverse: float, p_equiv: float, alpha: float) -> Verdict:
+    """The verdict whose one-sided test rejects at ``alpha / 2`` (at most one can, given the interval)."""
+    if p_holds < alpha / 2:
+        return Verdict.CONFIRMED
+    if p_reverse < alpha / 2:
+        return Verdict.CONTRADICTED
+    if p_equiv < alpha / 2:
+        return Verdict.EQUIVALENT
+    return Verdict.NOT_CONFIRMED
+
+
+def t_tests(est: float, se: float, df: float, m: float) -> tuple[float, float, float]:
+    """One-sided p-values of ``gap > +m``, ``gap < -m`` and ``|gap| < m`` (TOST) for an estimate with standard error
+    ``se`` and ``df`` degrees of freedom (``df`` infinite: the normal)."""
+    from scipy import stats
+
+    if se == 0.0:
+        return float(est <= m), float(est >= -m), float(not -m < est < m)
+    dist = stats.norm if df == math.inf else stats.t(df)
+    up, down = float(dist.sf((est - m) / se)), float(dist.cdf((est + m) / se))
+    equiv = max(float(dist.sf((est + m) / se)), float(dist.cdf((est - m) / se))) if m > 0 else 1.0
+    return up, down, equiv
+
+
+def contrast(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, float, float, str, float,
+                                                                       tuple[tuple[float, int], ...]]:
+    """The contrast ``sum(c * mean(values))`` of cells and its test's standard error, degrees of freedom, design
+    ("paired" where the cells pair by seed, :func:`blocks`; else "Welch"), the arms' correlation by seed (paired; the
+    part with positive coefficients against the part with negative ones) and the per-cell variance units. NaN
+    standard error when a cell has fewer than two values."""
     if any(len(v) == 0 for _, v in terms):
-        return math.nan, math.nan, math.nan, math.nan
+        return math.nan, math.nan, math.nan, "Welch", math.nan, ()
     est = sum(c * statistics.fmean(v) for c, v in terms)
+    seeds = blocks([v for _, v in terms])
+    if seeds is not None:
+        at = [dict(zip(v.ids, v)) for _, v in terms]  # type: ignore[attr-defined]
+        d = [sum(c * a[s] for (c, _), a in zip(terms, at)) for s in seeds]
+        plus = [sum(c * a[s] for (c, _), a in zip(terms, at) if c > 0) for s in seeds]
+        minus = [sum(-c * a[s] for (c, _), a in zip(terms, at) if c < 0) for s in seeds]
+        try:
+            r = statistics.correlation(plus, minus) if plus and minus and any(c < 0 for c, _ in terms) else math.nan
+        except statistics.StatisticsError:  # a constant arm
+            r = math.nan
+        var = statistics.variance(d)
+        return est, math.sqrt(var / len(d)), len(d) - 1.0, "paired", r, ((var, len(d)),)
     if any(len(v) < 2 for _, v in terms):
-        return est, math.nan, math.nan, math.nan
-    parts = [c * c * statistics.variance(v) / len(v) for c, v in terms]
+        return est, math.nan, math.nan, "Welch", math.nan, ()
+    units = tuple((c * c * statistics.variance(v), len(v)) for c, v in terms)
+    parts = [u / n for u, n in units]
     var = sum(parts)
-    if var <= 0.0:
-        return est, float(est <= 0), float(est >= 0), math.inf
-    df = var * var / sum(p * p / (len(v) - 1) for p, (_, v) in zip(parts, terms))
-    t = est / math.sqrt(var)
-    return est, float(stats.t.sf(t, df)), float(stats.t.cdf(t, df)), df
+    df = var * var / sum(p * p / (n - 1) for p, (_, n) in zip(parts, units)) if var > 0 else math.inf
+    return est, math.sqrt(var), df, "Welch" if len(terms) > 1 else "one-sample", math.nan, units
+
+
+def _df_at(design: str, units: Sequence[tuple[float, int]], n: int) -> float:
+    """Degrees of freedom of the test with ``n`` seeds in every cell."""
+    if design == "paired":
+        return n - 1.0
+    total = sum(u for u, _ in units)
+    return (n - 1.0) * total * total / sum(u * u for u, _ in units) if total > 0 else math.inf
+
+
+def power(gap: float, se: float, df: float, m: float, alpha: float = ALPHA) -> float:
+    """The probability that the claim's test confirms (``gap > +m`` at one-sided ``alpha / 2``) when the true gap is
+    ``gap``: the noncentral t's tail beyond the critical value, noncentrality ``(gap - m) / se``."""
+    from scipy import stats
+
+    if se == 0.0:
+        return float(gap > m)
+    crit = float(stats.t.ppf(1 - alpha / 2, df))
+    return float(stats.nct.sf(crit, df, (gap - m) / se))
+
+
+def detectable_gap(se: float, df: float, m: float, alpha: float = ALPHA, target: float = POWER) -> float:
+    """The true gap that the test confirms with power ``target``: ``m + se * lambda``, the noncentrality ``lambda``
+    solving :func:`power` = ``target``."""
+    from scipy import optimize
+
+    if se != se or df != df:
+        return math.nan
+    if se == 0.0:
+        return m
+    lam = optimize.brentq(lambda x: power(m + x * se, se, df, m, alpha) - target, -50.0, 200.0, xtol=1e-10)
+    return m + lam * se
 
 
 @dataclass(frozen=True)
@@ -128,69 +312,76 @@ class Claim:
     alpha: float = ALPHA
 
     def judge(self, a: Sequence[float], b: Sequence[float]) -> Result:
-        """Verdict from the per-seed values of the two sides."""
+        """Verdict from the per-seed values of the two sides (paired where they pair by seed)."""
         return self.judge_contrast([(1.0, a), (-1.0, b)])
 
     def judge_contrast(self, terms: Sequence[tuple[float, Sequence[float]]]) -> Result:
         """Verdict on a linear contrast of cells (coefficient, per-seed values) that the claim says is positive."""
         sign = 1.0 if self.higher_is_better else -1.0
-        terms = [(sign * c, [float(x) for x in v if x == x]) for c, v in terms]
-        est, p, p_rev, df = welch(terms)
+        terms = [(sign * c, _finite(v)) for c, v in terms]
+        est, se, df, design, r, units = contrast(terms)
         ns = tuple(len(v) for _, v in terms)
-        ci, detectable = interval(terms, df, self.alpha)
-        if min(ns) < MIN_SEEDS:
-            verdict = Verdict.INCONCLUSIVE
-        elif p < self.alpha and est >= self.min_effect:
-            verdict = Verdict.CONFIRMED
-        elif p_rev < self.alpha and -est >= self.min_effect:
-            verdict = Verdict.CONTRADICTED
-        else:
-            verdict = Verdict.NOT_CONFIRMED
-        return Result(verdict, est, p, p_rev, df, ns, ci, detectable)
+        m = self.min_effect
+        if se != se:
+            return Result(Verdict.INCONCLUSIVE if min(ns) < MIN_SEEDS else Verdict.NOT_CONFIRMED, est, math.nan,
+                          math.nan, math.nan, math.nan, ns, design=design, min_effect=m, alpha=self.alpha)
+        p_holds, p_rev, p_eq = t_tests(est, se, df, m)
+        verdict = Verdict.INCONCLUSIVE if min(ns) < MIN_SEEDS else _verdict(p_holds, p_rev, p_eq, self.alpha)
+        return Result(verdict, est, p_holds, p_rev, p_eq, df, ns, _t_interval(est, se, df, self.alpha),
+                      detectable_gap(se, df, m, self.alpha), design, r, se, m, self.alpha, units)
 
     def judge_rate(self, successes: int, n: int, chance: float) -> Result:
-        """Verdict on "the rate of successes (in percent) beats ``chance`` (a known constant, in percent)": the exact
-        one-sided binomial test (``scipy.stats.binomtest``), not Welch's (a constant has no seeds); the gap is the
-        observed rate minus chance, its interval the Clopper-Pearson 90 % interval minus chance, and the detectable
-        gap the smallest rate above chance that ``n`` trials could show at ``alpha`` (power aside: n is fixed)."""
+        """Verdict on "the rate of successes (in percent) beats ``chance`` (a known constant, in percent)" by the exact
+        binomial tests (``scipy.stats.binom``) against ``chance ± m``; the gap is the rate minus chance, its interval
+        the Clopper-Pearson one minus chance, and the detectable gap the smallest rate above chance that ``n`` trials
+        confirm with power :data:`POWER` (:func:`rate_power`)."""
         from scipy import stats
 
+        m = self.min_effect
         if n < MIN_SEEDS:
-            return Result(Verdict.INCONCLUSIVE, math.nan, math.nan, math.nan, math.nan, (n,))
-        test = stats.binomtest(successes, n, chance / 100, alternative="greater")
-        rev = stats.binomtest(successes, n, chance / 100, alternative="less")
+            return Result(Verdict.INCONCLUSIVE, math.nan, math.nan, math.nan, math.nan, math.nan, (n,),
+                          design="binomial", min_effect=m, alpha=self.alpha)
+        hi, lo = min(1.0, (chance + m) / 100), max(0.0, (chance - m) / 100)
+        p_holds = float(stats.binom.sf(successes - 1, n, hi))
+        p_rev = float(stats.binom.cdf(successes, n, lo))
+        p_eq = max(float(stats.binom.sf(successes - 1, n, lo)), float(stats.binom.cdf(successes, n, hi))) \
+            if m > 0 else 1.0
         gap = 100 * successes / n - chance
-        ci = stats.binomtest(successes, n).proportion_ci(1 - 2 * self.alpha, method="exact")  # Clopper-Pearson
-        lo, hi = ci.low, ci.high
-        k_min = next((k for k in range(n + 1)
-                      if stats.binomtest(k, n, chance / 100, alternative="greater").pvalue < self.alpha), n + 1)
-        detectable = 100 * k_min / n - chance if k_min <= n else math.inf
-        if test.pvalue < self.alpha and gap >= self.min_effect:
-            verdict = Verdict.CONFIRMED
-        elif rev.pvalue < self.alpha and -gap >= self.min_effect:
-            verdict = Verdict.CONTRADICTED
-        else:
-            verdict = Verdict.NOT_CONFIRMED
-        return Result(verdict, gap, float(test.pvalue), float(rev.pvalue), math.nan, (n,),
-                      (100 * lo - chance, 100 * hi - chance), detectable)
+        r = Result(_verdict(p_holds, p_rev, p_eq, self.alpha), gap, p_holds, p_rev, p_eq, math.nan, (n,),
+                   design="binomial", min_effect=m, alpha=self.alpha, k_of_n=(successes, n, chance))
+        return replace(r, ci=_interval_at(r, self.alpha), detectable=rate_detectable(n, chance, m, self.alpha))
 
 
-def interval(terms: Sequence[tuple[float, Sequence[float]]], df: float, alpha: float = ALPHA
-             ) -> tuple[tuple[float, float], float]:
-    """The two-sided ``1 - 2 alpha`` (90 %) interval of the contrast ``sum(c * mean(values))`` (Welch's standard error
-    and degrees of freedom ``df``), whose ends are the one-sided test's bounds (a confirmed gap's lower end lies above
-    zero), and the smallest contrast a one-sided test at ``alpha`` detects with power :data:`POWER` given that
-    standard error: ``(t_{1-alpha} + t_{POWER}) * se``. NaN without two values a cell."""
+def _finite(v: Sequence[float]) -> list[float]:
+    """The finite values of a cell, keeping a :class:`Seeded` cell's ids."""
+    if isinstance(v, Seeded):
+        return Seeded.of(zip(v.ids, (float(x) for x in v)))
+    return [float(x) for x in v if x == x]
+
+
+def rate_critical(n: int, chance: float, m: float, alpha: float = ALPHA) -> int:
+    """The fewest successes of ``n`` that confirm ``rate > chance + m`` (one-sided ``alpha / 2``); ``n + 1`` if none."""
     from scipy import stats
 
-    if any(len(v) < 2 for _, v in terms) or df != df:
-        return (math.nan, math.nan), math.nan
-    est = sum(c * statistics.fmean(v) for c, v in terms)
-    se = math.sqrt(sum(c * c * statistics.variance(v) / len(v) for c, v in terms))
-    if se == 0.0:
-        return (est, est), 0.0
-    half = float(stats.t.ppf(1 - alpha, df)) * se
-    return (est - half, est + half), float(stats.t.ppf(1 - alpha, df) + stats.t.ppf(POWER, df)) * se
+    p0 = min(1.0, (chance + m) / 100)
+    return next((k for k in range(n + 1) if stats.binom.sf(k - 1, n, p0) < alpha / 2), n + 1)
+
+
+def rate_power(rate: float, n: int, chance: float, m: float, alpha: float = ALPHA) -> float:
+    """The probability that ``n`` trials confirm when the true rate is ``rate`` (percent)."""
+    from scipy import stats
+
+    return float(stats.binom.sf(rate_critical(n, chance, m, alpha) - 1, n, rate / 100))
+
+
+def rate_detectable(n: int, chance: float, m: float, alpha: float = ALPHA, target: float = POWER) -> float:
+    """The rate above chance (points) that ``n`` trials confirm with power ``target``; inf where none does."""
+    from scipy import optimize
+
+    if rate_power(100.0, n, chance, m, alpha) < target:
+        return math.inf
+    rate = optimize.brentq(lambda x: rate_power(x, n, chance, m, alpha) - target, chance, 100.0, xtol=1e-10)
+    return rate - chance
 
 
 def holm(ps: Sequence[float]) -> list[float]:
@@ -205,51 +396,139 @@ def holm(ps: Sequence[float]) -> list[float]:
 
 
 def seeds_needed(r: Result, gap: float) -> int | None:
-    """About how many seeds a side the claim would need for its detectable gap to reach ``gap`` (the spread as
-    observed, every side scaled alike: the detectable gap shrinks with the square root of the seeds); None where it
-    cannot be said (no spread measured, a gap <= 0, a rate)."""
-    if not (gap > 0) or r.detectable != r.detectable or r.df != r.df or not r.ns:
+    """How many seeds a side the claim's own test (paired or Welch, its observed spread) needs to confirm a true gap
+    of ``gap`` with power :data:`POWER` (the noncentral t; for a rate, the exact binomial power); None where no number
+    can (``gap`` at most the minimum effect, no spread measured) or the search passes :data:`MAX_SEEDS`."""
+    if not gap > r.min_effect:
         return None
-    if r.detectable <= gap:
-        return max(r.ns)
-    return math.ceil(max(r.ns) * (r.detectable / gap) ** 2)
+    if r.k_of_n is not None:
+        _, _, chance = r.k_of_n
+        ok = lambda n: rate_power(chance + gap, n, chance, r.min_effect, r.alpha) >= POWER  # noqa: E731
+    elif r.units:
+        total = sum(u for u, _ in r.units)
+        ok = lambda n: power(gap, math.sqrt(total / n), _df_at(r.design, r.units, n), r.min_effect,  # noqa: E731
+                             r.alpha) >= POWER
+    else:
+        return None
+    lo, hi = 1, 2
+    while not ok(hi):
+        lo, hi = hi, 2 * hi
+        if hi > MAX_SEEDS:
+            return None
+    while hi - lo > 1:  # power grows with n: the smallest n that reaches it
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """A random-effects (DerSimonian-Laird) pool of per-data-set gaps: the pooled gap as a :class:`Result` (normal
+    interval and tests), between-set variance ``tau2``, ``i2`` (the share of the spread that is between sets, in %)
+    and Cochran's ``q`` with its p-value, over ``k`` sets."""
+    result: Result
+    tau2: float
+    i2: float
+    q: float
+    q_p: float
+    k: int
+
+    def text(self, digits: int = 2) -> str:
+        r = self.result
+        return (f"{r.gap:+.{digits}f} [{r.ci[0]:+.{digits}f}, {r.ci[1]:+.{digits}f}] over {self.k} sets, "
+                f"{r.p_text()}, tau² = {self.tau2:.{digits}g}, I² = {self.i2:.0f} %")
+
+
+def pool(parts: Sequence[Result], min_effect: float = MIN_EFFECT, alpha: float = ALPHA) -> Pooled | None:
+    """The DerSimonian-Laird random-effects pool of ``parts`` (each a gap with its standard error; the same estimator as
+    ``statsmodels.stats.meta_analysis.combine_effects(method_re="dl")``), judged by the rule on its normal interval;
+    None with fewer than two parts with a standard error."""
+    from scipy import stats
+
+    ok = [r for r in parts if r.se == r.se and r.se > 0]
+    if len(ok) < 2:
+        return None
+    y, v = [r.gap for r in ok], [r.se * r.se for r in ok]
+    w = [1 / x for x in v]
+    fixed = sum(wi * yi for wi, yi in zip(w, y)) / sum(w)
+    q = sum(wi * (yi - fixed) ** 2 for wi, yi in zip(w, y))
+    k = len(ok)
+    tau2 = max(0.0, (q - (k - 1)) / (sum(w) - sum(wi * wi for wi in w) / sum(w)))
+    ws = [1 / (x + tau2) for x in v]
+    est = sum(wi * yi for wi, yi in zip(ws, y)) / sum(ws)
+    se = math.sqrt(1 / sum(ws))
+    p_holds, p_rev, p_eq = t_tests(est, se, math.inf, min_effect)
+    z = float(stats.norm.ppf(1 - alpha / 2))
+    res = Result(_verdict(p_holds, p_rev, p_eq, alpha), est, p_holds, p_rev, p_eq, math.inf,
+                 tuple(n for r in ok for n in r.ns), (est - z * se, est + z * se), design="random effects", se=se,
+                 min_effect=min_effect, alpha=alpha)
+    i2 = max(0.0, 100 * (q - (k - 1)) / q) if q > 0 else 0.0
+    return Pooled(res, tau2, i2, q, float(stats.chi2.sf(q, k - 1)), k)
 
 
 def combine(results: Sequence[Result], need: int | None = None, total: int | None = None) -> Verdict:
-    """Verdict of a claim that must hold on at least ``need`` (default: all) of ``total`` (default: as many
-    as given, at least ``need``) data sets / margins, ``results`` being those measured.
-
-    confirmed: at least ``need`` confirmed; inconclusive (n < 3): not yet, but the parts with too few
-    seeds (a data set not measured at all counts as one with n = 0) could still make it; contradicted: so many parts are contradicted that ``need`` cannot be
-    reached; not confirmed otherwise. No parts: not measured.
-    """
+    """The count rule's verdict on a claim that must hold on at least ``need`` (default: all) of ``total`` (default:
+    as many as given) data sets / margins, ``results`` being those measured: the verdict of :func:`decide` (one
+    comparison, Bonferroni over the ways to choose the deciding parts), or inconclusive (n < 3) where no verdict is
+    reached yet parts with too few seeds (or not measured) could still make it; no parts: not measured."""
     if not results:
         return Verdict.NOT_MEASURED
+    verdict, _ = decide(results, need, total)
+    if verdict is not Verdict.NOT_CONFIRMED:
+        return verdict
     k = len(results) if need is None else need
-    total = max(k, len(results), total or 0)  # data sets not measured at all count as parts with n = 0
-    count = {v: sum(r.verdict is v for r in results) for v in Verdict}
-    if count[Verdict.CONFIRMED] >= k:
-        return Verdict.CONFIRMED
-    if count[Verdict.CONFIRMED] + count[Verdict.INCONCLUSIVE] + (total - len(results)) >= k:
-        return Verdict.INCONCLUSIVE
-    if count[Verdict.CONTRADICTED] > total - k:
-        return Verdict.CONTRADICTED
-    return Verdict.NOT_CONFIRMED
+    total = max(k, len(results), total or 0)
+    open_ = sum(r.verdict in (Verdict.CONFIRMED, Verdict.INCONCLUSIVE) for r in results) + (total - len(results))
+    return Verdict.INCONCLUSIVE if any(r.verdict is Verdict.INCONCLUSIVE for r in results) and open_ >= k else verdict
 
 
-RULE_TEXT = (f"Verdicts (benchmarks/tables/claims.py): Welch's t-test on the per-seed values, one-sided in the claim's "
-             f"direction, alpha = {ALPHA}, minimum effect {MIN_EFFECT} points. **confirmed**: p < alpha and the gap is "
-             f"at least the minimum effect; **contradicted**: the same holds the other way; **not confirmed**: neither; "
-             f"**inconclusive (n < 3)**: a side has fewer than {MIN_SEEDS} seeds; **not judged**: measured, but the "
-             f"experiment cannot speak to the claim (the evidence names the failed precondition). Each gap has the "
-             f"interval that matches the one-sided test: the two-sided 90 % interval, whose lower end is the one-sided "
-             f"95 % bound (a confirmed gap's interval lies above zero), and the smallest gap the seeds could detect "
-             f"(one-sided alpha, power {POWER}, from the measured spread). The claims are one family: Holm's "
-             f"adjusted p-value (Holm-Bonferroni, family-wise error) says whether a confirmed or contradicted verdict "
-             f"survives the correction. Against the paper's gap: **excluded** when our interval's upper end lies "
-             f"below it (the paper's effect is ruled out at this scale), **detectable** when our seeds could have "
-             f"detected it (detectable gap at most the paper's), else **underpowered**, with about how many seeds a "
-             f"side it would take (the observed spread). An ordering against a known chance rate is judged by the "
-             f"exact binomial test. Std = sample std (ddof 1).")
+def decide(results: Sequence[Result], need: int | None = None, total: int | None = None
+           ) -> tuple[Verdict, Result | None]:
+    """A claim of parts (at least ``need`` of ``total`` must hold) as one comparison: it holds when some ``need``
+    parts all hold, so its p-value of ``gap > +m`` is the ``need``-th smallest of the parts' (intersection-union) times
+    the ``C(total, need)`` ways to choose them (Bonferroni); it is reversed (or equivalent) when ``total - need + 1``
+    parts are (then ``need`` cannot hold), by the same rule. Parts not measured count as p = 1. Returns the verdict
+    at ``alpha`` and the deciding part, chosen from as many (:meth:`Result.chosen_from`): its p-value and interval
+    are the claim's."""
+    if not results:
+        return Verdict.NOT_MEASURED, None
+    if len(results) == 1 and (total or 1) == 1:
+        return results[0].verdict, results[0]
+    total = max(need or 0, len(results), total or 0)
+    k = need or total
+    options = []
+    for attr, j in (("p_holds", k), ("p_reverse", total - k + 1), ("p_equiv", total - k + 1)):
+        def p_of(r: Result, attr: str = attr) -> float:  # a part with too few seeds counts as not measured
+            p = getattr(r, attr)
+            return p if p == p and r.verdict is not Verdict.INCONCLUSIVE else 2.0
+        ranked = sorted(results, key=p_of)
+        if len(ranked) < j or p_of(ranked[j - 1]) > 1:  # not enough parts measured: this direction cannot be reached
+            continue
+        part = ranked[j - 1].chosen_from(math.comb(total, j))
+        options.append((getattr(part, attr), attr, part))
+    if not options:
+        return Verdict.NOT_CONFIRMED, results[0]
+    p, attr, part = min(options, key=lambda o: o[0] * o[2].bonferroni)  # the nearest verdict, uncapped
+    alpha = part.alpha
+    shown = replace(part, **{a: (getattr(part, a) if a == attr else math.nan)
+                             for a in ("p_holds", "p_reverse", "p_equiv")})
+    verdict = {"p_holds": Verdict.CONFIRMED, "p_reverse": Verdict.CONTRADICTED,
+               "p_equiv": Verdict.EQUIVALENT}[attr] if 2 * part.bonferroni * p < alpha else Verdict.NOT_CONFIRMED
+    return verdict, replace(shown, verdict=verdict)
 
 
+RULE_TEXT = (f"Verdicts (benchmarks/tables/claims.py; docs/evidence.md explains each reading): each claim is a contrast "
+             f"of per-seed values, tested **paired by seed** where the arms' runs record the same seeds on the same "
+             f"data (the seed draws their subset and initialisation; the arms' correlation by seed, r, is given) and by "
+             f"**Welch**'s test otherwise, against a minimum effect m ({MIN_EFFECT} points unless stated). Its two-sided "
+             f"{100 * (1 - ALPHA):.0f} % interval decides: **confirmed** when it lies above +m, **contradicted** "
+             f"below -m, **equivalent** (within ±m, two one-sided tests) inside (-m, +m), **not confirmed** otherwise; "
+             f"**inconclusive (n < 3)**: a side has fewer than {MIN_SEEDS} seeds; **not judged**: the experiment "
+             f"cannot speak to the claim. Each p-value names its hypothesis (p(gap > +m), p(gap < -m), p(|gap| < m)) "
+             f"and is two-sided (twice the one-sided); the claims are one family, Holm-adjusted at {ALPHA}, and a "
+             f"verdict that does not survive is **nominal**. A claim of parts (\"k of N\" sets, every margin) shows "
+             f"the part that decides it, its p and interval Bonferroni-adjusted for the choice. The detectable gap and "
+             f"the seeds a side the paper's gap would need are the power {POWER} of the claim's own test (noncentral "
+             f"t; a rate: the exact binomial test and the Clopper-Pearson interval). Against the paper's gap: "
+             f"**excluded** (our interval lies below it), **below the minimum effect** (no number of seeds confirms "
+             f"it), **detectable**, else **underpowered** (~N seeds a side). Std = sample std (ddof 1).")

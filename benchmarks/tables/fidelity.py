@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.tables.claims import Claim, mean_std
+from benchmarks.tables import identity
+from benchmarks.tables.claims import Claim, Seeded, mean_std
 from suite.registry import Registry, markdown_table
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "fidelity.md"
@@ -32,13 +33,10 @@ def _hp(run: dict[str, Any]) -> dict[str, Any]:
     return json.loads(h) if isinstance(h, str) else (h or {})
 
 
-def _values(reg: Registry, runs: list[dict[str, Any]], metric: str, split: str = "test") -> list[float]:
-    out = []
-    for r in runs:
-        m = reg.final_metrics(r["id"]).get((metric, split))
-        if m is not None:
-            out.append(100.0 * m if metric.endswith("_acc") else m)
-    return out
+def _values(reg: Registry, runs: list[dict[str, Any]], metric: str, split: str = "test") -> Seeded:
+    """The runs' final ``metric`` (accuracies in percent), each named by its run's identity (pairing by seed)."""
+    return Seeded.of(((identity(r), reg.final_metrics(r["id"]).get((metric, split))) for r in runs),
+                     100.0 if metric.endswith("_acc") else 1.0)
 
 
 def _pick(runs: list[dict[str, Any]], pred: Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], bool],
@@ -296,8 +294,8 @@ def table(reg: Registry) -> str:
              "before this one: CMC K = 4 runs at the temperature chosen on a validation split (it ran at tau 0.1), "
              "t-SimCLR's (tau, t_df) scan covers images and sentences besides MUTAG, and the molecules section "
              "(MoleculeNet transfer from CACR pretraining with the paper's estimator, 3 seeds) is new. Claims: "
-             "Welch's t-test, one-sided, alpha 0.05, minimum effect 0.5 point, at least 3 seeds a side "
-             "(`benchmarks/tables/claims.py`). Small-scale cpu profiles: they rank losses, they do not reproduce the "
+             "the claims rule (paired by seed where the runs share seeds, else Welch; the 95 % interval against a "
+             "minimum effect of 0.5 point; at least 3 seeds a side: `benchmarks/tables/claims.py`). Small-scale cpu profiles: they rank losses, they do not reproduce the "
              "papers' accuracies.", ""]
     return "\n".join(lines + _vision(reg) + _text(reg) + _graphs(reg) + _molecules(reg) + _sensitivity(reg))
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.tables.catalogue import BY_ID, Judged, line
-from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict, mean_std
+from benchmarks.tables.claims import RULE_TEXT, Claim, Seeded, Verdict, mean_std, pool
 from benchmarks.tables import (RESULTS, JobRuns, RunView, cell, md, progress_line, select,
                                suite_runs, values, register_table, table_cli)
 from suite.registry import Registry
@@ -125,14 +125,16 @@ def transfer_judged(ft: list[JobRuns], v: str) -> Judged:
     averages (seeds that ran every such set)."""
     datasets = [d for d in DATASETS if select(ft, dataset=d)]
 
-    def seed_avgs(var: str, sets: list[str]) -> list[float]:
+    def seed_avgs(var: str, sets: list[str]) -> Seeded:
+        """Per seed, the average over ``sets``, named by (seed, the sets): the arms' averages pair by seed when every
+        set's runs of that seed do (each set's subset and head are drawn from the seed)."""
         per: dict[int | None, list[float]] = {}
         for ds in sets:
             for jr in runs_of(ft, ds, var):
                 x = jr.metric("rocauc_last", "test")
                 if x is not None:
                     per.setdefault(jr.seed, []).append(100 * x)
-        return [statistics.fmean(xs) for xs in per.values() if len(xs) == len(sets)]
+        return Seeded.of(((s, "+".join(sets)), statistics.fmean(xs)) for s, xs in per.items() if len(xs) == len(sets))
 
     def seeds(var: str, ds: str) -> int:
         return len(values(runs_of(ft, ds, var), "rocauc_last", "test"))
@@ -146,10 +148,13 @@ def transfer_judged(ft: list[JobRuns], v: str) -> Judged:
         return Judged(Verdict.NOT_MEASURED, None, f"no fine-tuning runs from the {v} encoder and without pretraining "
                                                   "on a common set")
     a, b = seed_avgs(v, sets), seed_avgs("none", sets)
-    res = Claim("graph/molnet-finetune", v, "none", "rocauc_last avg").judge(a, b)
+    claim = Claim("graph/molnet-finetune", v, "none", "rocauc_last avg")
+    res = claim.judge(a, b)
+    per_set = [claim.judge(*(values(runs_of(ft, ds, x), "rocauc_last", "test", scale=100) for x in (v, "none")))
+               for ds in sets]
     out = f"; {', '.join(left)} left out: fewer than 3 {v} seeds" if left else ""
     return Judged(res.verdict, res, f"rows {v} vs none, average over {', '.join(sets)}{out}: {mean_std(a, 1)} vs "
-                                    f"{mean_std(b, 1)}, {res.evidence(1)}")
+                                    f"{mean_std(b, 1)}, {res.evidence(1)}", pooled=pool(per_set))
 
 
 def judge(registry: Registry, suite: str, v: str) -> Judged:

@@ -18,9 +18,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.tables.catalogue import Judged, decisive, line
-from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict, combine, mean_std
-from benchmarks.tables import RESULTS, JobRuns, md, progress_line, suite_runs, register_table, table_cli
+from benchmarks.tables.catalogue import Judged, line, of_parts
+from benchmarks.tables.claims import RULE_TEXT, Claim, Seeded, Verdict, mean_std
+from benchmarks.tables import RESULTS, JobRuns, identity, md, progress_line, suite_runs, register_table, table_cli
 from suite.registry import Registry
 
 SUITE = "vision-cifar"
@@ -102,12 +102,11 @@ def collect(jrs: list[JobRuns]) -> Cells:
         if row is None or not jr.runs:
             continue
         d = out.setdefault((row.name, int(jr.arg("batch_size", 256)), jr.arg("imbalance", "none")),
-                           {"knn": [], "lin": [], "seeds": [], "wall": []})
-        knn, lin = jr.metric("knn_acc", "test"), jr.metric("linear_acc", "test")
-        if knn is not None:
-            d["knn"].append(knn)
-        if lin is not None:
-            d["lin"].append(lin)
+                           {"knn": Seeded(), "lin": Seeded(), "seeds": [], "wall": []})
+        for k, name in (("knn", "knn_acc"), ("lin", "linear_acc")):
+            run = jr.run_with(name, "test")
+            if run is not None:
+                d[k] = d[k].plus(identity(run.row), run.metric(name, "test"))  # type: ignore[attr-defined]
         d["seeds"].append(jr.seed)
         d["wall"].append(float(jr.runs[-1].row["wall_time"] or float("nan")))
     return out
@@ -158,8 +157,8 @@ def table(registry: Registry, suite: str = SUITE) -> str:
     lines += ([f"- {line(c, registry)}" for c in CLAIM_IDS] if suite == SUITE
               else [f"- judged on the headline suite's runs (`{SUITE}`): vision_cifar.md"])
     lines += ["", "Each claim is a set of margins (contrasts of cell means, linear probe unless stated) that must all be "
-              "positive; each margin is judged by Welch's t-test on the per-seed values of its cells (Welch-Satterthwaite "
-              "degrees of freedom for contrasts of more than two cells), and the claim is confirmed when every margin is. "
+              "positive; each margin is judged on the per-seed values of its cells, paired by seed where the cells' runs "
+              "share their seeds (else Welch's test), and the claim is confirmed when every margin is. "
               + RULE_TEXT, "", progress_line(jrs, suite), "", NOTES]
     return "\n".join(lines)
 
@@ -176,16 +175,13 @@ def _judged(res: Cells, detail: str, margins: Margins | None, missing: str) -> J
         return Judged(Verdict.NOT_MEASURED, None, f"needs {missing}")
     claim = Claim("vision-cifar", "", "", "accuracy (%)")
 
-    def vals(row: str, bs: int, imb: str, k: str) -> list[float]:
-        return [100 * v for v in res.get((row, bs, imb), {}).get(k, [])]
+    def vals(row: str, bs: int, imb: str, k: str) -> Seeded:
+        got = res.get((row, bs, imb), {}).get(k, Seeded())
+        return Seeded.of(zip(getattr(got, "ids", ()), got), 100)
 
     results = [claim.judge_contrast([(c, vals(*key)) for c, key in m]) for m in margins]
-    verdict = combine(results)
-    shown = decisive(results, verdict) if verdict is not Verdict.INCONCLUSIVE else results[0]
-    return Judged(verdict, shown, f"{detail}; " + "; ".join(f"margin {i + 1}: {r.evidence(1)}"
-                                                            for i, r in enumerate(results))
-                  + (f" (the gap shown: margin {results.index(shown) + 1})" if len(results) > 1 else ""),
-                  tuple(results) if len(results) > 1 else ())
+    return of_parts(results, f"{detail}; " + "; ".join(f"margin {i + 1}: {r.evidence(1)}"
+                                                       for i, r in enumerate(results)))
 
 
 NCE, CACR4, CMC4 = "infonce (SimCLR)", "cacr K=4 (V=5)", "cmc K=4 (V=5)"

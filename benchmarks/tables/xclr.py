@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
-from benchmarks.tables.catalogue import Judged, decisive, line
-from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict, combine, mean_std
-from benchmarks.tables import RESULTS, JobRuns, md, progress_line, register_table, suite_runs, table_cli
+from benchmarks.tables.catalogue import Judged, line, of_parts
+from benchmarks.tables.claims import RULE_TEXT, Claim, Seeded, mean_std, pool
+from benchmarks.tables import RESULTS, JobRuns, identity, md, progress_line, register_table, suite_runs, table_cli
 from suite.registry import Registry
 
 SUITE = "xclr"
@@ -75,10 +75,16 @@ class Cell:
     knn: dict[int, float]
     sim: dict[int, dict[str, float]]  # learned class similarities per seed
     graph: dict[str, float]  # the target graph (X-CLR rows)
+    ident: dict[int, tuple[Any, str]] = field(default_factory=dict)  # per seed: its run's identity (pairing)
 
-    def values(self, k: str) -> list[float]:
+    def values(self, k: str) -> Seeded:
         d = getattr(self, k)
-        return [100 * d[s] for s in sorted(d)]
+        return Seeded.of(((self.ident.get(s, (s, "")), d[s]) for s in sorted(d)), 100)
+
+    def per_seed(self, f: Callable[[dict[str, float]], Any]) -> list[tuple[tuple[Any, str], Any]]:
+        """``f`` of each seed's learned class similarities, named by the run's identity (None results left out)."""
+        out = [(self.ident.get(s, (s, "")), f(self.sim[s])) for s in sorted(self.sim)]
+        return [(i, v) for i, v in out if v is not None]
 
 
 def _kind(jr: JobRuns) -> tuple[str, str, int] | None:
@@ -117,6 +123,7 @@ def collect(jrs: list[JobRuns]) -> dict[tuple[str, str, int], Cell]:
         if key in latest and latest[key] > ended:
             continue
         latest[key] = ended
+        c.ident[jr.seed] = identity(run.row)
         for k, name in (("lin", "linear_acc"), ("knn", "knn_acc")):
             v = run.metric(name, _split(jr))
             if v is not None:
@@ -215,7 +222,7 @@ def _margins(res: dict[tuple[str, str, int], Cell], t: dict[str, float] | None) 
     corr = _correlations(res)
     out["follows-graph"] = (f"r = {_fmt(corr[XCLR], 3)} vs {_fmt(corr[SUPCON], 3)}",
                             [[(1, corr[XCLR]), (-1, corr[SUPCON])]])
-    conn = {row: [v[1] for v in _t9(res, row)] for row in (XCLR, SUPCON, SIMCLR)}
+    conn = {row: Seeded.of((i, v[1]) for i, v in _t9(res, row)) for row in (XCLR, SUPCON, SIMCLR)}
     out["connectivity"] = (f"{_fmt(conn[XCLR], 3)} vs {_fmt(conn[SUPCON], 3)}, {_fmt(conn[SIMCLR], 3)}",
                            [[(1, conn[XCLR]), (-1, conn[SUPCON])], [(1, conn[XCLR]), (-1, conn[SIMCLR])]])
     return out
@@ -228,11 +235,8 @@ def judge(registry: Registry, key: str) -> Judged:
     ours, margins = _margins(collect(jrs), timing(jrs))[key]
     results = [CLAIMS[key].judge_contrast(m) for m in margins]
     detail = "; ".join(f"margin {i + 1}: {r.evidence(2)}" for i, r in enumerate(results))
-    verdict = combine(results)
-    shown = decisive(results, verdict) if verdict is not Verdict.INCONCLUSIVE else results[0]
-    if len(results) > 1:
-        detail += f"; the gap shown: margin {results.index(shown) + 1}"
-    return Judged(verdict, shown, f"{ours} ({detail}) [{REDUCTION_SHORT}]", tuple(results) if len(results) > 1 else ())
+    pooled = pool(results) if key == "data-efficiency" else None  # one claim over three data sizes
+    return of_parts(results, f"{ours} ({detail}) [{REDUCTION_SHORT}]", pooled=pooled)
 
 
 def _caption_graph(res: dict[tuple[str, str, int], Cell]) -> dict[str, float]:
@@ -246,15 +250,14 @@ def _correlations(res: dict[tuple[str, str, int], Cell]) -> dict[str, list[float
     out: dict[str, list[float]] = {}
     for row in (SIMCLR, SUPCON, XCLR, XLAB, XRND):
         c = res.get(("main", row, 500))
-        vals = [graph_correlation(c.sim[s], g) for s in sorted(c.sim)] if c and g else []
-        out[row] = [v for v in vals if v is not None]
+        out[row] = Seeded.of(c.per_seed(lambda sim: graph_correlation(sim, g))) if c and g else Seeded()
     return out
 
 
-def _t9(res: dict[tuple[str, str, int], Cell], row: str) -> list[tuple[float, float]]:
+def _t9(res: dict[tuple[str, str, int], Cell], row: str) -> list[tuple[tuple[Any, str], tuple[float, float]]]:
+    """Per seed (its run's identity): Table 9's label error and intra-class connectivity."""
     c = res.get(("main", row, 500))
-    vals = [connectivity(c.sim[s]) for s in sorted(c.sim)] if c else []
-    return [v for v in vals if v is not None]
+    return c.per_seed(connectivity) if c else []
 
 
 # ----------------------------------------------------------------------------- the table
@@ -352,7 +355,7 @@ def table(registry: Registry, suite: str = SUITE) -> str:
         if not v and r in (XLAB, XRND):
             continue
         pub = PUBLISHED_T9.get(r)
-        t9_rows.append([r, _fmt([a for a, _ in v], 3), _fmt([b for _, b in v], 3), _fmt(corr.get(r, []), 3),
+        t9_rows.append([r, _fmt([a for _, (a, _) in v], 3), _fmt([b for _, (_, b) in v], 3), _fmt(corr.get(r, []), 3),
                         f"{pub[0]:.3f} / {pub[1]:.3f}" if pub else ""])
     lines += [md(["row", "label error (lower)", "intra-class connectivity (higher)", "r with caption graph",
                   "published label error / connectivity (ImageNet, first 10 classes)"], t9_rows), "",
@@ -360,7 +363,7 @@ def table(registry: Registry, suite: str = SUITE) -> str:
               *([f"- {line(c, registry)}" for c in CLAIM_IDS] if suite == SUITE else
                 [f"- judged on the headline suite's runs (`{SUITE}`): xclr.md"]), "",
               "Each claim is one or more margins (contrasts of per-seed values) that must all hold; each margin is "
-              "judged by Welch's t-test. Time: per round, the 5 % margin minus X-CLR's overhead over SimCLR's step "
+              "judged by the claims rule (paired by seed: the rows share their seeds). Time: per round, the 5 % margin minus X-CLR's overhead over SimCLR's step "
               "(both timed side by side in that round), one-sample, minimum effect 0. Correlation and connectivity: "
               "minimum effect 0.05 (their own units). " + RULE_TEXT, "",
               progress_line(jrs, suite), ""]
