@@ -26,6 +26,29 @@ from suite.registry import config_hash
 C = TypeVar("C")
 
 
+class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """YAML's safe loader that refuses a key given twice in one mapping (PyYAML keeps the last one silently): a
+    ``ConstructorError`` naming the key and its line. JSON is YAML, so a JSON file read with it is checked too.
+    A merge key's (``<<: *base``) entries may be overridden, as YAML means them to be."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, typing.Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """``text`` parsed as YAML (or JSON) by :class:`UniqueKeyLoader`: a key given twice is a ``yaml.YAMLError``."""
+    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a safe loader
+
+
 def _fields(cls: type) -> dict[str, dataclasses.Field]:  # type: ignore[type-arg]
     if not dataclasses.is_dataclass(cls):
         raise TypeError(f"{cls!r} is not a dataclass")
@@ -43,7 +66,7 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: dict[st
         if not p.exists():
             raise ValueError(f"config file not found: {p}")
         try:
-            loaded = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+            loaded = load_yaml(p.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f" at line {mark.line + 1}" if mark is not None else ""
@@ -67,7 +90,52 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: dict[st
         raise ValueError(f"{where}: unknown config key(s) {unknown} for {cls.__name__}; valid: {sorted(known)}{hint}")
     hints = typing.get_type_hints(cls)
     values = {k: _typed(k, v, hints[k], source[k]) for k, v in values.items()}
+    for k, v in values.items():
+        check_value(cls, k, v, f"{source[k]}: ")
     return cls(**values)
+
+
+# Options that must be > 0 wherever a config has them (issue 69): temperatures, k, learning rates, epochs, batch sizes,
+# intervals, sizes. 0 is taken only where it means something (ZERO_MEANS), or where it is the config's own default (a
+# sentinel its help explains: lr 0 is the recipe's, limit 0 all); a value below 0 never.
+POSITIVE = frozenset({
+    "epochs", "batch_size", "eval_batch_size", "lr", "knn_k", "knn_t", "iou_tau", "steps", "max_steps",
+    "max_steps_per_epoch", "max_length", "hidden", "layers", "heads", "emb_dim", "num_layers", "proj_dim",
+    "proj_hidden", "queue_size", "views", "n_views", "bn_splits", "geometry_batches", "n_eval", "sigma", "dz",
+    "intermediate", "vocab_size", "kfold", "inner_kfold", "svm_folds", "svm_inner_folds", "eval_every",
+    "checkpoint_every", "image_size", "grad_cache_chunk", "limit", "points", "warmup_epochs", "heldout",
+    "class_similarity", "train_per_class", "val_per_class", "eval_train_per_class", "eval_test_per_class"})
+ZERO_MEANS = {"checkpoint_every": "at the end only", "eval_every": "at the end only"}
+
+
+def check_value(cls: type, name: str, value: Any, where: str = "") -> None:
+    """``value`` of the field ``name`` of the config class ``cls`` in its range: no NaN or infinity in a number (nor
+    in a list's or a mapping's), and a :data:`POSITIVE` option > 0 (0 where :data:`ZERO_MEANS` or the field's
+    default says what 0 means); a ``ValueError`` of one line naming ``where``, the option, its range and the value."""
+    bad = _not_finite(value)
+    if bad is not None:
+        raise ValueError(f"{where}{name} must be a finite number, got {bad!r}")
+    if name not in POSITIVE or not is_number(value):
+        return
+    default = _fields(cls)[name].default if name in _fields(cls) else None
+    zero = ZERO_MEANS.get(name) or ("its default" if default == 0 and not isinstance(default, bool) else None)
+    if value < 0 or (value == 0 and zero is None):
+        allowed = f"> 0 (or 0: {zero})" if zero else "> 0"
+        raise ValueError(f"{where}{name} must be {allowed}, in (0, inf), got {value!r}")
+
+
+def check_ranges(cfg: Any, where: str = "") -> None:
+    """:func:`check_value` of every field of the dataclass ``cfg`` (a config built in code as well as one read)."""
+    for f in dataclasses.fields(cfg):
+        check_value(type(cfg), f.name, getattr(cfg, f.name), where)
+
+
+def _not_finite(value: Any) -> float | None:
+    """The first NaN or infinity in ``value`` (a number, a list, a mapping's values), else None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return value
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    return next((b for b in map(_not_finite, items) if b is not None), None)
 
 
 def renamed_fields(cls: type) -> dict[str, str]:
@@ -299,12 +367,18 @@ def add_config_args(parser: argparse.ArgumentParser, cls: type, skip: tuple[str,
 
 
 def _kv_pairs(text: str) -> dict[str, Any]:
+    """``a=1,b=x`` as a mapping (each value read as YAML); a key given twice is refused, naming it."""
     out: dict[str, Any] = {}
     for part in filter(None, text.split(",")):
         if "=" not in part:
             raise argparse.ArgumentTypeError(f"expected key=value, got {part!r}")
         k, v = part.split("=", 1)
-        out[k.strip()] = yaml.safe_load(v)
+        if k.strip() in out:
+            raise argparse.ArgumentTypeError(f"key {k.strip()!r} is given twice in {text!r}; give it once")
+        try:
+            out[k.strip()] = load_yaml(v)
+        except yaml.YAMLError as exc:
+            raise argparse.ArgumentTypeError(f"{part!r}: {getattr(exc, 'problem', None) or exc}") from None
     return out
 
 

@@ -60,6 +60,7 @@ from typing import Any
 
 import yaml
 
+from suite.config import UniqueKeyLoader
 from suite.paths import resolve_model_path
 from suite.registry import config_hash
 
@@ -204,7 +205,7 @@ RESOURCE_KEYS = {"gpus": "an integer >= 0", "cpus": "an integer >= 1", "nodes": 
 _SAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _SCALARS = (str, int, float, bool, type(None))
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where PyYAML has it (the same result)
+_YAML_LOADER = UniqueKeyLoader  # libyaml's parser where PyYAML has it; a key given twice is refused, naming it
 
 
 def _is_int(v: Any) -> bool:
@@ -312,6 +313,9 @@ def _group_jobs(g: Any, where: str, tracking: dict[str, str] | None = None,
     frozen = tuple(sorted((k, tuple(sorted(v.items())) if k == "options" else v) for k, v in res.items()))
     if tracking.get("mlflow_uri") and "mlflow" not in [n.strip() for n in tracking.get("log_to", "").split(",")]:
         raise ValueError(f"{where}: mlflow_uri is set but log_to does not name mlflow")
+    both = sorted(set(grid) & set(fixed))
+    if both:  # the grid's value replaced the arg's without a word
+        raise ValueError(f"{where}: {both[0]!r} is given twice, in grid and in args; give it in one of them")
     keys = sorted(grid)
     values = [v if isinstance(v, list) else [v] for v in (grid[k] for k in keys)]
     jobs = []

@@ -4,6 +4,7 @@ checks of the run options every owner reads (:func:`check_run_options`), and its
 (:func:`hold_folder`: an exclusive lock on ``.lock``)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import threading
@@ -14,7 +15,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from suite import distributed as sd
-from suite.config import experiment_hash
+from suite.config import check_ranges, experiment_hash
 from suite.train.engine import Engine
 from suite.train.seeding import derive_seed
 
@@ -100,8 +101,11 @@ _HELD_GUARD = threading.Lock()
 def check_run_options(cfg: Any) -> None:
     """The run options every run owner reads, checked before anything is built, read or reused (``ValueError``
     naming the option and the value): ``out`` must name a folder (or nothing yet) and no path under a regular file;
-    ``keep_checkpoints`` and ``checkpoint_every`` integers >= 0; ``seed`` a valid seed; ``device`` one this machine has."""
+    ``keep_checkpoints`` and ``checkpoint_every`` integers >= 0; ``seed`` a valid seed; ``device`` one this machine has;
+    every option in its range (:func:`suite.config.check_ranges`: no NaN, positive options > 0)."""
     derive_seed(getattr(cfg, "seed", 0))
+    if dataclasses.is_dataclass(cfg):  # a config built in code: the ranges load_config checks of one read
+        check_ranges(cfg)
     for name in ("keep_checkpoints", "checkpoint_every"):
         if hasattr(cfg, name):
             v = getattr(cfg, name)

@@ -1,0 +1,194 @@
+"""Reliability round six (issue 69): options parsed strictly before any work (class B: a key given twice, NaN and
+infinity, options that must be positive, unknown keys), a run's identity covering the data it read (class A), and the
+new code paths under faults (class C: two processes building one cache, a tracker's writer killed). Each docstring
+says what is tried, what must happen, and what happened before."""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from suite.cli import main
+from suite.config import load_config
+from tests.reliability.test_round_four import _one_line, _rows, tu  # noqa: F401 (fixture)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _code(argv: list[str]) -> int:
+    """``suite ARGV``'s exit status (argparse's refusals exit through SystemExit)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+# ----------------------------------------------------------------------------- B. a key given twice
+
+
+def test_loss_hparam_given_twice_is_refused(tu, capsys):  # noqa: F811
+    """`suite graph tu --loss infonce --loss-hparams temperature=0.1,temperature=5` -> exit 2, one line naming the
+    key 'temperature', no run (before: trained with temperature 5 and said nothing)"""
+    args, db, _ = tu
+    assert _code([*args, "--loss", "infonce", "--loss-hparams", "temperature=0.1,temperature=5"]) == 2
+    err = _one_line(capsys)
+    assert "'temperature'" in err and "twice" in err and "--loss-hparams" in err, err
+    assert _rows(db) == []
+
+
+def test_config_file_key_given_twice_is_refused(tmp_path):
+    """a config YAML with `epochs:` twice, and a JSON one with "lr" twice -> ValueError naming the file, the key and
+    its line (before: the last one won, silently)"""
+    from graph.tu.graphcl import TUConfig
+
+    y = tmp_path / "tu.yaml"
+    y.write_text("dataset: MUTAG\nepochs: 3\nhidden: 8\nepochs: 30\n")
+    with pytest.raises(ValueError, match=r"tu\.yaml: not valid YAML at line 4 \(key 'epochs' is given twice\)"):
+        load_config(TUConfig, y)
+    j = tmp_path / "tu.json"
+    j.write_text('{"lr": 0.01, "loss_hparams": {"temperature": 0.1, "temperature": 0.2}}')
+    with pytest.raises(ValueError, match=r"tu\.json: .*key 'temperature' is given twice"):
+        load_config(TUConfig, j)
+
+
+SUITE = """\
+name: twice
+jobs:
+  - frontend: graph
+    command: tu
+    args: {{dataset: MUTAG, epochs: 1{extra}}}
+{tail}"""
+
+
+@pytest.mark.parametrize("extra,tail,needle", [
+    (", epochs: 2", "", "key 'epochs' is given twice"),  # twice in one args mapping (YAML flow style)
+    ("", "    seeds: [0]\n    seeds: [1, 2]\n", "key 'seeds' is given twice"),  # a group key twice
+    ("", "    grid: {epochs: [1, 2]}\n", "'epochs' is given twice, in grid and in args"),
+    ("", "name: again\n", "key 'name' is given twice"),  # a top-level key twice
+])
+def test_suite_file_key_given_twice_is_refused(tmp_path, extra, tail, needle):
+    """a suite file with a key twice (in a job's args, in a group, at the top level, in both grid and args) -> ValueError
+    naming the file and the key, before any job (before: the last one, or the grid's, won silently)"""
+    from benchmarks.runner.suitefile import load_suite
+
+    p = tmp_path / "twice.yaml"
+    p.write_text(SUITE.format(extra=extra, tail=tail))
+    with pytest.raises(ValueError, match=needle) as exc:
+        load_suite(p)
+    assert str(p) in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_json_suite_file_key_given_twice_is_refused(tmp_path):
+    """a suite file written as JSON with "epochs" twice in a job's args -> ValueError naming the file and the key
+    (before: the last one won)"""
+    from benchmarks.runner.suitefile import load_suite
+
+    p = tmp_path / "twice.json"
+    p.write_text('{"name": "j", "jobs": [{"frontend": "graph", "command": "tu", '
+                 '"args": {"epochs": 1, "epochs": 5}}]}')
+    with pytest.raises(ValueError, match=r"twice\.json: .*key 'epochs' is given twice"):
+        load_suite(p)
+
+
+# ----------------------------------------------------------------------------- B. ranges: positive, finite
+
+def test_knn_temperature_zero_is_refused():
+    """`suite vision pretrain --knn-t 0` (and -0.1) -> one line naming knn_t and its range, before any data is read
+    (before: a kNN accuracy computed from infinite votes)"""
+    from vision.config import PretrainConfig
+
+    for bad in (0.0, -0.1):
+        with pytest.raises(ValueError, match=r"knn_t must be > 0, in \(0, inf\), got") as exc:
+            load_config(PretrainConfig, overrides={"knn_t": bad})
+        assert "\n" not in str(exc.value)
+
+
+def test_knn_temperature_zero_on_the_command_line(tmp_path, monkeypatch, capsys):
+    """`suite vision pretrain --knn-t 0` as a user types it -> exit 2, one line naming knn_t, nothing written
+    (before: it trained and reported a kNN accuracy)"""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SUITE_REGISTRY", str(tmp_path / "r.sqlite"))
+    assert _code(["vision", "pretrain", "--knn-t", "0", "--out", str(tmp_path / "run")]) == 2
+    assert "knn_t must be > 0" in _one_line(capsys)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "r.sqlite").exists()
+
+
+POSITIVE_CASES = [  # (config module, class, field, a bad value)
+    ("vision.config", "PretrainConfig", "knn_k", 0), ("vision.config", "PretrainConfig", "epochs", 0),
+    ("vision.config", "PretrainConfig", "batch_size", -1), ("vision.config", "PretrainConfig", "lr", -0.1),
+    ("vision.config", "PretrainConfig", "iou_tau", 0.0), ("vision.config", "PretrainConfig", "eval_every", -1),
+    ("graph.tu.graphcl", "TUConfig", "lr", 0.0), ("graph.tu.graphcl", "TUConfig", "epochs", 0),
+    ("graph.tu.graphcl", "TUConfig", "batch_size", 0), ("graph.tu.graphcl", "TUConfig", "checkpoint_every", -1),
+    ("text.methods.simcse", "SimCSEConfig", "lr", 0.0), ("text.methods.simcse", "SimCSEConfig", "max_length", 0),
+    ("graph.mol.finetune", "FinetuneMolConfig", "epochs", 0),
+]
+
+
+@pytest.mark.parametrize("module,cls,name,bad", POSITIVE_CASES)
+def test_options_that_must_be_positive(module, cls, name, bad):
+    """every option that must be positive (temperatures, k, learning rates, epochs, batch sizes, intervals) at 0 or
+    below -> one line naming the option and its range, from a flag or a config built in code (before: several trained,
+    e.g. lr 0 for 20 epochs, or failed deep inside the run)"""
+    import dataclasses
+    import importlib
+
+    from suite.train.folders import check_run_options
+
+    config = getattr(importlib.import_module(module), cls)
+    with pytest.raises(ValueError, match=rf"{name} must be > 0.*got {bad}") as exc:
+        load_config(config, overrides={name: bad})
+    assert "\n" not in str(exc.value)
+    with pytest.raises(ValueError, match=name):  # a config's own check (__post_init__) may say it first
+        check_run_options(dataclasses.replace(config(), **{name: bad}))
+
+
+def test_zero_that_means_something_is_taken():
+    """0 where the option says what it means (checkpoint_every 0: at the end only; vision's lr 0: the recipe's) -> taken
+    as before"""
+    from graph.tu.graphcl import TUConfig
+    from vision.config import PretrainConfig
+
+    assert load_config(TUConfig, overrides={"checkpoint_every": 0}).checkpoint_every == 0
+    assert load_config(PretrainConfig, overrides={"lr": 0.0, "eval_every": 0}).lr == 0.0
+
+
+@pytest.mark.parametrize("flag,value", [("--lr", "nan"), ("--lr", "inf"), ("--aug-ratio=-inf", ""),
+                                        ("--loss-hparams", "temperature=.nan")])
+def test_nan_and_infinity_are_refused(tu, capsys, flag, value):  # noqa: F811
+    """`suite graph tu --lr nan` (inf, -inf; a loss hyper-parameter .nan) -> exit 2, one line naming the option and the
+    value, no run (before: --lr nan trained to a NaN loss, --aug-ratio -inf dropped nothing)"""
+    args, db, _ = tu
+    assert _code([*args, flag, value] if value else [*args, flag]) == 2
+    err = _one_line(capsys)
+    name = flag.removeprefix("--").split("=")[0].replace("-", "_")
+    assert name in err and "finite" in err, err
+    assert _rows(db) == []
+
+
+def test_nan_in_a_config_file_is_refused(tmp_path):
+    """a config YAML with `lr: .nan` or `eval_epochs: [10, .inf]` -> ValueError naming the file and the key (before:
+    taken)"""
+    from graph.tu.graphcl import TUConfig
+
+    for text, key in (("lr: .nan\n", "lr"), ("eval_epochs: [10, .inf]\n", "eval_epochs")):
+        p = tmp_path / "c.yaml"
+        p.write_text(text)
+        with pytest.raises(ValueError, match=rf"c\.yaml.*{key}"):
+            load_config(TUConfig, p)
+
+
+def test_unknown_key_in_a_suite_file_is_refused(tmp_path):
+    """a suite file with an unknown key in a job group (`epoch:` beside `args:`) -> ValueError naming the key and the
+    file"""
+    from benchmarks.runner.suitefile import load_suite
+
+    p = tmp_path / "typo.yaml"
+    p.write_text("name: t\njobs:\n  - frontend: graph\n    command: tu\n    epoch: 3\n")
+    with pytest.raises(ValueError, match=r"typo\.yaml.*unknown key\(s\) \['epoch'\]"):
+        load_suite(p)
