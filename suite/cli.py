@@ -129,6 +129,11 @@ def _cmd_results(args: argparse.Namespace) -> int:
             run = reg.get(args.run_id)
         except KeyError as exc:
             raise ValueError(f"{exc.args[0]} in the registry {reg.shown} (see `suite results list`)") from None
+        from suite.inputs import recorded_data
+
+        if data := recorded_data(run):  # the data the run read, by name: its fingerprint first
+            run = {"data": {k: {"digest": v.get("digest"), "kind": v.get("kind"), "path": v.get("path")}
+                            for k, v in data.items() if isinstance(v, dict)}, **run}
         print(json.dumps(run, indent=2, default=str))
     elif args.action == "compare":
         metric = args.metric

@@ -5,6 +5,12 @@ A run records what it read in its run options (``inputs``, :func:`input_identiti
 folder, the run that made it (its record, ``run.json``) and a digest of its files. The benchmark runner compares that
 digest with the folder's files before it reuses the run, so a job whose input was made again with other contents runs
 again (benchmarks/runner/run.py). No torch here: a runner and a probe read it cheaply.
+
+A run records the data it read the same way (``data``, :func:`data_identities` of what its task names,
+:meth:`suite.train.run.Task.data_inputs`): a digest of the content of a small set, a manifest of a large one. A finished
+run is reused, a checkpoint resumed and a benchmark job skipped only while that data is the same (the same data under
+another path is); otherwise the line says what changed (:func:`data_changes`: ``data changed:
+MUTAG_graph_labels.txt``).
 """
 from __future__ import annotations
 
@@ -115,3 +121,106 @@ def changed_inputs(row: dict[str, Any], cfg: Any, own: str | Path | None = None)
     now = input_identities(cfg, own=own)
     return [k for k, v in now.items() if isinstance(then.get(k), dict) and then[k].get("files") != v["files"]]
 
+
+
+# ----------------------------------------------------------------------------- the data a run reads
+
+SMALL_BYTES = 256 << 20  # a data set up to this size is identified by its whole content
+SAMPLE_FILES = 64  # files of a larger set read for the digest of its sample (evenly spread over its sorted names)
+
+
+def _listing(path: Path) -> list[tuple[str, Path, int, int]]:
+    """(name relative to ``path``, file, size, mtime in ns) of the file ``path`` or of every file under the folder
+    ``path``, sorted by name (hidden files and folders left out: a ``.lock``, an editor's swap file)."""
+    if path.is_file():
+        st = path.stat()
+        return [(path.name, path, st.st_size, st.st_mtime_ns)]
+    out = []
+    for p in path.rglob("*"):
+        rel = p.relative_to(path).as_posix()
+        if p.is_file() and not any(part.startswith(".") for part in rel.split("/")):
+            st = p.stat()
+            out.append((rel, p, st.st_size, st.st_mtime_ns))
+    return sorted(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_digest(path: Path, size: int, mtime_ns: int) -> str:
+    """SHA-256 (16 hex digits) of one file's bytes; read once per process while its size and mtime stay."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def data_identity(path: str | Path) -> dict[str, Any]:
+    """The identity of a data file or folder a run reads, as data-versioning tools record it, never its path:
+
+    * a set of at most :data:`SMALL_BYTES`: ``kind "content"``, a digest of every file's bytes (``files``: name ->
+      digest), so the same files anywhere have the same ``digest`` and one changed byte another;
+    * a larger set: ``kind "manifest"``, a digest of its names and sizes and of the bytes of a sample of
+      :data:`SAMPLE_FILES` files (nothing like the whole set is read at a start), and ``stat``, a digest of the names,
+      sizes and modification times, which tells a file rewritten in place at the same path.
+
+    ``path`` is recorded beside it; a path that is not there is ``digest "missing"``."""
+    p = Path(path)
+    if not p.exists():
+        return {"path": str(path), "kind": "missing", "digest": "missing", "files": {}}
+    listing = _listing(p)
+    total = sum(size for _, _, size, _ in listing)
+    out: dict[str, Any] = {"path": str(path), "count": len(listing), "bytes": total}
+    h = hashlib.sha256()
+    if total <= SMALL_BYTES:
+        files = {rel: _file_digest(f, size, mtime) for rel, f, size, mtime in listing}
+        for rel, d in files.items():
+            h.update(f"{rel}|{d}\n".encode())
+        return {**out, "kind": "content", "digest": h.hexdigest()[:16], "files": files}
+    step = max(1, len(listing) // SAMPLE_FILES)
+    sample = {rel: _file_digest(f, size, mtime) for rel, f, size, mtime in listing[::step]}
+    stat = hashlib.sha256()
+    for rel, _, size, mtime in listing:
+        h.update(f"{rel}|{size}|{sample.get(rel, '')}\n".encode())
+        stat.update(f"{rel}|{size}|{mtime}\n".encode())
+    return {**out, "kind": "manifest", "digest": h.hexdigest()[:16], "stat": stat.hexdigest()[:16]}
+
+
+def data_identities(paths: dict[str, str | Path]) -> dict[str, dict[str, Any]]:
+    """``{name: data_identity(path)}`` of the data a run reads (:meth:`suite.train.run.Task.data_inputs`)."""
+    return {name: data_identity(p) for name, p in sorted(paths.items())}
+
+
+def recorded_data(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The data identities a registry row recorded (its run options' ``data``), None for a row from before."""
+    try:
+        data = json.loads(row.get("run_options") or "{}").get("data")
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def data_changes(then: dict[str, Any], now: dict[str, dict[str, Any]]) -> list[str]:
+    """What differs between the data identities a run recorded (``then``) and those of now, in words: the files of a
+    small set that changed (``MUTAG_graph_labels.txt``), are gone or are new; for a large one its path and counts. A
+    large set at the same path whose files were rewritten (other modification times) counts as changed; the same data
+    under another path does not. A name recorded only on one side is not compared (nothing known)."""
+    out: list[str] = []
+    for name in sorted(then.keys() & now.keys()):
+        a, b = then[name], now[name]
+        if not isinstance(a, dict):
+            continue
+        if a.get("digest") == b["digest"]:
+            same_place = Path(str(a.get("path"))).resolve() == Path(b["path"]).resolve()
+            if not (same_place and a.get("stat") and b.get("stat") and a["stat"] != b["stat"]):
+                continue
+            out.append(f"{b['path']} (files rewritten since: other modification times)")
+        elif "missing" in (a.get("digest"), b["digest"]):
+            out.append(f"{b['path']} ({'gone' if b['digest'] == 'missing' else 'there now, missing then'})")
+        elif a.get("kind") == b["kind"] == "content":
+            fa, fb = a.get("files") or {}, b["files"]
+            out += [f + ("" if f in fa and f in fb else " (gone)" if f in fa else " (new)")
+                    for f in sorted(fa.keys() | fb.keys()) if fa.get(f) != fb.get(f)]
+        else:
+            out.append(f"{b['path']} ({b.get('count')} files, {b.get('bytes')} bytes now; {a.get('count')} files, "
+                       f"{a.get('bytes')} bytes then)")
+    return out

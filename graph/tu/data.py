@@ -250,12 +250,17 @@ def _check_processed(processed: Path) -> None:
             return
 
 
+def tu_folder(name: str, root: str | Path | None = None) -> Path:
+    """The folder of TU dataset ``name`` under ``root`` (default ``$SUITE_DATA/TU``); its raw files are in ``raw``."""
+    return (Path(root) if root is not None else data_path("TU")) / name
+
+
 def load_tu(name: str, root: str | Path | None = None, *, download: bool = False) -> TUData:
     """Load TU dataset ``name`` from ``root`` (default ``$SUITE_DATA/TU``) with GraphCL's features."""
     from torch_geometric.datasets import TUDataset
 
-    base = Path(root) if root is not None else data_path("TU")
-    folder = base / name
+    folder = tu_folder(name, root)
+    base = folder.parent
     if folder.exists():
         raw = folder / "raw"
         check_tu_raw(raw, name)

@@ -34,7 +34,7 @@ from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 
 from graph.augment import build_augmentation, chunk_views
-from graph.tu.data import TUData
+from graph.tu.data import TUData, tu_folder
 from graph.tu.svm import SVMEvaluator, embed_graphs
 from graph.tu.presets import resolve
 from graph.tu.model import MODEL_TYPE, GINEncoder, GraphCLModel
@@ -192,6 +192,14 @@ class TUTask(Task[TUConfig]):
 
     def keep_checkpoints(self, cfg: TUConfig) -> int:
         return cfg.keep_checkpoints
+
+    def data_inputs(self, cfg: TUConfig) -> dict[str, str | Path]:
+        """The raw folder the data set is read from (the data given, or ``<data root>/<dataset>/raw``); nothing for
+        a set PyG downloads into its cache."""
+        if self.data is not None:
+            return {} if self.data.source == "download" else {"data": self.data.source}
+        folder = tu_folder(cfg.dataset, cfg.data_root)
+        return {} if cfg.download and not folder.exists() else {"data": folder / "raw"}
 
     def record(self, cfg: TUConfig, experiment: dict[str, Any], training: Training) -> dict[str, Any]:
         return {**experiment, "resolved": self.loss_record,

@@ -86,7 +86,7 @@ from torch import Tensor, nn
 
 from suite import distributed as sd
 from suite.config import experiment_config, run_option_values, run_options
-from suite.inputs import changed_inputs, input_identities
+from suite.inputs import changed_inputs, data_changes, data_identities, input_identities, recorded_data
 from suite.train.engine import (LOG_EVERY, CachedStep, Engine, OutOfMemory, check_device_precision, epoch_batches,
                                 oom_memory, resolve_device, resumable)
 from suite.train.folders import (CHECKPOINTS, EXPORT, LOCK, PROVENANCE, RUNS_ROOT, Checkpoints, FolderBusyError,
@@ -120,6 +120,7 @@ class Training:
     unit: str = "batch"
     data_info: dict[str, float] = field(default_factory=dict)  # logged once as split "data"
     checkpoint_unit: str = "epoch"  # what cfg.checkpoint_every counts: "epoch" or "step"
+    checkpoint_steps: int = 0  # also a checkpoint every this many optimiser steps, mid-epoch (long epochs; 0: off)
     log_epochs: bool = True  # the engine logs each epoch's training stats (a task that logs its own: False)
     log_every: int = LOG_EVERY  # optimiser steps between the engine's host reads (no read per step on a GPU)
     compile: bool = False  # the forward through torch.compile (opt-in)
@@ -146,6 +147,13 @@ class Task(Generic[C]):
 
     def loss_name(self, cfg: C) -> str:
         return str(getattr(cfg, "loss", ""))
+
+    def data_inputs(self, cfg: C) -> dict[str, str | Path]:
+        """The data files and folders the run reads, by name (e.g. ``{"data": <TU raw folder>}``): the run owner
+        records their identity (:func:`suite.inputs.data_identity`, a digest of the content of a small set, a manifest
+        of a large one) with the row and every checkpoint, and reuses or resumes only while it is the same. Found
+        from the config alone, before anything is read."""
+        return {}
 
     def run_info(self, cfg: C) -> dict[str, Any]:
         """Facts recorded with the row's run options (never hashed), e.g. which built start model a run used."""
@@ -289,14 +297,15 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
     from suite.registry.store import _sigterm_as_interrupt
 
     with hold_folder(folder) if sd.is_main() else _nothing(folder):
+        data = data_identities(task.data_inputs(cfg))  # what the run reads: its identity decides reuse and resume
         if reuse:
             cfg_hash = row_hash(cfg, cfg_hash)
-            found = _finished(task, cfg, open_registry(cfg, registry, every_rank=True), cfg_hash, folder)
+            found = _finished(task, cfg, open_registry(cfg, registry, every_rank=True), cfg_hash, folder, data)
             if found is not None:
                 return found
         restore = _sigterm_as_interrupt()  # SIGTERM while building or training ends the run like Ctrl-C
         try:
-            return _run(task, cfg, folder, registry, cfg_hash, stop_after)
+            return _run(task, cfg, folder, registry, cfg_hash, stop_after, data)
         except KeyboardInterrupt as exc:  # the same exception, told where the run resumes (suite's one line says it)
             if getattr(exc, "run_folder", None) is None:
                 exc.run_folder = folder  # type: ignore[attr-defined]
@@ -347,12 +356,19 @@ def _other_inputs(path: Path, inputs: dict[str, str]) -> list[str]:
     return sorted(k for k in was.keys() & inputs.keys() if was[k] != inputs[k])
 
 
-def _finished(task: Task[C], cfg: C, reg: Any, cfg_hash: str, folder: Path) -> RunResult | None:
+def _finished(task: Task[C], cfg: C, reg: Any, cfg_hash: str, folder: Path,
+              data: dict[str, dict[str, Any]]) -> RunResult | None:
     """The finished row of ``cfg_hash`` as a result (its evaluation split's final metrics), or None; None too where an
-    exported model the row recorded reading (``inputs``) has other files now: the run is made again, and the newer
-    row is the one tables show."""
+    exported model the row recorded reading (``inputs``) has other files now, or the data it read (``data``) is other
+    data now (said in one line: ``data changed: MUTAG_graph_labels.txt``): the run is made again, and the newer row is
+    the one tables show."""
     prev = reg.find_finished(cfg_hash) if reg is not None else None
     if prev is None or changed_inputs(prev, cfg, folder):
+        return None
+    if changed := data_changes(recorded_data(prev) or {}, data):
+        if sd.is_main():
+            print(f"[{task.name or task.modality}] finished run {prev['id'][:10]} not reused, data changed: "
+                  f"{', '.join(changed)}; the run is made again", flush=True)
         return None
     final = reg.final_metrics(prev["id"])
     metrics = {name: v for (name, split), v in final.items() if split == task.eval_split}
@@ -361,7 +377,7 @@ def _finished(task: Task[C], cfg: C, reg: Any, cfg_hash: str, folder: Path) -> R
 
 
 def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | None,
-         stop_after: int | None) -> RunResult:
+         stop_after: int | None, data: dict[str, dict[str, Any]]) -> RunResult:
     from suite.train.trackers import end_status, open_trackers, parse
 
     # a missing package: one line, before anything is built
@@ -385,6 +401,7 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
     ctx.engine = engine
     experiment = experiment_config(cfg)
     inputs = {k: v["files"] for k, v in input_identities(cfg, own=folder).items()}
+    inputs.update({f"data:{k}": v["digest"] for k, v in data.items()})  # a checkpoint of other data is not resumed
     checked = {**experiment, INPUTS: inputs} if inputs else experiment  # what a checkpoint records, and resume checks
     last = ckpts.latest() if getattr(cfg, "resume", True) else None
     if last is not None and (other := _other_inputs(last, inputs)):
@@ -420,7 +437,8 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
     with ExitStack() as stack:
         if reg is not None:
             ctx.run = stack.enter_context(_open_row(reg, task, cfg, training.loss, task.record(cfg, experiment, training),
-                                                    {"folder": str(folder), **_processes()},
+                                                    {"folder": str(folder), **_processes(),
+                                                     **({"data": data} if data else {})},
                                                     resumable(reg, engine.resume_run_id),
                                                     cfg_hash))
             # resumed: the step curves continue from the checkpoint's step, and what else the interrupted process
@@ -446,7 +464,8 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
         def step_end() -> None:
             if training.on_step is not None:
                 training.on_step()
-            if by_step and every and engine.step % every == 0:
+            if (by_step and every and engine.step % every == 0) or (
+                    training.checkpoint_steps and engine.step % training.checkpoint_steps == 0):
                 save()
 
         def epoch_end(epoch: int, stats: dict[str, float]) -> None:

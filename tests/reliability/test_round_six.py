@@ -192,3 +192,78 @@ def test_unknown_key_in_a_suite_file_is_refused(tmp_path):
     p.write_text("name: t\njobs:\n  - frontend: graph\n    command: tu\n    epoch: 3\n")
     with pytest.raises(ValueError, match=r"typo\.yaml.*unknown key\(s\) \['epoch'\]"):
         load_suite(p)
+
+
+# ----------------------------------------------------------------------------- A. a run's identity is what it read
+
+@pytest.mark.slow  # four one-epoch TU runs (about 15 s)
+def test_reuse_decided_on_the_data(tu, capsys):  # noqa: F811
+    """issue 69, case 1: a finished TU run, then the same command on a copy of its data under another root (reused),
+    on the copy with its graph labels file deleted (not reused: `data changed: SYNTH_graph_labels.txt (gone)`, then the
+    loader's own error), and with one label changed (run again, the line naming the file); the fingerprint is in the
+    row and in `suite results show` (before: every one of them 'reused finished run', the old number back)"""
+    args, db, folder = tu
+    root = Path(args[args.index("--data-root") + 1])
+    assert _code(args) == 0
+    first = _rows(db)[0]
+    copy = root.parent / "copy"
+    shutil.copytree(root, copy)
+    other = [*args[:args.index("--data-root")], "--data-root", str(copy), *args[args.index("--data-root") + 2:-1],
+             str(folder.parent / "b")]
+    capsys.readouterr()
+    assert _code(other) == 0
+    assert "reused finished run" in capsys.readouterr().out and len(_rows(db)) == 1  # same data, another path
+    labels = copy / "SYNTH" / "raw" / "SYNTH_graph_labels.txt"
+    text = labels.read_text()
+    labels.unlink()
+    assert _code(other) == 2
+    out, err = capsys.readouterr()
+    assert "data changed: SYNTH_graph_labels.txt (gone)" in out and "reused finished" not in out, out
+    assert "SYNTH_graph_labels.txt" in err and len(err.strip().splitlines()) == 1, err
+    lines = text.splitlines()
+    labels.write_text("\n".join([str(1 - int(lines[0])), *lines[1:]]) + "\n")  # one label flipped
+    assert _code(other) == 0
+    out = capsys.readouterr().out
+    assert "data changed: SYNTH_graph_labels.txt;" in out and "reused finished run" not in out, out
+    finished = [r for r in _rows(db) if r["status"] == "finished"]
+    assert len(finished) == 2
+    import json
+
+    digests = [json.loads(r["run_options"])["data"]["data"]["digest"] for r in finished]
+    assert digests[0] == json.loads(first["run_options"])["data"]["data"]["digest"] != digests[1]
+    assert _code(["results", "show", finished[1]["id"]]) == 0
+    assert digests[1] in capsys.readouterr().out
+
+
+def test_data_fingerprint_content_and_manifest(tmp_path, monkeypatch):
+    """a data folder's identity: the same files under another path -> the same digest; one byte changed -> the file
+    named; a large set (over SMALL_BYTES) -> a manifest (names, sizes, a sample's bytes) that reads only the sample,
+    and a file rewritten in place with the same size -> 'files rewritten' at the same path, not under another one
+    (before: no identity of the data at all)"""
+    from suite import inputs
+
+    a = tmp_path / "a"
+    (a / "sub").mkdir(parents=True)
+    for i in range(200):
+        (a / "sub" / f"{i:03d}.txt").write_text(f"line {i}\n")
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    ia, ib = inputs.data_identity(a), inputs.data_identity(b)
+    assert ia["kind"] == "content" and ia["digest"] == ib["digest"] and ia["path"] != ib["path"]
+    (b / "sub" / "007.txt").write_text("line 8\n")
+    assert inputs.data_changes({"d": ia}, {"d": inputs.data_identity(b)}) == ["sub/007.txt"]
+    monkeypatch.setattr(inputs, "SMALL_BYTES", 0)
+    read: list[str] = []
+    digest = inputs._file_digest.__wrapped__
+    monkeypatch.setattr(inputs, "_file_digest", lambda p, s, m: read.append(p.name) or digest(p, s, m))
+    big = inputs.data_identity(a)
+    assert big["kind"] == "manifest" and big["count"] == 200 and len(read) <= inputs.SAMPLE_FILES + 4
+    outside = next(f"{i:03d}.txt" for i in range(200) if f"{i:03d}.txt" not in read)
+    os.utime(a / "sub" / outside, ns=(1, 1))  # rewritten in place, same size, not in the sample
+    now = inputs.data_identity(a)
+    assert now["digest"] == big["digest"]
+    assert inputs.data_changes({"d": big}, {"d": now}) == [f"{a} (files rewritten since: other modification times)"]
+    assert inputs.data_changes({"d": big}, {"d": inputs.data_identity(tmp_path / "a")}) != []
+    c = tmp_path / "c"
+    shutil.copytree(a, c)  # the same data under another path: its times may differ, it is the same data
+    assert inputs.data_changes({"d": big}, {"d": inputs.data_identity(c)}) == []
