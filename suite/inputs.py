@@ -129,24 +129,19 @@ SMALL_BYTES = 256 << 20  # a data set up to this size is identified by its whole
 SAMPLE_FILES = 64  # files of a larger set read for the digest of its sample (evenly spread over its sorted names)
 
 
-def _listing(path: Path) -> list[tuple[str, Path, int, int]]:
-    """(name relative to ``path``, file, size, mtime in ns) of the file ``path`` or of every file under the folder
-    ``path``, sorted by name (hidden files and folders left out: a ``.lock``, an editor's swap file)."""
-    if path.is_file():
-        st = path.stat()
-        return [(path.name, path, st.st_size, st.st_mtime_ns)]
-    out = []
-    for p in path.rglob("*"):
-        rel = p.relative_to(path).as_posix()
-        if p.is_file() and not any(part.startswith(".") for part in rel.split("/")):
-            st = p.stat()
-            out.append((rel, p, st.st_size, st.st_mtime_ns))
-    return sorted(out)
+def _listing(path: Path) -> list[tuple[str, Path, int, int, int]]:
+    """(name relative to ``path``, file, size, mtime in ns, ctime in ns) of the file ``path`` or of every file under
+    the folder ``path``, sorted by name (hidden files and folders left out: a ``.lock``, an editor's swap file)."""
+    files = [(path.name, path)] if path.is_file() else [
+        (p.relative_to(path).as_posix(), p) for p in path.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)]
+    return sorted((rel, p, (st := p.stat()).st_size, st.st_mtime_ns, st.st_ctime_ns) for rel, p in files)
 
 
 @functools.lru_cache(maxsize=4096)
-def _file_digest(path: Path, size: int, mtime_ns: int) -> str:
-    """SHA-256 (16 hex digits) of one file's bytes; read once per process while its size and mtime stay."""
+def _file_digest(path: Path, size: int, mtime_ns: int, ctime_ns: int) -> str:
+    """SHA-256 (16 hex digits) of one file's bytes; read once per process while its size and times stay (the ctime
+    changes with any write, even one that sets the mtime back)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -168,18 +163,18 @@ def data_identity(path: str | Path) -> dict[str, Any]:
     if not p.exists():
         return {"path": str(path), "kind": "missing", "digest": "missing", "files": {}}
     listing = _listing(p)
-    total = sum(size for _, _, size, _ in listing)
+    total = sum(e[2] for e in listing)
     out: dict[str, Any] = {"path": str(path), "count": len(listing), "bytes": total}
     h = hashlib.sha256()
     if total <= SMALL_BYTES:
-        files = {rel: _file_digest(f, size, mtime) for rel, f, size, mtime in listing}
+        files = {rel: _file_digest(f, *stat) for rel, f, *stat in listing}
         for rel, d in files.items():
             h.update(f"{rel}|{d}\n".encode())
         return {**out, "kind": "content", "digest": h.hexdigest()[:16], "files": files}
     step = max(1, len(listing) // SAMPLE_FILES)
-    sample = {rel: _file_digest(f, size, mtime) for rel, f, size, mtime in listing[::step]}
+    sample = {rel: _file_digest(f, *stat) for rel, f, *stat in listing[::step]}
     stat = hashlib.sha256()
-    for rel, _, size, mtime in listing:
+    for rel, _, size, mtime, _ in listing:
         h.update(f"{rel}|{size}|{sample.get(rel, '')}\n".encode())
         stat.update(f"{rel}|{size}|{mtime}\n".encode())
     return {**out, "kind": "manifest", "digest": h.hexdigest()[:16], "stat": stat.hexdigest()[:16]}

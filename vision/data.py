@@ -249,16 +249,19 @@ def _read_image_cache(path: Path) -> dict[str, Any] | None:
 def load_image_folder(root: str | Path, name: str | None = None, cache: bool = True) -> ImageData:
     """``root/{train,test}/<class>/*.jpg`` decoded once with Pillow into a cached uint8 tensor file.
 
-    The cache key is the folder path plus its file listing (names and sizes), so a changed folder
-    is decoded again. Images whose size differs from the first image are skipped and counted in
-    ``info["skipped"]``."""
+    The cache key is the folder's content (:func:`suite.inputs.data_identity`: every file's bytes for a folder up to
+    256 MiB; for a larger one its names, sizes, modification times and a sample's bytes), so an image replaced by
+    another, even of the same size, is decoded again. Images whose size differs from the first image are skipped and
+    counted in ``info["skipped"]``."""
     root = Path(root)
     for split in ("train", "test"):
         if not (root / split).is_dir():
             raise ValueError(f"image-folder layout needs {root / split}/<class>/*.jpg; not found")
     classes = _folder_classes(root / "train", root)
-    listing = sorted(f"{p.relative_to(root)}:{p.stat().st_size}" for p in root.glob("*/*/*") if p.suffix.lower() in IMAGE_EXTS)
-    key = hashlib.sha256(("\n".join([str(root.resolve()), *classes, *listing])).encode()).hexdigest()[:16]
+    from suite.inputs import data_identity
+
+    ident = data_identity(root)
+    key = hashlib.sha256("\n".join([ident["digest"], ident.get("stat", ""), *classes]).encode()).hexdigest()[:16]
     name = name or root.name
     path = cache_dir("vision") / f"{name}-{key}.npz"
     blob = _read_image_cache(path) if cache and path.exists() else None

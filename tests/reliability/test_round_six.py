@@ -255,7 +255,7 @@ def test_data_fingerprint_content_and_manifest(tmp_path, monkeypatch):
     monkeypatch.setattr(inputs, "SMALL_BYTES", 0)
     read: list[str] = []
     digest = inputs._file_digest.__wrapped__
-    monkeypatch.setattr(inputs, "_file_digest", lambda p, s, m: read.append(p.name) or digest(p, s, m))
+    monkeypatch.setattr(inputs, "_file_digest", lambda p, *st: read.append(p.name) or digest(p, *st))
     big = inputs.data_identity(a)
     assert big["kind"] == "manifest" and big["count"] == 200 and len(read) <= inputs.SAMPLE_FILES + 4
     outside = next(f"{i:03d}.txt" for i in range(200) if f"{i:03d}.txt" not in read)
@@ -267,3 +267,26 @@ def test_data_fingerprint_content_and_manifest(tmp_path, monkeypatch):
     c = tmp_path / "c"
     shutil.copytree(a, c)  # the same data under another path: its times may differ, it is the same data
     assert inputs.data_changes({"d": big}, {"d": inputs.data_identity(c)}) == []
+
+
+def test_image_cache_keyed_by_content(tmp_path):
+    """issue 69: an image of an image folder replaced by another of the same size (BMP: same bytes count), its
+    modification time kept -> the folder is decoded again and the new pixels load (before: the cache, keyed by the
+    path and each file's name and size, gave the old image back)"""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from tests.reliability.images import image_folder
+    from vision.data import load_image_folder
+
+    root = image_folder(tmp_path / "imgs", size=8, ext="bmp")
+    first = load_image_folder(root)
+    f = root / "train" / "a" / "0.bmp"
+    st = f.stat()
+    Image.fromarray(np.full((8, 8, 3), 7, dtype=np.uint8)).save(f)
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert f.stat().st_size == st.st_size
+    again = load_image_folder(root)
+    assert again.info["cache"] != first.info["cache"]
+    assert not torch.equal(again.train_x, first.train_x) and int((again.train_x == 7).all(dim=(1, 2, 3)).sum()) == 1
