@@ -244,7 +244,7 @@ class Runner:
     @staticmethod
     def stale_inputs(jobs: list[Job], reg: Registry) -> dict[str, str]:
         """{hash: why} of the finished jobs whose input changed after their run read it, so they run again (their new
-        run supersedes the old one). An input is an arg (not ``out``) naming an exported model, a folder with the run
+        run supersedes the old one); the data a run read counts too (:func:`_data_changed`: ``data changed: ...``). An input is an arg (not ``out``) naming an exported model, a folder with the run
         owner's record (a pretrained encoder a fine-tuning starts from, a model an evaluation scores).
 
         A run records what it read (``run_options["inputs"]``, :func:`suite.inputs.input_identities`): it
@@ -263,10 +263,10 @@ class Runner:
                 if v not in seen:
                     seen[v] = input_identity(v)
             idents = {v: i for v in specs if (i := seen[v]) is not None}
-            if not idents or reg.job_status(j.hash) != "finished":
+            if reg.job_status(j.hash) != "finished":
                 continue
             runs = reg.runs(status="finished", config_hash=j.hash)
-            if runs and (why := _stale_reason(runs[-1], idents, reg)):
+            if runs and (why := (_stale_reason(runs[-1], idents, reg) if idents else None) or _data_changed(runs[-1])):
                 out[j.hash] = why
         return out
 
@@ -453,6 +453,17 @@ def _stale_reason(run: dict[str, Any], idents: dict[str, dict[str, Any]], reg: R
                 f"{last['id'][:8]}, which it read" if last is not None else "and no earlier run made it here")
                 + ", and it recorded no digest of what it read")
     return None
+
+
+def _data_changed(run: dict[str, Any]) -> str | None:
+    """``data changed: <files>`` where the data the finished ``run`` recorded reading (its run options' ``data``) is
+    other data now at the path it read, else None (a run from before data was recorded: nothing known)."""
+    from suite.inputs import data_changes, data_identity, recorded_data
+
+    then = recorded_data(run) or {}
+    now = {k: data_identity(v["path"]) for k, v in then.items() if isinstance(v, dict) and v.get("path")}
+    changed = data_changes(then, now)
+    return f"data changed: {', '.join(changed)}" if changed else None
 
 
 def _same_training(a: str, b: str, reg: Registry) -> bool:

@@ -290,3 +290,28 @@ def test_image_cache_keyed_by_content(tmp_path):
     again = load_image_folder(root)
     assert again.info["cache"] != first.info["cache"]
     assert not torch.equal(again.train_x, first.train_x) and int((again.train_x == 7).all(dim=(1, 2, 3)).sum()) == 1
+
+
+def test_bench_skip_decided_on_the_data(tmp_path, monkeypatch):
+    """`suite bench run`: a finished job whose run recorded reading a data folder -> skipped while the folder holds
+    the same data; after one file changed -> marked to run again, the reason naming the file (before: skipped, its old
+    number kept in the tables)"""
+    from benchmarks.runner.run import Runner
+    from benchmarks.runner.suitefile import load_suite
+    from suite.inputs import data_identity
+    from suite.registry import Registry
+
+    data = tmp_path / "raw"
+    data.mkdir()
+    (data / "labels.txt").write_text("0\n1\n")
+    p = tmp_path / "s.yaml"
+    p.write_text("name: s\njobs:\n  - frontend: graph\n    command: tu\n    args: {dataset: MUTAG}\n")
+    (job,) = load_suite(p)[1]
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    with reg.run(modality="graph", task="tu-graphcl", dataset="MUTAG", loss="graphcl", config={}, cfg_hash=job.hash,
+                 run_options={"data": {"data": data_identity(data)}}):
+        pass
+    monkeypatch.setattr(Registry, "job_status", lambda self, h: "finished")
+    assert Runner.stale_inputs([job], reg) == {}
+    (data / "labels.txt").write_text("1\n1\n")
+    assert Runner.stale_inputs([job], reg) == {job.hash: "data changed: labels.txt"}
