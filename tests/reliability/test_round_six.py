@@ -315,3 +315,26 @@ def test_bench_skip_decided_on_the_data(tmp_path, monkeypatch):
     assert Runner.stale_inputs([job], reg) == {}
     (data / "labels.txt").write_text("1\n1\n")
     assert Runner.stale_inputs([job], reg) == {job.hash: "data changed: labels.txt"}
+
+
+# ----------------------------------------------------------------------------- C. two processes, one cache
+
+@pytest.mark.slow  # two interpreters importing PyG (about 10 s)
+def test_two_processes_build_one_tu_cache(tmp_path):
+    """two processes load the same TU data set at once with no processed cache yet -> both finish with the same
+    graphs, and there is one processed cache (held before by the cache's lock; probed here for the first time)"""
+    from tests.graph.synthetic import write_synthetic_tu
+
+    root = write_synthetic_tu(tmp_path / "data")
+    code = textwrap.dedent(f"""
+        from graph.tu.data import load_tu
+        d = load_tu("SYNTH", {str(root)!r})
+        print(len(d.graphs), sum(int(g.num_edges) for g in d.graphs))
+    """)
+    env = {**os.environ, "SUITE_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert outs[0][0] == outs[1][0] and outs[0][0].strip()
+    assert len(list((tmp_path / "cache").rglob("processed"))) == 1
