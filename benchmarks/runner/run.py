@@ -244,7 +244,8 @@ class Runner:
     @staticmethod
     def stale_inputs(jobs: list[Job], reg: Registry) -> dict[str, str]:
         """{hash: why} of the finished jobs whose input changed after their run read it, so they run again (their new
-        run supersedes the old one); the data a run read counts too (:func:`_data_changed`: ``data changed: ...``). An input is an arg (not ``out``) naming an exported model, a folder with the run
+        run supersedes the old one); the data a run read counts too (:func:`_data_changed`: ``data changed: ...``).
+        An input is an arg (not ``out``) naming an exported model, a folder with the run
         owner's record (a pretrained encoder a fine-tuning starts from, a model an evaluation scores).
 
         A run records what it read (``run_options["inputs"]``, :func:`suite.inputs.input_identities`): it

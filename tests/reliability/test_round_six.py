@@ -73,8 +73,8 @@ jobs:
     ("", "name: again\n", "key 'name' is given twice"),  # a top-level key twice
 ])
 def test_suite_file_key_given_twice_is_refused(tmp_path, extra, tail, needle):
-    """a suite file with a key twice (in a job's args, in a group, at the top level, in both grid and args) -> ValueError
-    naming the file and the key, before any job (before: the last one, or the grid's, won silently)"""
+    """a suite file with a key twice (in a job's args, in a group, at the top level, in both grid and args) ->
+    ValueError naming the file and the key, before any job (before: the last one, or the grid's, won silently)"""
     from benchmarks.runner.suitefile import load_suite
 
     p = tmp_path / "twice.yaml"
