@@ -201,7 +201,7 @@ def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
              if after[e.id] is not Verdict.CONFIRMED and j.verdict not in (Verdict.NOT_MEASURED, Verdict.NOT_JUDGED)]
     lead = (f"Of the {len(judged)} claims declared in `benchmarks/tables/catalogue.py`, {measured} are measured here; "
             f"judged as one family of {fam} (Holm's correction over two-sided p-values), {count(Verdict.CONFIRMED)} "
-            f"hold up at this scale, {count(Verdict.CONTRADICTED)} are contradicted and {count(Verdict.EQUIVALENT)} are "
+            f"hold up at this scale, {count(Verdict.CONTRADICTED)} contradicted and {count(Verdict.EQUIVALENT)} "
             f"equivalent within the minimum effect. **Holds up (confirmed):** {named(Verdict.CONFIRMED)}. "
             f"**Contradicted by our runs:** {named(Verdict.CONTRADICTED)}. **No difference beyond the minimum effect "
             f"(equivalent):** {named(Verdict.EQUIVALENT)}. **Nominal only** (a verdict before Holm's correction, not "

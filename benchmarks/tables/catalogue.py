@@ -260,8 +260,9 @@ def against_paper(e: Entry, j: Judged) -> str:
     """Our interval against the paper's gap: ``excluded`` (the upper end lies below it: the paper's effect is ruled
     out at this scale), ``below the minimum effect`` (the paper's gap is at most the minimum effect: no number of seeds
     would confirm it), ``detectable`` (these seeds confirm it with power 0.8), else ``underpowered (~N seeds a
-    side)`` (:func:`benchmarks.tables.claims.seeds_needed`, the claim's own test)."""
-    r = j.summary
+    side)`` (:func:`benchmarks.tables.claims.seeds_needed`, the claim's own test). A claim judged per data set reads
+    the paper's gap (its average over the sets) against the pooled interval."""
+    r = _against(j)
     if r is None or e.paper_gap is None or r.ci[1] != r.ci[1]:
         return "-"
     if r.ci[1] < e.paper_gap:
@@ -272,6 +273,11 @@ def against_paper(e: Entry, j: Judged) -> str:
         return "detectable"
     n = seeds_needed(r, e.paper_gap)
     return "underpowered" + (f" (~{n} seeds a side)" if n is not None else "")
+
+
+def _against(j: Judged) -> Result | None:
+    """The comparison the paper's gap is read against: the pool of a claim judged per set, else the row's."""
+    return j.pooled.result if j.parts and j.pooled is not None else j.summary
 
 
 def _gap(r: Result | None) -> str:
@@ -292,7 +298,7 @@ def reading(e: Entry, j: Judged) -> str:
     case = against_paper(e, j)
     if case == "-":
         return ""
-    r = j.summary
+    r = _against(j)
     assert r is not None and e.paper_gap is not None
     if case == "excluded":
         return f"the paper's gap ({e.paper_gap:+.2f}) is excluded at this scale (our upper bound {r.ci[1]:+.2f})"

@@ -14,8 +14,8 @@ the gain at another) from their per-seed values:
 - **the verdicts**, read off that interval against the minimum effect: **confirmed** when it lies above ``+m``;
   **contradicted** when it lies below ``-m``; **equivalent** (within ``±m``) when it lies inside ``(-m, +m)`` (two
   one-sided tests, TOST); **not confirmed** otherwise; **inconclusive (n < 3)** when a cell has fewer than 3 seeds.
-- **the p-value.** Each verdict is a one-sided test (``gap > +m``, ``gap < -m``, both one-sided tests of ``|gap| <
-  m``); the claim's p-value is twice the smallest of the three, capped at 1 (:meth:`Result.p`), named by its
+- **the p-value.** Each verdict is a one-sided test (``gap > +m``, ``gap < -m``, both one-sided tests of ``gap within
+  ±m``); the claim's p-value is twice the smallest of the three, capped at 1 (:meth:`Result.p`), named by its
   hypothesis (:meth:`Result.p_text`). It is two-sided: below ``alpha`` exactly when the 95 % interval gives a verdict,
   and since at most two of the three hypotheses are false at once, a claim's chance of a wrong verdict is at most
   ``alpha``. :func:`holm` adjusts a family's p-values (Holm-Bonferroni); a verdict that does not survive is
@@ -110,6 +110,13 @@ class Seeded(list):  # type: ignore[type-arg]
         return Seeded.of([*zip(self.ids, self), (run_id, value)])
 
 
+def scaled(values: Sequence[float], factor: float) -> list[float]:
+    """``values`` times ``factor``, keeping a :class:`Seeded` cell's ids."""
+    if isinstance(values, Seeded):
+        return Seeded.of(zip(values.ids, values), factor)
+    return [factor * v for v in values]
+
+
 def blocks(cells: Sequence[Sequence[float]]) -> list[Hashable] | None:
     """The shared seeds (identities) of ``cells`` when they pair: each a :class:`Seeded` with distinct ids, all the
     same set, at least two; None otherwise (Welch)."""
@@ -128,7 +135,7 @@ class Result:
 
     ``design``: "paired" (by seed), "Welch", "binomial" (a rate against chance) or "random effects" (pooled). The
     one-sided p-values test the verdicts' hypotheses against the minimum effect ``m``: ``p_holds`` of ``gap > +m``,
-    ``p_reverse`` of ``gap < -m``, ``p_equiv`` of ``|gap| < m`` (TOST: the larger of its two one-sided p-values).
+    ``p_reverse`` of ``gap < -m``, ``p_equiv`` of ``gap within ±m`` (TOST: the larger of its two one-sided p-values).
     ``units``: per cell (coefficient² x variance, seeds), from which the standard error at other seed counts follows
     (:func:`seeds_needed`); ``k_of_n``: a rate's successes and trials. ``bonferroni``: how many comparisons this one
     was chosen from (a combined claim's deciding part; its p-values are multiplied and its interval widened)."""
@@ -157,10 +164,10 @@ class Result:
         return min(1.0, 2 * self.bonferroni * min(ps)) if ps else math.nan
 
     def direction(self) -> str:
-        """The hypothesis of :meth:`p`: ``gap > +m``, ``gap < -m`` or ``|gap| < m``."""
+        """The hypothesis of :meth:`p`: ``gap > +m``, ``gap < -m`` or ``gap within ±m``."""
         m = f"{self.min_effect:g}"
         ps = {f"gap > {'+' * (m != '0')}{m}": self.p_holds, f"gap < {'-' * (m != '0')}{m}": self.p_reverse,
-              f"|gap| < {m}": self.p_equiv}
+              f"gap within ±{m}": self.p_equiv}
         return min(ps, key=lambda k: ps[k] if ps[k] == ps[k] else 2.0)
 
     def p_text(self) -> str:
@@ -225,7 +232,7 @@ def _verdict(p_holds: float, p_reverse: float, p_equiv: float, alpha: float) -> 
 
 
 def t_tests(est: float, se: float, df: float, m: float) -> tuple[float, float, float]:
-    """One-sided p-values of ``gap > +m``, ``gap < -m`` and ``|gap| < m`` (TOST) for an estimate with standard error
+    """One-sided p-values of ``gap > +m``, ``gap < -m`` and ``gap within ±m`` (TOST) for an estimate with standard error
     ``se`` and ``df`` degrees of freedom (``df`` infinite: the normal)."""
     from scipy import stats
 
@@ -479,7 +486,8 @@ def combine(results: Sequence[Result], need: int | None = None, total: int | Non
     k = len(results) if need is None else need
     total = max(k, len(results), total or 0)
     open_ = sum(r.verdict in (Verdict.CONFIRMED, Verdict.INCONCLUSIVE) for r in results) + (total - len(results))
-    return Verdict.INCONCLUSIVE if any(r.verdict is Verdict.INCONCLUSIVE for r in results) and open_ >= k else verdict
+    unsettled = total > len(results) or any(r.verdict is Verdict.INCONCLUSIVE for r in results)
+    return Verdict.INCONCLUSIVE if unsettled and open_ >= k else verdict
 
 
 def decide(results: Sequence[Result], need: int | None = None, total: int | None = None
@@ -524,7 +532,7 @@ RULE_TEXT = (f"Verdicts (benchmarks/tables/claims.py; docs/evidence.md explains 
              f"{100 * (1 - ALPHA):.0f} % interval decides: **confirmed** when it lies above +m, **contradicted** "
              f"below -m, **equivalent** (within ±m, two one-sided tests) inside (-m, +m), **not confirmed** otherwise; "
              f"**inconclusive (n < 3)**: a side has fewer than {MIN_SEEDS} seeds; **not judged**: the experiment "
-             f"cannot speak to the claim. Each p-value names its hypothesis (p(gap > +m), p(gap < -m), p(|gap| < m)) "
+             f"cannot speak to the claim. Each p-value names its hypothesis (p(gap > +m), p(gap < -m), p(gap within ±m)) "
              f"and is two-sided (twice the one-sided); the claims are one family, Holm-adjusted at {ALPHA}, and a "
              f"verdict that does not survive is **nominal**. A claim of parts (\"k of N\" sets, every margin) shows "
              f"the part that decides it, its p and interval Bonferroni-adjusted for the choice. The detectable gap and "

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.tables.catalogue import Judged, line, of_parts
-from benchmarks.tables.claims import RULE_TEXT, Claim, Seeded, Verdict, mean_std
+from benchmarks.tables.claims import RULE_TEXT, Claim, Seeded, Verdict, mean_std, scaled
 from benchmarks.tables import RESULTS, JobRuns, identity, md, progress_line, suite_runs, register_table, table_cli
 from suite.registry import Registry
 
@@ -175,9 +175,8 @@ def _judged(res: Cells, detail: str, margins: Margins | None, missing: str) -> J
         return Judged(Verdict.NOT_MEASURED, None, f"needs {missing}")
     claim = Claim("vision-cifar", "", "", "accuracy (%)")
 
-    def vals(row: str, bs: int, imb: str, k: str) -> Seeded:
-        got = res.get((row, bs, imb), {}).get(k, Seeded())
-        return Seeded.of(zip(getattr(got, "ids", ()), got), 100)
+    def vals(row: str, bs: int, imb: str, k: str) -> list[float]:
+        return scaled(res.get((row, bs, imb), {}).get(k, []), 100)
 
     results = [claim.judge_contrast([(c, vals(*key)) for c, key in m]) for m in margins]
     return of_parts(results, f"{detail}; " + "; ".join(f"margin {i + 1}: {r.evidence(1)}"

@@ -83,10 +83,12 @@ def test_page_judges_the_loss_against_each_baseline(loss_file: str, tmp_path: Pa
     assert "| CosMargin | 3 | 86.50 ± 0.50 |" in md and "| GraphCL (You et al. 2020) (published) | - | 86.80 ± 1.34 |" in md
     assert "| infonce | 0 | not run |" in md  # images and sentences have no runs here: said, not hidden
     assert "| CosMargin beats infonce | not measured | no finished run of CosMargin and infonce |" in md
-    # the findings first: one line per modality, the gap with its 90 % interval and the verdict
+    # the findings first: one line per modality, the gap with its 95 % interval, its p named by its hypothesis and
+    # the verdict after Holm's correction
     findings = md[md.index("## Findings"):md.index("## Verdicts")]
     assert md.index("## Findings") < md.index("Loss `CosMargin`")
-    assert re.search(r"- \*\*graphs\*\*: MUTAG: vs graphcl: \+5\.50 \[\+\d\.\d\d, \+\d\.\d\d\] \*\*confirmed\*\*", findings)
+    assert re.search(r"- \*\*graphs\*\*: MUTAG: vs graphcl: \+5\.50 \[\+\d\.\d\d, \+\d\.\d\d\] "
+                     r"p\(gap > \+0\.5\) = [\d.e-]+ \*\*confirmed\*\*", findings)
     assert doc.startswith("<!DOCTYPE html>") and "<h2>Findings</h2>" in doc and "<h2>Verdicts</h2>" in doc
     assert doc.index("<h2>Findings</h2>") < doc.index("<h2>Verdicts</h2>") and "data:image/png;base64," in doc
 

@@ -53,3 +53,17 @@ def test_imbalance_claim_needs_cacr_to_drop_least_against_every_row():
     assert "-> **confirmed**" in _line(res, "CACR loses least")
     res[(CMC, 64, "exponential")] = cell(0.50, 0.501, 0.499)  # CMC does not drop at all under exponential
     assert "-> **contradicted**" in _line(res, "CACR loses least")
+
+
+def test_cells_of_shared_seeds_are_paired():
+    """cells whose values name the same runs' identities (seed, data set) are judged paired by seed; plain lists by
+    Welch's test"""
+    from benchmarks.tables.claims import Seeded
+
+    def seeded(*lin):
+        return {"lin": Seeded(lin, [(s, "cifar10") for s in range(len(lin))]), "knn": [], "seeds": [], "wall": []}
+
+    paired = {(CACR, 64, "none"): seeded(0.500, 0.520, 0.480), (CMC, 64, "none"): seeded(0.490, 0.511, 0.469)}
+    assert judge_cells("img-cacr-cmc", paired).summary.design == "paired"
+    tight = {(CACR, 64, "none"): cell(0.500, 0.502, 0.498), (CMC, 64, "none"): cell(0.490, 0.491, 0.489)}
+    assert judge_cells("img-cacr-cmc", tight).summary.design == "Welch"
