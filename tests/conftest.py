@@ -39,3 +39,12 @@ def data_or_skip(*parts: str) -> Path:
     if not p.exists():
         pytest.skip(f"real data not found: {p} (set SUITE_DATA)")
     return p
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:  # type: ignore[type-arg]
+    """Each phase's report on the test item (``item.rep_call``...): a fixture's teardown can tell a failed test (the
+    cluster tests then print what SLURM saw)."""
+    rep = yield
+    setattr(item, f"rep_{rep.when}", rep)
+    return rep

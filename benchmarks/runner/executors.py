@@ -389,6 +389,35 @@ class ClusterExecutor:
                   f"{subs[0].job_id.split('_')[0]} ({res or 'default resources'})", flush=True)
         return ids
 
+    def _relaunch(self, job: Job, handle: str, row: dict[str, Any], relaunched: dict[str, int]) -> bool:
+        """A requeued task that SLURM restarted but could not start (its process never took the row back: the row's
+        ``requeues`` is below SLURM's ``Restarts``), and which SLURM then ended, is requeued again, once per restart
+        and up to ``max_requeues``; True if it was. SLURM refuses to launch a job in the second its previous run was
+        killed ("Job credential revoked" in slurmctld's log; the task ends FAILED, NonZeroExitCode, with no output of
+        its own), which a requeued job released early (``scontrol update StartTime=now``, ``scontrol release``) meets:
+        left alone, the job was called failed."""
+        sid = handle.split(":", 1)[1]
+        p = subprocess.run(["scontrol", "show", "job", "-o", sid], capture_output=True, text=True)
+        said = dict(kv.split("=", 1) for kv in p.stdout.split() if "=" in kv) if p.returncode == 0 else {}
+        try:
+            restarts = int(said.get("Restarts", "0"))
+        except ValueError:
+            return False
+        if not (restarts > (row.get("requeues") or 0) and restarts <= self.max_requeues
+                and relaunched.get(job.hash, -1) < restarts):
+            return False
+        relaunched[job.hash] = restarts
+        q = subprocess.run(["scontrol", "requeue", sid], capture_output=True, text=True)
+        if q.returncode != 0:
+            print(f"[requeue refused] {job.label()}  ({sid}: SLURM could not start its restart {restarts} ("
+                  f"{said.get('JobState')}, {said.get('Reason')}) and refused to requeue it: "
+                  f"{(q.stderr or q.stdout).strip().splitlines()[-1:] or q.returncode})", flush=True)
+            return False
+        print(f"[requeued again] {job.label()}  ({sid}: SLURM could not start its restart {restarts} "
+              f"({said.get('JobState')}, {said.get('Reason')}); requeued by the runner, it resumes from its last "
+              "checkpoint)", flush=True)
+        return True
+
     @staticmethod
     def _squeue(arrays: list[str]) -> dict[str, str] | str:
         """{array_task id: state} of the arrays' tasks SLURM still knows, ended ones included (``--states=all``:
@@ -445,6 +474,7 @@ class ClusterExecutor:
         left = {j.hash: j for j in jobs}
         unanswered = False  # said once while the controller does not answer, again after it has answered
         missing: dict[str, float] = {}  # SLURM tasks ended or unlisted while their rows have not ended: since when
+        relaunched: dict[str, int] = {}  # SLURM tasks the runner requeued after a restart that never ran: restart
         while left:
             said_by: dict[str, str | None] = {}  # SLURM's state of each task (None: not listed)
             if self.kind == "slurm":
@@ -477,6 +507,10 @@ class ClusterExecutor:
                     print(f"[start] {left[h].label()}  ({row.get('scheduler_id')} on {row.get('host')})\n"
                           f"{runner.progress()}", flush=True)
                 if h not in gone:
+                    missing.pop(h, None)
+                    continue
+                if (self.kind == "slurm" and row.get("status") in ("queued", "running", "interrupted")
+                        and said_by.get(h) in SLURM_ENDED and self._relaunch(left[h], handles[h], row, relaunched)):
                     missing.pop(h, None)
                     continue
                 if self.kind == "slurm" and row.get("status") in ("queued", "running", "interrupted"):

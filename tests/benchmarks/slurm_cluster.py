@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel")
+DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol", "scancel")
 
 
 class Unavailable(RuntimeError):
@@ -97,6 +97,16 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
             return out.returncode == 0 and ("State=IDLE" in out.stdout or "State=MIXED" in out.stdout)
 
         _wait(idle, 60, "the SLURM node did not become idle", base / "log" / "slurmd.log", procs)
+        # idle is the controller's word; a job step also needs slurmd to take it: a trivial srun must run first
+
+        def runs() -> bool:
+            try:
+                return subprocess.run([exe["srun"], "-N1", "-n1", "-t", "1", "true"], env=env, capture_output=True,
+                                      timeout=30).returncode == 0
+            except subprocess.TimeoutExpired:
+                return False
+
+        _wait(runs, 90, "a trivial srun did not run on the SLURM node", base / "log" / "slurmd.log", procs)
         yield {"SLURM_CONF": str(conf)}
     finally:
         for p in reversed(procs):
@@ -119,3 +129,24 @@ def _wait(ok, timeout: float, what: str, log: Path, procs: list[subprocess.Popen
         time.sleep(0.3)
     tail = log.read_text()[-600:] if log.exists() else ""
     raise Unavailable(f"{what} ({log}: {tail.strip().splitlines()[-1] if tail.strip() else 'no log'})")
+
+
+def describe(env: dict[str, str], job_ids: list[str] = (), lines: int = 60) -> str:  # type: ignore[assignment]
+    """What SLURM saw, for a failing test's message: ``scontrol show job`` of each id, ``squeue --states=all``, and the
+    end of the controller's and the node's logs (with every line that names one of the jobs)."""
+    parts = []
+    for cmd in [["scontrol", "show", "job", j] for j in job_ids] + [["squeue", "-t", "all", "-r", "-o",
+                                                                     "%i %T %r %S %e"]]:
+        try:
+            p = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True, timeout=20)
+            parts.append(f"== {' '.join(cmd)}\n{p.stdout}{p.stderr}")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            parts.append(f"== {' '.join(cmd)}: {exc}")
+    logs = Path(env["SLURM_CONF"]).parent / "log"
+    keys = [j.split("_")[0] for j in job_ids]
+    for name in ("slurmctld.log", "slurmd.log"):
+        text = (logs / name).read_text(errors="replace").splitlines() if (logs / name).exists() else []
+        named = [ln for ln in text if any(k and k in ln for k in keys)]
+        parts.append(f"== {logs / name}: lines naming {keys}\n" + "\n".join(named[-lines:])
+                     + f"\n== {logs / name}: last {lines} lines\n" + "\n".join(text[-lines:]))
+    return "\n".join(parts)

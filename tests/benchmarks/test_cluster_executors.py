@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -35,6 +36,30 @@ def slurm(tmp_path_factory):
         pytest.skip(f"no one-node SLURM cluster: {exc}")
 
 
+@pytest.fixture(autouse=True)
+def _said_on_failure(request, tmp_path):
+    """A failed cluster test prints what the runner, submitit and SLURM saw (pytest shows it with the failure): the
+    runner's and the nodes' logs, ``scontrol show job`` of every job the registry names, ``squeue --states=all`` and
+    the controller's and node's logs."""
+    yield
+    rep = getattr(request.node, "rep_call", None)
+    if rep is None or not rep.failed:
+        return
+    print(_logs(tmp_path, tail=6000))
+    if "slurm" in request.fixturenames:
+        ids: list[str] = []
+        for db in tmp_path.rglob("*.sqlite"):
+            try:
+                with sqlite3.connect(db) as conn:
+                    rows = conn.execute("SELECT hash, status, requeues, scheduler_id FROM jobs").fetchall()
+            except sqlite3.Error as exc:  # what the registry could not say is said too
+                print(f"registry {db}: {exc}")
+                continue
+            print(f"== registry {db}: jobs (hash, status, requeues, scheduler id): {rows}")
+            ids += [str(sid).split(":", 1)[1] for *_, sid in rows if str(sid).startswith("slurm:")]
+        print(slurm_cluster.describe(request.getfixturevalue("slurm"), sorted(set(ids))))
+
+
 def _suite(tmp_path: Path, name: str, groups: list[dict]) -> Path:
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump({"name": name, "resources": {"cpus": 1, "time": 10}, "jobs": groups}))
@@ -55,6 +80,28 @@ def _wait(cond, timeout: float, what: str, proc: subprocess.Popen | None = None)
             raise AssertionError(f"{what}: the runner ended first:\n{proc.communicate()[0][-3000:]}")
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting: {what}")
+
+
+def _release(sid: str, env: dict, restarted, runner: subprocess.Popen, timeout: float = 90) -> None:
+    """Let a requeued job go: SLURM holds it back for 120 s (its BeginTime), which the test lifts with ``scontrol
+    update StartTime=now`` once it is pending, but not before 2 s have passed: slurmd refuses to launch a job in the
+    second its previous run was killed ("Killing non-startable batch JobId=N: Job credential revoked"), and the task
+    then ends FAILED with no process of its own. Lifted at once, that happened when the restart was allocated within
+    the kill's second: the fresh-machine CI failures of the requeue tests. (The runner now requeues such a task again,
+    after SLURM's hold.) Done when pending and lifted, or when ``restarted()`` (the restart has taken its row)."""
+    pending: list[float] = []
+
+    def lifted() -> bool:
+        if restarted():
+            return True
+        state = subprocess.run(["squeue", "-h", "-o", "%T", "-j", sid], env=env, capture_output=True, text=True).stdout
+        if "PENDING" not in state:
+            return False
+        pending[:] = pending or [time.monotonic()]
+        return time.monotonic() - pending[0] >= 2.0 and subprocess.run(
+            ["scontrol", "update", f"JobId={sid}", "StartTime=now"], env=env, capture_output=True).returncode == 0
+
+    _wait(lifted, timeout, f"the requeued job {sid} to be pending, and let go", runner)
 
 
 def _logs(tmp_path: Path, tail: int = 2000) -> str:
@@ -94,12 +141,7 @@ def test_slurm_grid_requeue_resumes_with_one_row_status_and_cancel(slurm, tmp_pa
         t_requeue = time.monotonic()
         sid = row["scheduler_id"].split(":", 1)[1]
         subprocess.run(["scontrol", "requeue", sid], env=env, check=True, timeout=30)
-        # SLURM holds a requeued job back for 120 s (its BeginTime) before it may start again; the test lets it go
-        # (or the job was not held, and has already taken its row back: one fresh-clone CI run never saw it pending)
-        _wait(lambda: subprocess.run(["scontrol", "update", f"JobId={sid}", "StartTime=now"], env=env,
-                                     capture_output=True).returncode == 0 and "PENDING" in subprocess.run(
-            ["squeue", "-h", "-o", "%T", "-j", sid], env=env, capture_output=True, text=True).stdout
-              or (reg.job(long_.hash) or {}).get("requeues") == 1, 60, "the requeued job to be pending", runner)
+        _release(sid, env, lambda: (reg.job(long_.hash) or {}).get("requeues") == 1, runner)
         _wait(lambda: (reg.job(long_.hash) or {}).get("requeues") == 1, 120, "the requeued job's restart", runner)
         restart = time.monotonic() - t_requeue
         out = runner.communicate(timeout=240)[0]
@@ -280,10 +322,7 @@ def test_slurm_time_limit_signal_requeues_the_task_which_resumes(slurm, tmp_path
         subprocess.run(["scancel", "--signal=USR2", sid], env=env, check=True, timeout=30)  # what --time's warning sends
         _wait(lambda: reg.runs(config_hash=job.hash)[0]["status"] == "interrupted", 60, "the run to stop at the signal",
               runner)
-        _wait(lambda: subprocess.run(["scontrol", "update", f"JobId={sid}", "StartTime=now"], env=env,
-                                     capture_output=True).returncode == 0 and "PENDING" in subprocess.run(
-            ["squeue", "-h", "-o", "%T", "-j", sid], env=env, capture_output=True, text=True).stdout
-              or (reg.job(job.hash) or {}).get("requeues") == 1, 90, "submitit's requeue", runner)
+        _release(sid, env, lambda: (reg.job(job.hash) or {}).get("requeues") == 1, runner)
         out = runner.communicate(timeout=240)[0]
     finally:
         if runner.poll() is None:
