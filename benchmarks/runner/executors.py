@@ -397,8 +397,8 @@ class ClusterExecutor:
         its own), which a requeued job released early (``scontrol update StartTime=now``, ``scontrol release``) meets:
         left alone, the job was called failed."""
         sid = handle.split(":", 1)[1]
-        p = subprocess.run(["scontrol", "show", "job", "-o", sid], capture_output=True, text=True)
-        said = dict(kv.split("=", 1) for kv in p.stdout.split() if "=" in kv) if p.returncode == 0 else {}
+        p = self._scontrol("show", "job", "-o", sid)
+        said = dict(kv.split("=", 1) for kv in p.stdout.split() if "=" in kv) if p and p.returncode == 0 else {}
         try:
             restarts = int(said.get("Restarts", "0"))
         except ValueError:
@@ -407,16 +407,24 @@ class ClusterExecutor:
                 and relaunched.get(job.hash, -1) < restarts):
             return False
         relaunched[job.hash] = restarts
-        q = subprocess.run(["scontrol", "requeue", sid], capture_output=True, text=True)
-        if q.returncode != 0:
+        q = self._scontrol("requeue", sid)
+        if q is None or q.returncode != 0:
+            said_q = ((q.stderr or q.stdout).strip().splitlines() or [f"exit {q.returncode}"])[-1] if q else "no scontrol"
             print(f"[requeue refused] {job.label()}  ({sid}: SLURM could not start its restart {restarts} ("
-                  f"{said.get('JobState')}, {said.get('Reason')}) and refused to requeue it: "
-                  f"{(q.stderr or q.stdout).strip().splitlines()[-1:] or q.returncode})", flush=True)
+                  f"{said.get('JobState')}, {said.get('Reason')}) and refused to requeue it: {said_q})", flush=True)
             return False
         print(f"[requeued again] {job.label()}  ({sid}: SLURM could not start its restart {restarts} "
               f"({said.get('JobState')}, {said.get('Reason')}); requeued by the runner, it resumes from its last "
               "checkpoint)", flush=True)
         return True
+
+    @staticmethod
+    def _scontrol(*args: str) -> subprocess.CompletedProcess[str] | None:
+        """``scontrol <args>``'s answer; None where there is no scontrol (a test's stand-in, a host that is no client)."""
+        try:
+            return subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
 
     @staticmethod
     def _squeue(arrays: list[str]) -> dict[str, str] | str:

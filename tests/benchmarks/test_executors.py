@@ -200,6 +200,7 @@ def test_a_slurm_task_missing_from_squeue_while_it_is_requeued_is_followed_on(tm
 
         ex = ClusterExecutor("slurm", poll=0.01, vanish_grace=grace)
         monkeypatch.setattr(ex, "_squeue", squeue)
+        monkeypatch.setattr(ex, "_scontrol", lambda *a: None)  # no SLURM here: nothing to ask
         return ex._follow(Runner(db, log_dir=tmp_path / "logs"), [job], {job.hash: f"slurm:{sid}"}, reg)
 
     requeue = [(None, 0, "RUNNING"), ("interrupted", 0, None), (None, 0, "COMPLETED"), (None, 0, "PENDING"),
@@ -216,3 +217,58 @@ def test_a_slurm_task_missing_from_squeue_while_it_is_requeued_is_followed_on(tm
     assert follow([(None, 0, "RUNNING"), ("interrupted", 0, "OUT_OF_MEMORY")], grace=0.05) == {job.hash: "failed"}
     out = capsys.readouterr().out
     assert "[failed (log" in out and "scheduler's log" in out and "SLURM: OUT_OF_MEMORY" in out, out
+
+
+def test_a_restart_slurm_could_not_start_is_requeued_by_the_runner(tmp_path, monkeypatch, capsys):
+    """a requeued task whose restart SLURM could not launch (released within the second of its kill: 'Job credential
+    revoked'; the task ends FAILED, Restarts=1, its row still 'running' with requeues 0: the fresh-machine CI failure)
+    is requeued by the runner (scontrol requeue, once per restart, up to --max-requeues) and followed on to its end;
+    without scontrol's word it fails as before, naming SLURM's state"""
+    import subprocess
+
+    from benchmarks.runner.executors import ClusterExecutor
+    from benchmarks.runner.run import Runner
+
+    _, (job,) = load_suite(_write(tmp_path, {"name": "t", "jobs": [{"frontend": "graph", "command": "tu",
+                                                                    "seeds": [0]}]}))
+    db = str(tmp_path / "r.sqlite")
+    reg = Registry(db)
+    reg.claim_job(job.hash, "graph tu", rerun=True, scheduler_id="slurm:6_0", requeues=0)
+    state = {"task": "RUNNING", "restarts": 0, "polls": 0}
+    asked: list[tuple[str, ...]] = []
+
+    def squeue(arrays):
+        state["polls"] += 1
+        if state["polls"] == 3:  # the restart that never started: SLURM ended the task, the row is as it was
+            state.update(task="FAILED", restarts=1)
+        if state["task"] == "PENDING" and state["polls"] > 6:  # after the runner's requeue: it starts and ends
+            reg.update_job(job.hash, status="running", requeues=2)
+            reg.finish_job(job.hash, "finished")
+            state["task"] = "COMPLETED"
+        return {"6_0": state["task"]}
+
+    def scontrol(*args):
+        asked.append(args)
+        if args[0] == "requeue":
+            state["task"] = "PENDING"
+            return subprocess.CompletedProcess(args, 0, "", "")
+        return subprocess.CompletedProcess(args, 0, f"JobId=6 JobState={state['task']} Reason=NonZeroExitCode "
+                                                    f"Restarts={state['restarts']} BatchFlag=1", "")
+
+    ex = ClusterExecutor("slurm", poll=0.01, vanish_grace=0.05)
+    monkeypatch.setattr(ex, "_squeue", squeue)
+    monkeypatch.setattr(ex, "_scontrol", scontrol)
+    assert ex._follow(Runner(db, log_dir=tmp_path / "logs"), [job], {job.hash: "slurm:6_0"}, reg) == {
+        job.hash: "finished"}
+    assert asked.count(("requeue", "6_0")) == 1
+    assert "[requeued again]" in capsys.readouterr().out
+    # SLURM's restarts past --max-requeues: not requeued again, it fails naming SLURM's state
+    reg.claim_job(job.hash, "graph tu", rerun=True, scheduler_id="slurm:6_0", requeues=0)
+    state.update(task="RUNNING", restarts=0, polls=0)
+    asked.clear()
+    ex = ClusterExecutor("slurm", poll=0.01, vanish_grace=0.05, max_requeues=0)
+    monkeypatch.setattr(ex, "_squeue", squeue)
+    monkeypatch.setattr(ex, "_scontrol", scontrol)
+    assert ex._follow(Runner(db, log_dir=tmp_path / "logs"), [job], {job.hash: "slurm:6_0"}, reg) == {
+        job.hash: "failed"}
+    assert ("requeue", "6_0") not in asked and "SLURM: FAILED" in capsys.readouterr().out
