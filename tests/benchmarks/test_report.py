@@ -64,8 +64,8 @@ def test_report_tables_claims_and_page(tmp_path):
     assert "**89.00 ± 1.00 (n=3)**" in md  # macl best on MUTAG, in percent, mean ± sample std over 3 seeds
     assert "graphcl (published) | 86.80 | 74.39" in md
     assert "**paired by seed**" in md  # the rule is stated once, above the claims
-    # the findings come first: every claim of the catalogue, once. TU: 2 of the 6 data sets measured, MUTAG (gap 2,
-    # p 0.035) confirmed, PROTEINS (gap 1, p 0.14) not -> still open
+    # the findings come first: every claim of the catalogue, once. TU: 2 of the 6 data sets measured, MUTAG (gap 2) and
+    # PROTEINS (gap 1) confirmed (the arms share their seeds and every seed's gap is the same: paired) -> still open
     assert md.index("## Findings") < md.index("| paper | claim |") < md.index("## Graphs") < md.index("## Images") \
         < md.index("## Sentences") < md.index("## Synthetic data") < md.index("## Evidence of each claim")
     # a modality section: the headline its suite file declares (graph-tu.yaml's report: entry, from graph_tu.md),
@@ -82,7 +82,7 @@ def test_report_tables_claims_and_page(tmp_path):
     assert re.search(r"\| MACL improves GraphCL on unsupervised TU graph classification \| \+0.73 \| \+2.00 "
                      r"\[[-+]\d+\.\d\d, [-+]\d+\.\d\d\] \| [^|]+ \| \d+\.\d\d \| 3 \| - \| \*\*inconclusive \(n < 3\)\*\* \|",
                      md)
-    assert re.search(r"- \*\*tu-macl\*\*: confirmed on 1 of 2 measured \(needs 4 of 6\); .*MUTAG: macl 89.00 ± 1.00 "
+    assert re.search(r"- \*\*tu-macl\*\*: confirmed on 2 of 2 measured \(needs 4 of 6\); .*MUTAG: macl 89.00 ± 1.00 "
                      r"\(n=3\) vs graphcl 87.00 ± 1.00 \(n=3\), gap \+2.00, 95 % CI \[[^]]+\], p\(gap > \+0.5\) = ", md)
     assert "**img-macl**: needs macl and infonce at batch 64 and 256" in md  # not the suite's runs: not measured
     # the text claim is the text-sts suite's own (benchmarks/tables/text_sts.py): runs outside its jobs never count

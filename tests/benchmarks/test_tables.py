@@ -55,7 +55,9 @@ def test_graph_tu_table_from_registry(reg, tmp_path):
     text = graph_tu.table(reg)
     mutag = next(l for l in text.splitlines() if l.startswith("| MUTAG"))
     assert "87.00 ± 1.00 (n=3)" in mutag and "89.00 ± 1.00 (n=3)" in mutag and "86.80 ± 1.34" in mutag
-    assert re.search(r"confirmed \(gap \+2\.00, p = 0\.0\d+, n = 3/3, 90 % CI \[\+0\.26, \+3\.74\], detectable 2\.51\)", mutag)
+    # the arms share their seeds (same seed, same data set): paired, and every seed's gap is exactly 2 points
+    assert re.search(r"confirmed \(gap \+2\.00, 95 % CI \[\+2\.00, \+2\.00\], p\(gap > \+0\.5\) = 0, paired by seed, "
+                     r"r = \+1\.00, n = 3/3, detectable 0\.50\)", mutag)
     assert "10.00" not in text
     nci1 = next(l for l in text.splitlines() if l.startswith("| NCI1"))
     assert nci1.count("not run") == 5  # every loss column of a data set with no runs
