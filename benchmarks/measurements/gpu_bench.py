@@ -54,7 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from suite.train import data_workers, optimizer_options
+from suite.train import data_workers, optimizer_options, to_device
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "gpu_bench.md"
 OUT = RESULTS  # the file :func:`table` renders (benchmarks.report: TABLES)
@@ -122,6 +122,27 @@ def nt_xent(a: Tensor, b: Tensor, t: float = TEMPERATURE, queue: Tensor | None =
     target = torch.cat([torch.arange(n, 2 * n, device=a.device), torch.arange(n, device=a.device)])
     return F.cross_entropy(sim, target)
 
+
+RATIO_TEXT = ("ratio = the median over interleaved rounds of one side's rate / the median of the other's (front-ends: "
+              "suite / plain, >= 0.9 the target; the loss core: time / the plain InfoNCE's time, lower is better), "
+              "its lowest and highest per-round ratio beside it in brackets")
+
+
+def median_ratio(side: Sequence[float], other: Sequence[float]) -> dict[str, float]:
+    """The one ratio of the bench (:data:`RATIO_TEXT`): ``median(side) / median(other)`` over rounds that alternated
+    the two, and the lowest and highest per-round ``side[i] / other[i]`` as its range.
+
+    Example: >>> median_ratio([2.0, 4.0, 3.0], [2.0, 2.0, 3.0])["ratio"]
+    1.5
+    """
+    per = [a / b for a, b in zip(side, other)]
+    return {"ratio": statistics.median(side) / statistics.median(other), "ratio_min": min(per), "ratio_max": max(per)}
+
+
+# the plain loops' fairness version, recorded with every front-end row: 2 = issue 68's loops (SimCSE tokenised once
+# and indexed on the device, every host copy from pinned memory, the vision encoder converted to channels_last, the
+# suite's prefetch depth, whole batches). Rows without it timed handicapped plain loops: the table leaves them out.
+PLAIN_VERSION = 2
 
 # code versions whose GPU rows timed the plain loops with their targets copied from the host each step (from pageable
 # memory: a wait for the device): their ratios may favour the suite by an amount not measured
@@ -227,28 +248,51 @@ class Plain:
             self.step()
 
 
-def _channels_last(model: nn.Module, device: torch.device) -> torch.memory_format:
-    if device.type == "cuda":
-        model.to(memory_format=torch.channels_last)  # type: ignore[call-arg]
-        return torch.channels_last
-    return torch.contiguous_format
+def suite_prefetch_depth() -> int:
+    """Batches each ``DataLoader`` worker of the suite's :class:`suite.train.engine.Prefetch` keeps ready: read from
+    the loader it builds (PyG's ``DataLoader`` keeps torch's default of 2), so the plain loops keep the same."""
+    from suite.train.engine import Prefetch
+
+    return int(Prefetch(lambda b: b, workers=1).loader.prefetch_factor)  # type: ignore[union-attr]
+
+
+def plain_loader(items: Any, batch: int, device: torch.device, workers: int | None = None) -> Any:
+    """PyG's ``DataLoader`` as the plain graph loops use it: shuffled whole batches, the suite's workers
+    (:func:`suite.train.data_workers`) and prefetch depth, pinned batches on CUDA (as the engine pins its own)."""
+    from torch_geometric.loader import DataLoader
+
+    w = data_workers(device) if workers is None else workers
+    return DataLoader(items, batch_size=batch, shuffle=True, drop_last=True, num_workers=w,
+                      pin_memory=device.type == "cuda", persistent_workers=w > 0,
+                      **({"prefetch_factor": suite_prefetch_depth()} if w else {}))
+
+
+def _compiled(model: nn.Module, compile: bool) -> Any:
+    """``model`` through ``torch.compile`` where the bench compares compiled sides (``--compile``)."""
+    return torch.compile(model) if compile else model
 
 
 class PlainSimCLR(Plain):
     """SimCLR as the fastest public loops write it: images on the device, NHWC convolutions and cuDNN's autotuner on
-    CUDA, bf16 autocast, fused SGD, the loss read back never."""
+    CUDA, bf16 autocast, fused SGD, the loss read back never. ``channels_last`` (default: on CUDA, where the suite
+    converts its own encoder) converts the encoder itself (:meth:`vision.models.Encoder.channels_last`), so its
+    ``features`` keep the NHWC views as they come; ``compile``: the model through ``torch.compile``."""
 
-    def __init__(self, images: Tensor, batch: int, encoder: str, width: float, bf16: bool, device: torch.device) -> None:
+    def __init__(self, images: Tensor, batch: int, encoder: str, width: float, bf16: bool, device: torch.device,
+                 channels_last: bool | None = None, compile: bool = False) -> None:
         from vision.models import build_encoder
         from vision.transforms import ViewAugment, get_recipe
 
         self.device, self.batch, self.examples = device, batch, batch
         self.x = images.to(device)
-        self.model = build_encoder(encoder, width, 32, 128).to(device)
-        self.fmt = _channels_last(self.model, device)
+        self.encoder = build_encoder(encoder, width, 32, 128).to(device)
+        if device.type == "cuda" if channels_last is None else channels_last:
+            self.encoder.channels_last()
+        self.fmt = self.encoder.memory_format
+        self.model = _compiled(self.encoder, compile)
         torch.backends.cudnn.benchmark = device.type == "cuda"
         self.aug = ViewAugment(get_recipe("cifar", 32), 2).to(device)
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.06 * batch / 256, momentum=0.9, weight_decay=5e-4,
+        self.opt = torch.optim.SGD(self.encoder.parameters(), lr=0.06 * batch / 256, momentum=0.9, weight_decay=5e-4,
                                    **optimizer_options(device))
         self.dtype = torch.bfloat16 if bf16 else None
         self.gen = torch.Generator(device).manual_seed(0)
@@ -272,9 +316,10 @@ class PlainMoCo(PlainSimCLR):
     suite's MoCo takes with InfoNCE (the query and its key both anchors, the queue as further negatives)."""
 
     def __init__(self, images: Tensor, batch: int, encoder: str, width: float, bf16: bool, device: torch.device,
-                 queue: int, momentum: float = 0.99) -> None:
-        super().__init__(images, batch, encoder, width, bf16, device)
-        self.key = copy.deepcopy(self.model).requires_grad_(False)
+                 queue: int, momentum: float = 0.99, channels_last: bool | None = None, compile: bool = False) -> None:
+        super().__init__(images, batch, encoder, width, bf16, device, channels_last, compile)
+        self.key_encoder = copy.deepcopy(self.encoder).requires_grad_(False)
+        self.key = _compiled(self.key_encoder, compile)
         self.queue = F.normalize(torch.randn(queue, 128, device=device), dim=1)
         self.ptr, self.m = 0, momentum
 
@@ -291,7 +336,7 @@ class PlainMoCo(PlainSimCLR):
         loss.backward()
         self.opt.step()
         with torch.no_grad():
-            torch._foreach_lerp_(list(self.key.parameters()), list(self.model.parameters()), 1 - self.m)
+            torch._foreach_lerp_(list(self.key_encoder.parameters()), list(self.encoder.parameters()), 1 - self.m)
             end = min(self.ptr + n, self.queue.shape[0])
             self.queue[self.ptr:end] = k[: end - self.ptr]
             self.ptr = end % self.queue.shape[0]
@@ -303,11 +348,11 @@ def _forever(loader: Any) -> Any:
 
 
 class PlainGraphCL(Plain):
-    """GraphCL with PyG's own ``DataLoader`` (workers and pinned memory on CUDA), the suite's GIN and augmentation."""
+    """GraphCL with PyG's own ``DataLoader`` (:func:`plain_loader`: the suite's workers and prefetch depth, pinned
+    batches on CUDA), the suite's GIN and augmentation."""
 
-    def __init__(self, data: Any, batch: int, device: torch.device, loss: str = "infonce") -> None:
-        from torch_geometric.loader import DataLoader
-
+    def __init__(self, data: Any, batch: int, device: torch.device, loss: str = "infonce", workers: int | None = None,
+                 compile: bool = False) -> None:
         from graph.augment import build_augmentation
         from graph.tu.graphcl import TUConfig, make_views
         from graph.tu.model import GraphCLModel
@@ -315,17 +360,17 @@ class PlainGraphCL(Plain):
 
         cfg = TUConfig()
         self.device, self.examples, self.make_views = device, batch, make_views
-        w = data_workers(device)
-        self.batches = _forever(DataLoader(data.graphs, batch_size=batch, shuffle=True, drop_last=True, num_workers=w,
-                                           pin_memory=device.type == "cuda", persistent_workers=w > 0))
+        self.loader = plain_loader(data.graphs, batch, device, workers)
+        self.batches = _forever(self.loader)
         _, self.mode, _ = resolve(loss, None, cfg.views)
         self.aug = build_augmentation(cfg.aug, cfg.aug_ratio)
         self.gen = torch.Generator(device).manual_seed(0)
-        self.model = GraphCLModel(data.num_features, cfg.hidden, cfg.layers).to(device)
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, **optimizer_options(device))
+        self.encoder = GraphCLModel(data.num_features, cfg.hidden, cfg.layers).to(device)
+        self.model = _compiled(self.encoder, compile)
+        self.opt = torch.optim.Adam(self.encoder.parameters(), lr=cfg.lr, **optimizer_options(device))
 
     def step(self) -> None:
-        b = next(self.batches).to(self.device, non_blocking=True)
+        b = to_device(next(self.batches), self.device)
         z = [self.model(v.x, v.edge_index, v.batch, v.num_graphs) for v in self.make_views(b, self.mode, self.aug, self.gen)]
         loss = nt_xent(z[0], z[1])
         self.opt.zero_grad(set_to_none=True)
@@ -334,12 +379,13 @@ class PlainGraphCL(Plain):
 
 
 class PlainMol(Plain):
-    """Molecular pretraining (Hu et al.'s GIN) with PyG's ``DataLoader`` over the molecules as ``Data``, the suite's two
-    augmentations (on the host, as the suite does), fused Adam."""
+    """Molecular pretraining (Hu et al.'s GIN) with PyG's ``DataLoader`` over the molecules as ``Data``
+    (:func:`plain_loader`), the suite's two augmentations (on the host, as the suite does), each view copied to the
+    device from pinned memory (:func:`suite.train.to_device`, as the suite copies its own), fused Adam."""
 
-    def __init__(self, graphs: Any, batch: int, layers: int, dim: int, device: torch.device) -> None:
+    def __init__(self, graphs: Any, batch: int, layers: int, dim: int, device: torch.device,
+                 workers: int | None = None, compile: bool = False) -> None:
         from torch_geometric.data import Data
-        from torch_geometric.loader import DataLoader
 
         from graph.mol.data import get_featurizer
         from graph.mol.model import MolGIN
@@ -350,19 +396,19 @@ class PlainMol(Plain):
         for i in range(len(graphs)):
             b = graphs.batch([i])
             data.append(Data(x=b.x, edge_index=b.edge_index, edge_attr=b.edge_attr))
-        w = data_workers(device)
-        self.batches = _forever(DataLoader(data, batch_size=batch, shuffle=True, drop_last=True, num_workers=w,
-                                           pin_memory=device.type == "cuda", persistent_workers=w > 0))
+        self.loader = plain_loader(data, batch, device, workers)
+        self.batches = _forever(self.loader)
         self.aug1, self.aug2 = make_augmentation(cfg.aug1, cfg.aug_ratio), make_augmentation(cfg.aug2, cfg.aug_ratio)
         self.gen = torch.Generator().manual_seed(0)
         self.device, self.examples = device, batch
-        self.model = ContrastiveMolModel(MolGIN(layers, dim, cfg.dropout, get_featurizer("hu"))).to(device)
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, **optimizer_options(device))
+        self.encoder = ContrastiveMolModel(MolGIN(layers, dim, cfg.dropout, get_featurizer("hu"))).to(device)
+        self.model = _compiled(self.encoder, compile)
+        self.opt = torch.optim.Adam(self.encoder.parameters(), lr=cfg.lr, **optimizer_options(device))
 
     def step(self) -> None:
         b = next(self.batches)
-        v1 = self.aug1(b, self.gen).to(self.device, non_blocking=True)
-        v2 = self.aug2(b, self.gen).to(self.device, non_blocking=True)
+        v1 = to_device(self.aug1(b, self.gen), self.device)
+        v2 = to_device(self.aug2(b, self.gen), self.device)
         loss = nt_xent(self.model(v1), self.model(v2))
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -370,24 +416,35 @@ class PlainMol(Plain):
 
 
 class PlainSimCSE(Plain):
-    """Unsupervised SimCSE as the Hugging Face way writes it: the tokenizer called every step, one forward of the
-    batch twice (two dropout masks), mean pooling, InfoNCE, fused AdamW, bf16 autocast."""
+    """Unsupervised SimCSE as SimCSE's own ``train.py`` writes it: the data set tokenised once before training (its
+    ``datasets.map``), here held on the device padded to ``max_length`` and indexed each step, trimmed to the batch's
+    longest sentence (the lengths kept on the host: no read of the device), the indices copied from pinned memory;
+    one forward of the batch twice (two dropout masks), mean pooling, InfoNCE, fused AdamW, bf16 autocast."""
 
-    def __init__(self, folder: Path, texts: list[str], batch: int, bf16: bool, device: torch.device) -> None:
+    def __init__(self, folder: Path, texts: list[str], batch: int, bf16: bool, device: torch.device,
+                 max_length: int = 32, compile: bool = False) -> None:
         from transformers import AutoModel, AutoTokenizer
 
         self.tok = AutoTokenizer.from_pretrained(str(folder))
-        self.model = AutoModel.from_pretrained(str(folder)).to(device).train()
-        self.texts, self.batch, self.device, self.examples = texts, batch, device, batch
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-5, **optimizer_options(device))
+        enc = self.tok(texts, padding="max_length", truncation=True, max_length=max_length, return_tensors="pt")
+        self.ids, self.mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)  # (n, max_length)
+        self.lengths = enc["attention_mask"].sum(1)  # (n,) on the host
+        self.encoder = AutoModel.from_pretrained(str(folder)).to(device).train()
+        self.model = _compiled(self.encoder, compile)
+        self.batch, self.device, self.examples = batch, device, batch
+        self.opt = torch.optim.AdamW(self.encoder.parameters(), lr=3e-5, **optimizer_options(device))
         self.dtype = torch.bfloat16 if bf16 else None
-        self.rng = random.Random(0)
+        self.gen = torch.Generator().manual_seed(0)
+
+    def tokens(self) -> tuple[Tensor, Tensor]:
+        """A batch's ``input_ids`` and ``attention_mask``, (B, T) on the device, T its longest sentence."""
+        idx = torch.randperm(len(self.lengths), generator=self.gen)[: self.batch]
+        t = int(self.lengths[idx].max())
+        idx = to_device(idx, self.device)
+        return self.ids[idx, :t], self.mask[idx, :t]
 
     def step(self) -> None:
-        items = self.rng.sample(self.texts, self.batch)
-        enc = self.tok(items, padding=True, truncation=True, max_length=32, return_tensors="pt")
-        ids = enc["input_ids"].to(self.device, non_blocking=True).repeat(2, 1)
-        mask = enc["attention_mask"].to(self.device, non_blocking=True).repeat(2, 1)
+        ids, mask = (t.repeat(2, 1) for t in self.tokens())
         with torch.autocast(self.device.type, dtype=self.dtype or torch.float32, enabled=self.dtype is not None):
             h = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
         m = mask[..., None].to(h.dtype)
@@ -500,8 +557,9 @@ def _batch_size(training: Any) -> int:
     return len(training.batches(0)[0])
 
 
-def front_ends(size: Size, device: torch.device, bf16: bool, scratch: Path) -> list[Work]:
-    """The five front-ends at ``size``: the suite's task and the plain loop, on the same generated data."""
+def front_ends(size: Size, device: torch.device, bf16: bool, scratch: Path, compile: bool = False) -> list[Work]:
+    """The five front-ends at ``size``: the suite's task and the plain loop, on the same generated data; ``compile``:
+    both sides' models through ``torch.compile`` (the suite's ``--compile``)."""
     works: list[Work] = []
     images = scratch / "images"
 
@@ -513,7 +571,7 @@ def front_ends(size: Size, device: torch.device, bf16: bool, scratch: Path) -> l
             cfg = PretrainConfig(dataset="cifar10", data_root=str(images), framework=framework, loss="infonce",
                                  encoder=size.encoder, width=size.width, batch_size=size.image_batch,
                                  queue_size=size.queue, bf16=bf16, device=str(device), eval_every=0,
-                                 registry=False, out=str(folder / framework))
+                                 registry=False, out=str(folder / framework), compile=compile)
             return suite_side(PretrainTask(cfg), cfg, device, folder)
         return build
 
@@ -523,8 +581,9 @@ def front_ends(size: Size, device: torch.device, bf16: bool, scratch: Path) -> l
 
             x = load_cifar_pickle(images).train_x
             if framework == "moco":
-                return PlainMoCo(x, size.image_batch, size.encoder, size.width, bf16, device, size.queue)
-            return PlainSimCLR(x, size.image_batch, size.encoder, size.width, bf16, device)
+                return PlainMoCo(x, size.image_batch, size.encoder, size.width, bf16, device, size.queue,
+                                 compile=compile)
+            return PlainSimCLR(x, size.image_batch, size.encoder, size.width, bf16, device, compile=compile)
         return build
 
     write_cifar(images, size.images)
@@ -539,10 +598,11 @@ def front_ends(size: Size, device: torch.device, bf16: bool, scratch: Path) -> l
         from graph.tu.graphcl import TUConfig, TUTask
 
         cfg = TUConfig(dataset="GPUBENCH", loss="infonce", batch_size=size.graph_batch, device=str(device),
-                       epochs=10**6, eval_epochs=[], out=str(folder / "tu"))
+                       epochs=10**6, eval_epochs=[], out=str(folder / "tu"), compile=compile)
         return suite_side(TUTask(tu), cfg, device, folder)
 
-    works.append(Work("graph-tu", "graphs", graph_suite, lambda folder: PlainGraphCL(tu, size.graph_batch, device),
+    works.append(Work("graph-tu", "graphs", graph_suite,
+                      lambda folder: PlainGraphCL(tu, size.graph_batch, device, compile=compile),
                       {"precision": "fp32", "batch": size.graph_batch, "graphs": size.graphs}))
 
     mols = mol_graphs(size.molecules)
@@ -551,11 +611,13 @@ def front_ends(size: Size, device: torch.device, bf16: bool, scratch: Path) -> l
         from graph.mol.pretrain import MolPretrainTask, PretrainMolConfig
 
         cfg = PretrainMolConfig(loss="infonce", batch_size=size.mol_batch, num_layers=size.mol_layers,
-                                emb_dim=size.mol_dim, device=str(device), registry=False, out=str(folder / "mol"))
+                                emb_dim=size.mol_dim, device=str(device), registry=False, out=str(folder / "mol"),
+                                compile=compile)
         return suite_side(MolPretrainTask(mols), cfg, device, folder)
 
     works.append(Work("graph-mol", "molecules", mol_suite,
-                      lambda folder: PlainMol(mols, size.mol_batch, size.mol_layers, size.mol_dim, device),
+                      lambda folder: PlainMol(mols, size.mol_batch, size.mol_layers, size.mol_dim, device,
+                                              compile=compile),
                       {"precision": "fp32", "batch": size.mol_batch, "gin": f"{size.mol_layers}x{size.mol_dim}"}))
 
     texts = sentences(size.sentences)
@@ -568,7 +630,7 @@ def front_ends(size: Size, device: torch.device, bf16: bool, scratch: Path) -> l
 
         cfg = SimCSEConfig(backbone=str(bert), pooling="mean", mlp_head=False, data=str(scratch / "sentences.txt"),
                            loss="infonce", batch_size=size.text_batch, max_steps=10**6, eval_every=0, bf16=bf16,
-                           device=str(device), out=str(folder / "text"))
+                           device=str(device), out=str(folder / "text"), compile=compile)
         stand_in = write_data(scratch / "data")["root"]  # a stand-in STS-B dev split: the task reads it when built
         was = os.environ.get("SUITE_DATA")
         os.environ["SUITE_DATA"] = str(stand_in)
@@ -581,7 +643,7 @@ def front_ends(size: Size, device: torch.device, bf16: bool, scratch: Path) -> l
                 os.environ["SUITE_DATA"] = was
 
     works.append(Work("text-simcse", "sentences", text_suite,
-                      lambda folder: PlainSimCSE(bert, texts, size.text_batch, bf16, device),
+                      lambda folder: PlainSimCSE(bert, texts, size.text_batch, bf16, device, compile=compile),
                       {**common, "batch": size.text_batch,
                        "bert": f"{size.text_layers}x{size.text_hidden}"}))
     return works
@@ -622,13 +684,11 @@ def measure_front_end(work: Work, size: Size, device: torch.device, scratch: Pat
         profile(engine, training, plain, device, size.steps, profile_to / f"profile-{work.name}.txt")
         return {}
     r = interleave(engine, training, plain, device, size.warmup, size.rounds, size.steps)
-    ratios = [p / s for s, p in zip(r.suite_s, r.plain_s)]  # time per step: plain / suite = suite rate / plain rate
-    suite_rate = statistics.median(size.steps / t for t in r.suite_s)
-    plain_rate = statistics.median(size.steps / t for t in r.plain_s)
+    suite_rates, plain_rates = [size.steps / t for t in r.suite_s], [size.steps / t for t in r.plain_s]
+    suite_rate, plain_rate = statistics.median(suite_rates), statistics.median(plain_rates)
     out = {"suite_steps_per_s": suite_rate, "plain_steps_per_s": plain_rate,
            "suite_examples_per_s": suite_rate * batch, "plain_examples_per_s": plain_rate * plain.examples,
-           "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
-           "suite_peak_mb": r.suite_peak, "plain_peak_mb": r.plain_peak,
+           **median_ratio(suite_rates, plain_rates), "suite_peak_mb": r.suite_peak, "plain_peak_mb": r.plain_peak,
            "batch": float(batch), "host_reads_per_step": getattr(engine, "host_reads", float("nan")) / max(engine.step, 1)}
     del engine, training, plain
     if device.type == "cuda":
@@ -674,8 +734,8 @@ def loss_cases(n: int, device: torch.device) -> dict[str, tuple[Callable[[], Ten
 
 
 def measure_losses(n: int, device: torch.device, repeats: int) -> dict[str, dict[str, float]]:
-    """Median forward + backward time of every case, interleaved; the ratio to the plain InfoNCE of the same round
-    (three-view losses: to three plain pairs). The losses run as the engine runs them: their input checks deferred to
+    """Median forward + backward time of every case, interleaved; the ratio to the plain InfoNCE (three-view losses:
+    to three plain pairs) by :func:`median_ratio`. The losses run as the engine runs them: their input checks deferred to
     the engine's read (:func:`suite.losses.checks.deferred`)."""
     from suite.losses.checks import DeferredChecks, deferred
 
@@ -713,8 +773,8 @@ def measure_losses(n: int, device: torch.device, repeats: int) -> dict[str, dict
     out: dict[str, dict[str, float]] = {}
     for k in cases:
         ref = times["plain-infonce-3pairs" if cases[k][2] == 3 else "plain-infonce"]
-        out[k] = {"ms": 1e3 * statistics.median(times[k]),
-                  "ratio": statistics.median(t / r for t, r in zip(times[k], ref)), "peak_mb": peaks.get(k, math.nan)}
+        out[k] = {"ms": 1e3 * statistics.median(times[k]), **median_ratio(times[k], ref),
+                  "peak_mb": peaks.get(k, math.nan)}
     for k, why in failed.items():
         out[k] = {"ms": math.nan, "ratio": math.nan, "peak_mb": math.nan, "failed": why}  # type: ignore[dict-item]
     return out
@@ -722,12 +782,12 @@ def measure_losses(n: int, device: torch.device, repeats: int) -> dict[str, dict
 
 # ----------------------------------------------------------------------------- record, table
 
-def device_info(device: torch.device) -> dict[str, str]:
-    info = {"device": "cpu", "torch": torch.__version__, "cuda": str(torch.version.cuda or "none"),
-            "threads": str(torch.get_num_threads())}
-    if device.type == "cuda":
-        info["device"] = torch.cuda.get_device_name(device)
-    return info
+def device_info(device: torch.device) -> dict[str, Any]:
+    """What the rows were measured on (:func:`suite.machine.environment`: device, driver, CUDA, torch, Triton, machine)
+    and the host's torch threads."""
+    from suite.machine import environment
+
+    return {**environment(device), "threads": str(torch.get_num_threads())}
 
 
 def _record(registry: Any, task: str, dataset: str, config: dict[str, Any], metrics: dict[str, float]) -> None:
@@ -742,80 +802,121 @@ def _fmt(v: float, digits: int = 0) -> str:
 
 
 def _range(m: dict[str, float]) -> str:
-    """" (lowest-highest)" of a front-end's per-round ratios, where its run recorded them."""
+    """" (lowest-highest)" of a row's per-round ratios, where its run recorded them under :data:`RATIO_TEXT`'s
+    definition (issue 68 on)."""
     if "ratio_min" not in m:
         return ""
     return f" ({_fmt(m['ratio_min'], 2)}-{_fmt(m['ratio_max'], 2)})"
 
 
-def table(registry: Any, allow_dirty: bool = False) -> str:
-    """``gpu_bench.md`` from the registry alone: the newest run of each front-end and loss case per device and size."""
-    from benchmarks.measurements.measured import every, latest
+def _env(c: dict[str, Any]) -> str:
+    """The versions and machine a row names (those it recorded: rows before issue 68 have no driver or machine)."""
+    parts = [f"{label} {c[k]}" for k, label in (("torch", "torch"), ("cuda", "CUDA"), ("driver", "driver"),
+                                                ("triton", "Triton"), ("machine", "machine")) if c.get(k)]
+    return ", ".join(parts)
 
-    fe_all = every(registry, TASK, lambda r: (r.config.get("device"), r.config.get("size"), r.row["dataset"]),
-                   allow_dirty)
-    fe = {k: runs[-1] for k, runs in fe_all.items()}
-    ls = latest(registry, LOSS_TASK, lambda r: (r.config.get("device"), r.config.get("size"), r.row["dataset"],
-                                                int(r.config.get("n", 0))), allow_dirty)
+
+def _reference(case: str) -> str:
+    """The plain case a loss-core case is timed against: three plain pairs for a multi-view loss."""
+    import suite.losses as L
+
+    name = case.rsplit("-", 1)[0]
+    multi = case == "plain-infonce-3pairs" or (name in L.available() and L.loss_class(name).multi_view)
+    return "plain-infonce-3pairs" if multi else "plain-infonce"
+
+
+def fair_front_end(r: Any) -> bool:
+    """A front-end row timed against issue 68's plain loops (:data:`PLAIN_VERSION` recorded with it)."""
+    return int(r.config.get("plain", 1)) >= PLAIN_VERSION
+
+
+def front_end_ratio(m: dict[str, float]) -> float:
+    """:data:`RATIO_TEXT` from a row's median rates (a row before issue 68 recorded the median of per-round ratios as
+    its ``ratio``: the table never shows that one)."""
+    return m["suite_steps_per_s"] / m["plain_steps_per_s"]
+
+
+def table(registry: Any, allow_dirty: bool = False) -> str:
+    """``gpu_bench.md`` from the registry alone: the newest fair run of each front-end and loss case per device and
+    size (front-ends: :func:`fair_front_end`; the loss core: not at :data:`PLAIN_WAITED`), each row naming its code
+    version and machine; the runs left out named by their code versions."""
+    from benchmarks.measurements.measured import every
+
+    def fe_key(r: Any) -> tuple[Any, ...]:
+        return (r.config.get("device"), r.config.get("size"),
+                r.row["dataset"] + (" (compiled)" if r.config.get("compile") else ""))
+
+    fe_every = every(registry, TASK, fe_key, allow_dirty)
+    fe_all = {k: [r for r in runs if fair_front_end(r)] for k, runs in fe_every.items()}
+    fe = {k: runs[-1] for k, runs in fe_all.items() if runs}
+    ls_every = every(registry, LOSS_TASK, lambda r: (r.config.get("device"), r.config.get("size"), r.row["dataset"],
+                                                     int(r.config.get("n", 0))), allow_dirty)
+    ls = {k: [r for r in runs if r.code_version not in PLAIN_WAITED] for k, runs in ls_every.items()}
+    ls = {k: runs[-1] for k, runs in ls.items() if runs}
+    plain_ms = {(k[0], k[1], k[3], r.code_version, k[2]): r.metrics.get("ms", math.nan)
+                for k, runs in ls_every.items() if k[2].startswith("plain-") for r in runs}
     lines = ["# The suite beside plain PyTorch loops (`make gpu-bench`)", "",
              "Made by `python -m benchmarks.measurements.gpu_bench` from the registry alone (tasks `gpu-bench`, "
              "`gpu-bench-loss`). Each front-end's training step (the front-end's own task driven by the engine) "
              "beside a plain loop of the same model, batch, precision, augmentation and optimiser, interleaved on "
-             "one device; ratio = the suite's rate / the plain loop's (median of per-round ratios, with their "
-             "range where recorded; target >= 0.9). "
-             "Peak memory: the most allocated above the round's start (CUDA only). `tiny` is the CI size on the "
-             "CPU: it checks the plumbing, its ratios say little.", ""]
-    shown = [r for runs in fe_all.values() for r in runs] + list(ls.values())
-    waited = sorted({r.code_version for r in shown if r.config.get("device") != "cpu"} & PLAIN_WAITED)
+             f"one device, whole batches on both sides; {RATIO_TEXT}. Each row names its code version and the "
+             "machine it ran on. Peak memory: the most allocated above the round's start (CUDA only). `tiny` is the "
+             "CI size on the CPU: it checks the plumbing, its ratios say little.", ""]
+    left = sorted({r.code_version[:7] for runs in fe_every.values() for r in runs if not fair_front_end(r)})
+    if left:
+        lines += [f"Front-end runs at code {', '.join(left)} are left out: they timed plain loops before issue 68's "
+                  "fixes (SimCSE tokenising every step in the training thread, the molecule views and SimCSE's "
+                  "tokens copied from pageable memory, the vision encoder not converted to channels_last, PyG's "
+                  "prefetch depth of 2 against the suite's 4, and at the older codes InfoNCE's targets built on the "
+                  "host), which favoured the suite by amounts not measured.", ""]
+    waited = sorted({r.code_version[:7] for runs in ls_every.values() for r in runs} & {v[:7] for v in PLAIN_WAITED})
     if waited:
-        lines += [f"GPU runs at code {', '.join(waited)} timed plain loops that built InfoNCE's targets on the host and "
-                  "copied them to the device every step (from pageable memory: the copy waits for the device): their "
-                  "ratios may favour the suite by an amount not measured. The plain loops make them on the device "
-                  "since.", ""]
-    for dev, sz in sorted({(k[0], k[1]) for k in fe} | {(k[0], k[1]) for k in ls}, key=str):
+        lines += [f"Loss-core runs at code {', '.join(waited)} are left out: their plain InfoNCE built its targets on "
+                  "the host and copied them from pageable memory every step (a wait for the device).", ""]
+    for dev, sz in sorted({(k[0], k[1]) for k in fe_every} | {(k[0], k[1]) for k in ls_every}, key=str):
         rows = sorted((k, r) for k, r in fe.items() if k[:2] == (dev, sz))
-        if rows:
-            c = rows[0][1].config
-            lines += [f"## {dev}, size `{sz}` (torch {c.get('torch')}, CUDA {c.get('cuda')}, code "
-                      f"{rows[0][1].code_version})", "",
-                      "| front-end | batch | suite steps/s | plain steps/s | suite examples/s | plain examples/s | ratio "
-                      "| suite peak MB | plain peak MB | host reads / step | earlier runs: ratio (code) |",
-                      "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"## {dev}, size `{sz}`", ""]
+        if not rows:
+            lines += [f"No front-end run against the fair plain loops yet: the target (>= {FRONT_END_TARGET} of the "
+                      "plain loop for every front-end) is open, with no fair value.", ""]
+        else:
+            lines += ["| front-end | batch | suite steps/s | plain steps/s | suite examples/s | plain examples/s | ratio "
+                      "(per-round range) | suite peak MB | plain peak MB | host reads / step | code | versions, machine "
+                      "| earlier fair runs: ratio (code) |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
             for k, r in rows:
                 m = r.metrics
                 lines.append(f"| {k[2]} | {int(m.get('batch', 0))} | {_fmt(m['suite_steps_per_s'], 1)} | "
                              f"{_fmt(m['plain_steps_per_s'], 1)} | {_fmt(m['suite_examples_per_s'])} | "
-                             f"{_fmt(m['plain_examples_per_s'])} | **{_fmt(m['ratio'], 2)}**{_range(m)} | "
+                             f"{_fmt(m['plain_examples_per_s'])} | **{_fmt(front_end_ratio(m), 2)}**{_range(m)} | "
                              f"{_fmt(m.get('suite_peak_mb', math.nan))} | {_fmt(m.get('plain_peak_mb', math.nan))} | "
-                             f"{_fmt(m.get('host_reads_per_step', math.nan), 2)} | "
-                             + (", ".join(f"{_fmt(e.metrics['ratio'], 2)} ({e.code_version[:7]})"
+                             f"{_fmt(m.get('host_reads_per_step', math.nan), 2)} | {r.code_version[:7]} | "
+                             f"{_env(r.config)} | "
+                             + (", ".join(f"{_fmt(front_end_ratio(e.metrics), 2)} ({e.code_version[:7]})"
                                           for e in fe_all[k][:-1]) or "-") + " |")
-            short = [f"{k[2]} {r.metrics['ratio']:.2f}" for k, r in rows if r.metrics["ratio"] < FRONT_END_TARGET]
-            lines += ["", "Short of the target (0.9): " + (", ".join(short) if short else "none") + "."]
-            spread = {k[2]: max(e.metrics["ratio"] for e in fe_all[k]) - min(e.metrics["ratio"] for e in fe_all[k])
-                      for k, _ in rows if len(fe_all[k]) > 1}
-            if spread:
-                widest = max(spread, key=spread.get)
-                lines[-1] += (f" Between runs (the last column: other code, other machines of this kind) a cell's "
-                              f"ratio has moved by up to {spread[widest]:.2f} ({widest}): one run is not a verdict.")
+            short = [f"{k[2]} {front_end_ratio(r.metrics):.2f}" for k, r in rows
+                     if front_end_ratio(r.metrics) < FRONT_END_TARGET]
+            lines += ["", f"Short of the target ({FRONT_END_TARGET}): " + (", ".join(short) if short else "none") + "."]
             lines.append("")
         lrows = sorted(((k, r) for k, r in ls.items() if k[:2] == (dev, sz)), key=lambda kr: (kr[0][3], kr[0][2]))
         if lrows:
-            versions = sorted({r.code_version for _, r in lrows})
-            lines += [f"### The loss core on {dev}, size `{sz}`: forward + backward, d = 128, fp32 (code "
-                      f"{', '.join(versions)}{': each row names its own' if len(versions) > 1 else ''})", "",
-                      "Ratio to the plain InfoNCE (normalise, matrix product, cross-entropy) of the same round; "
-                      "three-view losses (cacr, cmc, uaur) to three plain pairs. Targets: dense InfoNCE <= 1.1, "
-                      "two-view seed losses <= 1.5, three-view <= 1.5.", "",
-                      "| 2N | case | ms | ratio | peak MB | code |", "|---|---|---|---|---|---|"]
+            lines += [f"### The loss core on {dev}, size `{sz}`: forward + backward, d = 128, fp32", "",
+                      "Ratio: the case's median time / the plain InfoNCE's (normalise, matrix product, cross-entropy) "
+                      "in the same interleaved call; three-view losses (cacr, cmc, uaur) against three plain pairs. "
+                      "Targets: dense InfoNCE <= 1.1, two-view seed losses <= 1.5, three-view <= 1.5.", "",
+                      "| 2N | case | ms | ratio (per-round range) | peak MB | code | versions, machine |",
+                      "|---|---|---|---|---|---|---|"]
+            ratios = {}
             for k, r in lrows:
                 m = r.metrics
+                ref = plain_ms.get((k[0], k[1], k[3], r.code_version, _reference(k[2])), math.nan)
+                ratios[k] = m.get("ms", math.nan) / ref
                 lines.append(f"| {int(r.config.get('n', 0)):,} | {k[2]} | {_fmt(m.get('ms', math.nan), 2)} | "
-                             f"{_fmt(m.get('ratio', math.nan), 2)} | {_fmt(m.get('peak_mb', math.nan))} | "
-                             f"{r.code_version} |")
-            short = [f"{k[2]} at 2N = {k[3]:,}: {r.metrics['ratio']:.2f} (target {LOSS_TARGETS[k[2]]})"
-                     for k, r in lrows if k[2] in LOSS_TARGETS and not r.metrics.get("ratio", 0) <= LOSS_TARGETS[k[2]]]
-            lines += ["", "Short of the targets (dense paths): " + ("; ".join(short) if short else "none") + "."]
+                             f"{_fmt(ratios[k], 2)}{_range(m)} | {_fmt(m.get('peak_mb', math.nan))} | "
+                             f"{r.code_version[:7]} | {_env(r.config)} |")
+            short = [f"{k[2]} at 2N = {k[3]:,}: {ratios[k]:.2f} ({r.code_version[:7]}; target {LOSS_TARGETS[k[2]]})"
+                     for k, r in lrows if k[2] in LOSS_TARGETS and not ratios[k] <= LOSS_TARGETS[k[2]]]
+            lines += ["", "Short of the targets (dense paths), open at their last fair value: "
+                      + ("; ".join(short) if short else "none") + "."]
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -829,6 +930,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=0, help="loss-core rounds (default: 10 full, 3 tiny)")
     ap.add_argument("--registry", default=None, help="registry (default: $SUITE_REGISTRY)")
     ap.add_argument("--no-record", action="store_true", help="print this call's table only")
+    ap.add_argument("--compile", action="store_true", help="both sides of each front-end through torch.compile (the "
+                    "suite's --compile beside a compiled plain loop); recorded as its own rows")
     ap.add_argument("--out", default=str(RESULTS), help="the Markdown table (from the registry)")
     ap.add_argument("--profile", default="", help="a folder: instead of measuring, torch.profiler tables of each "
                     "front-end's two sides (a profiler slows every launch after it: never in a measuring process)")
@@ -839,7 +942,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     size_name = args.size or ("full" if device.type == "cuda" else "tiny")
     size = SIZES[size_name]
     bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-    info = {**device_info(device), "size": size_name}
+    info = {**device_info(device), "size": size_name, **({"compile": True} if args.compile else {})}
     only = {s for s in args.only.split(",") if s}
     from suite.registry import Registry
 
@@ -857,7 +960,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     _record(reg, LOSS_TASK, case, {**info, "n": n, "d": 128, "precision": "fp32",
                                                    **({"failed": m["failed"]} if "failed" in m else {})}, m)
         if not only or only - {"losses"}:
-            for work in front_ends(size, device, bf16, scratch):
+            for work in front_ends(size, device, bf16, scratch, args.compile):
                 if only and work.name not in only:
                     continue
                 try:
@@ -870,7 +973,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     continue
                 print(f"{work.name}: suite {m['suite_examples_per_s']:,.0f} {work.unit}/s, plain "
                       f"{m['plain_examples_per_s']:,.0f}/s, ratio {m['ratio']:.2f}", flush=True)
-                _record(reg, TASK, work.name, {**info, **work.config}, m)
+                _record(reg, TASK, work.name, {**info, **work.config, "plain": PLAIN_VERSION}, m)
     text = table(reg, allow_dirty=True)
     if args.no_record:
         print(text)

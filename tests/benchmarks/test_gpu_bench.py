@@ -71,19 +71,25 @@ def test_plain_moco_loss_is_the_suites() -> None:
     assert float(ours) == pytest.approx(float(gb.nt_xent(q, k, queue=queue)), rel=1e-12)
 
 
-def test_the_table_shows_each_cells_earlier_runs(tmp_path: Path) -> None:
-    """two recorded runs of a front-end on one device -> the newest in the row with its per-round range, the earlier
-    ratio (and its code) in the last column, and how far the ratio moved between runs"""
+def test_the_table_shows_only_fair_runs_with_their_code_and_machine(tmp_path: Path) -> None:
+    """three recorded runs of a front-end on one device, one before issue 68's plain loops -> the newest fair one in
+    the row, its ratio from its median rates with its per-round range, its code and machine; the earlier fair ratio in
+    the last column; the unfair run's code named as left out, its ratio nowhere"""
     reg = Registry(str(tmp_path / "r.sqlite"))
-    cfg = {"device": "NVIDIA H200", "size": "full", "torch": "2.11", "cuda": "13.0"}
+    cfg = {"device": "NVIDIA H200", "size": "full", "torch": "2.11", "cuda": "13.0", "driver": "580.1",
+           "machine": "abc123def456"}
     base = {"suite_steps_per_s": 1.0, "plain_steps_per_s": 1.0, "suite_examples_per_s": 1.0,
             "plain_examples_per_s": 1.0, "batch": 128.0}
-    gb._record(reg, gb.TASK, "graph-tu", cfg, {**base, "ratio": 0.92})  # an older run: no per-round range
-    gb._record(reg, gb.TASK, "graph-tu", cfg, {**base, "ratio": 0.80, "ratio_min": 0.71, "ratio_max": 1.03})
+    gb._record(reg, gb.TASK, "graph-tu", cfg, {**base, "ratio": 0.77})  # before the fair plain loops
+    fair = {**cfg, "plain": gb.PLAIN_VERSION}
+    gb._record(reg, gb.TASK, "graph-tu", fair, {**base, "suite_steps_per_s": 0.92, "ratio": 0.92})
+    gb._record(reg, gb.TASK, "graph-tu", fair, {**base, "suite_steps_per_s": 0.8, "ratio": 0.80, "ratio_min": 0.71,
+                                                "ratio_max": 1.03})
     text = gb.table(reg, allow_dirty=True)
     row = next(line for line in text.splitlines() if line.startswith("| graph-tu |"))
-    assert "**0.80** (0.71-1.03) |" in row and row.rstrip(" |").split("| ")[-1].startswith("0.92 (")
-    assert "Short of the target (0.9): graph-tu 0.80." in text and "moved by up to 0.12 (graph-tu)" in text
+    assert "**0.80** (0.71-1.03) |" in row and "driver 580.1, machine abc123def456" in row
+    assert row.rstrip(" |").split("| ")[-1].startswith("0.92 (") and "0.77" not in text
+    assert "Short of the target (0.9): graph-tu 0.80." in text and "are left out" in text
 
 
 def test_every_size_is_whole_batches() -> None:
