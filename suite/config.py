@@ -105,7 +105,9 @@ POSITIVE = frozenset({
     "intermediate", "vocab_size", "kfold", "inner_kfold", "svm_folds", "svm_inner_folds", "eval_every",
     "checkpoint_every", "image_size", "grad_cache_chunk", "limit", "points", "warmup_epochs", "heldout",
     "class_similarity", "train_per_class", "val_per_class", "eval_train_per_class", "eval_test_per_class"})
-ZERO_MEANS = {"checkpoint_every": "at the end only", "eval_every": "at the end only"}
+ZERO_MEANS = {"checkpoint_every": "at the end only", "eval_every": "at the end only",
+              "geometry_batches": "no geometry measured",
+              "epochs": "the untrained model evaluated, a random-initialisation baseline"}
 
 
 def check_value(cls: type, name: str, value: Any, where: str = "") -> None:
