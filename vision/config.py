@@ -12,11 +12,18 @@ class PretrainConfig:
     # where and how it runs, not what: left out of the experiment config a resume must match
     RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("device", "out", "resume", "registry", "eval_every", "checkpoint_every",
                                               "keep_checkpoints", "points", "class_similarity", "compile",
-                                              "log_to", "mlflow_uri")
+                                              "log_to", "mlflow_uri", "workers", "checkpoint_steps")
     # run options of older versions: out_dir / run_name (now ``out``), ckpt_every (now ``checkpoint_every``)
     RETIRED_RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out_dir", "run_name", "ckpt_every")
     # data
-    dataset: str = field(default="cifar10", metadata={"help": "digits | cifar10 | cifar100 | stl10 | folder:<path>"})
+    dataset: str = field(default="cifar10", metadata={
+        "help": "digits | cifar10 | cifar100 | stl10 (in memory) | folder:<path> (an ImageNet-style folder, streamed: "
+                "train/<class>/*, val/ or test/) | wds:<pattern> (WebDataset shards, streamed; X-CLR's graph from each "
+                "image's caption) | mem:<path> (a small folder of same-size images, decoded into memory)"})
+    eval_dataset: str = field(default="", metadata={
+        "help": "kNN / probe data of streamed training: folder:<path> (bank train/, test val/), or wds:<pattern> "
+                "(the test shards; the bank is the training shards' classes) (\"\" = the training folder's splits)",
+        "omit_default": True})
     data_root: str = field(default="", metadata={"help": "folder holding the data set (default: $SUITE_DATA)"})
     imbalance: Literal["none", "linear", "exponential"] = field(default="none", metadata={"help": "CACR imbalance rule"})
     imbalance_min_ratio: float = field(default=0.1, metadata={"help": "smallest class fraction of the exponential rule"})
@@ -34,7 +41,10 @@ class PretrainConfig:
     image_size: int = field(default=0, metadata={"help": "crop size (0 = recipe default)"})
     views: int = field(default=2, metadata={"help": "views per image (K = views - 1 positives for cacr/cmc)"})
     # model
-    encoder: Literal["resnet18", "alexnet", "convnet"] = "resnet18"
+    encoder: Literal["resnet18", "resnet50", "alexnet", "convnet"] = "resnet18"
+    stem: Literal["auto", "imagenet", "cifar"] = field(default="auto", metadata={
+        "help": "ResNet stem: imagenet (7x7 conv + max-pool, torchvision's) or cifar (3x3, no max-pool); auto: "
+                "imagenet for crops of 128 pixels and more", "omit_default": True})
     width: float = field(default=0.0, metadata={"help": "encoder width; 0 = the encoder's own (resnet18 64, alexnet 1.0, convnet 32)"})
     proj_dim: int = 128
     proj_hidden: int = 0
@@ -60,8 +70,15 @@ class PretrainConfig:
     # optimisation
     epochs: int = 200
     batch_size: int = 256
-    optimizer: Literal["sgd", "adam"] = "sgd"
-    lr: float = field(default=0.0, metadata={"help": "0 = 0.06 * batch_size / 256 for sgd, 1e-3 for adam"})
+    optimizer: Literal["sgd", "adam", "lars"] = "sgd"
+    lr: float = field(default=0.0, metadata={"help": "0 = 0.06 * batch_size / 256 for sgd, 1e-3 for adam, 0.3 * "
+                                                     "batch_size / 256 for lars (0.075 * sqrt(batch) with "
+                                                     "--lr-scaling sqrt); the global batch counts"})
+    lr_scaling: Literal["none", "linear", "sqrt"] = field(default="none", metadata={
+        "help": "lr is a base scaled by the global batch: linear lr * B / 256, sqrt lr * sqrt(B) (SimCLR, MACL App. "
+                "B.1); none: lr as given", "omit_default": True})
+    lars_eta: float = field(default=0.001, metadata={"help": "LARS trust coefficient (SimCLR: 0.001)",
+                                                     "omit_default": True})
     momentum: float = 0.9
     weight_decay: float = 5e-4
     warmup_epochs: int = 0
@@ -95,4 +112,10 @@ class PretrainConfig:
     resume: bool = True
     checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (0: at the end only)"})
     keep_checkpoints: int = field(default=2, metadata={"help": "newest checkpoints kept (0: none once finished)"})
+    checkpoint_steps: int = field(default=0, metadata={
+        "help": "also checkpoint every N optimiser steps, in the middle of an epoch (a long ImageNet epoch on a "
+                "cluster that may preempt it; 0: off)", "omit_default": True})
+    workers: int = field(default=-1, metadata={
+        "help": "DataLoader workers decoding streamed images (-1: up to 4 on a GPU, none on the CPU)",
+        "omit_default": True})
     registry: bool = True

@@ -303,15 +303,16 @@ def load_digits(test_fraction: float = 0.2, seed: int = 0) -> ImageData:
 def load_dataset(name: str, root: str | Path | None = None) -> ImageData:
     """Memoised per process (the tensors are never modified in place; subsets are new objects).
 
-    ``digits``, ``cifar10``, ``cifar100``, ``stl10`` or ``folder:<path>``.
+    ``digits``, ``cifar10``, ``cifar100``, ``stl10`` or ``mem:<path>`` (an image folder decoded into memory; a
+    ``folder:<path>`` streams, :mod:`vision.stream`).
 
     Without ``root`` the data root (``$SUITE_DATA``) is searched: for cifar10 the pickle folder
     ``cifar-10-batches-py`` first, then the image folder ``cifar10-jpg``."""
     key = name.lower()
     if key == "digits":
         return load_digits()
-    if key.startswith("folder:"):
-        return load_image_folder(key.split(":", 1)[1])
+    if key.startswith("mem:"):  # a small folder of same-size images, decoded into memory (folder: streams)
+        return load_image_folder(name.split(":", 1)[1])
     if key == "cifar10":
         base = Path(root) if root else data_path()
         if (base / "cifar-10-batches-py").is_dir() or (base / "data_batch_1").exists():
@@ -325,7 +326,8 @@ def load_dataset(name: str, root: str | Path | None = None) -> ImageData:
         return load_cifar_pickle(Path(root) if root else data_path(), "cifar100")
     if key == "stl10":
         return load_stl10_binary(Path(root) if root else data_path())
-    raise ValueError(f"unknown dataset {name!r}; choose digits, cifar10, cifar100, stl10 or folder:<path>")
+    raise ValueError(f"unknown dataset {name!r}; choose digits, cifar10, cifar100, stl10, mem:<path>, folder:<path> "
+                     "or wds:<pattern>")
 
 
 # ----------------------------------------------------------------------------- subsets

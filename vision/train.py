@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from dataclasses import dataclass
 import math
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -21,23 +23,98 @@ from suite import distributed as sd
 from suite.eval.points import log_points
 from suite.presets import make_loss
 from suite.config import check_ints, check_numbers, is_number
-from suite.train import CachedStep, optimizer_options, to_device
+from suite.train import CachedStep, data_workers, optimizer_options, to_device
+from suite.train.lars import LARS, scaled_lr
 from suite.train.legacy import Earlier, OldFolder, OldHash
 from suite.train.run import RunContext, RunResult, Task, Training, run
 from vision.card import vision_card
 from vision.config import PretrainConfig
 from vision.data import ImageData, class_subset_indices, imbalanced_indices, load_dataset
+from vision.stream import Crops, EpochBatch, Skips, Source, StreamBatch, caption_embeddings, eval_images, \
+    is_streamed, open_source
 from vision.eval import ClassificationEvaluator, GeometryEvaluator
 from vision.methods import MoCo, SimCLR, check_views_for_loss
 from vision.models import MODEL_TYPE, Encoder, build_encoder
 from vision.transforms import EvalTransform, Recipe, ViewAugment, get_recipe
 
 
-def recipe_for(cfg: PretrainConfig, data: ImageData) -> Recipe:
+def recipe_for(cfg: PretrainConfig, data: ImageData | StreamedData) -> Recipe:
     name = cfg.recipe
-    if name == "auto":
+    if name == "auto" and isinstance(data, StreamedData):
+        name = "imagenet"  # streamed folders and shards: images of any size, ImageNet's recipe
+    elif name == "auto":
         name = {"digits": "digits", "stl10": "stl10"}.get(data.name, "cifar" if data.image_shape[-1] <= 32 else "imagenet")
     return get_recipe(name, cfg.image_size)
+
+
+@dataclass
+class StreamedData:
+    """Streamed pretraining data (:mod:`vision.stream`): the pretraining samples, the kNN / probe bank and the test
+    split, each a :class:`vision.stream.Source` (a file index; nothing decoded until a step or an evaluation)."""
+
+    name: str
+    train: Source
+    bank: Source
+    test: Source
+    classes: list[str]
+    captions: bool = False  # X-CLR's graph from each sample's caption (image-caption shards)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+
+def prepare_stream(cfg: PretrainConfig) -> tuple[StreamedData, dict[str, Any]]:
+    """The streamed counterpart of :func:`prepare_data`: the same subsets (validation hold-out, balanced or imbalanced
+    training subsets, evaluation subsets per class) taken on the file index by label."""
+    train = open_source(cfg.dataset, "train")
+    shards = cfg.dataset.lower().startswith("wds:")
+    ev = cfg.eval_dataset
+    if not ev and shards:
+        raise ValueError(f"--dataset {cfg.dataset}: shards have one split; give --eval-dataset folder:<path> (kNN bank "
+                         "train/, test val/) or wds:<test shards> for the kNN / probe evaluation")
+    if ev.lower().startswith("folder:"):
+        bank = open_source(ev, "train")
+        test = open_source(ev, "test", bank.classes)
+    elif ev.lower().startswith("wds:"):
+        bank, test = train, open_source(ev, "test")
+    elif ev:
+        raise ValueError(f"--eval-dataset must be folder:<path> or wds:<pattern>, got {ev!r}")
+    else:
+        bank, test = train, open_source(cfg.dataset, "test", train.classes)
+    if (bank.labels < 0).any() or (test.labels < 0).any():
+        raise ValueError(f"the kNN / probe evaluation needs a class for every image: {(bank.labels < 0).sum()} bank "
+                         f"and {(test.labels < 0).sum()} test samples have none (shards: a .cls per sample)")
+    classes = bank.classes if len(bank.classes) >= len(test.classes) else test.classes
+    info: dict[str, Any] = {"train_full": len(train), "empty_classes": int(train.info.get("empty_classes", 0)),
+                            "shard_problems": int(train.info.get("shard_problems", 0))}
+    if cfg.val_per_class > 0:  # held-out training images take the test split's place
+        labels = torch.from_numpy(bank.labels)
+        val = class_subset_indices(labels, cfg.val_per_class, seed=VAL_SPLIT_SEED)
+        keep = torch.ones(len(bank), dtype=torch.bool)
+        keep[val] = False
+        test = bank.take(val.numpy())
+        if bank is train:
+            train = bank = bank.take(keep.nonzero().flatten().numpy())
+        else:
+            bank = bank.take(keep.nonzero().flatten().numpy())
+        info["validation"] = len(test)
+    if cfg.eval_train_per_class > 0:
+        bank = bank.take(class_subset_indices(torch.from_numpy(bank.labels), cfg.eval_train_per_class,
+                                              seed=cfg.seed).numpy())
+    if cfg.eval_test_per_class > 0:
+        test = test.take(class_subset_indices(torch.from_numpy(test.labels), cfg.eval_test_per_class,
+                                              seed=cfg.seed).numpy())
+    if cfg.train_per_class > 0:
+        train = train.take(class_subset_indices(torch.from_numpy(train.labels), cfg.train_per_class,
+                                                seed=cfg.seed).numpy())
+    if cfg.imbalance != "none":
+        idx, counts = imbalanced_indices(torch.from_numpy(train.labels), cfg.imbalance, seed=cfg.seed,
+                                         min_ratio=cfg.imbalance_min_ratio, num_classes=len(classes))
+        train = train.take(idx.numpy())
+        info["class_counts"] = counts
+    info.update(train=len(train), test=len(test), eval_bank=len(bank))
+    return StreamedData(train.name, train, bank, test, classes, captions=shards), info
 
 
 VAL_SPLIT_SEED = 20_241_122  # one validation split for every run and seed
@@ -80,7 +157,7 @@ def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, ImageData, dict[str, A
 
 _COUNTS = ("train_per_class", "eval_train_per_class", "eval_test_per_class", "val_per_class", "image_size",
            "proj_hidden", "warmup_epochs", "max_steps_per_epoch", "grad_cache_chunk", "eval_every", "checkpoint_every",
-           "keep_checkpoints",
+           "keep_checkpoints", "checkpoint_steps",
            "geometry_batches", "epochs", "points", "class_similarity")  # epochs 0: the untrained encoder evaluated (a random-init baseline)
 
 
@@ -93,6 +170,9 @@ def check_config(cfg: PretrainConfig) -> None:
     check_ints(cfg, {**dict.fromkeys(_COUNTS, 0), **dict.fromkeys(
         ("batch_size", "views", "proj_dim", "queue_size", "bn_splits", "knn_k", "eval_batch_size"), 1)})
     check_numbers(cfg, dict.fromkeys(("lr", "weight_decay", "momentum", "width"), 0.0))
+    check_ints(cfg, {"workers": -1})
+    if not (is_number(cfg.lars_eta) and cfg.lars_eta > 0):
+        raise ValueError(f"lars_eta must be a finite number > 0 (LARS's trust coefficient), got {cfg.lars_eta!r}")
     r = cfg.imbalance_min_ratio
     if not (is_number(r) and 0 < r <= 1):
         raise ValueError(f"imbalance_min_ratio must be in (0, 1] (the smallest class's fraction), got {r!r}")
@@ -102,6 +182,15 @@ def check_config(cfg: PretrainConfig) -> None:
         raise ValueError(f"iou_tau must be a finite number > 0, got {cfg.iou_tau!r}")
     if not cfg.iou_weights and cfg.iou_tau != _DEFAULT_IOU_TAU:
         raise ValueError(f"--iou-tau {cfg.iou_tau} sets the IoU pair weights: it needs --iou-weights")
+    if is_streamed(cfg.dataset):
+        from vision.stream import check_pattern
+
+        check_pattern(cfg.dataset)
+        if cfg.points or cfg.class_similarity:
+            raise ValueError("--points and --class-similarity read test images in memory; streamed data sets "
+                             f"({cfg.dataset}) take neither")
+    elif cfg.eval_dataset:
+        raise ValueError(f"--eval-dataset applies to streamed data (folder: or wds:), not {cfg.dataset!r}")
     if cfg.points and cfg.proj_dim != 2:
         raise ValueError(f"points={cfg.points} logs 2-D projections: it needs proj_dim 2, got {cfg.proj_dim}")
     if cfg.grad_cache_chunk and cfg.framework != "simclr":
@@ -117,7 +206,7 @@ def check_config(cfg: PretrainConfig) -> None:
         init_folder(cfg.init)
 
 
-def build_method(cfg: PretrainConfig, data: ImageData, recipe: Recipe) -> nn.Module:
+def build_method(cfg: PretrainConfig, data: ImageData | StreamedData, recipe: Recipe) -> nn.Module:
     context = {"dataset": cfg.dataset, "views": cfg.views} if cfg.dataset else {}
     loss = make_loss(cfg.framework, cfg.loss, cfg.loss_hparams, provides=("labels", "similarity"), **context).loss
     check_views_for_loss(loss, cfg.views)
@@ -130,11 +219,17 @@ def build_method(cfg: PretrainConfig, data: ImageData, recipe: Recipe) -> nn.Mod
         raise ValueError(f"iou_weights needs a loss that takes pair weights (infonce, dcl, macl, hard_negative, "
                          f"tsimclr), not {loss.name!r}")
     graph = None
-    if "similarity" in loss.requires:
+    if "similarity" in loss.requires and getattr(data, "captions", False):  # each image's own caption (X-CLR CC3M)
+        if cfg.framework != "simclr":
+            raise ValueError("X-CLR's graph from captions runs with --framework simclr (MoCo's queue keeps classes)")
+        if cfg.text_model in ("labels",) or cfg.text_model.startswith("random"):
+            raise ValueError(f"--text-model {cfg.text_model} makes a class graph; image-caption shards take a "
+                             "sentence-transformers model for their captions")
+    elif "similarity" in loss.requires:
         from vision.graph import class_graph
 
         graph = class_graph(data.classes, cfg.text_model, cfg.caption_template)
-    enc = build_encoder(cfg.encoder, cfg.width, recipe.size, cfg.proj_dim, cfg.proj_hidden)
+    enc = build_encoder(cfg.encoder, cfg.width, recipe.size, cfg.proj_dim, cfg.proj_hidden, cfg.stem)
     if cfg.framework == "simclr":
         return SimCLR(enc, loss, graph, cfg.iou_tau)
     if cfg.framework == "moco":
@@ -142,28 +237,47 @@ def build_method(cfg: PretrainConfig, data: ImageData, recipe: Recipe) -> nn.Mod
     raise ValueError(f"framework must be 'simclr' or 'moco', got {cfg.framework!r}")
 
 
-def step_output(ddp: nn.Module, inner: nn.Module, out: Any, labels: Tensor, chunk: int) -> Tensor | CachedStep:
+def step_output(ddp: nn.Module, inner: nn.Module, out: Any, labels: Tensor, chunk: int,
+                captions: Tensor | None = None) -> Tensor | CachedStep:
     """One training step's loss from its augmented views ``out`` (``ViewAugment``'s output): the method's loss,
     or with ``chunk`` (SimCLR's gradient caching) the :class:`CachedStep` that encodes the views in chunks of
-    ``chunk`` images and takes the loss over the whole batch."""
+    ``chunk`` images and takes the loss over the whole batch; ``captions`` (N, D): X-CLR's per-sample graph."""
+    extra = {} if captions is None else {"captions": captions}
     if chunk:
         return CachedStep(lambda c: ddp(out.views[:, c], embed_only=True),
                           list(torch.arange(out.views.shape[1], device=out.views.device).split(chunk)),
-                          lambda z: inner.loss_of(z, labels, out.iou), dim=1)
-    return ddp(out.views, labels=labels, iou=out.iou)
+                          lambda z: inner.loss_of(z, labels, out.iou, **extra), dim=1)
+    return ddp(out.views, labels=labels, iou=out.iou, **extra)
+
+
+def base_lr(cfg: PretrainConfig) -> float:
+    """The peak learning rate: ``lr`` scaled by the global batch under ``lr_scaling``, or without ``lr`` the
+    optimiser's rule (sgd 0.06 x B / 256; adam 1e-3; lars 0.3 x B / 256, or 0.075 x sqrt(B) with ``sqrt``, SimCLR's
+    and MACL's App. B.1)."""
+    batch = cfg.batch_size * sd.world_size()
+    if cfg.lr:
+        return scaled_lr(cfg.lr, batch, cfg.lr_scaling)
+    if cfg.optimizer == "lars":
+        return scaled_lr(0.075, batch, "sqrt") if cfg.lr_scaling == "sqrt" else scaled_lr(0.3, batch, "linear")
+    if cfg.lr_scaling != "none":
+        raise ValueError(f"--lr-scaling {cfg.lr_scaling} scales a base learning rate: give --lr")
+    return 0.06 * batch / 256 if cfg.optimizer == "sgd" else 1e-3
 
 
 def build_optimizer(cfg: PretrainConfig, params: list[nn.Parameter],
                     device: torch.device = torch.device("cpu")) -> tuple[torch.optim.Optimizer, float]:
-    """The optimiser and its base learning rate; fused on CUDA (:func:`suite.train.optimizer_options`)."""
+    """The optimiser and its base learning rate (:func:`base_lr`); SGD and Adam fused on CUDA
+    (:func:`suite.train.optimizer_options`); LARS (:class:`suite.train.lars.LARS`) with BatchNorm and biases
+    excluded from adaptation and weight decay."""
     fast = optimizer_options(device)
+    lr = base_lr(cfg)
     if cfg.optimizer == "sgd":
-        lr = cfg.lr or 0.06 * cfg.batch_size * sd.world_size() / 256
         return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, **fast), lr
     if cfg.optimizer == "adam":
-        lr = cfg.lr or 1e-3
         return torch.optim.Adam(params, lr=lr, weight_decay=cfg.weight_decay, **fast), lr
-    raise ValueError(f"optimizer must be 'sgd' or 'adam', got {cfg.optimizer!r}")
+    if cfg.optimizer == "lars":
+        return LARS(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, eta=cfg.lars_eta), lr
+    raise ValueError(f"optimizer must be 'sgd', 'adam' or 'lars', got {cfg.optimizer!r}")
 
 
 def _on_device(x: Tensor, device: torch.device, share: float = 0.25) -> Tensor:
@@ -226,6 +340,41 @@ def evaluate(model: Encoder, data: ImageData, recipe: Recipe, device: torch.devi
     return out
 
 
+@torch.no_grad()
+def evaluate_streamed(model: Encoder, data: StreamedData, recipe: Recipe, device: torch.device, *, knn_k: int = 200,
+                      knn_t: float = 0.1, linear: bool = True, batch_size: int = 512, seed: int = 0,
+                      geometry_batches: int = 20, workers: int = 0, skips: Skips | None = None) -> dict[str, float]:
+    """:func:`evaluate` of streamed data: the bank's and the test split's features extracted as they are decoded
+    (ImageNet's evaluation crops, resize 256 and centre 224 at the recipe's size, :func:`vision.stream.eval_images`),
+    so memory holds features, not images; kNN and the probe on them; the geometry of the projections on the first
+    ``geometry_batches`` x 256 test crops, augmented as in training."""
+    tf = EvalTransform(recipe).to(device)
+    was_training = model.training
+    model.eval()
+    size = recipe.size
+
+    def feats(source: Source) -> tuple[Tensor, Tensor]:
+        hs, ys = [], []
+        for x, y in eval_images(source, size, batch_size, workers, skips):
+            hs.append(model.features(tf(to_device(x, device))).float().cpu())
+            ys.append(y)
+        return torch.cat(hs), torch.cat(ys)
+
+    (tr, tr_y), (te, te_y) = feats(data.bank), feats(data.test)
+    clf = ClassificationEvaluator(torch.empty(0), tr_y, torch.empty(0), te_y, data.num_classes, knn_k, knn_t, linear,
+                                  batch_size)
+    out = clf.from_features(tr, te)
+    if geometry_batches > 0:
+        n = min(len(data.test), 256 * geometry_batches)
+        first = data.test.take(np.arange(n))
+        images = torch.cat([x for x, _ in eval_images(first, size, batch_size, workers, skips)])
+        aug = ViewAugment(recipe, views=2).to(device)
+        out.update(GeometryEvaluator(images.to(device), aug, batch_size=min(256, n), max_batches=geometry_batches,
+                                     seed=seed)(lambda v: model(v.to(device)).float()))
+    model.train(was_training)
+    return out
+
+
 class PretrainTask(Task[PretrainConfig]):
     """SimCLR / MoCo-v2 pretraining as a :class:`suite.train.run.Task` (task ``pretrain-<framework>``, headline
     ``linear_acc``, or ``knn_acc`` without the probe, on ``test``, or ``val`` with ``val_per_class``).
@@ -260,7 +409,14 @@ class PretrainTask(Task[PretrainConfig]):
 
     def build(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig]) -> Training:
         device = ctx.device
-        data, self.eval_data, info = prepare_data(cfg)
+        self.skips = Skips()  # streamed data: the unreadable files met, each said once and counted
+        data: ImageData | StreamedData
+        if is_streamed(cfg.dataset):
+            data, info = prepare_stream(cfg)
+            self.eval_data = data
+            info.update(skipped_train_images=0, skipped_test_images=0)  # no image is skipped for its size
+        else:
+            data, self.eval_data, info = prepare_data(cfg)
         self.info = info
         if (info["skipped_train_images"] or info["skipped_test_images"]) and sd.is_main():
             print(f"{cfg.dataset}: skipped {info['skipped_train_images']} training and {info['skipped_test_images']} "
@@ -279,9 +435,34 @@ class PretrainTask(Task[PretrainConfig]):
                 if isinstance(enc, Encoder):
                     enc.channels_last()
             torch.backends.cudnn.benchmark = True
-        train_x, train_y = _on_device(data.train_x, device), _on_device(data.train_y, device)
         augment = ViewAugment(self.recipe, cfg.views, return_iou=cfg.iou_weights).to(device)
         opt, base_lr = build_optimizer(cfg, [p for p in method.parameters() if p.requires_grad], device)
+        self.t_aug = [0.0, time.perf_counter()]  # augmentation seconds this epoch, epoch start
+        if isinstance(data, StreamedData):
+            batches, step, collate = self._streamed(cfg, ctx, data, augment)
+        else:
+            batches, step = self._in_memory(cfg, ctx, data, augment)
+            collate = None
+        steps_per_epoch = len(batches(0))
+        total, warmup = max(1, steps_per_epoch * cfg.epochs), steps_per_epoch * cfg.warmup_epochs
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, total, warmup, base_lr) / base_lr)
+        counts = {f"class_count_{i}": c for i, c in enumerate(info.get("class_counts", []))}
+        streamed = {k: info[k] for k in ("empty_classes", "shard_problems") if info.get(k)}
+        return Training(method, opt, batches, step, epochs=cfg.epochs, scheduler=sched, loss=self.loss, compile=cfg.compile,
+                        precision="bf16" if cfg.bf16 else "fp32", on_step=method.after_step,  # type: ignore[arg-type]
+                        rate_name="images_per_s", unit="step", collate=collate,
+                        workers=(cfg.workers if cfg.workers >= 0 else data_workers(device)) if collate else 0,
+                        size=len if collate else None, checkpoint_steps=cfg.checkpoint_steps,
+                        data_info={**counts, **streamed, "train_images": info["train"],
+                                   "skipped_train_images": info["skipped_train_images"],
+                                   "skipped_test_images": info["skipped_test_images"]})
+
+    def _in_memory(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig], data: ImageData,
+                   augment: ViewAugment) -> tuple[Any, Any]:
+        """The epoch's index batches and the step of data held in memory: a step gathers its images and augments
+        them on the device."""
+        device, method = ctx.device, self.method
+        train_x, train_y = _on_device(data.train_x, device), _on_device(data.train_y, device)
         n = data.train_x.shape[0]
 
         def batches(epoch: int) -> list[Tensor]:
@@ -291,11 +472,6 @@ class PretrainTask(Task[PretrainConfig]):
                 bs = list(torch.cat(bs).to(train_x.device).split([len(b) for b in bs]))  # waits for the GPU)
             return bs
 
-        steps_per_epoch = len(batches(0))
-        total, warmup = max(1, steps_per_epoch * cfg.epochs), steps_per_epoch * cfg.warmup_epochs
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, total, warmup, base_lr) / base_lr)
-        self.t_aug = [0.0, time.perf_counter()]  # augmentation seconds this epoch, epoch start
-
         def step(idx: Tensor) -> Tensor | CachedStep:
             x, y = to_device(train_x[idx], device), to_device(train_y[idx], device)
             t0 = time.perf_counter()
@@ -303,18 +479,45 @@ class PretrainTask(Task[PretrainConfig]):
             self.t_aug[0] += time.perf_counter() - t0
             return step_output(ctx.engine.ddp, method, out, y, cfg.grad_cache_chunk)  # type: ignore[union-attr]
 
-        counts = {f"class_count_{i}": c for i, c in enumerate(info.get("class_counts", []))}
-        return Training(method, opt, batches, step, epochs=cfg.epochs, scheduler=sched, loss=self.loss, compile=cfg.compile,
-                        precision="bf16" if cfg.bf16 else "fp32", on_step=method.after_step,  # type: ignore[arg-type]
-                        rate_name="images_per_s", unit="step",
-                        data_info={**counts, "train_images": info["train"],
-                                   "skipped_train_images": info["skipped_train_images"],
-                                   "skipped_test_images": info["skipped_test_images"]})
+        return batches, step
+
+    def _streamed(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig], data: StreamedData,
+                  augment: ViewAugment) -> tuple[Any, Any, Crops]:
+        """The epoch's batches, the step and the loader's part of streamed data: the loader's workers decode each
+        batch's images and take their random resized crops (:class:`vision.stream.Crops`, seeded per sample and
+        epoch); the step flips, jitters and blurs them on the device."""
+        device, method = ctx.device, self.method
+        captions = None
+        if data.captions and "similarity" in self.loss.requires:  # computed once per source, memory-mapped
+            captions = caption_embeddings(data.train, cfg.text_model)
+        r = self.recipe
+        crops = Crops(data.train, r.size, cfg.views, r.scale, r.ratio, cfg.seed, captions, iou=cfg.iou_weights)
+        n = len(data.train)
+
+        def batches(epoch: int) -> list[EpochBatch]:
+            bs = ctx.epoch_batches(n, cfg.batch_size, epoch)
+            return [EpochBatch(epoch, b) for b in (bs[: cfg.max_steps_per_epoch] if cfg.max_steps_per_epoch else bs)]
+
+        def step(sb: StreamBatch) -> Tensor | CachedStep:
+            self.skips.add(sb.skipped)
+            x, y = to_device(sb.images, device), to_device(sb.labels, device)
+            t0 = time.perf_counter()
+            out = augment.from_crops(x, None if sb.iou is None else to_device(sb.iou, device))
+            self.t_aug[0] += time.perf_counter() - t0
+            cap = None if sb.captions is None else to_device(sb.captions, device)
+            return step_output(ctx.engine.ddp, method, out, y, cfg.grad_cache_chunk, cap)  # type: ignore[union-attr]
+
+        return batches, step, crops
 
     def _evaluate(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig], linear: bool) -> dict[str, float]:
-        m = evaluate(self.method.query_encoder, self.eval_data, self.recipe, ctx.device, knn_k=cfg.knn_k,  # type: ignore[arg-type]
-                     knn_t=cfg.knn_t, linear=linear, batch_size=cfg.eval_batch_size, seed=cfg.seed,
-                     geometry_batches=cfg.geometry_batches)
+        kw = dict(knn_k=cfg.knn_k, knn_t=cfg.knn_t, linear=linear, batch_size=cfg.eval_batch_size, seed=cfg.seed,
+                  geometry_batches=cfg.geometry_batches)
+        if isinstance(self.eval_data, StreamedData):
+            m = evaluate_streamed(self.method.query_encoder, self.eval_data, self.recipe, ctx.device,  # type: ignore[arg-type]
+                                  workers=cfg.workers if cfg.workers >= 0 else data_workers(ctx.device),
+                                  skips=self.skips, **kw)  # type: ignore[arg-type]
+        else:
+            m = evaluate(self.method.query_encoder, self.eval_data, self.recipe, ctx.device, **kw)  # type: ignore[arg-type]
         self.method.train()
         return m
 
@@ -323,6 +526,8 @@ class PretrainTask(Task[PretrainConfig]):
         self.stats = {**stats, "aug_fraction": self.t_aug[0] / max(1e-9, time.perf_counter() - self.t_aug[1])}
         self.t_aug[0], self.t_aug[1] = 0.0, time.perf_counter()
         ctx.log({"aug_fraction": self.stats["aug_fraction"]}, split="train", step=epoch)
+        if isinstance(self.eval_data, StreamedData):  # unreadable files met so far (each named once when met)
+            ctx.log({"unreadable_images": float(len(self.skips))}, split="data", step=epoch)
         if sd.is_main() and cfg.eval_every and epoch % cfg.eval_every == 0 and epoch < cfg.epochs:
             ctx.log(self._evaluate(cfg, ctx, linear=False), split=self.eval_split, step=epoch)
 
@@ -368,7 +573,11 @@ class CheckpointEvalTask(Task[PretrainConfig]):
     def __init__(self, cfg: PretrainConfig, ckpt: Path, knn_k: int, linear: bool) -> None:
         self.ckpt, self.knn_k, self.linear = ckpt, knn_k, linear
         self.primary = ("linear_acc" if linear else "knn_acc", "test")
-        _, self.data, _ = prepare_data(cfg)
+        self.data: ImageData | StreamedData
+        if is_streamed(cfg.dataset):
+            self.data = prepare_stream(cfg)[0]
+        else:
+            _, self.data, _ = prepare_data(cfg)
         self.recipe = recipe_for(cfg, self.data)
         self.method = build_method(cfg, self.data, self.recipe)
 
@@ -379,9 +588,14 @@ class CheckpointEvalTask(Task[PretrainConfig]):
         return {**dataclasses.asdict(cfg), "ckpt": str(self.ckpt)}
 
     def evaluate(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig], training: Any) -> dict[str, float]:
-        return evaluate(self.method.to(ctx.device).query_encoder, self.data, self.recipe, ctx.device,  # type: ignore[arg-type]
-                        knn_k=self.knn_k or cfg.knn_k, knn_t=cfg.knn_t, linear=self.linear,
-                        batch_size=cfg.eval_batch_size, seed=cfg.seed)
+        kw = dict(knn_k=self.knn_k or cfg.knn_k, knn_t=cfg.knn_t, linear=self.linear, batch_size=cfg.eval_batch_size,
+                  seed=cfg.seed)
+        encoder = self.method.to(ctx.device).query_encoder
+        if isinstance(self.data, StreamedData):
+            return evaluate_streamed(encoder, self.data, self.recipe, ctx.device,  # type: ignore[arg-type]
+                                     workers=cfg.workers if cfg.workers >= 0 else data_workers(ctx.device),
+                                     **kw)  # type: ignore[arg-type]
+        return evaluate(encoder, self.data, self.recipe, ctx.device, **kw)  # type: ignore[arg-type]
 
 
 def evaluate_checkpoint(path: str | Path, overrides: dict[str, Any], *, knn_k: int = 0, linear: bool = True,

@@ -23,6 +23,7 @@ Example: >>> aug = ViewAugment(RECIPES["cifar"], views=2); out = aug(torch.zeros
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -156,9 +157,33 @@ class ViewAugment(nn.Module):
             x = x.expand(-1, 3, -1, -1)
         boxes = sample_crop_boxes(v * n, height, width, r.scale, r.ratio, device=x.device)  # (V*N, 4)
         xv = x.unsqueeze(0).expand(v, -1, -1, -1, -1).reshape(v * n, 3, height, width)
-        out = crop_and_resize(xv, _corners(boxes), (r.size, r.size))  # (V*N, 3, S, S)
+        out = self._after_crop(crop_and_resize(xv, _corners(boxes), (r.size, r.size)), v, n)  # (V, N, 3, S, S)
+        boxes = boxes.view(v, n, 4)
+        iou = box_iou(boxes[0], boxes[1]) if (self.return_iou and v >= 2) else None
+        return Views(out, boxes, iou)
+
+    @torch.no_grad()
+    def from_crops(self, crops: Tensor, iou: Tensor | None = None) -> Views:
+        """The views of crops already taken at the training size (a streaming loader's, :mod:`vision.stream`:
+        (V, N, C, S, S) uint8): flip, colour jitter, grayscale, blur and normalisation as :meth:`forward` applies them
+        after its crop. ``boxes`` is empty (the crops' boxes stay with the loader, which gives ``iou``)."""
+        if crops.dtype != torch.uint8 or crops.dim() != 5 or crops.shape[-1] != self.recipe.size:
+            raise ValueError(f"crops must be uint8 (V, N, C, {self.recipe.size}, {self.recipe.size}); got {crops.dtype} "
+                             f"{tuple(crops.shape)}")
+        v, n = crops.shape[:2]
+        dev = crops.device.type
+        with torch.autocast(dev, enabled=False) if torch.is_autocast_enabled(dev) else contextlib.nullcontext():
+            x = crops.flatten(0, 1).float().div_(255.0)
+            if x.shape[1] == 1:
+                x = x.expand(-1, 3, -1, -1)
+            out = self._after_crop(x, v, n)
+        return Views(out, crops.new_zeros((v, n, 0), dtype=torch.float32), iou if self.return_iou else None)
+
+    def _after_crop(self, out: Tensor, v: int, n: int) -> Tensor:
+        """(V*N, 3, S, S) crops in [0, 1] -> (V, N, 3, S, S) views: flip, jitter, grayscale, blur, normalise."""
+        r = self.recipe
         if r.flip_p > 0:
-            flip = torch.rand(v * n, device=x.device) < r.flip_p
+            flip = torch.rand(v * n, device=out.device) < r.flip_p
             out = torch.where(flip[:, None, None, None], out.flip(-1), out)
         if self.jitter is not None:
             out = self.jitter(out)
@@ -166,10 +191,7 @@ class ViewAugment(nn.Module):
             out = self.gray(out)
         if self.blur is not None:
             out = self.blur(out)
-        out = ((out.clamp(0, 1) - self.mean) / self.std).reshape(v, n, 3, r.size, r.size)
-        boxes = boxes.view(v, n, 4)
-        iou = box_iou(boxes[0], boxes[1]) if (self.return_iou and v >= 2) else None
-        return Views(out, boxes, iou)
+        return ((out.clamp(0, 1) - self.mean) / self.std).reshape(v, n, 3, r.size, r.size)
 
 
 class EvalTransform(nn.Module):

@@ -60,6 +60,13 @@ def fixed_numpy_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
+def sample_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
+    """The NumPy generator of one sample's augmentation in one epoch (a streaming loader's crops): a function of
+    ``(seed, epoch, index)`` alone, so whichever worker or process decodes the sample, and a run resumed in the middle
+    of an epoch, draws the same."""
+    return np.random.default_rng([derive_seed(seed, epoch=epoch, stream="samples"), int(index)])
+
+
 def fixed_random_state(seed: int) -> np.random.RandomState:
     """NumPy's legacy ``RandomState(seed)``, for the splits whose published definition draws from it (the scaffold
     and random splits of MoleculeNet); see :func:`fixed_generator`."""

@@ -103,7 +103,7 @@ def test_truncated_jpeg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])
     with pytest.raises(ValueError, match=r"image .*1\.jpg cannot be decoded"):
         load_image_folder(root, cache=False)
-    assert suite_main(["vision", "pretrain", "--dataset", f"folder:{root}", "--epochs", "1", "--no-registry",
+    assert suite_main(["vision", "pretrain", "--dataset", f"mem:{root}", "--epochs", "1", "--no-registry",
                        "--out", str(tmp_path / "run")]) == 2
     _one_line_error(capsys, str(bad), "cannot be decoded")
 

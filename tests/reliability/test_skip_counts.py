@@ -33,7 +33,7 @@ def test_vision_pretrain_reports_skipped_images(tmp_path: Path, capsys: pytest.C
 
     root = _image_folder(tmp_path / "imgs", odd=1)
     reg = Registry(f"sqlite:///{tmp_path / 'reg.sqlite'}")
-    cfg = PretrainConfig(dataset=f"folder:{root}", encoder="convnet", width=4, epochs=1, batch_size=4,
+    cfg = PretrainConfig(dataset=f"mem:{root}", encoder="convnet", width=4, epochs=1, batch_size=4,
                          max_steps_per_epoch=1, optimizer="adam", out=str(tmp_path / "run"), linear_probe=False,
                          geometry_batches=0, knn_k=3, recipe="digits", proj_dim=8)
     with pytest.warns(UserWarning, match="skipped 1"):

@@ -23,15 +23,19 @@ def check_views_for_loss(loss: L.ContrastiveLoss, views: int) -> None:
 
 
 def loss_extras(loss: L.ContrastiveLoss, labels: Tensor | None = None, class_graph: Tensor | None = None,
-                iou: Tensor | None = None, iou_tau: float = 1.0) -> dict[str, Any]:
-    """Keyword inputs for ``loss``: labels, similarity (N, N) from the (C, C) class graph, IoU weights."""
+                iou: Tensor | None = None, iou_tau: float = 1.0, captions: Tensor | None = None) -> dict[str, Any]:
+    """Keyword inputs for ``loss``: labels, similarity (N, N) from the (C, C) class graph (or, with ``captions``
+    (N, D), each sample's caption embedding as ``similarity_embeddings``: X-CLR on image-caption data), IoU
+    weights."""
     extra: dict[str, Any] = {}
     params = inspect.signature(loss.forward).parameters
     if "labels" in loss.requires:
         if labels is None:
             raise ValueError(f"loss {loss.name!r} needs labels")
         extra["labels"] = labels
-    if "similarity" in loss.requires:
+    if "similarity" in loss.requires and captions is not None:
+        extra["similarity_embeddings"] = captions
+    elif "similarity" in loss.requires:
         if labels is None or class_graph is None:
             raise ValueError(f"loss {loss.name!r} needs labels and a class similarity graph")
         g = class_graph.to(labels.device)

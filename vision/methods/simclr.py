@@ -28,16 +28,18 @@ class SimCLR(nn.Module):
         self.register_buffer("class_graph", class_graph if class_graph is not None else None, persistent=False)
 
     def forward(self, views: Tensor, labels: Tensor | None = None, iou: Tensor | None = None,
-                embed_only: bool = False) -> Tensor:
+                embed_only: bool = False, captions: Tensor | None = None) -> Tensor:
         """The loss, or with ``embed_only`` the projections (V, N, d) (gradient caching encodes chunks
-        through the (DDP-wrapped) method and takes the loss of the whole batch with :meth:`loss_of`)."""
+        through the (DDP-wrapped) method and takes the loss of the whole batch with :meth:`loss_of`);
+        ``captions`` (N, D): each image's caption embedding, X-CLR's graph of image-caption data."""
         v, n = views.shape[:2]
         z = self.encoder(views.flatten(0, 1)).view(v, n, -1)  # (V, N, d)
-        return z if embed_only else self.loss_of(z, labels, iou)
+        return z if embed_only else self.loss_of(z, labels, iou, captions)
 
-    def loss_of(self, z: Tensor, labels: Tensor | None = None, iou: Tensor | None = None) -> Tensor:
+    def loss_of(self, z: Tensor, labels: Tensor | None = None, iou: Tensor | None = None,
+                captions: Tensor | None = None) -> Tensor:
         """The loss of projections ``z`` (V, N, d)."""
-        extra: dict[str, Any] = loss_extras(self.loss, labels, self.class_graph, iou, self.iou_tau)
+        extra: dict[str, Any] = loss_extras(self.loss, labels, self.class_graph, iou, self.iou_tau, captions)
         return L.apply_loss(self.loss, z, **extra)
 
     @property

@@ -1,8 +1,10 @@
 """Encoders (backbone + projection head) for the vision front-end.
 
-``build_encoder("resnet18" | "alexnet" | "convnet", width, image_size)`` returns a backbone with
-``out_dim``; :class:`Encoder` pairs it with a :class:`ProjectionHead`: ``forward(x) -> z`` for the
-loss, ``features(x) -> h`` (backbone output) for evaluation.
+``build_encoder("resnet18" | "resnet50" | "alexnet" | "convnet", width, image_size)`` returns a backbone with
+``out_dim``; the ResNets take the ImageNet stem (7x7 convolution, max-pool; torchvision's definition) for crops of
+:data:`IMAGENET_STEM_FROM` pixels and more and the CIFAR stem (3x3, no max-pool) below (``stem`` "auto").
+:class:`Encoder` pairs it with a :class:`ProjectionHead`: ``forward(x) -> z`` for the loss, ``features(x) -> h``
+(backbone output) for evaluation.
 """
 from __future__ import annotations
 
@@ -17,16 +19,35 @@ from suite.pretrained import POSITIVE_INT, load_pretrained, load_state, save_pre
 from vision.models.alexnet import SmallAlexNet
 from vision.models.convnet import SmallConvNet
 from vision.models.head import ProjectionHead
-from vision.models.resnet import CifarResNet18
+from vision.models.resnet import STEMS, CifarResNet18, ResNet
 
-ENCODERS = ("resnet18", "alexnet", "convnet")
+ENCODERS = ("resnet18", "resnet50", "alexnet", "convnet")
+IMAGENET_STEM_FROM = 128  # crop size from which stem "auto" is the ImageNet stem (ImageNet's 224; STL-10's 64 not)
+
+
+def resolve_stem(name: str, image_size: int, stem: str = "auto") -> str:
+    """The ResNet stem ``stem`` "auto" means for ``image_size`` (the other encoders have none: "")."""
+    if not name.startswith("resnet"):
+        if stem not in ("auto", ""):
+            raise ValueError(f"stem {stem!r} applies to the ResNets, not to encoder {name!r}")
+        return ""
+    if stem in ("auto", ""):
+        return "imagenet" if image_size >= IMAGENET_STEM_FROM else "cifar"
+    if stem not in STEMS:
+        raise ValueError(f"stem must be auto or one of {STEMS}, got {stem!r}")
+    return stem
 MODEL_TYPE = "vision_encoder"
 
 
-def build_backbone(name: str, width: float = 0, image_size: int = 32) -> nn.Module:
-    """Backbone by name; ``width`` 0 means the default (resnet18: 64, alexnet: 1.0, convnet: 32)."""
-    if name == "resnet18":
+def build_backbone(name: str, width: float = 0, image_size: int = 32, stem: str = "auto") -> nn.Module:
+    """Backbone by name; ``width`` 0 means the default (resnets: 64, alexnet: 1.0, convnet: 32). ResNet-18 with the
+    CIFAR stem is :class:`CifarResNet18` (the suite's layer names since its first version); the others are
+    torchvision's layer for layer (:class:`vision.models.resnet.ResNet`)."""
+    stem = resolve_stem(name, image_size, stem)
+    if name == "resnet18" and stem == "cifar":
         return CifarResNet18(width=int(width or 64))
+    if name in ("resnet18", "resnet50"):
+        return ResNet(name, width=int(width or 64), stem=stem)
     if name == "alexnet":
         return SmallAlexNet(width=float(width or 1.0), image_size=image_size)
     if name == "convnet":
@@ -76,7 +97,7 @@ class Encoder(nn.Module):
                                                                     lambda v: v in ENCODERS),
                                                         "proj_dim": POSITIVE_INT, "image_size": POSITIVE_INT})
         enc = build_encoder(cfg["encoder"], float(cfg.get("width", 0)), cfg["image_size"], cfg["proj_dim"],
-                            int(cfg.get("proj_hidden", 0)))
+                            int(cfg.get("proj_hidden", 0)), _export_value(cfg, "stem"))
         load_state(enc, state, path)
         return enc.eval()
 
@@ -102,7 +123,7 @@ def load_init(encoder: Encoder, path: str | Path) -> Encoder:
     cfg, state = load_pretrained(folder, MODEL_TYPE)
     spec = encoder.spec or {}
     for k, v in spec.items():
-        have = cfg.get(k, 0 if k == "proj_hidden" else None)
+        have = _export_value(cfg, k)
         if have is None or (float(have) if isinstance(v, float) else have) != v:
             raise ValueError(f"--init {path}: the export's {k} is {have!r}, this run's is {v!r}; the encoder settings "
                              f"must match to start from it")
@@ -110,12 +131,22 @@ def load_init(encoder: Encoder, path: str | Path) -> Encoder:
     return encoder
 
 
-def build_encoder(name: str, width: float = 0, image_size: int = 32, proj_dim: int = 128, proj_hidden: int = 0) -> Encoder:
-    enc = Encoder(build_backbone(name, width, image_size), proj_dim, proj_hidden)
+def build_encoder(name: str, width: float = 0, image_size: int = 32, proj_dim: int = 128, proj_hidden: int = 0,
+                  stem: str = "auto") -> Encoder:
+    enc = Encoder(build_backbone(name, width, image_size, stem), proj_dim, proj_hidden)
     enc.spec = {"encoder": name, "width": float(width), "image_size": int(image_size), "proj_dim": int(proj_dim),
                 "proj_hidden": int(proj_hidden)}
+    if resolve_stem(name, image_size, stem):  # the ResNets' (an export before the stems has none: "auto")
+        enc.spec["stem"] = resolve_stem(name, image_size, stem)
     return enc
 
 
-__all__ = ["ENCODERS", "MODEL_TYPE", "CifarResNet18", "Encoder", "ProjectionHead", "SmallAlexNet", "SmallConvNet", "build_backbone",
+def _export_value(cfg: dict[str, Any], key: str) -> Any:
+    """A setting of an export's config; exports before the ResNet stems have none: "auto" for their image size."""
+    if key == "stem" and key not in cfg:
+        return resolve_stem(str(cfg.get("encoder", "")), int(cfg.get("image_size", 0)))
+    return cfg.get(key, 0 if key == "proj_hidden" else None)
+
+
+__all__ = ["ENCODERS", "MODEL_TYPE", "CifarResNet18", "ResNet", "resolve_stem", "Encoder", "ProjectionHead", "SmallAlexNet", "SmallConvNet", "build_backbone",
            "build_encoder", "init_folder", "load_init"]

@@ -1,0 +1,227 @@
+"""Streamed images (issue 65) on generated data only: an ImageNet-style folder of varied sizes and modes, WebDataset
+shards written with webdataset's writer. Pretraining and evaluation from both, crops as torchvision defines them,
+the same crops whatever the workers, a run resumed in the middle of an epoch equal to an uninterrupted one, two ranks
+reading their own parts, and unreadable files named, counted and replaced."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from suite.registry import Registry
+from tests.vision.streamdata import image_folder, shards
+from vision.config import PretrainConfig
+from vision.stream import (Crops, EpochBatch, center_crop, crop_params, decode, folder_source, open_source,
+                           resized_crop, shard_source)
+from vision.train import pretrain
+
+
+def _cfg(tmp_path: Path, dataset: str, **kw: object) -> PretrainConfig:
+    base = dict(dataset=dataset, encoder="convnet", width=4, recipe="imagenet", image_size=32, epochs=1, batch_size=8,
+                optimizer="adam", out=str(tmp_path / "run"), knn_k=5, geometry_batches=1, proj_dim=16, registry=False,
+                seed=0)
+    base.update(kw)
+    return PretrainConfig(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return image_folder(tmp_path_factory.mktemp("imgs"))
+
+
+def test_resnet50_lars_imagenet_recipe_trains_from_a_folder_of_any_size(folder: Path, tmp_path: Path) -> None:
+    """the issue's 'done when': a folder of JPEGs and PNGs of 40 to 90 pixels in five modes trains a ResNet-50 (slim,
+    ImageNet stem) with LARS and the ImageNet recipe and evaluates by kNN and the linear probe; no image is skipped for
+    its size (the in-memory loader kept 1 of 24 here)"""
+    reg = Registry(f"sqlite:///{tmp_path / 'reg.sqlite'}")
+    res = pretrain(_cfg(tmp_path, f"folder:{folder}", encoder="resnet50", width=4, stem="imagenet", image_size=64,
+                        optimizer="lars", registry=True), reg)
+    m = res.metrics
+    assert {"knn_acc", "linear_acc", "alignment", "uniformity"} <= set(m) and 0 <= m["knn_acc"] <= 1
+    assert res.info["data"]["train"] == 24 and res.info["data"]["test"] == 12
+    logged = {(x["name"], x["split"]): x["value"] for x in reg.metrics(res.run_id)}
+    assert logged[("train_images", "data")] == 24 and logged[("skipped_train_images", "data")] == 0
+    assert logged[("unreadable_images", "data")] == 0
+    sizes = {tuple(np.asarray(decode((p).read_bytes(), str(p))).shape) for p in folder.rglob("*.*")}
+    assert len(sizes) > 20  # the folder really holds images of many sizes
+
+
+def test_xclr_trains_from_caption_shards_with_a_per_sample_graph(tmp_path: Path) -> None:
+    """X-CLR from image-caption shards: each batch's graph from its images' own captions (embedded once per source
+    with the packaged sentence model, memory-mapped), txt and json captions; kNN and probe on labelled test shards"""
+    pytest.importorskip("sentence_transformers")
+    train = shards(tmp_path / "sh", n=24, per_shard=10)
+    test = shards(tmp_path / "sh", n=9, per_shard=10, prefix="test", captions="json")
+    cfg = _cfg(tmp_path, train, eval_dataset=test, loss="xclr")
+    from vision import train as vt
+
+    seen: list[torch.Tensor] = []
+    real = vt.step_output
+
+    def spy(*a, **k):  # noqa: ANN002, ANN003
+        seen.append(a[5] if len(a) > 5 else k.get("captions"))
+        return real(*a, **k)
+
+    vt.step_output = spy
+    try:
+        res = pretrain(cfg)
+    finally:
+        vt.step_output = real
+    assert "knn_acc" in res.metrics and res.info["data"]["test"] == 9
+    caps = [c for c in seen if c is not None]
+    assert caps and caps[0].shape == (8, 384)  # (batch, all-MiniLM-L6-v2's dimension)
+    g = caps[0] @ caps[0].T
+    assert torch.allclose(g.diagonal(), torch.ones(8), atol=1e-2) and g.min() < 0.99  # a graph, not the identity
+
+
+def test_shards_need_an_evaluation_set(tmp_path: Path) -> None:
+    train = shards(tmp_path / "sh", n=12)
+    with pytest.raises(ValueError, match="--eval-dataset"):
+        pretrain(_cfg(tmp_path, train))
+
+
+def test_crops_follow_torchvisions_definition(folder: Path) -> None:
+    """RandomResizedCrop's boxes lie inside the image with area in scale x H x W and aspect in ratio (rounding
+    allowed); an image too narrow for the ratio takes torchvision's fallback, the centre crop at the clamped aspect;
+    the resized crop is Pillow's crop then bilinear resize; evaluation: resize the short side, centre crop"""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        h, w = (int(v) for v in rng.integers(20, 400, 2))
+        top, left, ch, cw = crop_params(rng, h, w, (0.08, 1.0), (3 / 4, 4 / 3))
+        assert 0 <= top and top + ch <= h and 0 <= left and left + cw <= w
+        # area and aspect as drawn, up to the rounding of each side to whole pixels (else torchvision's fallback)
+        fw, fh = (w, round(w / (3 / 4))) if w / h < 3 / 4 else ((round(h * 4 / 3), h) if w / h > 4 / 3 else (w, h))
+        if (top, left, ch, cw) == ((h - fh) // 2, (w - fw) // 2, fh, fw):
+            continue
+        assert (ch + 0.5) * (cw + 0.5) >= 0.08 * h * w and ch * cw <= h * w
+        assert (cw + 0.5) / (ch - 0.5 if ch > 1 else 0.5) >= 3 / 4 and (cw - 0.5) / (ch + 0.5) <= 4 / 3
+    # 10 tries that cannot fit (a 1-pixel-high image): the centre crop, width clamped to 4/3 of the height
+    assert crop_params(np.random.default_rng(0), 3, 300, (0.9, 1.0), (3 / 4, 4 / 3)) == (0, 148, 3, 4)
+    im = Image.fromarray(np.random.default_rng(1).integers(0, 255, (50, 70, 3), dtype=np.uint8))
+    out = resized_crop(im, (5, 7, 30, 40), 16)
+    assert out.shape == (16, 16, 3)
+    assert np.array_equal(out, np.asarray(im.crop((7, 5, 47, 35)).resize((16, 16), Image.BILINEAR)))
+    ev = center_crop(im, 32, 37)  # short side 50 -> 37: (37, 51), centre 32
+    ref = np.asarray(im.resize((51, 37), Image.BILINEAR).crop((10, 2, 42, 34)))
+    assert np.array_equal(ev, ref)
+
+
+def test_the_same_crops_whatever_the_workers_and_the_epoch_changes_them(folder: Path) -> None:
+    """each sample's crops come from (seed, epoch, sample): decoded in this process or in 2 DataLoader workers, in
+    another batch, the same pixels; another epoch draws others"""
+    src = folder_source(folder, "train")
+    crops = Crops(src, 24, 2, (0.2, 1.0), (3 / 4, 4 / 3), seed=3, iou=True)
+    b = EpochBatch(0, torch.tensor([5, 1, 17, 9]))
+    here = crops(b)
+    assert here.images.shape == (2, 4, 3, 24, 24) and here.images.dtype == torch.uint8
+    assert here.iou is not None and ((here.iou > 0) & (here.iou <= 1)).all()
+    from suite.train.engine import Prefetch
+
+    with_workers = list(Prefetch(crops, workers=2)([b, EpochBatch(0, torch.tensor([17]))]))
+    assert torch.equal(with_workers[0].images, here.images) and torch.equal(with_workers[0].labels, here.labels)
+    assert torch.equal(with_workers[1].images[:, 0], here.images[:, 2])  # sample 17 alone: the same crops
+    assert not torch.equal(crops(EpochBatch(1, b.index)).images, here.images)
+
+
+def test_a_run_resumed_in_the_middle_of_an_epoch_equals_an_uninterrupted_one(folder: Path, tmp_path: Path) -> None:
+    """a checkpoint every step (--checkpoint-steps 1): a run started from the one written after step 2 of 3 (in the
+    middle of the only epoch) ends with the uninterrupted run's parameters, bit for bit: the same samples, crops and
+    augmentations"""
+    full = pretrain(_cfg(tmp_path / "a", f"folder:{folder}", checkpoint_steps=1, keep_checkpoints=5,
+                         geometry_batches=0, linear_probe=False))
+    ck = sorted((full.folder / "checkpoints").glob("step-*.pt"))
+    mid = [p for p in ck if p.name == "step-000000002.pt"]
+    assert mid, [p.name for p in ck]
+    part = tmp_path / "b" / "run" / "checkpoints"
+    part.mkdir(parents=True)
+    shutil.copy(mid[0], part / mid[0].name)
+    res = pretrain(_cfg(tmp_path / "b", f"folder:{folder}", checkpoint_steps=1, keep_checkpoints=5,
+                        geometry_batches=0, linear_probe=False))
+    kept = sorted(p.name for p in (res.folder / "checkpoints").glob("step-*.pt"))
+    assert kept == ["step-000000002.pt", "step-000000003.pt"], kept  # it went on from step 2, not from the start
+    a = torch.load(sorted((full.folder / "checkpoints").glob("step-*.pt"))[-1], weights_only=True)["model"]
+    b = torch.load(sorted((res.folder / "checkpoints").glob("step-*.pt"))[-1], weights_only=True)["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert res.metrics["knn_acc"] == full.metrics["knn_acc"]
+
+
+def test_two_ranks_read_their_own_parts(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """under torch.distributed each rank takes its own slice of the epoch's order (the engine's rule): two ranks'
+    batches are disjoint, together they are the global batch, and each decodes only its own samples"""
+    from suite import distributed as sd
+    from suite.train.engine import epoch_batches
+
+    src = folder_source(folder, "train")
+    crops = Crops(src, 16, 2, (0.2, 1.0), (3 / 4, 4 / 3), seed=0)
+    monkeypatch.setattr(sd, "world_size", lambda: 2)
+    parts = []
+    for r in (0, 1):
+        monkeypatch.setattr(sd, "rank", lambda r=r: r)
+        parts.append(epoch_batches(len(src), 4, 0, 0))
+    monkeypatch.setattr(sd, "world_size", lambda: 1)
+    monkeypatch.setattr(sd, "rank", lambda: 0)
+    one = epoch_batches(len(src), 8, 0, 0)
+    for k, (a, b) in enumerate(zip(*parts)):
+        assert not set(a.tolist()) & set(b.tolist())
+        assert sorted(a.tolist() + b.tolist()) == sorted(one[k].tolist())
+        assert torch.equal(torch.cat([crops(EpochBatch(0, a)).images, crops(EpochBatch(0, b)).images], 1),
+                           crops(EpochBatch(0, torch.cat([a, b]))).images)
+
+
+def test_a_corrupt_jpeg_is_named_counted_and_replaced(folder: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """a JPEG cut in half and a file deleted after the index was read: one line naming each, the batch keeps its size
+    (the next readable sample takes the place), the count recorded with the run (unreadable_images)"""
+    root = tmp_path / "imgs"
+    shutil.copytree(folder, root)
+    bad = sorted((root / "train" / "c01").glob("*.JPEG"))[0]
+    bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 3])
+    src = folder_source(root, "train")
+    gone = root / "train" / "c02" / sorted(p.name for p in (root / "train" / "c02").iterdir())[0]
+    gone.unlink()
+    crops = Crops(src, 16, 2, (0.2, 1.0), (3 / 4, 4 / 3), seed=0)
+    out = crops(EpochBatch(0, torch.arange(len(src))))
+    assert out.images.shape[1] == len(src) and len(out.skipped) == 2
+    assert any(str(bad) in s and "cannot be decoded" in s for s in out.skipped)
+    assert any(str(gone) in s and "cannot be read" in s for s in out.skipped)
+    reg = Registry(f"sqlite:///{tmp_path / 'reg.sqlite'}")
+    gone.write_bytes(b"")  # an empty file: unreadable too, and the folder keeps its index
+    res = pretrain(_cfg(tmp_path, f"folder:{root}", registry=True, batch_size=24, linear_probe=False), reg)
+    said = capsys.readouterr().out
+    assert f"skipped: image {bad} cannot be decoded" in said and str(gone) in said
+    logged = {(x["name"], x["split"]): x["value"] for x in reg.metrics(res.run_id)}
+    assert logged[("unreadable_images", "data")] == 2
+
+
+def test_empty_and_cut_off_shards_and_an_empty_class_folder_are_named_and_counted(tmp_path: Path) -> None:
+    pattern = shards(tmp_path / "sh", n=30, per_shard=10)
+    paths = sorted((tmp_path / "sh").glob("train-*.tar"))
+    paths[1].write_bytes(paths[1].read_bytes()[:7000])  # cut off inside its samples
+    paths[2].write_bytes(b"")  # empty
+    with pytest.warns(UserWarning) as said:
+        src = shard_source(pattern, cache=False)
+    lines = [str(w.message) for w in said]
+    assert any(str(paths[2]) in s and "empty" in s for s in lines)
+    assert any(str(paths[1]) in s and "cut off" in s for s in lines)
+    assert 10 <= len(src) < 20 and src.info["shard_problems"] >= 2
+    root = image_folder(tmp_path / "f", classes=2, train=2, test=1)
+    (root / "train" / "c09").mkdir()
+    (root / "classes.txt").write_text("c00 c01 c09\n")
+    with pytest.warns(UserWarning, match=r"c09: no image"):
+        fs = open_source(f"folder:{root}", "train")
+    assert fs.info["empty_classes"] == 1 and len(fs) == 4
+
+
+def test_missing_data_is_one_line_naming_the_layout(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"no folder .*train/<class>"):
+        pretrain(_cfg(tmp_path, f"folder:{tmp_path / 'nowhere'}"))
+    (tmp_path / "only" / "train" / "a").mkdir(parents=True)
+    with pytest.raises(ValueError, match=r"no val/ or test/ split"):
+        open_source(f"folder:{tmp_path / 'only'}", "test")
+    with pytest.raises(ValueError, match=r"1 of 1 not found"):
+        open_source(f"wds:{tmp_path}/x-{{0..0}}.tar", "train")
