@@ -340,7 +340,8 @@ def page(reg: Registry, suite: str, tasks: list[Task], loss: str, origin: dict[s
     if summary:
         st = markdown_table(["task", "claim", "verdict"], summary)
         fam = (f"One family of {len(summary)} comparisons (this loss against every baseline on every task), "
-               f"Holm-Bonferroni adjusted over their two-sided p-values: a verdict that does not survive the correction "
+               f"Holm-Bonferroni adjusted over their two-sided p-values: a verdict that does not survive the "
+               f"correction "
                f"is nominal.")
         top += ["## Verdicts", "", fam, "", st, ""]
         html_parts[2:2] = ["<h2>Verdicts</h2>", _paragraph(fam), md_tables_to_html(st)]

@@ -308,7 +308,8 @@ def reading(e: Entry, j: Judged) -> str:
     if case == "detectable":
         return f"these seeds confirm the paper's gap with power 0.8 ({e.paper_gap:+.2f} >= {r.detectable:.2f})"
     return (f"underpowered: the paper's gap ({e.paper_gap:+.2f}) is below what these seeds confirm with power 0.8 "
-            f"({r.detectable:.2f})" + (f"; about {n} seeds a side would" if (n := seeds_needed(r, e.paper_gap)) else ""))
+            f"({r.detectable:.2f})"
+            + (f"; about {n} seeds a side would" if (n := seeds_needed(r, e.paper_gap)) else ""))
 
 
 def line(claim_id: str, registry: Any) -> str:
@@ -357,8 +358,8 @@ def findings_table(judged: list[tuple[Entry, Judged]]) -> str:
 def forest(judged: list[tuple[Entry, Judged]]) -> Any:
     """One line per measured claim on its own scale: the gap in units of its interval's half-width (so every 95 %
     interval spans [x - 1, x + 1]), the minimum effect ±m of the claim on the same scale (grey ticks: the interval
-    beyond +m confirms, inside ±m is equivalent), the paper's gap (red diamond), zero marked. The label names the verdict
-    after Holm's correction and the paper's-gap case."""
+    beyond +m confirms, inside ±m is equivalent), the paper's gap (red diamond), zero marked. The label names the
+    verdict after Holm's correction and the paper's-gap case."""
     import matplotlib.pyplot as plt
 
     adjusted = family(judged)
@@ -384,7 +385,8 @@ def forest(judged: list[tuple[Entry, Judged]]) -> Any:
               f"{'' if against_paper(e, j) in ('-', 'detectable') else ', ' + against_paper(e, j).split(' (')[0]}"
               for e, j in reversed(drawn)]
     ax.set_yticks(range(len(drawn)), labels, fontsize=7)
-    ax.set_xlabel("gap in units of its 95 % interval's half-width: ours (dot, interval line), the paper's (red diamond), "
+    ax.set_xlabel("gap in units of its 95 % interval's half-width: ours (dot, interval line), the paper's (red "
+                  "diamond), "
                   "the minimum effect +-m (grey ticks)\ngreen confirmed, red contradicted, blue equivalent, olive "
                   "nominal (not after Holm)", fontsize=8)
     ax.tick_params(axis="x", labelsize=8)

@@ -525,14 +525,18 @@ def decide(results: Sequence[Result], need: int | None = None, total: int | None
     return verdict, replace(shown, verdict=verdict)
 
 
-RULE_TEXT = (f"Verdicts (benchmarks/tables/claims.py; docs/evidence.md explains each reading): each claim is a contrast "
+RULE_TEXT = (f"Verdicts (benchmarks/tables/claims.py; docs/evidence.md explains each reading): each claim is a "
+             f"contrast "
              f"of per-seed values, tested **paired by seed** where the arms' runs record the same seeds on the same "
-             f"data (the seed draws their subset and initialisation; the arms' correlation by seed, r, is given) and by "
-             f"**Welch**'s test otherwise, against a minimum effect m ({MIN_EFFECT} points unless stated). Its two-sided "
+             f"data (the seed draws their subset and initialisation; the arms' correlation by seed, r, is given) "
+             f"and by "
+             f"**Welch**'s test otherwise, against a minimum effect m ({MIN_EFFECT} points unless stated). Its "
+             f"two-sided "
              f"{100 * (1 - ALPHA):.0f} % interval decides: **confirmed** when it lies above +m, **contradicted** "
              f"below -m, **equivalent** (within ±m, two one-sided tests) inside (-m, +m), **not confirmed** otherwise; "
              f"**inconclusive (n < 3)**: a side has fewer than {MIN_SEEDS} seeds; **not judged**: the experiment "
-             f"cannot speak to the claim. Each p-value names its hypothesis (p(gap > +m), p(gap < -m), p(gap within ±m)) "
+             f"cannot speak to the claim. Each p-value names its hypothesis (p(gap > +m), p(gap < -m), "
+             f"p(gap within ±m)) "
              f"and is two-sided (twice the one-sided); the claims are one family, Holm-adjusted at {ALPHA}, and a "
              f"verdict that does not survive is **nominal**. A claim of parts (\"k of N\" sets, every margin) shows "
              f"the part that decides it, its p and interval Bonferroni-adjusted for the choice. The detectable gap and "

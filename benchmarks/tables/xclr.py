@@ -363,7 +363,8 @@ def table(registry: Registry, suite: str = SUITE) -> str:
               *([f"- {line(c, registry)}" for c in CLAIM_IDS] if suite == SUITE else
                 [f"- judged on the headline suite's runs (`{SUITE}`): xclr.md"]), "",
               "Each claim is one or more margins (contrasts of per-seed values) that must all hold; each margin is "
-              "judged by the claims rule (paired by seed: the rows share their seeds). Time: per round, the 5 % margin minus X-CLR's overhead over SimCLR's step "
+              "judged by the claims rule (paired by seed: the rows share their seeds). Time: per round, the 5 % "
+              "margin minus X-CLR's overhead over SimCLR's step "
               "(both timed side by side in that round), one-sample, minimum effect 0. Correlation and connectivity: "
               "minimum effect 0.05 (their own units). " + RULE_TEXT, "",
               progress_line(jrs, suite), ""]
