@@ -102,7 +102,7 @@ def test_the_p_value_is_two_sided_and_names_its_hypothesis():
     rev = C.judge([1.0, 1.1, 0.9, 1.2], [3.0, 3.2, 2.9, 3.1])
     assert rev.direction() == "gap < -0.5" and math.isclose(rev.p(), 2 * rev.p_reverse)
     eq = C.judge([1.0, 1.05, 0.95, 1.0], [1.0, 1.02, 0.98, 1.01])
-    assert eq.direction() == "|gap| < 0.5" and math.isclose(eq.p(), 2 * eq.p_equiv)
+    assert eq.direction() == "gap within ±0.5" and math.isclose(eq.p(), 2 * eq.p_equiv)
     assert Claim("t", "a", "b", "m", min_effect=0.0).judge([1.0, 2.0, 3.0], [0.0, 1.0, 1.5]).direction() == "gap > 0"
 
 
