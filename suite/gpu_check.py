@@ -9,7 +9,9 @@
 3. Where there are two GPUs or more, the front-ends that support ``torch.distributed`` once more as two processes under
    ``torchrun``.
 4. Each front-end's throughput (the ``*_per_s`` rate its engine logs) recorded in the registry (``SUITE_REGISTRY``)
-   as a run of task ``gpu-check``, dataset = the front-end, with ``throughput``, ``wall_s`` and ``processes``.
+   as a run of task ``gpu-check``, dataset = the front-end, with ``throughput``, ``wall_s`` and ``processes``; the
+   loss comparison as one more (dataset ``losses``: ``paths``, ``agree``, ``max_rel_diff``). Every row's config names
+   the device, driver, CUDA, torch and Triton versions and the machine (:func:`suite.machine.environment`).
 
 Without a GPU it says so and exits 0. The data are tiny and synthetic (written into a scratch folder: TU graphs,
 SMILES, sentences and a stand-in STS-B dev file; images are scikit-learn's bundled digits), so the check needs
@@ -238,15 +240,31 @@ def run_front_end(fe: FrontEnd, device: str, scratch: Path, nproc: int = 1, time
 
 # ----------------------------------------------------------------------------- 3. the registry row of each result
 
-def record(results: list[FrontEndResult], device_name: str) -> None:
-    """One ``gpu-check`` run per front-end and process count in the user's registry (``SUITE_REGISTRY``)."""
+def record(results: list[FrontEndResult], env: dict[str, Any], losses: list[LossResult] | None = None,
+           registry: str | None = None) -> list[str]:
+    """One ``gpu-check`` run per front-end and process count, and one (dataset ``losses``) for the loss comparison, in
+    ``registry`` (default: ``SUITE_REGISTRY``), each with ``env`` (:func:`suite.machine.environment`: the device,
+    driver, CUDA, torch and Triton versions, the machine) in its config; returns the run ids."""
     from suite.registry import Registry
 
-    reg = Registry()
+    reg = Registry(registry)
+    ids = []
+    if losses:
+        agree = [r for r in losses if r.ok]
+        run_id = reg.start_run(modality="gpu", task="gpu-check", dataset="losses", loss="-", seed=0,
+                               config={**env, "paths": len(losses)}, run_options={})
+        reg.log_metrics(run_id, {"paths": float(len(losses)), "agree": float(len(agree)),
+                                 "max_rel_diff": max((r.max_rel_diff for r in losses), default=float("nan"))},
+                        split="gpu")
+        reg.set_primary(run_id, "agree", "gpu")
+        bad = ", ".join(f"{r.name} {r.path}" for r in losses if not r.ok)
+        reg.finish(run_id, "finished" if not bad else "failed", f"disagree: {bad}" if bad else None)
+        ids.append(run_id)
     for r in results:
         run_id = reg.start_run(modality="gpu", task="gpu-check", dataset=r.name, loss="-", seed=0,
-                               config={"front_end": r.name, "processes": r.processes, "device": device_name},
+                               config={**env, "front_end": r.name, "processes": r.processes},
                                run_options={"command": r.extra.get("command", "")})
+        ids.append(run_id)
         metrics = {"wall_s": r.wall_s, "processes": float(r.processes)}
         if r.throughput is not None:
             metrics["throughput"] = r.throughput
@@ -254,6 +272,7 @@ def record(results: list[FrontEndResult], device_name: str) -> None:
         if r.throughput is not None:
             reg.set_primary(run_id, "throughput", "gpu")
         reg.finish(run_id, "finished" if r.ok else "failed", None if r.ok else r.log[-500:])
+    return ids
 
 
 # ----------------------------------------------------------------------------- the command
@@ -271,7 +290,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu: the check's plumbing on the CPU "
                                                     "(default: cuda)")
     p.add_argument("--only", nargs="+", default=None, help="front-ends to run (default: all; 'none': the losses only)")
-    p.add_argument("--no-record", action="store_true", help="do not write the throughput to the registry")
+    p.add_argument("--no-record", action="store_true", help="do not write the results to the registry")
+    p.add_argument("--registry", default=None, help="the registry the rows go to (default: $SUITE_REGISTRY)")
     p.add_argument("--keep", default=None, help="keep the scratch folder here (default: a temporary folder, removed)")
     p.add_argument("--text-backbone", default="default",
                    help="SimCSE's start model (default: the packaged all-MiniLM-L6-v2; a local Hugging Face model "
@@ -282,9 +302,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(NO_GPU)
         print("gpu-check: run it on a machine with an NVIDIA GPU and a CUDA build of torch (`make gpu-check`).")
         return 0
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    from suite.machine import environment
+
+    env = environment(device)
+    name = env["device"]
     n_gpus = torch.cuda.device_count() if device.type == "cuda" else 0
-    print(f"gpu-check on {name} ({n_gpus} GPU(s) visible), torch {torch.__version__}")
+    print(f"gpu-check on {name} ({n_gpus} GPU(s) visible), torch {torch.__version__}, driver {env['driver']}, "
+          f"Triton {env['triton']}, machine {env['machine']}")
 
     losses = check_losses(device)
     bad = [r for r in losses if not r.ok]
@@ -312,9 +336,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for r in results:
                 if not r.ok:
                     print(f"\n--- {r.name} x{r.processes} failed: {r.extra.get('command')}\n{r.log}")
-            if not args.no_record:
-                record(results, name)
-                print("\n3. recorded in the registry: `suite results list --task gpu-check`")
+        if not args.no_record:
+            record(results, env, losses, args.registry)
+            print("\n3. recorded in the registry: `suite results list --task gpu-check`")
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -264,12 +264,15 @@ def _gpu_section(registry: Registry, allow_dirty: bool) -> list[str]:
     rates = {p: seen[p] for p in ("fp32", "tf32", "bf16") if p in seen}
     cols = [("dense", "fp32"), ("tiled", "fp32"), ("fused", "fp32"), ("fused", "tf32"), ("fused", "bf16")]
 
+    mixed = len({m.code_version for m in runs.values()}) > 1  # then each cell names its code version (issue 68)
+
     def cell(m: Any) -> str:
         if m is None:
             return "-"
+        at = f" at {m.code_version[:7]}" if mixed else ""
         if m.metrics.get("oom"):
-            return "out of memory"
-        return f"{m.metrics['ms']:,.1f} ({m.metrics['peak_mb']:,.0f})"
+            return "out of memory" + at
+        return f"{m.metrics['ms']:,.1f} ({m.metrics['peak_mb']:,.0f}){at}"
 
     rows = []
     for name, two_n in sorted({(k[0], k[1]) for k in timed if k[0] != "inf-cl"}, key=lambda k: (k[1], k[0])):
@@ -277,7 +280,7 @@ def _gpu_section(registry: Registry, allow_dirty: bool) -> list[str]:
         floor = timed.get((name, two_n, "fused", "fp32"))
         rows.append([name, f"{two_n:,}"] + [cell(timed.get((name, two_n, p, q))) for p, q in cols] +
                     [cell(inf), "-" if floor is None or not math.isfinite(floor.metrics.get("floor_ms", math.nan))
-                     else f"{floor.metrics['floor_ms']:,.1f}"])
+                     else f"{floor.metrics['floor_ms']:,.1f}" + (f" at {floor.code_version[:7]}" if mixed else "")])
     lines = ["## On a GPU: dense, the PyTorch tiles and the fused kernels (`python -m benchmarks.measurements.fused_bench`)",
              "", f"{c.get('device')}, torch {c.get('torch')}, Triton {c.get('triton')}, CUDA {c.get('cuda')}; forward + "
              f"backward, d = {c.get('d')}, two-view losses 2N embeddings (CMC: 3 views of N), median of the recorded "
@@ -288,14 +291,16 @@ def _gpu_section(registry: Registry, allow_dirty: bool) -> list[str]:
              f"matrix at this device's fp32 rate in a large cuBLAS product ("
              + ", ".join(f"{p} {r:.1f}" for p, r in rates.items() if r) + " TFLOP/s). At 1,048,576 only the kernels "
              "run, other losses than InfoNCE in bf16 (their memory does not depend on the precision).", "",
-             versions_line(list(runs.values())), "",
+             versions_line(list(runs.values())) + (" The runs are from several code versions: each cell names its "
+                                                   "own." if mixed else ""), "",
              markdown_table(["loss", "2N", "dense", "tiled", "fused fp32", "fused tf32", "fused bf16", "Inf-CL (tf32)",
                              "fp32 floor ms"], rows), ""]
     fused32 = timed.get(("infonce", 32768, "fused", "fp32"))
     dense32 = timed.get(("infonce", 32768, "dense", "fp32"))
     if fused32 is not None and dense32 is not None:
         f_ms, d_ms, fl = fused32.metrics["ms"], dense32.metrics["ms"], fused32.metrics["floor_ms"]
-        lines += [f"Targets at 2N = 32,768, fp32 (InfoNCE): the kernels {f_ms:.1f} ms against dense {d_ms:.1f} ms "
+        lines += [f"Targets at 2N = 32,768, fp32 (InfoNCE): the kernels {f_ms:.1f} ms ({fused32.code_version[:7]}) "
+                  f"against dense {d_ms:.1f} ms ({dense32.code_version[:7]}) "
                   f"({'faster' if f_ms < d_ms else '**not faster**'}), {f_ms / fl:.2f}x the floor of {fl:.1f} ms "
                   f"(target <= 1.5x: {'met' if f_ms <= 1.5 * fl else '**missed**'}).", ""]
     general = sorted((k, m) for k, m in timed.items() if k[2] == "fused-general")
@@ -309,7 +314,7 @@ def _gpu_section(registry: Registry, allow_dirty: bool) -> list[str]:
     if huge:
         over = [n for n, m in huge.items() if m.metrics.get("oom") or m.metrics["peak_mb"] > 4096]
         lines += ["At 2N = 1,048,576 (target: at most 4 GB of loss memory for every loss on the kernels): "
-                  + ", ".join(f"{n} {m.metrics['peak_mb']:,.0f} MB" for n, m in sorted(huge.items())
+                  + ", ".join(f"{n} {m.metrics['peak_mb']:,.0f} MB ({m.code_version[:7]})" for n, m in sorted(huge.items())
                               if not m.metrics.get("oom"))
                   + (f"; **over**: {', '.join(sorted(over))}." if over else " (met)."), ""]
     errs = sorted((k[3], m) for k, m in runs.items() if k[2] == "precision-error")

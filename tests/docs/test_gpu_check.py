@@ -61,5 +61,45 @@ def test_the_whole_check_runs_on_the_cpu(tmp_path: Path, monkeypatch: pytest.Mon
     from suite.registry import Registry
 
     runs = Registry(str(tmp_path / "registry.sqlite")).runs(task="gpu-check")
-    assert {r["dataset"] for r in runs} == {"graph-tu", "graph-mol", "vision-simclr", "vision-moco", "text-simcse"}
+    assert {r["dataset"] for r in runs} == {"losses", "graph-tu", "graph-mol", "vision-simclr", "vision-moco",
+                                            "text-simcse"}
     assert all(r["status"] == "finished" for r in runs)
+
+
+def test_its_rows_name_the_machine_and_versions(tmp_path: Path) -> None:
+    """gpu-check's rows (task ``gpu-check``: the loss comparison and each front-end) carry the device, driver, CUDA,
+    torch and Triton versions and a machine identity in their config (on the CPU: no GPU, no driver), the loss row
+    how many paths agree; a failed front-end is a failed row with its log"""
+    import json
+
+    from suite.machine import FIELDS, environment
+    from suite.registry import Registry
+
+    env = environment(torch.device("cpu"))
+    assert set(FIELDS) <= set(env) and env["gpu"] is None and env["driver"] is None and env["device"] == "cpu"
+    assert env["torch"] == torch.__version__ and len(env["machine"]) == 12
+    losses = gpu_check.check_losses(torch.device("cpu"), n=8, d=4)
+    results = [gpu_check.FrontEndResult("graph-tu", 1, True, 2.5, 640.0),
+               gpu_check.FrontEndResult("text-simcse", 1, False, 1.0, None, log="Traceback: boom")]
+    path = str(tmp_path / "r.sqlite")
+    gpu_check.record(results, env, losses, path)
+    reg = Registry(path)
+    runs = {r["dataset"]: r for r in reg.runs(task="gpu-check")}
+    assert set(runs) == {"losses", "graph-tu", "text-simcse"}
+    for r in runs.values():
+        cfg = json.loads(r["config"])
+        assert {k: cfg[k] for k in FIELDS} == env
+    assert runs["graph-tu"]["status"] == "finished" and runs["text-simcse"]["status"] == "failed"
+    m = reg.final_metrics(runs["losses"]["id"])
+    assert m[("agree", "gpu")] == m[("paths", "gpu")] == len(losses)
+    assert reg.final_metrics(runs["graph-tu"]["id"])[("throughput", "gpu")] == 640.0
+
+
+def test_two_machines_have_two_identities(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both hosts called ``vm`` with one cloned machine-id: their GPUs' UUIDs still tell them apart"""
+    from suite import machine
+
+    monkeypatch.setattr(machine.socket, "gethostname", lambda: "vm")
+    monkeypatch.setattr(machine, "_machine_id", lambda: "same-image")
+    a, b = machine.machine_identity(["GPU-aaaa"]), machine.machine_identity(["GPU-bbbb"])
+    assert a != b and a == machine.machine_identity(["GPU-aaaa"])
