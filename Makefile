@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu: the CPU build of torch (a much smaller download)
 TORCH_INDEX ?=
 
-.PHONY: install demo test test-all test-cluster docs gpu-check gpu-bench bench-losses clean
+.PHONY: install demo test test-all test-cluster docs gpu-check gpu-bench gpu-all bench-losses clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -61,6 +61,12 @@ gpu-check: $(STAMP)
 # benchmarks/results/gpu_bench.md from the registry.
 gpu-bench: $(STAMP)
 	$(PY) -m benchmarks.measurements.gpu_bench
+
+# Every GPU measurement in one call, in order of value, within 10 minutes on one GPU, all into the registry: gpu-check,
+# gpu-bench (front-ends, then the loss core), the fused kernels at 2N = 8,192 / 32,768 / 131,072, and the image loader
+# feeding ResNet-50 where benchmarks/measurements/image_loader.py exists; a summary at the end (docs/gpu.md).
+gpu-all: $(STAMP)
+	$(PY) -m benchmarks.measurements.gpu_all
 
 clean:
 	rm -rf $(VENV) build *.egg-info docs/_build

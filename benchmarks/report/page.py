@@ -361,8 +361,9 @@ def register(sub: Any) -> None:
     p.add_argument("--out-dir", type=Path, default=RESULTS)
     p.add_argument("--check", action="store_true",
                    help=f"rebuild every results file from the registry (default: the committed snapshot "
-                        f"{SNAPSHOT.name}) and exit 1 if any differs from the one in --out-dir (the page: its text); "
-                        f"writes nothing")
+                        f"{SNAPSHOT.name}) and exit 1 if any differs from the one in --out-dir (the page: its text), "
+                        f"or if a GPU figure in README.md or docs/ matches no registry row "
+                        f"(benchmarks.report.gpu_figures); writes nothing")
     p.set_defaults(func=_main)
 
 
@@ -370,10 +371,16 @@ def _main(args: argparse.Namespace) -> int:
     if args.check:
         import os
 
-        bad = check(open_registry(args.registry or os.path.relpath(SNAPSHOT)), args.out_dir)
+        from benchmarks.report.gpu_figures import unbacked
+
+        reg = open_registry(args.registry or os.path.relpath(SNAPSHOT))
+        bad = check(reg, args.out_dir)
         print("every table rebuilds from the registry as committed" if not bad else
               f"{len(bad)} file(s) differ from a rebuild: {', '.join(bad)}")
-        return 1 if bad else 0
+        figures = unbacked(reg)  # the README's and docs/'s GPU figures (issue 68)
+        print("\n".join(map(str, figures)) + f"\n{len(figures)} GPU figure(s) in the docs match no registry row"
+              if figures else "every GPU figure in the README and docs/ is a registry row")
+        return 1 if bad or figures else 0
     md, page, summary = build(open_registry(args.registry), args.out_dir)
     print(summary)
     print(f"wrote {md}\nwrote {page}  (open it in a browser)")
