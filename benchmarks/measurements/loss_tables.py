@@ -299,8 +299,8 @@ def _gpu_section(registry: Registry, allow_dirty: bool) -> list[str]:
     dense32 = timed.get(("infonce", 32768, "dense", "fp32"))
     if fused32 is not None and dense32 is not None:
         f_ms, d_ms, fl = fused32.metrics["ms"], dense32.metrics["ms"], fused32.metrics["floor_ms"]
-        lines += [f"Targets at 2N = 32,768, fp32 (InfoNCE): the kernels {f_ms:.1f} ms ({fused32.code_version[:7]}) "
-                  f"against dense {d_ms:.1f} ms ({dense32.code_version[:7]}) "
+        lines += [f"Targets at 2N = 32,768, fp32 (InfoNCE; the kernels at {fused32.code_version[:7]}, dense at "
+                  f"{dense32.code_version[:7]}): the kernels {f_ms:.1f} ms against dense {d_ms:.1f} ms "
                   f"({'faster' if f_ms < d_ms else '**not faster**'}), {f_ms / fl:.2f}x the floor of {fl:.1f} ms "
                   f"(target <= 1.5x: {'met' if f_ms <= 1.5 * fl else '**missed**'}).", ""]
     general = sorted((k, m) for k, m in timed.items() if k[2] == "fused-general")
