@@ -313,8 +313,9 @@ def _gpu_section(registry: Registry, allow_dirty: bool) -> list[str]:
     huge = {k[0]: m for k, m in timed.items() if k[1] == 1048576 and k[2] == "fused"}
     if huge:
         over = [n for n, m in huge.items() if m.metrics.get("oom") or m.metrics["peak_mb"] > 4096]
-        lines += ["At 2N = 1,048,576 (target: at most 4 GB of loss memory for every loss on the kernels): "
-                  + ", ".join(f"{n} {m.metrics['peak_mb']:,.0f} MB ({m.code_version[:7]})" for n, m in sorted(huge.items())
+        lines += [f"At 2N = 1,048,576 (code {', '.join(sorted({m.code_version[:7] for m in huge.values()}))}; "
+                  "target: at most 4 GB of loss memory for every loss on the kernels): "
+                  + ", ".join(f"{n} {m.metrics['peak_mb']:,.0f} MB" for n, m in sorted(huge.items())
                               if not m.metrics.get("oom"))
                   + (f"; **over**: {', '.join(sorted(over))}." if over else " (met)."), ""]
     errs = sorted((k[3], m) for k, m in runs.items() if k[2] == "precision-error")
