@@ -51,8 +51,10 @@ to ``results/bench-logs/<suite>/<hash>.log``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import itertools
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +94,7 @@ class Job:
     log_to: str = ""  # run options passed as --log-to / --mlflow-uri: not part of the hash
     mlflow_uri: str = ""
     resources: tuple[tuple[str, Any], ...] = ()  # what a cluster executor asks for (``resources:``): not in the hash
+    data: tuple[tuple[str, str], ...] = ()  # the suite's data roots: (placeholder, environment variable); not hashed
 
     @property
     def hash(self) -> str:
@@ -111,7 +114,8 @@ class Job:
 
     def values(self) -> list[tuple[str, Any]]:
         """The args with their ``{job}`` (the job hash), ``{seed}`` and ``{arg name}`` placeholders filled in."""
-        ctx = {**{k: v for k, v in self.args}, "seed": self.seed, "job": self.hash[:12]}
+        ctx = {**{k: v for k, v in self.args}, "seed": self.seed, "job": self.hash[:12],
+               **{name: os.environ.get(env) or f"${env}" for name, env in self.data}}
         return [(k, v.format(**ctx) if isinstance(v, str) and "{" in v else v) for k, v in self.args]
 
     def output(self) -> Path | None:
@@ -184,8 +188,11 @@ def _load_suite(path: str, _mtime_ns: int, _size: int) -> tuple[str, tuple[Job, 
     jobs: list[Job] = []
     tracking = _tracking(spec, f"suite {p}", {})
     resources = _resources(spec.get("resources"), f"suite {p}", {})
+    data = _data(spec.get("data"), f"suite {p}")
+    roots = tuple(sorted((k, v["env"]) for k, v in data.items()))
     for i, g in enumerate(spec["jobs"]):
-        jobs += _group_jobs(g, f"suite {p}, job group {i}", tracking, resources)
+        jobs += [dataclasses.replace(j, data=roots) if roots else j
+                 for j in _group_jobs(g, f"suite {p}, job group {i}", tracking, resources, roots)]
     hashes = [j.hash for j in jobs]
     if len(set(hashes)) != len(hashes):
         raise ValueError(f"suite {p} declares the same job twice")
@@ -193,7 +200,7 @@ def _load_suite(path: str, _mtime_ns: int, _size: int) -> tuple[str, tuple[Job, 
 
 
 TRACKING_KEYS = {"log_to", "mlflow_uri"}  # run options of every training command: a suite's or a group's
-SUITE_KEYS = {"name", "jobs", "report", "resources"} | TRACKING_KEYS  # report: what benchmarks/report shows of the suite
+SUITE_KEYS = {"name", "jobs", "report", "resources", "data"} | TRACKING_KEYS  # report: what benchmarks/report shows of the suite
 GROUP_KEYS = {"frontend", "command", "grid", "args", "seeds", "seed_flag", "timeout", "stage", "resources"} | TRACKING_KEYS
 # what a job asks a cluster executor for (``resources:`` beside ``jobs``: the suite's defaults; in a group: its own,
 # key by key); the local executor ignores them. ``options``: further scheduler options as they are spelled there
@@ -255,13 +262,72 @@ def _resources(value: Any, where: str, default: dict[str, Any]) -> dict[str, Any
     return out
 
 
+# a suite's data roots (``data:`` beside ``jobs``): {placeholder: {env, layout, images}}; a job's args name a root as
+# ``{placeholder}``, filled from the environment variable when the job runs, so the job (and its hash) does not
+# depend on where a machine keeps the data
+DATA_KEYS = {"env": "an environment variable name", "layout": "a string describing the expected layout",
+             "images": "the number of training images (GPU-hour estimates)"}
+
+
+def _data(value: Any, where: str) -> dict[str, dict[str, Any]]:
+    """A ``data:`` mapping checked: each root a word, with an ``env`` variable and a ``layout``."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: data must be a mapping of root name -> {{env, layout, images}}, got {value!r}")
+    out = {}
+    for name, spec in value.items():
+        if not isinstance(name, str) or not _WORD.match(name) or not isinstance(spec, dict):
+            raise ValueError(f"{where}: data {name!r} must be a word mapped to {{env, layout, images}}")
+        unknown = set(spec) - set(DATA_KEYS)
+        if unknown:
+            raise ValueError(f"{where}: data {name}: unknown key(s) {sorted(map(str, unknown))}; known: "
+                             f"{', '.join(sorted(DATA_KEYS))}")
+        if not isinstance(spec.get("env"), str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", spec["env"]):
+            raise ValueError(f"{where}: data {name}: env must be {DATA_KEYS['env']}, got {spec.get('env')!r}")
+        if not isinstance(spec.get("layout"), str):
+            raise ValueError(f"{where}: data {name}: layout must be {DATA_KEYS['layout']}")
+        if "images" in spec and not (_is_int(spec["images"]) and spec["images"] > 0):
+            raise ValueError(f"{where}: data {name}: images must be an integer > 0, got {spec['images']!r}")
+        out[name] = dict(spec)
+    return out
+
+
+def data_of(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The ``data:`` roots a suite file declares ({} without)."""
+    p = Path(path)
+    if not p.exists() and (SUITES / f"{path}.yaml").exists():
+        p = SUITES / f"{path}.yaml"
+    spec = yaml.load(p.read_text(), Loader=_YAML_LOADER) or {}
+    return _data(spec.get("data") if isinstance(spec, dict) else None, f"suite {p}")
+
+
+def missing_data(path: str | Path, jobs: list[Job]) -> list[str]:
+    """One line per data root the jobs use whose environment variable is unset or names nothing: the variable, what
+    it should hold and the expected layout."""
+    used = {name for j in jobs for name, _ in j.data if any(isinstance(v, str) and "{" + name + "}" in v
+                                                           for _, v in j.args)}
+    out = []
+    for name, spec in sorted(data_of(path).items()):
+        if name not in used:
+            continue
+        where = os.environ.get(spec["env"])
+        first = (where or "").split("::")[0]
+        # a shard pattern: its folder (the part before the first brace); a folder: itself
+        probe = Path(re.sub(r"\{[^}]*\}.*$", "", first)).parent if "{" in first else Path(first)
+        if not where or not probe.exists():
+            out.append(f"data {name}: ${spec['env']} is " + (f"{where}, which does not exist" if where else "not set")
+                       + f"; expected {spec['layout']}")
+    return out
+
+
 def resources_of(job: Job) -> dict[str, Any]:
     """A job's ``resources:`` as a mapping (``options`` a mapping too)."""
     return {k: dict(v) if k == "options" else v for k, v in job.resources}
 
 
 def _group_jobs(g: Any, where: str, tracking: dict[str, str] | None = None,
-                resources: dict[str, Any] | None = None) -> list[Job]:
+                resources: dict[str, Any] | None = None, data: tuple[tuple[str, str], ...] = ()) -> list[Job]:
     """The jobs of one job group, every value checked first (``where``: the file and group, for the message): a
     word for frontend and command, mappings of scalars (or lists of them) for grid and args with no empty list,
     integer seeds, a ``--flag``, a positive timeout, a stage >= 0, and ``{placeholders}`` that name an arg;
@@ -313,9 +379,8 @@ def _group_jobs(g: Any, where: str, tracking: dict[str, str] | None = None,
     frozen = tuple(sorted((k, tuple(sorted(v.items())) if k == "options" else v) for k, v in res.items()))
     if tracking.get("mlflow_uri") and "mlflow" not in [n.strip() for n in tracking.get("log_to", "").split(",")]:
         raise ValueError(f"{where}: mlflow_uri is set but log_to does not name mlflow")
-    both = sorted(set(grid) & set(fixed))
-    if both:  # the grid's value replaced the arg's without a word
-        raise ValueError(f"{where}: {both[0]!r} is given twice, in grid and in args; give it in one of them")
+    # a grid key that is also an arg replaces it: a group's args are often a YAML anchor shared with other groups,
+    # and the grid varies one of them (text-sts, vision-cifar-paper...); a key twice in one mapping is refused above
     keys = sorted(grid)
     values = [v if isinstance(v, list) else [v] for v in (grid[k] for k in keys)]
     jobs = []
@@ -323,14 +388,14 @@ def _group_jobs(g: Any, where: str, tracking: dict[str, str] | None = None,
         args = {**fixed, **dict(zip(keys, combo))}
         for seed in seeds:
             job = Job(g["frontend"], g["command"], tuple(sorted(args.items(), key=lambda kv: kv[0])), seed, flag,
-                      timeout, stage, **tracking, resources=frozen)
+                      timeout, stage, **tracking, resources=frozen, data=data)
             try:
                 job.argv()
             except (KeyError, IndexError, ValueError) as exc:
                 k, v = next(((k, v) for k, v in args.items() if isinstance(v, str) and "{" in v), ("?", "?"))
                 raise ValueError(f"{where}: arg {k!r} = {v!r} uses a placeholder that is not an arg "
                                  f"({type(exc).__name__}: {exc}); known: {{job}}, {{seed}}, "
-                                 f"{', '.join('{' + a + '}' for a in sorted(args))}") from None
+                                 f"{', '.join('{' + a + '}' for a in sorted([*args, *dict(data)]))}") from None
             jobs.append(job)
     return jobs
 

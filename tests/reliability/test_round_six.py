@@ -69,7 +69,6 @@ jobs:
 @pytest.mark.parametrize("extra,tail,needle", [
     (", epochs: 2", "", "key 'epochs' is given twice"),  # twice in one args mapping (YAML flow style)
     ("", "    seeds: [0]\n    seeds: [1, 2]\n", "key 'seeds' is given twice"),  # a group key twice
-    ("", "    grid: {epochs: [1, 2]}\n", "'epochs' is given twice, in grid and in args"),
     ("", "name: again\n", "key 'name' is given twice"),  # a top-level key twice
 ])
 def test_suite_file_key_given_twice_is_refused(tmp_path, extra, tail, needle):
@@ -82,6 +81,18 @@ def test_suite_file_key_given_twice_is_refused(tmp_path, extra, tail, needle):
     with pytest.raises(ValueError, match=needle) as exc:
         load_suite(p)
     assert str(p) in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_grid_key_replaces_the_same_arg(tmp_path):
+    """a group's args are often a YAML anchor shared with other groups, and its grid varies one of them: the grid's
+    values make the jobs (the shipped suites text-sts, text-mlm-diagnose and vision-cifar-* do this; refusing it left
+    them unloadable)"""
+    from benchmarks.runner.suitefile import load_suite
+
+    p = tmp_path / "anchor.yaml"
+    p.write_text(SUITE.format(extra="", tail="    grid: {epochs: [1, 2]}\n"))
+    _, jobs = load_suite(p)
+    assert sorted(dict(j.args)["epochs"] for j in jobs) == [1, 2]
 
 
 def test_json_suite_file_key_given_twice_is_refused(tmp_path):
