@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.runner.suitefile import Job, _loss_origin, check_commands, load_suite
+from benchmarks.runner.suitefile import Job, _loss_origin, check_commands, load_suite, missing_data
 from suite.config import LOSS_SHA_ENV
 from suite.paths import resolve_model_path
 from suite.registry import Registry
@@ -515,8 +515,9 @@ def add_executor_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-address", default=None, help="ray: the cluster's address (default: a local Ray cluster)")
 
 
-def executor_of(args: argparse.Namespace, registry_url: str) -> Any:
-    """The cluster executor the options name (checked before any job is claimed), None for local."""
+def executor_of(args: argparse.Namespace, registry_url: str, check: bool = True) -> Any:
+    """The cluster executor the options name (``check``: its package, scheduler and registry checked before any job
+    is claimed; a dry run plans on a machine that need not be a login node), None for local."""
     if args.executor == "local":
         return None
     from benchmarks.runner.executors import ClusterExecutor
@@ -526,7 +527,8 @@ def executor_of(args: argparse.Namespace, registry_url: str) -> Any:
                          f"{args.max_requeues}")
     ex = ClusterExecutor(args.executor, max_parallel=args.max_parallel, max_requeues=args.max_requeues,
                          ray_address=args.ray_address)
-    ex.check(registry_url)
+    if check:
+        ex.check(registry_url)
     return ex
 
 
@@ -576,8 +578,18 @@ def _main(args: argparse.Namespace) -> int:
         raise ValueError(f"--jobs must be >= 1 and --threads >= 0, got --jobs {args.jobs} --threads {args.threads}")
     if args.executor != "local" and args.launcher != "local":
         raise ValueError("--launcher torchrun is for --executor local (a cluster job runs one process)")
-    runner.executor = executor_of(args, url)
+    missing = missing_data(args.suite, jobs)
+    if missing and not args.dry_run:  # one line naming each root, before anything is submitted
+        raise ValueError(f"suite {name}: " + "; ".join(missing))
+    runner.executor = executor_of(args, url, check=not args.dry_run)  # a dry run asks no scheduler
     check_commands(_unfinished(jobs, url), args.suite)
+    for line in missing:
+        print(f"note: {line}")
+    if args.dry_run:
+        from benchmarks.runner.gpu_hours import estimate
+
+        for line in estimate(args.suite, jobs, Registry(url)):
+            print(line)
 
     rc = execute(runner, name, jobs)
     if args.budget and runner.estimated is not None:
