@@ -1,0 +1,251 @@
+"""The streamed image loader measured (issue 65), every figure a registry row (task ``image-loader``).
+
+- ``--loader`` (CPU): images per second of the suite's loader (:class:`vision.stream.Crops`: decode, two random
+  resized crops at decode time, to a uint8 batch) against the plain loop torchvision's ``ImageFolder`` +
+  ``RandomResizedCrop`` + ``RandomHorizontalFlip`` amount to (Pillow decoding, crop-resize and flip per sample and
+  view in the ``Dataset``, the default collate), on the same ``DataLoader`` workers, the same batches and the same
+  generated folder of JPEGs of 120 to 400 pixels; interleaved rounds, the one ratio of the benches (the median of
+  one side's rates over the median of the other's, the per-round range beside it).
+- ``--memory``: the peak resident memory of a short pretraining run (``suite vision pretrain``, a few steps and the
+  evaluation) over a generated folder of 4,000 images and over one of 16,000: flat in the data's size when the ratio
+  is near 1.
+- ``--gpu``: ResNet-50 SimCLR at 224, batch 256, bf16, fed from JPEG files by the streamed loader against the same
+  step fed from tensors already on the device: whether decoding keeps the GPU busy (``gpu_step_images_per_s``, the
+  rate the dry run's GPU-hours use). Without a GPU it says so and exits 0.
+
+The folders are generated once into the cache (``$SUITE_CACHE/vision/bench-folders``) and reused.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+TASK = "image-loader"
+
+
+def generated_folder(n_train: int, n_test: int = 200, classes: int = 10, seed: int = 0) -> Path:
+    """A cached ImageNet-style folder of ``n_train`` + ``n_test`` JPEGs of random sizes (120 to 400 pixels a side)."""
+    from PIL import Image
+
+    from suite.paths import cache_dir
+
+    root = cache_dir("vision", "bench-folders") / f"f{n_train}-{n_test}-{classes}-{seed}"
+    done = root / ".complete"
+    if done.exists():
+        return root
+    rng = np.random.default_rng(seed)
+    for split, n in (("train", n_train), ("val", n_test)):
+        for i in range(n):
+            c = i % classes
+            d = root / split / f"c{c:03d}"
+            d.mkdir(parents=True, exist_ok=True)
+            h, w = (int(v) for v in rng.integers(120, 401, 2))
+            small = rng.integers(0, 255, (h // 8 + 1, w // 8 + 1, 3), dtype=np.uint8)  # smooth, photo-like content
+            Image.fromarray(small).resize((w, h), Image.BILINEAR).save(d / f"{i:06d}.JPEG", quality=90)
+    done.write_text("")
+    return root
+
+
+class PlainFolder(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """torchvision's ``ImageFolder`` with SimCLR's two-crop transform, written out (torchvision cannot be installed
+    beside the pinned torch): per sample, Pillow decodes, and per view ``RandomResizedCrop(size)`` (the same
+    get_params, Pillow crop and bilinear resize) and ``RandomHorizontalFlip``, then ``PILToTensor``."""
+
+    def __init__(self, root: Path, size: int, views: int = 2) -> None:
+        from vision.stream import IMAGE_EXTS
+
+        self.items = [(str(p), c) for c, d in enumerate(sorted((root / "train").iterdir()))
+                      for p in sorted(d.iterdir()) if p.suffix.lower() in IMAGE_EXTS]
+        self.size, self.views = size, views
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        from PIL import Image
+
+        from vision.stream import crop_params, resized_crop
+
+        path, label = self.items[i]
+        with open(path, "rb") as fh:
+            im = Image.open(fh).convert("RGB")
+        rng = np.random.default_rng()  # a worker's own stream, as torchvision's transforms draw from
+        views = []
+        for _ in range(self.views):
+            arr = resized_crop(im, crop_params(rng, im.height, im.width, (0.2, 1.0), (3 / 4, 4 / 3)), self.size)
+            if rng.random() < 0.5:
+                arr = arr[:, ::-1]
+            views.append(torch.from_numpy(np.array(arr)).permute(2, 0, 1))  # a copy, as PILToTensor makes
+        return torch.stack(views), label
+
+
+def _rate(loader: Any, batches: int, batch: int) -> float:
+    it = iter(loader)
+    next(it)  # the workers started and warm
+    t0 = time.perf_counter()
+    for _ in range(batches):
+        next(it)
+    return batches * batch / (time.perf_counter() - t0)
+
+
+def measure_loader(n: int, size: int, batch: int, workers: int, rounds: int, batches: int) -> dict[str, float]:
+    """Both loaders' images per second over ``rounds`` interleaved rounds; the ratio suite / plain and its range."""
+    from suite.train.engine import Prefetch
+    from vision.stream import Crops, EpochBatch, folder_source
+
+    root = generated_folder(n)
+    src = folder_source(root, "train")
+    crops = Crops(src, size, 2, (0.2, 1.0), (3 / 4, 4 / 3), seed=0)
+    plain = PlainFolder(root, size)
+    order = torch.randperm(len(src), generator=torch.Generator().manual_seed(0))
+    need = (batches + 1) * batch
+    ours_b = [EpochBatch(0, b) for b in order[:need].split(batch)]
+    suite_rates, plain_rates = [], []
+    for _ in range(rounds):
+        pf = Prefetch(crops, workers=workers)
+        suite_rates.append(_rate(pf(ours_b), batches, batch))
+        pf.close()
+        loader = torch.utils.data.DataLoader(plain, batch_size=batch, sampler=order[:need].tolist(),
+                                             num_workers=workers, prefetch_factor=4 if workers else None,
+                                             persistent_workers=False)
+        plain_rates.append(_rate(loader, batches, batch))
+    from benchmarks.measurements.gpu_bench import median_ratio
+
+    return {"suite_images_per_s": statistics.median(suite_rates), "plain_images_per_s": statistics.median(plain_rates),
+            **median_ratio(suite_rates, plain_rates)}
+
+
+def peak_rss_mb(n: int, steps: int = 5) -> float:
+    """Peak resident memory (MB) of ``suite vision pretrain`` for a few steps and the evaluation on a generated folder
+    of ``n`` training images (a slim ResNet-18 at 64 pixels, no workers, the kNN bank 20 images a class)."""
+    root = generated_folder(n)
+    cmd = [sys.executable, "-m", "suite", "vision", "pretrain", "--dataset", f"folder:{root}", "--encoder", "resnet18",
+           "--width", "8", "--image-size", "64", "--epochs", "1", "--max-steps-per-epoch", str(steps),
+           "--batch-size", "32", "--no-linear-probe", "--eval-train-per-class", "20", "--geometry-batches", "1",
+           "--no-registry", "--workers", "0", "--out", str(root.parent / f"run-{n}-{time.time_ns()}")]
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(p.pid, 0)  # this child's own peak (ru_maxrss, kB)
+    if status != 0:
+        raise RuntimeError(f"the pretraining run for the memory figure failed: {p.stderr.read().decode()[-800:]}")
+    return usage.ru_maxrss / 1024
+
+
+def measure_gpu(batch: int, steps: int, workers: int, n: int) -> dict[str, float] | None:
+    """ResNet-50 SimCLR steps at 224 (bf16) fed by the streamed loader from JPEG files, and the same steps fed from
+    uint8 tensors already on the device; None without a GPU."""
+    if not torch.cuda.is_available():
+        return None
+    from suite.losses import build
+    from suite.train.engine import Prefetch
+    from vision.methods import SimCLR
+    from vision.models import build_encoder
+    from vision.stream import Crops, EpochBatch, folder_source
+    from vision.transforms import RECIPES, ViewAugment
+
+    dev = torch.device("cuda")
+    r = RECIPES["imagenet"]
+    model = SimCLR(build_encoder("resnet50", 0, 224, 128), build("infonce")).to(dev)
+    model.encoder.channels_last()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, fused=True)
+    aug = ViewAugment(r, 2).to(dev)
+    torch.backends.cudnn.benchmark = True
+
+    def step(x: torch.Tensor) -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(aug.from_crops(x).views)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    src = folder_source(generated_folder(n), "train")
+    crops = Crops(src, 224, 2, r.scale, r.ratio, seed=0)
+    order = torch.randperm(len(src)).repeat((steps + 2) * batch // len(src) + 1)[: (steps + 2) * batch]
+    pf = Prefetch(crops, workers=workers, pin=True)
+    it = iter(pf([EpochBatch(0, b) for b in order.split(batch)]))
+    for _ in range(2):
+        step(next(it).images.to(dev, non_blocking=True))
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step(next(it).images.to(dev, non_blocking=True))
+    torch.cuda.synchronize()
+    files = steps * batch / (time.perf_counter() - t0)
+    pf.close()
+    x = torch.randint(0, 255, (2, batch, 3, 224, 224), dtype=torch.uint8, device=dev)
+    for _ in range(2):
+        step(x)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step(x)
+    torch.cuda.synchronize()
+    tensors = steps * batch / (time.perf_counter() - t0)
+    return {"gpu_step_images_per_s": files, "gpu_step_images_per_s_tensors": tensors, "fed_ratio": files / tensors}
+
+
+def _record(registry: Any, dataset: str, config: dict[str, Any], metrics: dict[str, float], primary: str) -> None:
+    from benchmarks.measurements.measured import Measurement, record
+
+    record(registry, Measurement(TASK, dataset, "none", config, metrics, primary))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.measurements.image_loader", description=__doc__.split("\n")[0])
+    ap.add_argument("--loader", action="store_true", help="the loaders' images/s on the CPU")
+    ap.add_argument("--memory", action="store_true", help="peak memory over 4,000 and 16,000 images")
+    ap.add_argument("--gpu", action="store_true", help="ResNet-50 fed from files against from tensors, on a GPU")
+    ap.add_argument("--images", type=int, default=4000, help="--loader: training images of the folder")
+    ap.add_argument("--size", type=int, default=224, help="--loader: crop size")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--batches", type=int, default=8, help="--loader: timed batches per round")
+    ap.add_argument("--memory-sizes", default="4000,16000")
+    ap.add_argument("--registry", default=None, help="where the rows go (default: $SUITE_REGISTRY)")
+    args = ap.parse_args(argv)
+    from suite.machine import environment
+    from suite.registry import Registry
+
+    reg = Registry(args.registry) if args.registry else Registry()
+    if args.loader:
+        m = measure_loader(args.images, args.size, args.batch, args.workers, args.rounds, args.batches)
+        cfg = {"images": args.images, "size": args.size, "batch": args.batch, "workers": args.workers,
+               "rounds": args.rounds, "views": 2, **environment(torch.device("cpu")),
+               "threads": str(torch.get_num_threads())}
+        _record(reg, "generated-folder", {"measure": "loader", **cfg}, m, "ratio")
+        print(f"loader: suite {m['suite_images_per_s']:.0f} images/s, plain {m['plain_images_per_s']:.0f} images/s, "
+              f"ratio {m['ratio']:.2f} ({m['ratio_min']:.2f}-{m['ratio_max']:.2f}), {args.workers} workers")
+    if args.memory:
+        sizes = [int(s) for s in args.memory_sizes.split(",")]
+        peaks = {n: peak_rss_mb(n) for n in sizes}
+        metrics = {f"peak_rss_mb_{n}": v for n, v in peaks.items()}
+        metrics["peak_ratio"] = peaks[sizes[-1]] / peaks[sizes[0]]
+        _record(reg, "generated-folder", {"measure": "memory", "images": sizes, **environment(torch.device("cpu"))},
+                metrics, "peak_ratio")
+        print("memory: " + ", ".join(f"{n:,} images {v:.0f} MB" for n, v in peaks.items())
+              + f"; ratio {metrics['peak_ratio']:.3f}")
+    if args.gpu:
+        m = measure_gpu(256, 20, 8, 4000)  # type: ignore[assignment]
+        if m is None:
+            print("gpu: no CUDA device here; the ResNet-50 fed-from-files figure is to be measured on a GPU")
+        else:
+            cfg = {"measure": "gpu", "encoder": "resnet50", "image_size": 224, "batch": 256, "precision": "bf16",
+                   "workers": 8, **environment(torch.device("cuda"))}
+            _record(reg, "generated-folder", cfg, m, "gpu_step_images_per_s")
+            print(f"gpu: from JPEG files {m['gpu_step_images_per_s']:.0f} images/s, from device tensors "
+                  f"{m['gpu_step_images_per_s_tensors']:.0f} images/s ({m['fed_ratio']:.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""The image-loader benchmark (issue 65) at a tiny size: both loaders deliver the same batch shapes, the rows land in
+the registry with the one ratio, the GPU figure says it is to be measured where there is no GPU."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmarks.measurements import image_loader as il
+from suite.registry import Registry
+
+
+@pytest.fixture()
+def small(monkeypatch, tmp_path):
+    monkeypatch.setenv("SUITE_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def test_the_plain_loop_is_imagefolder_with_two_random_resized_crops(small):
+    root = il.generated_folder(12, 4, classes=3)
+    ds = il.PlainFolder(root, 32)
+    x, y = ds[5]
+    assert len(ds) == 12 and x.shape == (2, 3, 32, 32) and x.dtype == torch.uint8 and 0 <= y < 3
+    assert il.generated_folder(12, 4, classes=3) == root  # generated once, reused
+
+
+def test_loader_rows_land_in_the_registry(small, capsys):
+    db = small / "r.sqlite"
+    assert il.main(["--loader", "--images", "40", "--size", "32", "--batch", "8", "--workers", "0", "--rounds", "2",
+                    "--batches", "2", "--gpu", "--registry", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "loader: suite" in out and "to be measured on a GPU" in out
+    (run,) = Registry(str(db)).runs(task=il.TASK)
+    m = {x["name"]: x["value"] for x in Registry(str(db)).metrics(run["id"])}
+    assert m["suite_images_per_s"] > 0 and m["plain_images_per_s"] > 0
+    assert m["ratio_min"] <= m["ratio_max"] and m["ratio"] > 0
+
+
+@pytest.mark.slow
+def test_memory_rows(small):
+    db = small / "r.sqlite"
+    assert il.main(["--memory", "--memory-sizes", "30,60", "--registry", str(db)]) == 0
+    (run,) = Registry(str(db)).runs(task=il.TASK)
+    m = {x["name"]: x["value"] for x in Registry(str(db)).metrics(run["id"])}
+    assert m["peak_rss_mb_30"] > 100 and m["peak_ratio"] > 0
