@@ -296,6 +296,16 @@ class PretrainTask(Task[PretrainConfig]):
     def loss_name(self, cfg: PretrainConfig) -> str:
         return self.loss.name
 
+    def data_inputs(self, cfg: PretrainConfig) -> dict[str, str | Path]:
+        """A streamed folder's root (and an evaluation folder's): reuse and resume decide on its identity (a
+        manifest of names and sizes with a sample's content for a large set, :func:`suite.inputs.data_identity`).
+        Shards are not fingerprinted (a sample of whole shards would read gigabytes at every start)."""
+        out: dict[str, str | Path] = {}
+        for name, ds in (("data", cfg.dataset), ("eval_data", cfg.eval_dataset)):
+            if ds.lower().startswith("folder:"):
+                out[name] = ds.split(":", 1)[1]
+        return out
+
     def keep_checkpoints(self, cfg: PretrainConfig) -> int:
         return cfg.keep_checkpoints
 

@@ -225,3 +225,22 @@ def test_missing_data_is_one_line_naming_the_layout(tmp_path: Path) -> None:
         open_source(f"folder:{tmp_path / 'only'}", "test")
     with pytest.raises(ValueError, match=r"1 of 1 not found"):
         open_source(f"wds:{tmp_path}/x-{{0..0}}.tar", "train")
+
+
+def test_a_streamed_folder_is_part_of_the_runs_identity(folder: Path, tmp_path: Path) -> None:
+    """the run records its folder's identity (issue 69: reuse and resume decide on it): the same images elsewhere have
+    the same digest, one image changed another"""
+    import json
+
+    from suite.inputs import data_identity
+
+    reg = Registry(f"sqlite:///{tmp_path / 'reg.sqlite'}")
+    res = pretrain(_cfg(tmp_path, f"folder:{folder}", registry=True, linear_probe=False, geometry_batches=0), reg)
+    recorded = json.loads(reg.get(res.run_id)["run_options"])["data"]
+    assert recorded["data"]["digest"] == data_identity(folder)["digest"]
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    assert data_identity(copy)["digest"] == recorded["data"]["digest"]
+    img = sorted((copy / "train" / "c00").glob("*.JPEG"))[0]
+    img.write_bytes(img.read_bytes()[:-10] + bytes(10))
+    assert data_identity(copy)["digest"] != recorded["data"]["digest"]
