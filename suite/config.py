@@ -106,8 +106,7 @@ POSITIVE = frozenset({
     "checkpoint_every", "image_size", "grad_cache_chunk", "limit", "points", "warmup_epochs", "heldout",
     "class_similarity", "train_per_class", "val_per_class", "eval_train_per_class", "eval_test_per_class"})
 ZERO_MEANS = {"checkpoint_every": "at the end only", "eval_every": "at the end only",
-              "geometry_batches": "no geometry measured",
-              "epochs": "the untrained model evaluated, a random-initialisation baseline"}
+              "geometry_batches": "no geometry measured"}  # a config class adds its own (its ZERO_MEANS ClassVar)
 
 
 def check_value(cls: type, name: str, value: Any, where: str = "") -> None:
@@ -120,7 +119,8 @@ def check_value(cls: type, name: str, value: Any, where: str = "") -> None:
     if name not in POSITIVE or not is_number(value):
         return
     default = _fields(cls)[name].default if name in _fields(cls) else None
-    zero = ZERO_MEANS.get(name) or ("its default" if default == 0 and not isinstance(default, bool) else None)
+    zero = (getattr(cls, "ZERO_MEANS", {}).get(name) or ZERO_MEANS.get(name)
+            or ("its default" if default == 0 and not isinstance(default, bool) else None))
     if value < 0 or (value == 0 and zero is None):
         allowed = f"> 0 (or 0: {zero})" if zero else "> 0"
         raise ValueError(f"{where}{name} must be {allowed}, in (0, inf), got {value!r}")

@@ -15,6 +15,9 @@ class PretrainConfig:
                                               "log_to", "mlflow_uri", "workers", "checkpoint_steps")
     # run options of older versions: out_dir / run_name (now ``out``), ckpt_every (now ``checkpoint_every``)
     RETIRED_RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out_dir", "run_name", "ckpt_every")
+    # what 0 means where an option is otherwise > 0: the untrained encoder evaluated (the random-initialisation
+    # baseline of the vision tables and tests)
+    ZERO_MEANS: ClassVar[dict[str, str]] = {"epochs": "the untrained encoder evaluated, a random-initialisation baseline"}
     # data
     dataset: str = field(default="cifar10", metadata={
         "help": "digits | cifar10 | cifar100 | stl10 (in memory) | folder:<path> (an ImageNet-style folder, streamed: "

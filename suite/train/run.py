@@ -350,7 +350,10 @@ def _other_inputs(path: Path, inputs: dict[str, str]) -> list[str]:
 
     if not inputs:  # nothing to compare (and a damaged checkpoint is named where it is resumed)
         return []
-    was = (load_checkpoint(path).get("config") or {}).get(INPUTS)
+    try:
+        was = (load_checkpoint(path).get("config") or {}).get(INPUTS)
+    except (ValueError, OSError, RuntimeError):  # damaged: named, with the checkpoint before it, where it is resumed
+        return []
     if not isinstance(was, dict):
         return []
     return sorted(k for k in was.keys() & inputs.keys() if was[k] != inputs[k])

@@ -84,9 +84,9 @@ def test_suite_file_key_given_twice_is_refused(tmp_path, extra, tail, needle):
 
 
 def test_a_grid_key_replaces_the_same_arg(tmp_path):
-    """a group's args are often a YAML anchor shared with other groups, and its grid varies one of them: the grid's
-    values make the jobs (the shipped suites text-sts, text-mlm-diagnose and vision-cifar-* do this; refusing it left
-    them unloadable)"""
+    """a grid key that is also an anchored arg -> the grid's values make the jobs (a group's args are often a YAML anchor
+    shared with other groups, and its grid varies one of them: text-sts, text-mlm-diagnose and vision-cifar-* do this;
+    refusing it left them unloadable, and suite bench report with them)"""
     from benchmarks.runner.suitefile import load_suite
 
     p = tmp_path / "anchor.yaml"
@@ -131,7 +131,7 @@ def test_knn_temperature_zero_on_the_command_line(tmp_path, monkeypatch, capsys)
 
 
 POSITIVE_CASES = [  # (config module, class, field, a bad value)
-    ("vision.config", "PretrainConfig", "knn_k", 0), ("vision.config", "PretrainConfig", "epochs", 0),
+    ("vision.config", "PretrainConfig", "knn_k", 0), ("vision.config", "PretrainConfig", "epochs", -1),
     ("vision.config", "PretrainConfig", "batch_size", -1), ("vision.config", "PretrainConfig", "lr", -0.1),
     ("vision.config", "PretrainConfig", "iou_tau", 0.0), ("vision.config", "PretrainConfig", "eval_every", -1),
     ("graph.tu.graphcl", "TUConfig", "lr", 0.0), ("graph.tu.graphcl", "TUConfig", "epochs", 0),
@@ -209,10 +209,11 @@ def test_unknown_key_in_a_suite_file_is_refused(tmp_path):
 
 @pytest.mark.slow  # four one-epoch TU runs (about 15 s)
 def test_reuse_decided_on_the_data(tu, capsys):  # noqa: F811
-    """issue 69, case 1: a finished TU run, then the same command on a copy of its data under another root (reused),
-    on the copy with its graph labels file deleted (not reused: `data changed: SYNTH_graph_labels.txt (gone)`, then the
-    loader's own error), and with one label changed (run again, the line naming the file); the fingerprint is in the
-    row and in `suite results show` (before: every one of them 'reused finished run', the old number back)"""
+    """issue 69, case 1: a finished TU run, then the same command on other data -> reused only while the data is the
+    same: on a copy of its data under another root (reused), on the copy with its graph labels file deleted (not
+    reused: `data changed: SYNTH_graph_labels.txt (gone)`, then the loader's own error), and with one label changed
+    (run again, the line naming the file); the fingerprint is in the row and in `suite results show` (before: every
+    one of them 'reused finished run', the old number back)"""
     args, db, folder = tu
     root = Path(args[args.index("--data-root") + 1])
     assert _code(args) == 0
