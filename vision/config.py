@@ -101,6 +101,15 @@ class PretrainConfig:
     knn_k: int = 200
     knn_t: float = 0.1
     linear_probe: bool = True
+    probe: Literal["features", "sgd"] = field(default="features", metadata={
+        "help": "the linear probe: features (logistic regression on the frozen features of un-augmented images) or "
+                "sgd (ImageNet's protocol, streamed data only: a linear layer on the frozen backbone trained by SGD on "
+                "random resized crops and flips, MoCo's schedule, evaluated on centre crops)", "omit_default": True})
+    probe_epochs: int = field(default=100, metadata={"help": "--probe sgd: epochs (MoCo / MACL: 100)",
+                                                     "omit_default": True})
+    probe_lr: float = field(default=30.0, metadata={"help": "--probe sgd: learning rate (MoCo v2: 30; MACL: 10), "
+                                                            "divided by 10 at 60 %% and 80 %% of the epochs",
+                                                    "omit_default": True})
     eval_batch_size: int = 512
     geometry_batches: int = field(default=20, metadata={"help": "test batches (256 images) for alignment/uniformity/H(X-|X)"})
     points: int = field(default=0, metadata={

@@ -94,11 +94,13 @@ def prepare_stream(cfg: PretrainConfig) -> tuple[StreamedData, dict[str, Any]]:
 @torch.no_grad()
 def evaluate_streamed(model: Encoder, data: StreamedData, recipe: Recipe, device: torch.device, *, knn_k: int = 200,
                       knn_t: float = 0.1, linear: bool = True, batch_size: int = 512, seed: int = 0,
-                      geometry_batches: int = 20, workers: int = 0, skips: Skips | None = None) -> dict[str, float]:
+                      geometry_batches: int = 20, workers: int = 0, skips: Skips | None = None,
+                      probe: str = "features", probe_epochs: int = 100, probe_lr: float = 30.0) -> dict[str, float]:
     """:func:`evaluate` of streamed data: the bank's and the test split's features extracted as they are decoded
     (ImageNet's evaluation crops, resize 256 and centre 224 at the recipe's size, :func:`vision.stream.eval_images`),
-    so memory holds features, not images; kNN and the probe on them; the geometry of the projections on the first
-    ``geometry_batches`` x 256 test crops, augmented as in training."""
+    so memory holds features, not images; kNN and the probe on them (``probe`` "sgd": ImageNet's protocol instead,
+    :func:`sgd_probe`); the geometry of the projections on the first ``geometry_batches`` x 256 test crops, augmented
+    as in training."""
     tf = EvalTransform(recipe).to(device)
     was_training = model.training
     model.eval()
@@ -112,9 +114,12 @@ def evaluate_streamed(model: Encoder, data: StreamedData, recipe: Recipe, device
         return torch.cat(hs), torch.cat(ys)
 
     (tr, tr_y), (te, te_y) = feats(data.bank), feats(data.test)
-    clf = ClassificationEvaluator(torch.empty(0), tr_y, torch.empty(0), te_y, data.num_classes, knn_k, knn_t, linear,
-                                  batch_size)
+    clf = ClassificationEvaluator(torch.empty(0), tr_y, torch.empty(0), te_y, data.num_classes, knn_k, knn_t,
+                                  linear and probe == "features", batch_size)
     out = clf.from_features(tr, te)
+    if linear and probe == "sgd":
+        out.update(sgd_probe(model, data, recipe, device, (te, te_y), epochs=probe_epochs, lr=probe_lr,
+                             batch_size=batch_size, seed=seed, workers=workers, skips=skips))
     if geometry_batches > 0:
         n = min(len(data.test), 256 * geometry_batches)
         first = data.test.take(np.arange(n))
@@ -124,3 +129,54 @@ def evaluate_streamed(model: Encoder, data: StreamedData, recipe: Recipe, device
                                      seed=seed)(lambda v: model(v.to(device)).float()))
     model.train(was_training)
     return out
+
+
+
+def sgd_probe(model: Encoder, data: StreamedData, recipe: Recipe, device: torch.device, test: tuple[Tensor, Tensor],
+              *, epochs: int, lr: float, batch_size: int, seed: int, workers: int = 0,
+              skips: Skips | None = None) -> dict[str, float]:
+    """ImageNet's linear evaluation (MoCo's and MACL's protocol): a linear classifier on the frozen backbone (eval mode),
+    trained ``epochs`` epochs by SGD (momentum 0.9, no weight decay, the rate divided by 10 at 60 % and 80 % of the
+    epochs, MoCo's schedule) on random resized crops (torchvision's default scale 0.08-1) and horizontal flips of the
+    whole bank in a seeded order, decoded as they are streamed; evaluated on the test features of the evaluation crops
+    (``test``)."""
+    from suite.train.engine import Prefetch
+    from suite.train.seeding import seeded_generator
+    from vision.stream import Crops, EpochBatch
+
+    tf = EvalTransform(recipe).to(device)
+    te, te_y = test
+    head = torch.nn.Linear(te.shape[1], data.num_classes).to(device)
+    opt = torch.optim.SGD(head.parameters(), lr=lr, momentum=0.9, weight_decay=0.0)
+    crops = Crops(data.bank, recipe.size, 1, (0.08, 1.0), recipe.ratio, seed=seed)
+    pf = Prefetch(crops, workers=workers, pin=device.type == "cuda")
+    n = len(data.bank)
+    correct = seen = 0
+    try:
+        with torch.enable_grad():  # the evaluation runs under no_grad; the classifier learns
+            for epoch in range(epochs):
+                for group in opt.param_groups:
+                    group["lr"] = lr * (0.1 ** sum(epoch >= f * epochs for f in (0.6, 0.8)))
+                g = seeded_generator(seed, epoch=epoch, stream="probe")
+                order = torch.randperm(n, generator=g).split(batch_size)
+                flips = torch.rand(n, generator=g) < 0.5
+                for b, sb in zip(order, pf([EpochBatch(epoch, b) for b in order])):
+                    if skips is not None:
+                        skips.add(sb.skipped)
+                    x = to_device(sb.images[0], device)
+                    x = torch.where(to_device(flips[b], device)[:, None, None, None], x.flip(-1), x)
+                    with torch.no_grad():
+                        h = model.features(tf(x)).float()
+                    logits = head(h)
+                    y = to_device(sb.labels, device)
+                    loss = torch.nn.functional.cross_entropy(logits, y)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    if epoch == epochs - 1:
+                        correct += int((logits.argmax(1) == y).sum())
+                        seen += int(y.numel())
+    finally:
+        pf.close()
+    acc = float((head(te.to(device)).argmax(1).cpu() == te_y).float().mean())
+    return {"linear_acc": acc, "linear_train_acc": correct / max(1, seen)}

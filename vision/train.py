@@ -116,8 +116,11 @@ def check_config(cfg: PretrainConfig) -> None:
         if cfg.points or cfg.class_similarity:
             raise ValueError("--points and --class-similarity read test images in memory; streamed data sets "
                              f"({cfg.dataset}) take neither")
-    elif cfg.eval_dataset:
-        raise ValueError(f"--eval-dataset applies to streamed data (folder: or wds:), not {cfg.dataset!r}")
+    elif cfg.eval_dataset or cfg.probe != "features":
+        raise ValueError(f"--eval-dataset and --probe sgd apply to streamed data (folder: or wds:), not {cfg.dataset!r}")
+    if not (is_number(cfg.probe_lr) and cfg.probe_lr > 0) or not (isinstance(cfg.probe_epochs, int)
+                                                                    and cfg.probe_epochs >= 1):
+        raise ValueError(f"--probe-lr must be > 0 and --probe-epochs >= 1, got {cfg.probe_lr!r} and {cfg.probe_epochs!r}")
     if cfg.points and cfg.proj_dim != 2:
         raise ValueError(f"points={cfg.points} logs 2-D projections: it needs proj_dim 2, got {cfg.proj_dim}")
     if cfg.grad_cache_chunk and cfg.framework != "simclr":
@@ -417,7 +420,8 @@ class PretrainTask(Task[PretrainConfig]):
         if isinstance(self.eval_data, StreamedData):
             m = evaluate_streamed(self.method.query_encoder, self.eval_data, self.recipe, ctx.device,  # type: ignore[arg-type]
                                   workers=cfg.workers if cfg.workers >= 0 else data_workers(ctx.device),
-                                  skips=self.skips, **kw)  # type: ignore[arg-type]
+                                  skips=self.skips, probe=cfg.probe, probe_epochs=cfg.probe_epochs,
+                                  probe_lr=cfg.probe_lr, **kw)  # type: ignore[arg-type]
         else:
             m = evaluate(self.method.query_encoder, self.eval_data, self.recipe, ctx.device, **kw)  # type: ignore[arg-type]
         self.method.train()

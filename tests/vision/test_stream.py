@@ -244,3 +244,30 @@ def test_a_streamed_folder_is_part_of_the_runs_identity(folder: Path, tmp_path: 
     img = sorted((copy / "train" / "c00").glob("*.JPEG"))[0]
     img.write_bytes(img.read_bytes()[:-10] + bytes(10))
     assert data_identity(copy)["digest"] != recorded["data"]["digest"]
+
+
+def test_imagenets_linear_protocol_trains_a_classifier_on_augmented_crops(folder: Path, tmp_path: Path) -> None:
+    """--probe sgd: a linear layer on the frozen backbone trained on random resized crops and flips of the bank (the
+    backbone unchanged by it), evaluated on the centre crops; refused for data held in memory"""
+    from vision import streamed
+
+    seen: list[tuple[int, float]] = []
+    real = streamed.sgd_probe
+
+    def spy(model, *a, **k):  # noqa: ANN001, ANN002, ANN003
+        before = [p.detach().clone() for p in model.parameters()]
+        out = real(model, *a, **k)
+        assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before))  # frozen
+        seen.append((k["epochs"], out["linear_acc"]))
+        return out
+
+    streamed.sgd_probe = spy
+    try:
+        res = pretrain(_cfg(tmp_path, f"folder:{folder}", probe="sgd", probe_epochs=3, probe_lr=1.0,
+                            geometry_batches=0))
+    finally:
+        streamed.sgd_probe = real
+    assert seen and seen[0][0] == 3 and res.metrics["linear_acc"] == seen[0][1]
+    assert 0 <= res.metrics["linear_train_acc"] <= 1
+    with pytest.raises(ValueError, match="--probe sgd apply to streamed data"):
+        pretrain(_cfg(tmp_path, "digits", probe="sgd"))
