@@ -450,6 +450,20 @@ def _iou(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
     return inter / (h0 * w0 + h1 * w1 - inter)
 
 
+def readable(source: Source, i: int, take: Any, skipped: list[str]) -> tuple[int, Any]:
+    """``(j, take(j))`` of the first sample from ``i`` on that can be read and decoded: an unreadable one is said in
+    ``skipped`` and the next takes its place (a batch keeps its size); :data:`MAX_REPLACEMENTS` in a row is an
+    :class:`UnreadableImage` naming where they began (the data is not readable at all)."""
+    j = i
+    for _ in range(MAX_REPLACEMENTS):
+        try:
+            return j, take(j)
+        except UnreadableImage as exc:
+            skipped.append(str(exc))
+            j = (j + 1) % len(source)
+    raise UnreadableImage(f"{MAX_REPLACEMENTS} unreadable images in a row from {source.where(i)} on: {skipped[-1]}")
+
+
 class Crops:
     """The loader's part of a training step: ``EpochBatch`` -> :class:`StreamBatch` of ``views`` random resized crops
     per image at ``size`` (scale, ratio: the recipe's), decoded in the worker; ``captions``: a (N_source, D) array
@@ -473,17 +487,7 @@ class Crops:
         used = np.empty(n, dtype=np.int64)
         skipped: list[str] = []
         for k, i in enumerate(batch.index.tolist()):
-            j = i
-            for _ in range(MAX_REPLACEMENTS):
-                try:
-                    crops, boxes = self._one(batch.epoch, j)
-                    break
-                except UnreadableImage as exc:
-                    skipped.append(str(exc))
-                    j = (j + 1) % len(self.source)  # the next sample takes its place: the batch keeps its size
-            else:
-                raise UnreadableImage(f"{MAX_REPLACEMENTS} unreadable images in a row from {self.source.where(i)} "
-                                      f"on: {skipped[-1]}")
+            j, (crops, boxes) = readable(self.source, i, lambda j: self._one(batch.epoch, j), skipped)
             used[k] = j
             for view in range(v):
                 out[view, k] = crops[view]
@@ -510,28 +514,11 @@ class CenterCrops:
         labels = np.empty(n, dtype=np.int64)
         skipped: list[str] = []
         for k, i in enumerate(index.tolist()):
-            j = i
-            for _ in range(MAX_REPLACEMENTS):
-                try:
-                    out[k] = center_crop(decode(self.source.read(j), self.source.where(j)), s, self.resize)
-                    break
-                except UnreadableImage as exc:
-                    skipped.append(str(exc))
-                    j = (j + 1) % len(self.source)
-            else:
-                raise UnreadableImage(f"{MAX_REPLACEMENTS} unreadable images in a row from {self.source.where(i)} "
-                                      f"on: {skipped[-1]}")
+            j, out[k] = readable(self.source, i, lambda j: center_crop(decode(self.source.read(j), self.source.where(j)),
+                                                                       s, self.resize), skipped)
             labels[k] = self.source.labels[j]
         return StreamBatch(torch.from_numpy(out).permute(0, 3, 1, 2).contiguous()[None], torch.from_numpy(labels),
                            skipped=skipped)
-
-
-class _Indexed(torch.utils.data.Dataset):  # type: ignore[type-arg]
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-
-    def __getitem__(self, batch: Any) -> Any:
-        return self.fn(batch)
 
 
 class Skips:
@@ -554,17 +541,16 @@ def eval_images(source: Source, size: int, batch_size: int, workers: int = 0,
                 skips: Skips | None = None) -> Iterator[tuple[Tensor, Tensor]]:
     """(images (B, 3, S, S) uint8, labels) of every sample of ``source`` in order, ImageNet's evaluation crops,
     decoded in ``workers`` processes."""
-    crops = CenterCrops(source, size)
-    batches = list(torch.arange(len(source)).split(batch_size))
-    if workers:
-        it: Iterator[StreamBatch] = iter(torch.utils.data.DataLoader(
-            _Indexed(crops), sampler=batches, batch_size=None, num_workers=workers, prefetch_factor=2))
-    else:
-        it = map(crops, batches)
-    for sb in it:
-        if skips is not None:
-            skips.add(sb.skipped)
-        yield sb.images[0], sb.labels
+    from suite.train.engine import Prefetch
+
+    pf = Prefetch(CenterCrops(source, size), workers)
+    try:
+        for sb in pf(list(torch.arange(len(source)).split(batch_size))):
+            if skips is not None:
+                skips.add(sb.skipped)
+            yield sb.images[0], sb.labels
+    finally:
+        pf.close()
 
 
 def caption_embeddings(source: Source, model: str = "", batch_size: int = 256) -> np.ndarray:
