@@ -90,7 +90,8 @@ class Source:
         raise NotImplementedError
 
     def fingerprint(self) -> str:
-        """A digest of what the split holds (names, sizes, modification times, labels): a cache key."""
+        """A digest of what the split holds, a cache key: its file names and labels (shards: also each shard's size
+        and modification time and every sample's offsets)."""
         raise NotImplementedError
 
 
@@ -285,7 +286,7 @@ class ShardSource(Source):
                            self.spans[idx], self.cap_json[idx], keys)
 
     def fingerprint(self) -> str:
-        h = hashlib.sha256("\n".join(self.shards).encode())
+        h = hashlib.sha256("\n".join(f"{p}:{os.stat(p).st_size}:{os.stat(p).st_mtime_ns}" for p in self.shards).encode())
         for a in (self.shard, self.spans, self.labels, self.keys[0]):
             h.update(a.tobytes())
         return h.hexdigest()[:16]
