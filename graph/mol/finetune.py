@@ -28,6 +28,7 @@ from graph.mol.splits import split as make_split
 from graph.mol.rocauc import RocAuc
 from graph.mol.model import MolGIN, MolGINConfig, MolPredictor, load_mol_encoder
 from suite import distributed as sd
+from suite.paths import data_path
 from suite.config import check_ints, check_numbers, is_int, is_number
 from suite.train.run import RunContext, RunResult, Task, Training, run
 from suite.train.trackers import LOG_TO_HELP, MLFLOW_URI_HELP
@@ -119,6 +120,14 @@ class FinetuneMolTask(Task[FinetuneMolConfig]):
 
     def stem(self, cfg: FinetuneMolConfig) -> str:
         return f"{cfg.dataset}-{Path(cfg.init).name or 'none'}-s{cfg.seed}"
+
+    def data_inputs(self, cfg: FinetuneMolConfig) -> dict[str, str | Path]:
+        """The MoleculeNet CSV the set is read from (a set handed in as graphs: none); reuse and resume decide on its
+        content (issue 69, class A)."""
+        if self.graphs is not None:
+            return {}
+        return {"data": Path(cfg.data_root) / f"{cfg.dataset}.csv" if cfg.data_root is not None
+                else data_path("moleculenet", f"{cfg.dataset}.csv")}
 
     def loss_name(self, cfg: FinetuneMolConfig) -> str:
         return self.label

@@ -120,6 +120,16 @@ class MolPretrainTask(Task[PretrainMolConfig]):
     def dataset(self, cfg: PretrainMolConfig) -> str:
         return Path(cfg.corpus).name
 
+    def data_inputs(self, cfg: PretrainMolConfig) -> dict[str, str | Path]:
+        """The SMILES corpus read (a corpus handed in as graphs: none); reuse and resume decide on its identity (a
+        manifest with a sample's content above 256 MiB, :func:`suite.inputs.data_identity`)."""
+        if self.graphs is not None:
+            return {}
+        try:
+            return {"data": resolve_corpus(cfg.corpus)}
+        except ValueError:  # not there: the task's own build names it
+            return {}
+
     def loss_name(self, cfg: PretrainMolConfig) -> str:
         # runs and encoders carry the name the user asked for: GraphCL pretraining is ``graphcl``, not its
         # underlying ``dcl`` (the resolved loss and hyper-parameters are in ``loss_hparams``)

@@ -4,10 +4,8 @@ new code paths under faults (class C: two processes building one cache, a tracke
 says what is tried, what must happen, and what happened before."""
 from __future__ import annotations
 
-import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -350,3 +348,36 @@ def test_two_processes_build_one_tu_cache(tmp_path):
     assert [p.returncode for p in procs] == [0, 0], outs
     assert outs[0][0] == outs[1][0] and outs[0][0].strip()
     assert len(list((tmp_path / "cache").rglob("processed"))) == 1
+
+
+def test_moleculenet_finetuning_records_its_csv(tmp_path, monkeypatch):
+    """`suite graph finetune-mol` on a MoleculeNet CSV -> the row records the file's content digest (issue 69, class
+    A: reuse and resume decide on it), the same file elsewhere has the same digest and one changed label another
+    (before: the fine-tuning runs recorded no data identity)"""
+    import argparse
+    import json
+
+    from graph.mol.cli import register_mol
+    from suite.inputs import data_identity
+    from suite.registry import Registry
+    from tests.graph.test_mol_train import CORPUS
+
+    rows = [f"{i},m{i},{i % 2},{s}" for i, s in enumerate(CORPUS * 2)]
+    csv = tmp_path / "bbbp.csv"
+    csv.write_text("num,name,p_np,smiles\n" + "\n".join(rows) + "\n")
+    parser = argparse.ArgumentParser()
+    register_mol(parser.add_subparsers())
+    db = tmp_path / "r.sqlite"
+    a = parser.parse_args(["finetune-mol", "--dataset", "bbbp", "--data-root", str(tmp_path), "--init", "none",
+                           "--seed", "0", "--epochs", "1", "--split", "random", "--batch-size", "4", "--num-layers",
+                           "2", "--emb-dim", "8", "--device", "cpu", "--out", str(tmp_path / "run")])
+    monkeypatch.setenv("SUITE_REGISTRY", str(db))
+    assert a.func(a) == 0
+    (run,) = Registry(str(db)).runs(task="molnet-finetune")
+    recorded = json.loads(run["run_options"])["data"]["data"]
+    assert recorded["digest"] == data_identity(csv)["digest"]
+    (tmp_path / "elsewhere").mkdir()
+    shutil.copy(csv, tmp_path / "elsewhere" / "bbbp.csv")
+    assert data_identity(tmp_path / "elsewhere" / "bbbp.csv")["digest"] == recorded["digest"]
+    csv.write_text(csv.read_text().replace(",m1,1,", ",m1,0,"))
+    assert data_identity(csv)["digest"] != recorded["digest"]
