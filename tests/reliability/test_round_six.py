@@ -381,3 +381,18 @@ def test_moleculenet_finetuning_records_its_csv(tmp_path, monkeypatch):
     assert data_identity(tmp_path / "elsewhere" / "bbbp.csv")["digest"] == recorded["digest"]
     csv.write_text(csv.read_text().replace(",m1,1,", ",m1,0,"))
     assert data_identity(csv)["digest"] != recorded["digest"]
+
+
+def test_simcse_declares_its_sentences_and_the_sts_dev_file(tmp_path):
+    """a SimCSE run on a sentence file, with the STS-B dev evaluation -> both files are the data its identity covers
+    (without --no-dev-eval's dev file; the built-in NLI triplets of supervised SimCSE are not a file) (before: none)"""
+    from text.methods.simcse import SimCSEConfig, SimCSETask
+
+    sents = tmp_path / "s.txt"
+    sents.write_text("a cat sits\na dog runs\n")
+    cfg = SimCSEConfig(data=str(sents), dev_eval=True)
+    got = SimCSETask.data_inputs(SimCSETask.__new__(SimCSETask), cfg)
+    assert got["data"] == sents and got["sts_dev"].name == "sts-dev.csv"
+    assert "sts_dev" not in SimCSETask.data_inputs(SimCSETask.__new__(SimCSETask),
+                                                   SimCSEConfig(data=str(sents), dev_eval=False))
+    assert SimCSETask.data_inputs(SimCSETask.__new__(SimCSETask), SimCSEConfig(mode="sup", dev_eval=False)) == {}

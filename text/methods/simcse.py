@@ -211,6 +211,18 @@ class SimCSETask(Task[SimCSEConfig]):
     def stem(self, cfg: SimCSEConfig) -> str:
         return f"{self.loss_name(cfg)}-s{cfg.seed}"
 
+    def data_inputs(self, cfg: SimCSEConfig) -> dict[str, str | Path]:
+        """The training sentences (or triplet CSV) and, with the dev evaluation, the STS-B dev file: reuse and resume
+        decide on their content (issue 69, class A). The default NLI triplets are built in: not declared."""
+        out: dict[str, str | Path] = {}
+        if cfg.data or cfg.mode == "unsup":
+            out["data"] = Path(cfg.data) if cfg.data else data_path(*WIKI)
+        if cfg.dev_eval:
+            from text.data import senteval_root
+
+            out["sts_dev"] = senteval_root() / "STS" / "STSBenchmark" / "sts-dev.csv"
+        return out
+
     def run_info(self, cfg: SimCSEConfig) -> dict[str, Any]:
         """A start model built here (``suite text mlm``): the registry run and code version that built it, so rows
         from two builds of ``models:NAME`` are never mistaken for one start model."""
