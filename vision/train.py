@@ -45,8 +45,6 @@ def recipe_for(cfg: PretrainConfig, data: ImageData | StreamedData) -> Recipe:
     return get_recipe(name, cfg.image_size)
 
 
-
-
 def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, ImageData, dict[str, Any]]:
     """Load the data set; returns the pretraining data (imbalance rule / balanced subset applied),
     the evaluation data (the balanced standard training split as kNN bank / probe training set,
