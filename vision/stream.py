@@ -95,16 +95,33 @@ class Source:
         raise NotImplementedError
 
 
-def _packed(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Strings as one uint8 buffer and (N + 1,) offsets."""
-    enc = [s.encode() for s in strings]
-    offsets = np.zeros(len(enc) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(e) for e in enc])
-    return np.frombuffer(b"".join(enc), dtype=np.uint8).copy(), offsets
+@dataclass(frozen=True)
+class Names:
+    """Strings packed into one uint8 buffer with (M + 1,) offsets, and the rows of it a source holds: arrays only, so
+    forked workers share them, and a subset (:meth:`take`) is one index operation, not a string per sample."""
 
+    buf: np.ndarray
+    offsets: np.ndarray
+    rows: np.ndarray
 
-def _unpacked(buf: np.ndarray, offsets: np.ndarray, i: int) -> str:
-    return bytes(buf[offsets[i]:offsets[i + 1]]).decode()
+    @classmethod
+    def of(cls, strings: Sequence[str]) -> "Names":
+        enc = [s.encode() for s in strings]
+        offsets = np.zeros(len(enc) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(e) for e in enc])
+        return cls(np.frombuffer(b"".join(enc), dtype=np.uint8).copy(), offsets, np.arange(len(enc), dtype=np.int64))
+
+    def __getitem__(self, i: int) -> str:
+        r = self.rows[i]
+        return bytes(self.buf[self.offsets[r]:self.offsets[r + 1]]).decode()
+
+    def take(self, idx: np.ndarray) -> "Names":
+        return Names(self.buf, self.offsets, self.rows[idx])
+
+    def digest(self, h: Any) -> None:
+        """Feed the names held, in order, to the hash ``h``."""
+        for a in (self.buf, self.offsets, self.rows):
+            h.update(a.tobytes())
 
 
 @dataclass
@@ -112,8 +129,7 @@ class FolderSource(Source):
     """``<split_dir>/<class>/<file>`` images."""
 
     root: str = ""
-    buf: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
-    offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    names: Names = field(default_factory=lambda: Names.of([]))
 
     def read(self, i: int) -> bytes:
         path = self.where(i)
@@ -121,20 +137,19 @@ class FolderSource(Source):
             with open(path, "rb") as fh:
                 return fh.read()
         except OSError as exc:
-            raise UnreadableImage(f"image {path} cannot be read ({type(exc).__name__}: {exc.strerror or exc})") from None
+            raise UnreadableImage(f"image {path} cannot be read ({type(exc).__name__}: "
+                                  f"{exc.strerror or exc})") from None
 
     def where(self, i: int) -> str:
-        return os.path.join(self.root, _unpacked(self.buf, self.offsets, i))
+        return os.path.join(self.root, self.names[i])
 
     def take(self, idx: np.ndarray | Tensor) -> "FolderSource":
         idx = np.asarray(idx, dtype=np.int64)
-        names = [_unpacked(self.buf, self.offsets, int(i)) for i in idx]
-        buf, offsets = _packed(names)
-        return FolderSource(self.name, self.classes, self.labels[idx], dict(self.info), self.root, buf, offsets)
+        return FolderSource(self.name, self.classes, self.labels[idx], dict(self.info), self.root, self.names.take(idx))
 
     def fingerprint(self) -> str:
         h = hashlib.sha256(f"{self.root}\n{self.classes}".encode())
-        h.update(self.buf.tobytes())
+        self.names.digest(h)
         h.update(self.labels.tobytes())
         return h.hexdigest()[:16]
 
@@ -175,10 +190,9 @@ def folder_source(root: str | Path, split: str, classes: list[str] | None = None
                       stacklevel=2)
     if not files:
         raise ValueError(f"no images ({', '.join(IMAGE_EXTS)}) under {split_dir}/<class>/")
-    buf, offsets = _packed(files)
     return FolderSource(root.name, list(classes), np.asarray(labels, dtype=np.int64),
                         {"source": str(root), "layout": "image-folder", "split": split_dir.name,
-                         "empty_classes": len(empty)}, str(root), buf, offsets)
+                         "empty_classes": len(empty)}, str(root), Names.of(files))
 
 
 # ----------------------------------------------------------------------------- WebDataset shards
@@ -248,7 +262,7 @@ class ShardSource(Source):
     shard: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # (N,) shard of each sample
     spans: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))  # image off/size, caption off/size
     cap_json: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
-    keys: tuple[np.ndarray, np.ndarray] = field(default_factory=lambda: _packed([]))
+    keys: Names = field(default_factory=lambda: Names.of([]))
 
     def _bytes(self, i: int, off: int, size: int) -> bytes:
         path = self.shards[int(self.shard[i])]
@@ -257,7 +271,8 @@ class ShardSource(Source):
                 fh.seek(int(off))
                 data = fh.read(int(size))
         except OSError as exc:
-            raise UnreadableImage(f"shard {path} cannot be read ({type(exc).__name__}: {exc.strerror or exc})") from None
+            raise UnreadableImage(f"shard {path} cannot be read ({type(exc).__name__}: "
+                                  f"{exc.strerror or exc})") from None
         if len(data) != size:
             raise UnreadableImage(f"{self.where(i)}: cut off ({len(data)} of {size} bytes)")
         return data
@@ -266,7 +281,7 @@ class ShardSource(Source):
         return self._bytes(i, self.spans[i, 0], self.spans[i, 1])
 
     def where(self, i: int) -> str:
-        return f"{self.shards[int(self.shard[i])]}:{_unpacked(*self.keys, i)}"
+        return f"{self.shards[int(self.shard[i])]}:{self.keys[i]}"
 
     def caption(self, i: int) -> str | None:
         if self.spans[i, 3] == 0 and self.spans[i, 2] == 0:
@@ -281,14 +296,16 @@ class ShardSource(Source):
 
     def take(self, idx: np.ndarray | Tensor) -> "ShardSource":
         idx = np.asarray(idx, dtype=np.int64)
-        keys = _packed([_unpacked(*self.keys, int(i)) for i in idx])
         return ShardSource(self.name, self.classes, self.labels[idx], dict(self.info), self.shards, self.shard[idx],
-                           self.spans[idx], self.cap_json[idx], keys)
+                           self.spans[idx], self.cap_json[idx], self.keys.take(idx))
 
     def fingerprint(self) -> str:
-        h = hashlib.sha256("\n".join(f"{p}:{os.stat(p).st_size}:{os.stat(p).st_mtime_ns}" for p in self.shards).encode())
-        for a in (self.shard, self.spans, self.labels, self.keys[0]):
+        stats = [os.stat(p) for p in self.shards]
+        h = hashlib.sha256("\n".join(f"{p}:{st.st_size}:{st.st_mtime_ns}"
+                                      for p, st in zip(self.shards, stats)).encode())
+        for a in (self.shard, self.spans, self.labels):
             h.update(a.tobytes())
+        self.keys.digest(h)
         return h.hexdigest()[:16]
 
 
@@ -341,7 +358,7 @@ def shard_source(pattern: str, cache: bool = True) -> ShardSource:
                        {"source": pattern, "layout": "webdataset", "shards": len(paths),
                         "shard_problems": len(problems_all)}, paths, np.asarray(shard_ids, dtype=np.int32),
                        np.asarray(spans, dtype=np.int64).reshape(-1, 4), np.asarray(cap_json, dtype=bool),
-                       _packed(keys))
+                       Names.of(keys))
 
 
 def open_source(dataset: str, split: str, classes: list[str] | None = None) -> Source:
@@ -509,14 +526,16 @@ class CenterCrops:
         self.source, self.size = source, int(size)
         self.resize = int(round(size * EVAL_RESIZE))
 
+    def _crop(self, j: int) -> np.ndarray:
+        return center_crop(decode(self.source.read(j), self.source.where(j)), self.size, self.resize)
+
     def __call__(self, index: Tensor) -> StreamBatch:
         n, s = len(index), self.size
         out = np.empty((n, s, s, 3), dtype=np.uint8)
         labels = np.empty(n, dtype=np.int64)
         skipped: list[str] = []
         for k, i in enumerate(index.tolist()):
-            j, out[k] = readable(self.source, i, lambda j: center_crop(decode(self.source.read(j), self.source.where(j)),
-                                                                       s, self.resize), skipped)
+            j, out[k] = readable(self.source, i, self._crop, skipped)
             labels[k] = self.source.labels[j]
         return StreamBatch(torch.from_numpy(out).permute(0, 3, 1, 2).contiguous()[None], torch.from_numpy(labels),
                            skipped=skipped)

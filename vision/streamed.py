@@ -135,11 +135,11 @@ def evaluate_streamed(model: Encoder, data: StreamedData, recipe: Recipe, device
 def sgd_probe(model: Encoder, data: StreamedData, recipe: Recipe, device: torch.device, test: tuple[Tensor, Tensor],
               *, epochs: int, lr: float, batch_size: int, seed: int, workers: int = 0,
               skips: Skips | None = None) -> dict[str, float]:
-    """ImageNet's linear evaluation (MoCo's and MACL's protocol): a linear classifier on the frozen backbone (eval mode),
-    trained ``epochs`` epochs by SGD (momentum 0.9, no weight decay, the rate divided by 10 at 60 % and 80 % of the
-    epochs, MoCo's schedule) on random resized crops (torchvision's default scale 0.08-1) and horizontal flips of the
-    whole bank in a seeded order, decoded as they are streamed; evaluated on the test features of the evaluation crops
-    (``test``)."""
+    """ImageNet's linear evaluation (MoCo's and MACL's protocol): a linear classifier on the frozen backbone (eval
+    mode), trained ``epochs`` epochs by SGD (momentum 0.9, no weight decay, the rate divided by 10 at 60 % and 80 %
+    of the epochs, MoCo's schedule) on random resized crops (torchvision's default scale 0.08-1) and horizontal flips
+    of the whole bank in a seeded order, decoded as they are streamed; evaluated on the test features of the
+    evaluation crops (``test``)."""
     from suite.train.engine import Prefetch
     from suite.train.seeding import seeded_generator
     from vision.stream import Crops, EpochBatch

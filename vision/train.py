@@ -115,10 +115,12 @@ def check_config(cfg: PretrainConfig) -> None:
             raise ValueError("--points and --class-similarity read test images in memory; streamed data sets "
                              f"({cfg.dataset}) take neither")
     elif cfg.eval_dataset or cfg.probe != "features":
-        raise ValueError(f"--eval-dataset and --probe sgd apply to streamed data (folder: or wds:), not {cfg.dataset!r}")
+        raise ValueError(f"--eval-dataset and --probe sgd apply to streamed data (folder: or wds:), "
+                         f"not {cfg.dataset!r}")
     if not (is_number(cfg.probe_lr) and cfg.probe_lr > 0) or not (isinstance(cfg.probe_epochs, int)
                                                                     and cfg.probe_epochs >= 1):
-        raise ValueError(f"--probe-lr must be > 0 and --probe-epochs >= 1, got {cfg.probe_lr!r} and {cfg.probe_epochs!r}")
+        raise ValueError(f"--probe-lr must be > 0 and --probe-epochs >= 1, got {cfg.probe_lr!r} and "
+                         f"{cfg.probe_epochs!r}")
     if cfg.points and cfg.proj_dim != 2:
         raise ValueError(f"points={cfg.points} logs 2-D projections: it needs proj_dim 2, got {cfg.proj_dim}")
     if cfg.grad_cache_chunk and cfg.framework != "simclr":

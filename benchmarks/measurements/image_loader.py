@@ -200,7 +200,8 @@ def _record(registry: Any, dataset: str, config: dict[str, Any], metrics: dict[s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.measurements.image_loader", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.measurements.image_loader",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--loader", action="store_true", help="the loaders' images/s on the CPU")
     ap.add_argument("--memory", action="store_true", help="peak memory over 4,000 and 16,000 images")
     ap.add_argument("--gpu", action="store_true", help="ResNet-50 fed from files against from tensors, on a GPU")

@@ -47,7 +47,8 @@ def estimate(path: str, jobs: list[Job], reg: Any) -> list[str]:
     known: dict[tuple[str, int], float] = {}
     unknown: dict[tuple[str, int], int] = {}
     for j in jobs:
-        gpus = int(resources_of(j).get("gpus") or 0) * int(resources_of(j).get("nodes") or 1)
+        res = resources_of(j)
+        gpus = int(res.get("gpus") or 0) * int(res.get("nodes") or 1)
         if not gpus or j.frontend != "vision":
             continue
         args = dict(j.args)

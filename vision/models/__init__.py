@@ -133,11 +133,12 @@ def load_init(encoder: Encoder, path: str | Path) -> Encoder:
 
 def build_encoder(name: str, width: float = 0, image_size: int = 32, proj_dim: int = 128, proj_hidden: int = 0,
                   stem: str = "auto") -> Encoder:
+    stem = resolve_stem(name, image_size, stem)
     enc = Encoder(build_backbone(name, width, image_size, stem), proj_dim, proj_hidden)
     enc.spec = {"encoder": name, "width": float(width), "image_size": int(image_size), "proj_dim": int(proj_dim),
                 "proj_hidden": int(proj_hidden)}
-    if resolve_stem(name, image_size, stem):  # the ResNets' (an export before the stems has none: "auto")
-        enc.spec["stem"] = resolve_stem(name, image_size, stem)
+    if stem:  # the ResNets' (an export before the stems has none: "auto")
+        enc.spec["stem"] = stem
     return enc
 
 
