@@ -251,9 +251,84 @@ def hash_config(cfg: Any, exclude: tuple[str, ...] = ()) -> str:
     return config_hash(d)
 
 
+# ----------------------------------------------------------------------------- run options
+
+RUN_OPTION = "run_option"  # a field's metadata key: the field says where and how a run goes, never what it is
+COMPILE_HELP = ("run the model through torch.compile (a run option: the same experiment, equal to eager within "
+                "tolerance)")
+LOG_TO_HELP = ("send the step curves to trackers too, comma-separated: tensorboard (event files in the run folder), "
+               "mlflow (a store in the run folder, or --mlflow-uri), wandb (offline, in the run folder); a run option")
+MLFLOW_URI_HELP = ("the MLflow tracking URI --log-to mlflow sends to (http://host:port, sqlite:///file.db); empty: "
+                   "<run folder>/mlflow/mlflow.db; a run option")
+
+
+def _option(default: Any, help: str = "") -> Any:  # noqa: A002 (the field's --help)
+    return dataclasses.field(default=default, metadata={RUN_OPTION: True, **({"help": help} if help else {})})
+
+
+class _Derived:
+    """``RUN_OPTIONS`` of a :class:`RunOptions` config: the names of its fields marked :data:`RUN_OPTION`, in field
+    order (derived from the fields, never typed in)."""
+
+    def __get__(self, obj: Any, owner: type) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(owner) if f.metadata.get(RUN_OPTION))
+
+
+@dataclasses.dataclass
+class RunOptions:
+    """Where and how a run goes, never what it is (habit 16): the options the run owner (:func:`suite.train.run.run`)
+    reads, declared once. Every front-end config inherits them; none is part of the experiment config, its hash or its
+    folder (:func:`experiment_config`), so changing one resumes the same run.
+
+    A front-end's own default or help of one of them is class data, read when the class is made:
+    ``RUN_DEFAULTS: ClassVar[dict[str, Any]]`` and ``RUN_HELP: ClassVar[dict[str, str]]`` (option -> value). A run
+    option of its own (vision's ``eval_every``) is a field with ``metadata={"run_option": True}``. ``RUN_OPTIONS``
+    is derived from the fields (:class:`_Derived`). Example, a whole front-end config::
+
+        @dataclass
+        class ToyConfig(RunOptions):
+            RUN_DEFAULTS: ClassVar[dict[str, Any]] = {"keep_checkpoints": 0}
+            lr: float = 0.1
+            seed: int = 0
+    """
+
+    RUN_OPTIONS = _Derived()
+    out: str = _option("", "run folder: checkpoints, the export (export/) (default: "
+                           "runs/<task>/<stem>-<experiment hash>)")
+    device: str = _option("auto")
+    resume: bool = _option(True)
+    checkpoint_every: int = _option(1, "checkpoint every N epochs (0: at the end only)")
+    keep_checkpoints: int = _option(2, "newest checkpoints kept (0: none once finished)")
+    registry: bool = _option(True)
+    compile: bool = _option(False, COMPILE_HELP)
+    log_to: str = _option("", LOG_TO_HELP)
+    mlflow_uri: str = _option("", MLFLOW_URI_HELP)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass's ``RUN_DEFAULTS`` / ``RUN_HELP`` become its fields' defaults and help (each option keeps its
+        place among the fields); a name that is no option of :class:`RunOptions` is a ``TypeError``."""
+        super().__init_subclass__(**kwargs)
+        base = {f.name: f for f in dataclasses.fields(RunOptions)}
+        defaults, helps = cls.__dict__.get("RUN_DEFAULTS", {}), cls.__dict__.get("RUN_HELP", {})
+        unknown = sorted((set(defaults) | set(helps)) - set(base))
+        if unknown:
+            raise TypeError(f"{cls.__name__}: RUN_DEFAULTS / RUN_HELP name {unknown}, which are no options of "
+                            f"RunOptions ({', '.join(base)})")
+        types_ = typing.get_type_hints(RunOptions)
+        for name in (n for n in base if n in defaults or n in helps):
+            f = base[name]
+            meta = {**f.metadata, **({"help": helps[name]} if name in helps else {})}
+            cls.__annotations__[name] = types_[name]
+            setattr(cls, name, dataclasses.field(default=defaults.get(name, f.default), metadata=meta))
+
+
+RUN_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(RunOptions))
+
+
 def run_options(cfg: Any) -> tuple[str, ...]:
-    """The fields of ``cfg`` that say where and how it runs (device, output folder, resume, ...), not
-    what is run: a config class lists them in ``RUN_OPTIONS: ClassVar[tuple[str, ...]]``."""
+    """The fields of ``cfg`` that say where and how it runs (device, output folder, resume, ...), not what is run:
+    a :class:`RunOptions` config's derived ``RUN_OPTIONS``; another config class lists them in
+    ``RUN_OPTIONS: ClassVar[tuple[str, ...]]``."""
     return tuple(getattr(type(cfg), "RUN_OPTIONS", ()))
 
 
@@ -338,7 +413,10 @@ def add_config_args(parser: argparse.ArgumentParser, cls: type, skip: tuple[str,
     """One ``--flag`` per dataclass field (default None = keep the config/file value); the help states the field's
     default once (:func:`option_help`)."""
     hints = typing.get_type_hints(cls)
-    for name, f in _fields(cls).items():
+    fields = _fields(cls)
+    last = RUN_OPTION_NAMES if isinstance(cls, type) and issubclass(cls, RunOptions) else ()
+    for name in [*(n for n in fields if n not in last), *last]:  # the options every front-end has, last
+        f = fields[name]
         if name in skip:
             continue
         tp = _unwrap_optional(hints[name])

@@ -4,15 +4,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from suite.train.trackers import LOG_TO_HELP, MLFLOW_URI_HELP
+from suite.config import RUN_OPTION, RunOptions
 
 
 @dataclass
-class PretrainConfig:
-    # where and how it runs, not what: left out of the experiment config a resume must match
-    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("device", "out", "resume", "registry", "eval_every", "checkpoint_every",
-                                              "keep_checkpoints", "points", "class_similarity", "compile",
-                                              "log_to", "mlflow_uri", "workers", "checkpoint_steps")
+class PretrainConfig(RunOptions):
+    # where and how it runs, not what (left out of the experiment config a resume must match): RunOptions, and the
+    # fields marked RUN_OPTION here (eval_every, points, class_similarity, checkpoint_steps, workers)
+    RUN_HELP: ClassVar[dict[str, str]] = {
+        "out": "run folder: checkpoints/, the encoder export (export/) (default: "
+               "runs/pretrain-<framework>/<dataset>-...-<experiment hash>)"}
     # run options of older versions: out_dir / run_name (now ``out``), ckpt_every (now ``checkpoint_every``)
     RETIRED_RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out_dir", "run_name", "ckpt_every")
     # what 0 means where an option is otherwise > 0: the untrained encoder evaluated (the random-initialisation
@@ -87,17 +88,13 @@ class PretrainConfig:
     warmup_epochs: int = 0
     max_steps_per_epoch: int = field(default=0, metadata={"help": "cap on steps per epoch (0 = full epochs)"})
     bf16: bool = field(default=False, metadata={"help": "bfloat16 autocast for the encoder"})
-    compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (a run option: the "
-                                                           "same experiment, equal to eager within tolerance)"})
-    log_to: str = field(default="", metadata={"help": LOG_TO_HELP})
-    mlflow_uri: str = field(default="", metadata={"help": MLFLOW_URI_HELP})
     grad_cache_chunk: int = field(default=0, metadata={"help": "gradient caching (SimCLR): encode the batch in chunks "
                                                                 "of K images; BatchNorm sees chunks, so K is part of "
                                                                 "the experiment (0 = off)", "omit_default": True})
-    device: str = "auto"
     seed: int = 0
     # evaluation and output
-    eval_every: int = field(default=0, metadata={"help": "evaluate every k epochs (0 = at the end only)"})
+    eval_every: int = field(default=0, metadata={"help": "evaluate every k epochs (0 = at the end only)",
+                                                 RUN_OPTION: True})
     knn_k: int = 200
     knn_t: float = 0.1
     linear_probe: bool = True
@@ -114,20 +111,14 @@ class PretrainConfig:
     geometry_batches: int = field(default=20, metadata={"help": "test batches (256 images) for alignment/uniformity/H(X-|X)"})
     points: int = field(default=0, metadata={
         "help": "with proj_dim 2: log the 2-D projections of this many test images (balanced over classes) to the "
-                "registry for the report's pictures (split test-2d; 0 = off)", "omit_default": True})
+                "registry for the report's pictures (split test-2d; 0 = off)", "omit_default": True, RUN_OPTION: True})
     class_similarity: int = field(default=0, metadata={
         "help": "log the mean cosine similarity of backbone features between every pair of classes over this many "
                 "test images per class (X-CLR Fig. 4 / App. A.6: 100), split 'class-sim' (0 = off)",
-        "omit_default": True})
-    out: str = field(default="", metadata={"help": "run folder: checkpoints/, the encoder export (export/) (default: "
-                                                   "runs/pretrain-<framework>/<dataset>-...-<experiment hash>)"})
-    resume: bool = True
-    checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (0: at the end only)"})
-    keep_checkpoints: int = field(default=2, metadata={"help": "newest checkpoints kept (0: none once finished)"})
+        "omit_default": True, RUN_OPTION: True})
     checkpoint_steps: int = field(default=0, metadata={
         "help": "also checkpoint every N optimiser steps, in the middle of an epoch (a long ImageNet epoch on a "
-                "cluster that may preempt it; 0: off)", "omit_default": True})
+                "cluster that may preempt it; 0: off)", "omit_default": True, RUN_OPTION: True})
     workers: int = field(default=-1, metadata={
         "help": "DataLoader workers decoding streamed images (-1: up to 4 on a GPU, none on the CPU)",
-        "omit_default": True})
-    registry: bool = True
+        "omit_default": True, RUN_OPTION: True})

@@ -29,15 +29,17 @@ from graph.mol.rocauc import RocAuc
 from graph.mol.model import MolGIN, MolGINConfig, MolPredictor, load_mol_encoder
 from suite import distributed as sd
 from suite.paths import data_path
-from suite.config import check_ints, check_numbers, is_int, is_number
+from suite.config import RUN_OPTION, RunOptions, check_ints, check_numbers, is_int, is_number
 from suite.train.run import RunContext, RunResult, Task, Training, run
-from suite.train.trackers import LOG_TO_HELP, MLFLOW_URI_HELP
 
 
 @dataclass
-class FinetuneMolConfig(MolGINConfig):
-    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("data_root", "device", "registry", "eval_batch_size", "out", "resume",
-                                              "checkpoint_every", "keep_checkpoints", "log_to", "mlflow_uri")
+class FinetuneMolConfig(MolGINConfig, RunOptions):
+    # where and how it runs, not what: RunOptions, and eval_batch_size, data_root (marked RUN_OPTION)
+    RUN_DEFAULTS: ClassVar[dict[str, Any]] = {"checkpoint_every": 10, "keep_checkpoints": 0}
+    RUN_HELP: ClassVar[dict[str, str]] = {
+        "out": "run folder (default: runs/molnet-finetune/<set>-<init>-s<seed>-<hash>)",
+        "keep_checkpoints": "checkpoints kept once the run has finished (0: none)"}
     dataset: str = "bbbp"
     init: str = field(default="none", metadata={"help": "encoder checkpoint (file or pretraining dir) or 'none'"})
     seed: int = field(default=0, metadata={"help": "seed of the head, dropout and batch order (and of the split when "
@@ -47,17 +49,9 @@ class FinetuneMolConfig(MolGINConfig):
         "help": "stop after this many optimiser steps (the cut epoch is evaluated as the last) (default: all epochs)"})
     batch_size: int = 32
     dropout: float = 0.5
-    eval_batch_size: int = 512
+    eval_batch_size: int = field(default=512, metadata={RUN_OPTION: True})
     data_root: str | None = field(default=None, metadata={"help": "folder holding the MoleculeNet CSV files "
-                                                                   "(default: $SUITE_DATA/moleculenet)"})
-    device: str = "auto"
-    log_to: str = field(default="", metadata={"help": LOG_TO_HELP})
-    mlflow_uri: str = field(default="", metadata={"help": MLFLOW_URI_HELP})
-    registry: bool = True
-    out: str = field(default="", metadata={"help": "run folder (default: runs/molnet-finetune/<set>-<init>-s<seed>-<hash>)"})
-    resume: bool = True
-    checkpoint_every: int = field(default=10, metadata={"help": "checkpoint every N epochs (0: at the end only)"})
-    keep_checkpoints: int = field(default=0, metadata={"help": "checkpoints kept once the run has finished (0: none)"})
+                                                                   "(default: $SUITE_DATA/moleculenet)", RUN_OPTION: True})
 
 
 def check_config(cfg: FinetuneMolConfig) -> None:
@@ -176,7 +170,8 @@ class FinetuneMolTask(Task[FinetuneMolConfig]):
 
         return Training(model, torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay),
                         lambda epoch: [train[b] for b in ctx.epoch_batches(train.numel(), cfg.batch_size, epoch)],
-                        step, epochs=cfg.epochs, max_steps=cfg.max_steps, rate_name="finetune_mol_per_s")
+                        step, epochs=cfg.epochs, max_steps=cfg.max_steps, rate_name="finetune_mol_per_s",
+                        compile=cfg.compile)
 
     def on_epoch(self, cfg: FinetuneMolConfig, ctx: RunContext[FinetuneMolConfig], training: Training, epoch: int,
                  stats: dict[str, float]) -> None:

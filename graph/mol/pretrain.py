@@ -26,11 +26,11 @@ from graph.mol.data import MolGraphs, get_featurizer, load_smiles_file
 from graph.mol.card import mol_card
 from graph.mol.model import MolGIN, MolGINConfig, projection_head
 from suite import presets
+from suite.config import RunOptions
 from suite.paths import data_path
 from suite.train import CachedStep, data_workers, optimizer_options, to_device
 from suite.train.legacy import Earlier
 from suite.train.run import EXPORT, RunContext, RunResult, Task, Training, run
-from suite.train.trackers import LOG_TO_HELP, MLFLOW_URI_HELP
 
 # Loss presets: suite.presets, setting "graph_transfer" (graphcl, macl, infonce). GraphCL's transfer code
 # (chem/pretrain_graphcl.py) contrasts view 1 against view 2 only (cross-view negatives, one direction) with the
@@ -41,10 +41,11 @@ CORPORA = {"zinc": ("zinc", "moses", "train.csv.gz"), "moses": ("zinc", "moses",
 
 
 @dataclass
-class PretrainMolConfig(MolGINConfig):
-    # where and how it runs, not what: left out of the experiment config a resume must match
-    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "resume", "keep_checkpoints", "device", "registry", "compile",
-                                              "log_to", "mlflow_uri")
+class PretrainMolConfig(MolGINConfig, RunOptions):
+    # where and how it runs, not what (RunOptions): left out of the experiment config a resume must match
+    RUN_HELP: ClassVar[dict[str, str]] = {
+        "out": "output folder (default: runs/mol-pretrain/<loss>-<config hash>)",
+        "keep_checkpoints": "newest checkpoints kept (0: none once the run has finished)"}
     corpus: str = field(default="zinc", metadata={"help": "'zinc' (local MOSES train set) or a SMILES file path"})
     limit: int | None = field(default=None, metadata={"help": "a seeded random subset of this many molecules (default: the whole corpus)"})
     subset_seed: int = 0
@@ -60,15 +61,6 @@ class PretrainMolConfig(MolGINConfig):
                                                                 "GIN's BatchNorm sees chunks, so K is part of the "
                                                                 "experiment (0 = off)", "omit_default": True})
     seed: int = 0
-    out: str = field(default="", metadata={"help": "output folder (default: runs/mol-pretrain/<loss>-<config hash>)"})
-    resume: bool = True
-    keep_checkpoints: int = field(default=2, metadata={"help": "newest checkpoints kept (0: none once the run has finished)"})
-    device: str = "auto"
-    compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (a run option: the "
-                                                           "same experiment, equal to eager within tolerance)"})
-    log_to: str = field(default="", metadata={"help": LOG_TO_HELP})
-    mlflow_uri: str = field(default="", metadata={"help": MLFLOW_URI_HELP})
-    registry: bool = True
 
 
 def resolve_corpus(corpus: str) -> Path:

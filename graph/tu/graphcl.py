@@ -42,17 +42,20 @@ from suite import distributed as sd
 from suite.losses import apply_loss
 from suite.metrics import alignment_on_device, uniformity_on_device
 from suite.train import CachedStep, data_workers, optimizer_options
-from suite.config import load_config
+from suite.config import RUN_OPTION, RunOptions, load_config
 from suite.pretrained import POSITIVE_INT, load_export, load_state
 from suite.train.legacy import Earlier, OldExport
 from suite.train.run import EXPORT, PROVENANCE, RunContext, Task, Training, run
-from suite.train.trackers import LOG_TO_HELP, MLFLOW_URI_HELP
 
 
 @dataclass
-class TUConfig:
-    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("data_root", "download", "out", "save_embeddings", "device", "resume",
-                                              "checkpoint_every", "keep_checkpoints", "compile", "log_to", "mlflow_uri")
+class TUConfig(RunOptions):
+    # where and how it runs, not what: RunOptions, and data_root, download, save_embeddings (marked RUN_OPTION)
+    RUN_DEFAULTS: ClassVar[dict[str, Any]] = {"device": "cpu", "keep_checkpoints": 0}
+    RUN_HELP: ClassVar[dict[str, str]] = {
+        "out": "run folder: checkpoints, the encoder export (export/) (default: "
+               "runs/tu-graphcl/<set>-<loss>-s<seed>-<hash>)",
+        "device": "cpu or cuda", "keep_checkpoints": "checkpoints kept once the run has finished (0: none)"}
     RETIRED_RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("save_dir",)  # run options of older versions (now ``out``)
     dataset: str = field(default="MUTAG", metadata={"help": "TU dataset name"})
     loss: str = field(default="graphcl", metadata={"help": "preset (graphcl, macl, infonce, cacr, cacr3, tsimclr) or core loss"})
@@ -76,20 +79,12 @@ class TUConfig:
                                                                "GridSearchCV(SVC), ~2x faster); false: the GridSearchCV reference"})
     seed: int = field(default=0, metadata={"help": "seed of the pretraining and of the SVM fold split (one seed per run: "
                                                    "a benchmark suite's seeds list loops over seeds)"})
-    data_root: str | None = field(default=None, metadata={"help": "folder holding <NAME>/raw (default: $SUITE_DATA/TU)"})
-    download: bool = field(default=False, metadata={"help": "let PyG download a dataset absent from the data root"})
-    out: str = field(default="", metadata={"help": "run folder: checkpoints, the encoder export (export/) "
-                                                   "(default: runs/tu-graphcl/<set>-<loss>-s<seed>-<hash>)"})
+    data_root: str | None = field(default=None, metadata={"help": "folder holding <NAME>/raw (default: $SUITE_DATA/TU)",
+                                                          RUN_OPTION: True})
+    download: bool = field(default=False, metadata={"help": "let PyG download a dataset absent from the data root",
+                                                    RUN_OPTION: True})
     save_embeddings: bool = field(default=False, metadata={"help": "also save the final embeddings and labels "
-                                                                   "(<out>/embeddings.npz)"})
-    device: str = field(default="cpu", metadata={"help": "cpu or cuda"})
-    compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (a run option: the "
-                                                           "same experiment, equal to eager within tolerance)"})
-    log_to: str = field(default="", metadata={"help": LOG_TO_HELP})
-    mlflow_uri: str = field(default="", metadata={"help": MLFLOW_URI_HELP})
-    resume: bool = True
-    checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (0: at the end only)"})
-    keep_checkpoints: int = field(default=0, metadata={"help": "checkpoints kept once the run has finished (0: none)"})
+                                                                   "(<out>/embeddings.npz)", RUN_OPTION: True})
 
     DEFAULT_EVAL_EPOCHS: ClassVar[tuple[int, ...]] = (10, 20)  # GraphCL's protocol (a shorter run evaluates its last)
 

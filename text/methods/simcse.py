@@ -33,14 +33,13 @@ import suite.losses as L
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss
 from suite.objectives import sup_simcse_loss  # noqa: F401 (re-exported: text.methods.sup_simcse_loss)
-from suite.config import check_ints, check_numbers, is_int
+from suite.config import RUN_OPTION, RunOptions, check_ints, check_numbers, is_int
 from suite.paths import data_path
 from suite import presets
 from suite.registry import Registry
 from suite.train import CachedStep, data_workers, optimizer_options
 from suite.train.legacy import Earlier
 from suite.train.run import RunContext, RunResult, Task, Training, run
-from suite.train.trackers import LOG_TO_HELP, MLFLOW_URI_HELP
 from text.data import Triplet, nli_triplets, read_sentences, read_triplets_csv, unlabelled_sentences
 from text.eval.encode import EncodeFn
 from text.eval.sts import STSEvaluator
@@ -54,10 +53,15 @@ WIKI = ("wiki", "wiki1m_head11914.txt")
 
 
 @dataclass
-class SimCSEConfig:
-    # where and how it runs, not what: left out of the experiment config a resume must match
-    RUN_OPTIONS: ClassVar[tuple[str, ...]] = ("out", "device", "resume", "checkpoint_every", "keep_checkpoints",
-                                              "grad_cache_chunk", "compile", "log_to", "mlflow_uri")
+class SimCSEConfig(RunOptions):
+    # where and how it runs, not what (left out of the experiment config a resume must match): RunOptions, and
+    # grad_cache_chunk (marked RUN_OPTION: the same gradient, in chunks)
+    RUN_DEFAULTS: ClassVar[dict[str, Any]] = {"checkpoint_every": 0, "keep_checkpoints": 1}
+    RUN_HELP: ClassVar[dict[str, str]] = {
+        "out": "run folder: checkpoints, the trained model in export/ (default: "
+               "runs/simcse-<mode>/<loss>-s<seed>-<config hash>)",
+        "checkpoint_every": "resume checkpoint every N steps (0 = at each eval)",
+        "keep_checkpoints": "checkpoints (optimizer state) kept after training (0: none)"}
     RENAMED_FIELDS: ClassVar[dict[str, str]] = {"keep_checkpoint": "keep_checkpoints"}  # a switch before (false: 0)
     mode: Literal["unsup", "sup"] = "unsup"
     backbone: str = field(default="default", metadata={"help": "HF path/name or 'default' (packaged all-MiniLM-L6-v2)"})
@@ -86,20 +90,10 @@ class SimCSEConfig:
     hard_negative_weight: float = field(default=0.0, metadata={"help": "sup infonce: log-weight added to own hard negative"})
     teacher: str = field(default="default", metadata={"help": "xclr: frozen teacher sentence model"})
     seed: int = 0
-    out: str = field(default="", metadata={"help": "run folder: checkpoints, the trained model in export/ "
-                                                   "(default: runs/simcse-<mode>/<loss>-s<seed>-<config hash>)"})
     bf16: bool = False
-    device: str = "auto"
-    compile: bool = field(default=False, metadata={"help": "run the model through torch.compile (a run option: the "
-                                                           "same experiment, equal to eager within tolerance)"})
-    log_to: str = field(default="", metadata={"help": LOG_TO_HELP})
-    mlflow_uri: str = field(default="", metadata={"help": MLFLOW_URI_HELP})
-    resume: bool = True
-    checkpoint_every: int = field(default=0, metadata={"help": "resume checkpoint every N steps (0 = at each eval)"})
-    keep_checkpoints: int = field(default=1, metadata={"help": "checkpoints (optimizer state) kept after training "
-                                                              "(0: none)"})
     grad_cache_chunk: int = field(default=0, metadata={"help": "gradient caching: encode the batch in chunks of K sentences "
-                                                                "(same gradient, memory of a K batch; 0 = off)"})
+                                                                "(same gradient, memory of a K batch; 0 = off)",
+                                                        RUN_OPTION: True})
 
 
 def dropout_for(cfg: SimCSEConfig) -> float:
