@@ -114,11 +114,10 @@ def recorded_inputs(row: dict[str, Any]) -> dict[str, Any] | None:
     return inputs if isinstance(inputs, dict) else None
 
 
-def changed_inputs(row: dict[str, Any], cfg: Any, own: str | Path | None = None) -> list[str]:
-    """The config fields whose exported model has other files now than when the registry row read it (rows that
-    recorded nothing: none)."""
+def changed_inputs(row: dict[str, Any], now: dict[str, dict[str, Any]]) -> list[str]:
+    """The config fields whose exported model has other files ``now`` (:func:`input_identities` of the run's config)
+    than when the registry row read it (rows that recorded nothing: none)."""
     then = recorded_inputs(row) or {}
-    now = input_identities(cfg, own=own)
     return [k for k, v in now.items() if isinstance(then.get(k), dict) and then[k].get("files") != v["files"]]
 
 

@@ -1,7 +1,8 @@
-"""A run's folder, as the run owner (:mod:`suite.train.run`) keeps it: where it is (:func:`run_folder`), its checkpoints
-(:class:`Checkpoints`: ``checkpoints/step-<step>.pt``, the newest kept), its export (``export/`` with ``run.json``), the
-checks of the run options every owner reads (:func:`check_run_options`), and its one writer at a time
-(:func:`hold_folder`: an exclusive lock on ``.lock``)."""
+"""A run's folder, as the run owner (:mod:`suite.train.run`) keeps it: the config resolved once into a
+:class:`RunRecord` (its experiment config, hash, folder and inputs: :func:`resolve_run`), where the folder is
+(:func:`run_folder`), its checkpoints (:class:`Checkpoints`: ``checkpoints/step-<step>.pt``, the newest kept), its export
+(``export/`` with ``run.json``), the checks of the run options every owner reads (:func:`check_run_options`), and its one
+writer at a time (:func:`hold_folder`: an exclusive lock on ``.lock``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,13 +10,16 @@ import os
 import re
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import torch
 
 from suite import distributed as sd
-from suite.config import check_ranges, experiment_hash
+from suite.config import check_ranges, experiment_config, experiment_hash, run_options
+from suite.inputs import input_identities
+from suite.registry import config_hash
 from suite.train.engine import Engine
 from suite.train.seeding import derive_seed
 
@@ -26,18 +30,43 @@ PROVENANCE = "run.json"  # beside an export's weights: the task, loss, seed, reg
 _CKPT = re.compile(r"step-(\d+)\.pt$")
 
 
-# ----------------------------------------------------------------------------- folder, checkpoints
+# ----------------------------------------------------------------------------- the run's record, its folder
 
-def run_folder(cfg: Any, task: str, stem: str = "") -> Path:
+@dataclass(frozen=True)
+class RunRecord:
+    """A config resolved once by the run owner (:func:`resolve_run`) and handed down: nothing below it derives the
+    config's identity again."""
+
+    experiment: dict[str, Any]  # suite.config.experiment_config: what the row and a checkpoint record, a resume matches
+    hash: str  # config_hash(experiment): the row's hash unless the runner gives its job's; the folder takes 8 characters
+    folder: Path
+    options: tuple[str, ...]  # the config's run options (suite.config.run_options): what a resume may change
+    inputs: dict[str, dict[str, Any]]  # the exported models the config names (suite.inputs.input_identities)
+
+
+def resolve_run(cfg: Any, task: str = "", stem: str = "", folder: str | Path | None = None) -> RunRecord:
+    """The :class:`RunRecord` of ``cfg``: its experiment config and hash, its folder (``folder`` as given, e.g. an
+    evaluation's; else :func:`run_folder` of ``task`` and ``stem``) and the identities of its inputs (less the run's own
+    folder)."""
+    experiment = experiment_config(cfg)
+    digest = config_hash(experiment)
+    where = run_folder(cfg, task, stem, digest[:8]) if folder is None else Path(folder)
+    own = where if folder is None or str(folder) else None
+    return RunRecord(experiment, digest, where, run_options(cfg), input_identities(cfg, own=own))
+
+
+def run_folder(cfg: Any, task: str, stem: str = "", digest: str | None = None) -> Path:
     """``cfg.out`` (``models:NAME`` allowed), else ``<runs root>/<task>/<stem>-<experiment hash>`` (:func:`runs_root`:
-    ``$SUITE_RUNS`` or ``runs/``): the hash leaves out the
-    config's declared ``RUN_OPTIONS``, so a restart with another device or checkpoint interval finds its folder."""
+    ``$SUITE_RUNS`` or ``runs/``; ``digest``: the hash where the caller has it, :attr:`RunRecord.hash`'s first 8
+    characters): the hash leaves out the config's run options, so a restart with another device or checkpoint interval
+    finds its folder."""
     from suite.paths import resolve_model_path
 
     out = getattr(cfg, "out", "") or ""
     if out:
         return resolve_model_path(out)
-    name = f"{stem}-{experiment_hash(cfg)}" if stem else experiment_hash(cfg)
+    digest = digest or experiment_hash(cfg)
+    name = f"{stem}-{digest}" if stem else digest
     return runs_root() / task / re.sub(r"[^A-Za-z0-9._=-]+", "_", name)
 
 

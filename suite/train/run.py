@@ -7,9 +7,11 @@ trained model (and which metric is the headline), and what to export. Everything
   with stream ``"main"`` of its rank, and a task asks :meth:`RunContext.generator` for a named stream (its
   augmentations, its data order), which the checkpoints save and a resume restores;
 * **device**: :func:`suite.train.resolve_device` on ``cfg.device`` (threads are the launcher's: ``OMP_NUM_THREADS``);
+* **the run's record**: the config is resolved once into a frozen :class:`suite.train.folders.RunRecord` (experiment
+  config, its hash, folder, the identities of its inputs), which everything below reads;
 * **the output folder**: ``cfg.out``, or ``<runs root>/<task>/<stem>-<experiment hash>``, the hash of the config less
-  the fields its dataclass declares in ``RUN_OPTIONS`` (device, output folder, checkpoint interval, progress, ...):
-  changing one of those resumes the same run, changing anything else starts a new one;
+  its run options (:class:`suite.config.RunOptions`: device, output folder, checkpoint interval, ...; the class's
+  ``RUN_OPTIONS``): changing one of those resumes the same run, changing anything else starts a new one;
 * **checkpoints**: :class:`Checkpoints`, one layout (the engine's) and one name, ``checkpoints/step-<step>.pt``,
   written every ``cfg.checkpoint_every`` epochs and at the end, pruned to the newest ``cfg.keep_checkpoints``;
 * **resume**: the newest checkpoint of the folder, refused when it records another experiment config
@@ -42,7 +44,9 @@ trained model (and which metric is the headline), and what to export. Everything
 
 Config fields the owner reads (each optional but ``seed``): ``seed``, ``device`` ("auto"), ``out`` (""), ``resume``
 (True), ``checkpoint_every`` (1, epochs; 0: only at the end), ``keep_checkpoints`` (2; 0 removes them when the run
-has finished), ``registry`` (True).
+has finished), ``registry`` (True), ``log_to`` and ``mlflow_uri`` (""): the fields of :class:`suite.config.RunOptions`,
+which a front-end's config inherits (a config that does not may declare its ``RUN_OPTIONS`` itself, as the test's
+does).
 
 Example (a whole front-end; the test suite has it as ``tests/suite/test_run_owner.py``)::
 
@@ -85,12 +89,12 @@ import torch
 from torch import Tensor, nn
 
 from suite import distributed as sd
-from suite.config import experiment_config, run_option_values, run_options
-from suite.inputs import changed_inputs, data_changes, data_identities, input_identities, recorded_data
+from suite.config import experiment_config, run_option_values
+from suite.inputs import changed_inputs, data_changes, data_identities, recorded_data
 from suite.train.engine import (LOG_EVERY, CachedStep, Engine, OutOfMemory, check_device_precision, epoch_batches,
                                 oom_memory, resolve_device, resumable)
 from suite.train.folders import (CHECKPOINTS, EXPORT, LOCK, PROVENANCE, RUNS_ROOT, Checkpoints, FolderBusyError,
-                                  check_run_options, hold_folder, run_folder, runs_root)
+                                  RunRecord, check_run_options, hold_folder, resolve_run, run_folder, runs_root)
 from suite.train.checkpoint import ConfigMismatchError
 from suite.train.legacy import Earlier, earlier_layout, remove_when_built, upgrade_entries
 from suite.train.seeding import derive_seed, seed_everything, seeded_generator
@@ -292,20 +296,21 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
     instead of a new run (every rank reads it, so all agree)."""
     check_run_options(cfg)  # before anything is built, read, reused or written
     sd.init_from_env()
-    folder = run_folder(cfg, task.name or task.modality, task.stem(cfg))
+    record = resolve_run(cfg, task.name or task.modality, task.stem(cfg))  # the config's identity, once
+    folder = record.folder
     # the main rank holds the folder (every rank shares it; only the main rank writes) until the row is closed
     from suite.registry.store import _sigterm_as_interrupt
 
     with hold_folder(folder) if sd.is_main() else _nothing(folder):
         data = data_identities(task.data_inputs(cfg))  # what the run reads: its identity decides reuse and resume
         if reuse:
-            cfg_hash = row_hash(cfg, cfg_hash)
-            found = _finished(task, cfg, open_registry(cfg, registry, every_rank=True), cfg_hash, folder, data)
+            cfg_hash = row_hash(cfg, cfg_hash, record)
+            found = _finished(task, cfg, open_registry(cfg, registry, every_rank=True), cfg_hash, record, data)
             if found is not None:
                 return found
         restore = _sigterm_as_interrupt()  # SIGTERM while building or training ends the run like Ctrl-C
         try:
-            return _run(task, cfg, folder, registry, cfg_hash, stop_after, data)
+            return _run(task, cfg, record, registry, cfg_hash, stop_after, data)
         except KeyboardInterrupt as exc:  # the same exception, told where the run resumes (suite's one line says it)
             if getattr(exc, "run_folder", None) is None:
                 exc.run_folder = folder  # type: ignore[attr-defined]
@@ -332,12 +337,13 @@ def open_registry(cfg: Any, registry: Any = None, every_rank: bool = False) -> A
     return Registry()
 
 
-def row_hash(cfg: Any, cfg_hash: str | None = None) -> str:
+def row_hash(cfg: Any, cfg_hash: str | None = None, record: RunRecord | None = None) -> str:
     """The hash a run's row is found and recorded under: ``cfg_hash``, else the runner's job hash
-    (``$SUITE_CONFIG_HASH``), else the hash of the experiment config."""
+    (``$SUITE_CONFIG_HASH``), else the hash of the experiment config (``record``'s, where the caller resolved it)."""
     from suite.registry import config_hash
 
-    return cfg_hash or os.environ.get("SUITE_CONFIG_HASH") or config_hash(experiment_config(cfg))
+    return cfg_hash or os.environ.get("SUITE_CONFIG_HASH") or (
+        record.hash if record is not None else config_hash(experiment_config(cfg)))
 
 
 INPUTS = "_inputs"  # a checkpoint's config entry: {field: files digest} of the exported models the run reads
@@ -359,14 +365,14 @@ def _other_inputs(path: Path, inputs: dict[str, str]) -> list[str]:
     return sorted(k for k in was.keys() & inputs.keys() if was[k] != inputs[k])
 
 
-def _finished(task: Task[C], cfg: C, reg: Any, cfg_hash: str, folder: Path,
+def _finished(task: Task[C], cfg: C, reg: Any, cfg_hash: str, record: RunRecord,
               data: dict[str, dict[str, Any]]) -> RunResult | None:
     """The finished row of ``cfg_hash`` as a result (its evaluation split's final metrics), or None; None too where an
     exported model the row recorded reading (``inputs``) has other files now, or the data it read (``data``) is other
     data now (said in one line: ``data changed: MUTAG_graph_labels.txt``): the run is made again, and the newer row is
     the one tables show."""
     prev = reg.find_finished(cfg_hash) if reg is not None else None
-    if prev is None or changed_inputs(prev, cfg, folder):
+    if prev is None or changed_inputs(prev, record.inputs):
         return None
     if changed := data_changes(recorded_data(prev) or {}, data):
         if sd.is_main():
@@ -376,12 +382,14 @@ def _finished(task: Task[C], cfg: C, reg: Any, cfg_hash: str, folder: Path,
     final = reg.final_metrics(prev["id"])
     metrics = {name: v for (name, split), v in final.items() if split == task.eval_split}
     recorded = {f"{split}/{name}": v for (name, split), v in final.items()}
-    return RunResult(folder, prev["id"], metrics, 0, 0, 0, 0.0, None, reused=prev["id"], recorded=recorded)
+    return RunResult(record.folder, prev["id"], metrics, 0, 0, 0, 0.0, None, reused=prev["id"], recorded=recorded)
 
 
-def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | None,
+def _run(task: Task[C], cfg: C, record: RunRecord, registry: Any, cfg_hash: str | None,
          stop_after: int | None, data: dict[str, dict[str, Any]]) -> RunResult:
     from suite.train.trackers import end_status, open_trackers, parse
+
+    folder = record.folder
 
     # a missing package: one line, before anything is built
     trackers = parse(getattr(cfg, "log_to", ""), getattr(cfg, "mlflow_uri", ""))
@@ -402,8 +410,8 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
                                  generators=ctx.generators, desc=task.name or "train", unit=training.unit,
                                  log_every=training.log_every, compile=training.compile)
     ctx.engine = engine
-    experiment = experiment_config(cfg)
-    inputs = {k: v["files"] for k, v in input_identities(cfg, own=folder).items()}
+    experiment = record.experiment
+    inputs = {k: v["files"] for k, v in record.inputs.items()}
     inputs.update({f"data:{k}": v["digest"] for k, v in data.items()})  # a checkpoint of other data is not resumed
     checked = {**experiment, INPUTS: inputs} if inputs else experiment  # what a checkpoint records, and resume checks
     last = ckpts.latest() if getattr(cfg, "resume", True) else None
@@ -416,7 +424,7 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
         last = None
     if last is not None:
         try:
-            state = engine.load(last, experiment, ignore=(*run_options(cfg), INPUTS))
+            state = engine.load(last, experiment, ignore=(*record.options, INPUTS))
         except ValueError as exc:  # a damaged or foreign checkpoint is left as it is; an earlier one is named
             if isinstance(exc, ConfigMismatchError) or "newer version" in str(exc):
                 raise
@@ -443,7 +451,7 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
                                                     {"folder": str(folder), **_processes(),
                                                      **({"data": data} if data else {})},
                                                     resumable(reg, engine.resume_run_id),
-                                                    cfg_hash))
+                                                    cfg_hash, record.inputs))
             # resumed: the step curves continue from the checkpoint's step, and what else the interrupted process
             # logged after the checkpoint is logged again, not twice
             if engine.step > 0 and hasattr(reg, "drop_metrics"):
@@ -495,7 +503,7 @@ def _run(task: Task[C], cfg: C, folder: Path, registry: Any, cfg_hash: str | Non
             ctx.log(metrics, split=task.eval_split, step=engine.step if by_step else engine.epoch)
             module = task.export_module(cfg, training)
             if module is not None:
-                export = _export(task, cfg, ctx, training, module, folder / EXPORT, metrics)
+                export = _export(task, cfg, ctx, training, module, folder / EXPORT, metrics, experiment)
                 for t in engine.trackers:
                     t.artifact(export)
         if task.keep_checkpoints(cfg) == 0 and sd.is_main():
@@ -534,8 +542,10 @@ def evaluation(task: Task[C], cfg: C, *, registry: Any = None, loss: Any = None,
     t0 = time.perf_counter()
     with ExitStack() as stack:
         if reg is not None:
-            ctx.run = stack.enter_context(_open_row(reg, task, cfg, loss, task.record(cfg, experiment_config(cfg), None),
-                                                    {"folder": str(folder)} if folder else {}, None, cfg_hash))
+            record = resolve_run(cfg, folder=folder)
+            ctx.run = stack.enter_context(_open_row(reg, task, cfg, loss, task.record(cfg, record.experiment, None),
+                                                    {"folder": str(folder)} if folder else {}, None, cfg_hash,
+                                                    record.inputs))
         metrics = task.evaluate(cfg, ctx, None)  # type: ignore[arg-type]
         ctx.log(metrics, split=task.eval_split, step=step)
     return RunResult(Path(folder), getattr(ctx.run, "id", None), metrics, 0, 0, 0, time.perf_counter() - t0, None)
@@ -548,10 +558,10 @@ def _processes() -> dict[str, int]:
 
 @contextmanager
 def _open_row(reg: Any, task: Task[C], cfg: C, loss: Any, config: dict[str, Any], options: dict[str, Any],
-              resume_id: str | None, cfg_hash: str | None) -> Iterator[Any]:
+              resume_id: str | None, cfg_hash: str | None, inputs: dict[str, dict[str, Any]]) -> Iterator[Any]:
     """The registry row of a run, its headline set; finished / interrupted / failed on exit. Its run options record
-    the exported models it reads (``inputs``, :func:`suite.inputs.input_identities`)."""
-    if inputs := input_identities(cfg, own=options.get("folder")):
+    the exported models it reads (``inputs``, :attr:`suite.train.folders.RunRecord.inputs`)."""
+    if inputs:
         options = {**options, "inputs": inputs}
     with reg.run(resume_id=resume_id, modality=task.modality, task=task.name, dataset=task.dataset(cfg),
                  loss=task.loss_name(cfg), loss_hparams=loss.hparams() if hasattr(loss, "hparams") else {},
@@ -563,7 +573,7 @@ def _open_row(reg: Any, task: Task[C], cfg: C, loss: Any, config: dict[str, Any]
 
 
 def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, module: nn.Module, path: Path,
-            metrics: dict[str, float]) -> Path:
+            metrics: dict[str, float], experiment: dict[str, Any]) -> Path:
     from suite.model_card import registry_metrics
     from suite.registry import code_version
     from suite.safeio import write_atomic
@@ -573,7 +583,7 @@ def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, modul
     provenance = {"modality": task.modality, "task": task.name, "dataset": task.dataset(cfg),
                   "loss": task.loss_name(cfg), "loss_hparams": loss.hparams() if hasattr(loss, "hparams") else {}, "seed": getattr(cfg, "seed"),
                   "run_id": getattr(ctx.run, "id", None), "code_version": code_version(),
-                  "epochs": ctx.engine.epoch if ctx.engine else None, "steps": ctx.engine.step if ctx.engine else None, "config": experiment_config(cfg),
+                  "epochs": ctx.engine.epoch if ctx.engine else None, "steps": ctx.engine.step if ctx.engine else None, "config": experiment,
                   "metrics": {**registry_metrics(ctx.run), **{f"{task.eval_split}/{k}": v for k, v in metrics.items()}}}
     write_atomic(path / PROVENANCE, json.dumps(provenance, indent=1, sort_keys=True, default=str) + "\n",
                  what="run record")
@@ -581,6 +591,6 @@ def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, modul
 
 
 __all__ = ["CHECKPOINTS", "Checkpoints", "EXPORT", "FolderBusyError", "LOCK", "PROVENANCE", "RUNS_ROOT", "RunContext",
-           "RunResult", "Task", "Training", "check_run_options", "derive_seed", "evaluation", "hold_folder",
-           "newest_checkpoint", "open_registry", "read_checkpoint", "row_hash", "run", "run_folder",
+           "RunRecord", "RunResult", "Task", "Training", "check_run_options", "derive_seed", "evaluation", "hold_folder",
+           "newest_checkpoint", "open_registry", "read_checkpoint", "resolve_run", "row_hash", "run", "run_folder",
            "runs_root", "seeded_generator"]
