@@ -3,7 +3,7 @@
 A front-end keeps its data and views, a step function (batch -> loss, or a :class:`CachedStep` for
 gradient caching) and its evaluation; the :class:`Engine` owns everything else:
 
-* device (:func:`resolve_device`, the one device rule) and DDP wrapping;
+* device (:func:`suite.train.device.resolve_device`, the one device rule) and DDP wrapping;
 * precision: ``fp32``, ``bf16`` (autocast) or ``fp16`` (autocast + gradient scaler);
 * the optimiser and scheduler step, gradient clipping (``grad_clip`` > 0: max global L2 norm);
 * gradient accumulation (``accumulate`` micro-batches per optimiser step). It averages the
@@ -24,18 +24,10 @@ gradient caching) and its evaluation; the :class:`Engine` owns everything else:
   CUDA and the front-end's named generators) of every rank, the resolved experiment config and a front-end
   ``extra`` dict, written atomically (temporary file, fsync, rename). Resuming continues
   bit-identically because the data order of an epoch is a pure function of (seed, epoch)
-  (:func:`epoch_batches`) and every random state is restored.
+  (:func:`suite.train.batches.epoch_batches`) and every random state is restored.
 
-The epoch rule for contrastive training (:func:`epoch_batches`): a permutation seeded by
-(seed, epoch) is cut to a multiple of ``batch_size * world_size``; global batch j is split into
-equal per-rank slices, so every rank runs the same number of steps with the same batch size and the
-union of the ranks' batch j equals the batch j one process would see with ``batch_size * world_size``.
-Under torch.distributed the last partial global batch is dropped (ranks must run the same steps
-with equal batches). In one process it is kept when it holds at least 2 examples (a contrastive
-batch), as GraphCL's and SimCSE's released code do: dropping it would cost small TU data sets a third
-of their graphs per epoch (MUTAG: 188 graphs, batch 128). A data set smaller than one batch trains on
-one batch of all of it (with a warning).
-Evaluation drops nothing (:func:`eval_batches`).
+The data order (the epoch rule) is :mod:`suite.train.batches`; device, precision and what a GPU fault says
+are :mod:`suite.train.device`.
 
 Why our own thin driver rather than Lightning Fabric or Accelerate: see the README ("Training
 engine"); the step overhead is measured on the smallest step (MUTAG GraphCL) by
@@ -44,202 +36,30 @@ engine"); the step overhead is measured on the smallest step (MUTAG GraphCL) by
 from __future__ import annotations
 
 import math
-import os
-import re
 import time
-import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Generic, Iterator, Sequence, TypeVar
+from typing import Any, Callable, ContextManager, Generic, Sequence, TypeVar
 
 import torch
 from torch import Tensor, nn
 
 from suite import distributed as sd
-from suite.faults import RunFault
 from suite.losses.checks import DeferredChecks, deferred
+from suite.train.batches import Prefetch
 from suite.train.checkpoint import check_resume_config, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from suite.train.device import autocast, check_device_precision, check_precision, cuda_error, gpu_fault, resolve_device
 from suite.train.meters import LossLogger, Throughput, diagnostic_values, progress
-from suite.train.seeding import seeded_generator
 
 B = TypeVar("B")
-PRECISIONS = ("fp32", "bf16", "fp16")
 LAYOUT = 1  # checkpoint layout version
 LOG_EVERY = 50  # optimiser steps between the engine's host reads of the loss (and at every epoch's end)
 
 
 class NonFiniteLossError(FloatingPointError):
     """The loss became NaN or infinite; nothing was stepped, the last good checkpoint is kept."""
-
-
-class OutOfMemory(RunFault, MemoryError):
-    """The GPU ran out of memory in a step (the loss or the encoder) or in the evaluation: one line naming where, the
-    batch, the memory asked for and free, and the options that fit it; the last checkpoint is kept."""
-
-
-class GPUError(RunFault, RuntimeError):
-    """The GPU failed in a step (a CUDA error: the device lost, a launch failure): one line naming the step and torch's
-    first line; the last checkpoint is kept."""
-
-
-def _cuda_error(exc: BaseException) -> bool:
-    accel = getattr(torch, "AcceleratorError", None)
-    return (accel is not None and isinstance(exc, accel)) or (isinstance(exc, RuntimeError)
-                                                              and str(exc).startswith("CUDA error"))
-
-
-_OOM_ASKED = re.compile(r"Tried to allocate ([\d.]+ [KMGTP]?i?B)")
-_OOM_TOTAL = re.compile(r"total capacity of ([\d.]+ [KMGTP]?i?B) of which ([\d.]+ [KMGTP]?i?B) is free")
-
-
-def oom_memory(exc: BaseException) -> str:
-    """``tried to allocate X, Y free of Z`` from torch's out-of-memory message (what of it is there)."""
-    text = str(exc)
-    asked, total = _OOM_ASKED.search(text), _OOM_TOTAL.search(text)
-    parts = [f"tried to allocate {asked.group(1)}"] if asked else []
-    if total:
-        parts.append(f"{total.group(2)} free of {total.group(1)}")
-    return ", ".join(parts) if parts else "the allocator gave no sizes"
-
-
-def _in_loss(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised inside a loss (the core's ``suite/losses`` or a user's adopted loss)."""
-    from suite.losses.user import UserLossFault
-
-    if isinstance(exc, UserLossFault):
-        return True
-    losses = Path(__file__).resolve().parents[1] / "losses"
-    tb = exc.__traceback__
-    while tb is not None:
-        f = Path(tb.tb_frame.f_code.co_filename)
-        if losses in f.parents:  # the user's loss is called through suite/losses/user.py's guard
-            return True
-        tb = tb.tb_next
-    return False
-
-
-# ----------------------------------------------------------------------------- device, precision
-
-def resolve_device(name: str = "auto") -> torch.device:
-    """The one device rule. ``auto``: this process's CUDA device if CUDA is available (under
-    torchrun the one :func:`suite.distributed.init_from_env` selected from ``LOCAL_RANK``), else the
-    CPU; ``cuda`` without an index means the current CUDA device. Unknown names and ``cuda`` on a
-    machine without a GPU raise a one-line ``ValueError``."""
-    if name == "auto":
-        if not torch.cuda.is_available():
-            return torch.device("cpu")
-        return check_cuda_device(torch.device("cuda"), name)
-    try:
-        dev = torch.device(name)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {name!r} asked for, but no CUDA GPU is available; use --device cpu or auto")
-        dev = check_cuda_device(dev, name)
-    return dev
-
-
-def check_cuda_device(dev: torch.device, asked: str) -> torch.device:
-    """``dev`` (``cuda`` or ``cuda:N``) with its index, checked against this machine: an index it does not have, or a
-    CUDA that is installed but cannot be used (a driver too old, a GPU busy or lost), is a one-line ``ValueError``
-    naming what was asked for, before anything is built."""
-    try:
-        count = torch.cuda.device_count()
-        index = torch.cuda.current_device() if dev.index is None else dev.index
-        if index >= count:
-            have = ", ".join(f"cuda:{i}" for i in range(count)) or "none"
-            raise ValueError(f"device {asked!r} asked for, but this machine has {count} CUDA GPU(s) ({have}); use one "
-                             "of them, --device auto or cpu")
-        torch.cuda.get_device_properties(index)
-    except (RuntimeError, AssertionError) as exc:  # torch's CUDA errors (torch.AcceleratorError is a RuntimeError)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"device {asked!r}: CUDA is installed but cannot be used ({first}); use --device cpu, or fix "
-                         "the driver / free the GPU") from None
-    return torch.device("cuda", index)
-
-
-def check_device_precision(device: torch.device, precision: str) -> None:
-    """bf16 on a CUDA GPU that has no bfloat16 (before Ampere): a one-line ``ValueError`` naming the GPU, before
-    anything is built (autocast would otherwise emulate it, slowly, or fail inside a kernel)."""
-    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ValueError(f"bf16 asked for, but {device} ({torch.cuda.get_device_name(device)}) does not support "
-                         "bfloat16; train in fp32 (drop --bf16 / use --precision fp32)")
-
-
-def optimizer_options(device: torch.device) -> dict[str, Any]:
-    """Keyword arguments for a torch optimiser on ``device``: ``fused=True`` on CUDA (one kernel for every parameter,
-    and a flagged update is skipped on the device, :class:`Engine`); none elsewhere, so the CPU's numbers stay those of
-    torch's default implementation."""
-    return {"fused": True} if device.type == "cuda" else {}
-
-
-def data_workers(device: torch.device) -> int:
-    """``DataLoader`` workers for the host's part of a step (:class:`Prefetch`): on CUDA up to 4 (half the cores), so
-    collating and tokenising run beside the GPU; none on the CPU, whose cores the step itself uses."""
-    if device.type != "cuda":
-        return 0
-    return max(1, min(4, (os.cpu_count() or 2) // 2))
-
-
-def to_device(batch: Any, device: torch.device) -> Any:
-    """A host batch (a tensor, a PyG batch: anything with ``pin_memory`` and ``to``) on ``device``; to CUDA through
-    pinned memory, so the copy does not wait for the GPU (a copy from pageable memory synchronises the stream). A
-    tensor already there is returned as it is."""
-    if isinstance(batch, Tensor) and batch.device == device:
-        return batch
-    if device.type == "cuda":
-        return batch.pin_memory().to(device, non_blocking=True)
-    return batch.to(device)
-
-
-def check_precision(precision: str) -> str:
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    return precision
-
-
-def autocast(device: torch.device, precision: str) -> ContextManager[Any]:
-    """Autocast to bf16 / fp16 on ``device`` (a no-op for fp32)."""
-    check_precision(precision)
-    if precision == "fp32":
-        return nullcontext()
-    return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
-
-
-# ----------------------------------------------------------------------------- the epoch rule
-
-def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, shuffle: bool = True) -> list[Tensor]:
-    """This rank's index batches of ``epoch`` for contrastive training (the one rule, see the module
-    docstring): equal batches of ``batch_size`` on every rank, the last partial global batch dropped
-    under torch.distributed and kept (if >= 2 examples) in one process.
-    The order is a pure function of (seed, epoch), so a resumed run sees the same batches."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    ws, r = sd.world_size(), sd.rank()
-    k = n // (batch_size * ws)
-    if k == 0:  # a data set smaller than one batch: one batch of all of it (per rank n // ws)
-        if n // ws < 2:
-            raise ValueError(f"{n} training examples make no contrastive batch (>= 2 per rank) on {ws} rank(s)")
-        if epoch == 0:
-            warnings.warn(f"{n} training examples are fewer than one batch of {batch_size} x {ws} rank(s); "
-                          f"training with batches of {n // ws} per rank", stacklevel=2)
-        batch_size, k = n // ws, 1
-    if shuffle:
-        perm = torch.randperm(n, generator=seeded_generator(seed, epoch=epoch, stream="batches"))
-    else:
-        perm = torch.arange(n)
-    out = list(perm[: k * batch_size * ws].view(k, ws, batch_size)[:, r])  # k x (batch_size,)
-    if ws == 1 and n - k * batch_size >= 2:  # one process: the last partial batch is kept
-        out.append(perm[k * batch_size:])
-    return out
-
-
-def eval_batches(n: int, batch_size: int) -> list[Tensor]:
-    """Sequential index batches over all ``n`` examples: evaluation drops nothing."""
-    return list(torch.arange(n).split(batch_size))
 
 
 # ----------------------------------------------------------------------------- gradient caching
@@ -454,7 +274,7 @@ class Engine(Generic[B]):
 
         where = f"step {self.step + 1} (epoch {self.epoch + 1}, batch {self.batch_in_epoch + 1})"
         caching, self._caching = self._caching, False
-        if isinstance(exc, (UserLossFault, torch.cuda.OutOfMemoryError)) or _cuda_error(exc):
+        if isinstance(exc, (UserLossFault, torch.cuda.OutOfMemoryError)) or cuda_error(exc):
             try:
                 self.flush()
             except (ValueError, FloatingPointError):
@@ -468,24 +288,7 @@ class Engine(Generic[B]):
         if isinstance(exc, UserLossFault):
             raise UserLossFault(f"{exc} at {where}; nothing was stepped and no checkpoint written, the last checkpoint "
                                 "is kept", exc.user_frames) from exc.__cause__
-        part = "loss" if _in_loss(exc) else "encoder"
-        if not isinstance(exc, torch.cuda.OutOfMemoryError):  # a CUDA error: the device failed
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise GPUError(f"the GPU failed at {where} in the {part} ({first}); nothing was stepped and no checkpoint "
-                           "written, the last checkpoint is kept: the same command resumes from it (set "
-                           "CUDA_LAUNCH_BLOCKING=1 to name the failing kernel)") from None
-        if part == "loss":
-            hint = ("build the loss with chunk_size='auto' (memory-bounded tiles; --loss-hparams chunk_size=auto) or "
-                    "give a smaller --batch-size")
-        elif caching:
-            hint = ("give a smaller --grad-cache-chunk (gradient caching holds the activations of one chunk) or a "
-                    "smaller --batch-size (the loss still sees the whole batch's embeddings)")
-        else:
-            hint = ("encode the batch in chunks with gradient caching (--grad-cache-chunk K: the same gradient, the "
-                    "memory of K examples) or give a smaller --batch-size")
-        raise OutOfMemory(f"GPU out of memory at {where} in the {part} with a batch of "
-                          f"{batch} ({oom_memory(exc)}); {hint}. Nothing was stepped and no checkpoint written, the last "
-                          f"checkpoint is kept") from None
+        raise gpu_fault(exc, where, batch, caching) from None
 
     def _abandon(self, keep: bool = False) -> None:
         """Forget the window read (``keep``: it was read and is clean), else after a fault: no gradient kept."""
@@ -750,52 +553,6 @@ class Engine(Generic[B]):
         return dict(state["extra"])
 
 
-class _Collated(torch.utils.data.Dataset):  # type: ignore[type-arg]
-    def __init__(self, collate: Callable[[Any], Any]) -> None:
-        self.collate = collate
-
-    def __getitem__(self, batch: Any) -> Any:
-        return self.collate(batch)
-
-
-class _Batches(torch.utils.data.Sampler):  # type: ignore[type-arg]
-    """The batches of the current epoch, set before each pass (the sampler runs in the training process)."""
-
-    def __init__(self) -> None:
-        self.batches: Sequence[Any] = ()
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.batches)
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-
-class Prefetch:
-    """``collate`` of each batch, in order: in this process (``workers`` 0), or in persistent ``DataLoader`` workers
-    that run ahead of the step (forked, so they share the data; their seeds come from a generator of their own, so the
-    training process's random streams are the same with and without them)."""
-
-    def __init__(self, collate: Callable[[Any], Any], workers: int = 0, pin: bool = False) -> None:
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-            raise ValueError(f"workers must be an integer >= 0, got {workers!r}")
-        self.collate, self.sampler = collate, _Batches()
-        self.loader = None
-        if workers:
-            self.loader = torch.utils.data.DataLoader(
-                _Collated(collate), sampler=self.sampler, batch_size=None, num_workers=workers, pin_memory=pin,
-                persistent_workers=True, prefetch_factor=4, generator=torch.Generator().manual_seed(0))
-
-    def __call__(self, batches: Sequence[Any]) -> Iterator[Any]:
-        if self.loader is None:
-            return map(self.collate, batches)
-        self.sampler.batches = batches
-        return iter(self.loader)
-
-    def close(self) -> None:
-        self.loader = None  # the workers end with the loader
-
-
 def resumable(registry: Any, run_id: str | None) -> str | None:
     """``run_id`` if ``registry`` holds that run (a resumed run continues its row), else None (a new row:
     the checkpoint came from another registry, or the row is gone)."""
@@ -807,6 +564,4 @@ def resumable(registry: Any, run_id: str | None) -> str | None:
         return None
 
 
-__all__ = ["CachedStep", "Engine", "GPUError", "LOG_EVERY", "NonFiniteLossError", "OutOfMemory", "PRECISIONS", "autocast", "data_workers",
-           "check_cuda_device", "check_device_precision", "epoch_batches", "eval_batches", "grad_cache_embeddings", "optimizer_options", "resolve_device", "resumable",
-           "to_device"]
+__all__ = ["CachedStep", "Engine", "LOG_EVERY", "NonFiniteLossError", "grad_cache_embeddings", "resumable"]

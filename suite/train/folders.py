@@ -149,7 +149,7 @@ def check_run_options(cfg: Any) -> None:
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"device {device!r} asked for, but no CUDA GPU is available; use --device cpu or auto")
         if dev.type == "cuda":  # an index this machine has, and a CUDA that works
-            from suite.train.engine import check_cuda_device
+            from suite.train.device import check_cuda_device
 
             check_cuda_device(dev, device)
     out = getattr(cfg, "out", "") or ""

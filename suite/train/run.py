@@ -91,8 +91,10 @@ from torch import Tensor, nn
 from suite import distributed as sd
 from suite.config import experiment_config, run_option_values
 from suite.inputs import changed_inputs, data_changes, data_identities, recorded_data
-from suite.train.engine import (LOG_EVERY, CachedStep, Engine, OutOfMemory, check_device_precision, epoch_batches,
-                                oom_memory, resolve_device, resumable)
+from suite.faults import OutOfMemory, oom_memory
+from suite.train.batches import epoch_batches
+from suite.train.device import check_device_precision, resolve_device
+from suite.train.engine import LOG_EVERY, CachedStep, Engine, resumable
 from suite.train.folders import (CHECKPOINTS, EXPORT, LOCK, PROVENANCE, RUNS_ROOT, Checkpoints, FolderBusyError,
                                   RunRecord, check_run_options, hold_folder, resolve_run, run_folder, runs_root)
 from suite.train.checkpoint import ConfigMismatchError

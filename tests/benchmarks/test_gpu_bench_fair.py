@@ -69,7 +69,7 @@ def test_molecule_and_graph_views_are_copied_through_pinned_memory(monkeypatch: 
 def test_the_plain_loaders_keep_the_suites_prefetch_depth() -> None:
     """With workers the plain graph loaders keep as many batches ready per worker as the suite's Prefetch (PyG's
     default is 2); whole batches only"""
-    from suite.train.engine import Prefetch
+    from suite.train.batches import Prefetch
 
     depth = Prefetch(lambda b: b, workers=2).loader.prefetch_factor  # type: ignore[union-attr]
     assert gb.suite_prefetch_depth() == depth != 2

@@ -486,7 +486,7 @@ def test_cuda_present_but_unusable(tu, monkeypatch, capsys, device):  # noqa: F8
     """torch reports CUDA available but the device cannot be queried (busy or unavailable, a driver too old), with
     `--device cuda` and with `--device auto` through the run owner -> exit 2, one line 'CUDA is installed but cannot be
     used' with torch's first line and --device cpu; no traceback, nothing trained (torch's RuntimeError traceback)"""
-    from suite.train.engine import resolve_device
+    from suite.train.device import resolve_device
 
     args, db, folder = tu
     _fake_cuda(monkeypatch, usable=False)

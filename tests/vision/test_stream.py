@@ -120,7 +120,7 @@ def test_the_same_crops_whatever_the_workers_and_the_epoch_changes_them(folder: 
     here = crops(b)
     assert here.images.shape == (2, 4, 3, 24, 24) and here.images.dtype == torch.uint8
     assert here.iou is not None and ((here.iou > 0) & (here.iou <= 1)).all()
-    from suite.train.engine import Prefetch
+    from suite.train.batches import Prefetch
 
     with_workers = list(Prefetch(crops, workers=2)([b, EpochBatch(0, torch.tensor([17]))]))
     assert torch.equal(with_workers[0].images, here.images) and torch.equal(with_workers[0].labels, here.labels)
@@ -154,7 +154,7 @@ def test_two_ranks_read_their_own_parts(folder: Path, monkeypatch: pytest.Monkey
     """under torch.distributed each rank takes its own slice of the epoch's order (the engine's rule): two ranks'
     batches are disjoint, together they are the global batch, and each decodes only its own samples"""
     from suite import distributed as sd
-    from suite.train.engine import epoch_batches
+    from suite.train.batches import epoch_batches
 
     src = folder_source(folder, "train")
     crops = Crops(src, 16, 2, (0.2, 1.0), (3 / 4, 4 / 3), seed=0)
