@@ -5,11 +5,55 @@ runner of this machine holding jobs (``--executor local`` or ``ray``) gets SIGTE
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
 from typing import Any
+
+from benchmarks.runner.suitefile import Job
+
+
+def cancel_jobs(reg: Any, jobs: list[Job]) -> list[tuple[Job, str]]:
+    """Stop a grid's queued and running jobs: each row becomes ``cancelled`` (its end never overwrites that), SLURM's
+    tasks are ``scancel``-ed, and a runner of this host that holds jobs (local, Ray) gets SIGTERM, which stops its
+    jobs. [(job, what it was)] of the jobs cancelled."""
+    from suite.registry.schema import _now as now
+
+    done: list[tuple[Job, str]] = []
+    slurm: set[str] = set()
+    runners: set[int] = set()
+    host = socket.gethostname()
+    for j in jobs:
+        row = reg.job(j.hash) or {}
+        if row.get("status") not in ("queued", "running"):
+            continue
+        sid = str(row.get("scheduler_id") or "")
+        if reg.update_job(j.hash, ("queued", "running"), status="cancelled", ended_at=now()):
+            done.append((j, f"{row['status']}" + (f", {sid}" if sid else "") + f" on {row.get('host')}"))
+        if sid.startswith("slurm:"):
+            slurm.add(sid.split(":", 1)[1])
+        elif row.get("host") == host and row.get("pid") and row["pid"] != os.getpid():
+            runners.add(int(row["pid"]))
+    if slurm:
+        try:
+            p = subprocess.run(["scancel", *sorted(slurm)], capture_output=True, text=True)
+        except FileNotFoundError:  # cancelled from a host that shares the registry but is not a SLURM client
+            print(f"scancel is not on this host: SLURM task(s) {' '.join(sorted(slurm))} are marked cancelled in the "
+                  "registry but may still run; cancel them on the cluster (scancel <id>)", file=sys.stderr)
+        else:
+            if p.returncode != 0 and p.stderr.strip():
+                print(f"scancel: {p.stderr.strip().splitlines()[-1]}", file=sys.stderr)
+    for pid in sorted(runners):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return done
 
 
 def _main(args: argparse.Namespace) -> int:
-    from benchmarks.runner.executors import cancel_jobs
     from benchmarks.runner.run import only_jobs
     from benchmarks.runner.suitefile import load_suite
     from suite.registry import open_registry

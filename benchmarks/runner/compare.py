@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.runner.suitefile import SUITES, Job, check_commands, load_suite
-from benchmarks.runner.run import Runner, add_executor_options, execute, executor_of, require_committed_code
+from benchmarks.runner.plan import Runner
+from benchmarks.runner.run import add_executor_options, execute, executor_of, require_committed_code
 from suite.registry import Registry
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "results" / "registry.jsonl"

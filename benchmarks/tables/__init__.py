@@ -202,7 +202,8 @@ def suite_for(suite: str, profile: str) -> str:
 def bench_main(args: argparse.Namespace, suite: str, table: Callable[..., str]) -> int:
     """Run the suite through the runner (resumable, parallel, thread budget), then write and print the table.
     The exit status is the runner's (non-zero when a job failed); the table is written either way."""
-    from benchmarks.runner.run import Runner, execute
+    from benchmarks.runner.plan import Runner
+    from benchmarks.runner.run import execute
     from suite.paths import registry_url
 
     name = suite_for(suite, args.profile)

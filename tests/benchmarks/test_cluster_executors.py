@@ -166,7 +166,7 @@ def test_slurm_grid_requeue_resumes_with_one_row_status_and_cancel(slurm, tmp_pa
     local_dir = tmp_path / "local"
     local_dir.mkdir()
     monkeypatch.chdir(local_dir)
-    from benchmarks.runner.run import Runner
+    from benchmarks.runner.plan import Runner
 
     local_db = str(local_dir / "r.sqlite")
     # one thread, as the SLURM job had (cpus: 1): the SVM's folds see the same embeddings to the last bit
@@ -220,8 +220,8 @@ def test_ray_grid_on_a_local_cluster(tmp_path, monkeypatch):
     """the same tiny grid as Ray tasks on ray.init(num_cpus=2): both jobs finish, one run row each, the rows name
     their Ray task"""
     ray = pytest.importorskip("ray")
-    from benchmarks.runner.executors import ClusterExecutor
-    from benchmarks.runner.run import Runner
+    from benchmarks.runner.executors.ray import RayExecutor
+    from benchmarks.runner.plan import Runner
 
     monkeypatch.chdir(tmp_path)
     _, jobs = load_suite(_suite(tmp_path, "tiny", [_tu(0, 3), _tu(1, 3)]))
@@ -229,7 +229,7 @@ def test_ray_grid_on_a_local_cluster(tmp_path, monkeypatch):
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         t0 = time.monotonic()
-        counts = Runner(db, log_dir=tmp_path / "logs", executor=ClusterExecutor("ray")).run(jobs)
+        counts = Runner(db, log_dir=tmp_path / "logs", executor=RayExecutor()).run(jobs)
         print(f"Ray tiny grid: {time.monotonic() - t0:.1f} s wall")
     finally:
         ray.shutdown()
@@ -288,7 +288,7 @@ def test_one_job_on_two_srun_tasks_through_the_runner(slurm, tmp_path, monkeypat
     local_dir = tmp_path / "torchrun"
     local_dir.mkdir()
     monkeypatch.chdir(local_dir)
-    from benchmarks.runner.run import Runner
+    from benchmarks.runner.plan import Runner
 
     local_db = str(local_dir / "r.sqlite")
     runner = Runner(local_db, threads=1, launcher="torchrun", nproc_per_node=2, log_dir=local_dir / "logs")
@@ -344,8 +344,8 @@ def test_ray_worker_killed_mid_run_is_retried_and_resumes(tmp_path, monkeypatch)
     import signal
     import threading
 
-    from benchmarks.runner.executors import ClusterExecutor
-    from benchmarks.runner.run import Runner
+    from benchmarks.runner.executors.ray import RayExecutor
+    from benchmarks.runner.plan import Runner
 
     monkeypatch.chdir(tmp_path)
     _, (job,) = load_suite(_suite(tmp_path, "crash", [_tu(4, 60)]))
@@ -364,7 +364,7 @@ def test_ray_worker_killed_mid_run_is_retried_and_resumes(tmp_path, monkeypatch)
     try:
         t = threading.Thread(target=kill_worker, daemon=True)
         t.start()
-        counts = Runner(db, log_dir=tmp_path / "logs", executor=ClusterExecutor("ray")).run([job])
+        counts = Runner(db, log_dir=tmp_path / "logs", executor=RayExecutor()).run([job])
         t.join(timeout=5)
     finally:
         ray.shutdown()
@@ -382,8 +382,8 @@ def test_another_task_stops_when_rank_0_ended_the_job(tmp_path, monkeypatch):
     instead of holding its node for torch's 30-minute rendezvous timeout"""
     import threading
 
-    from benchmarks.runner import executors
-    from benchmarks.runner.executors import Spec, node_rank
+    from benchmarks.runner.executors import node
+    from benchmarks.runner.executors.node import Spec, node_rank
     from tests.graph.test_distributed import _free_port
 
     monkeypatch.chdir(tmp_path)
@@ -394,7 +394,7 @@ def test_another_task_stops_when_rank_0_ended_the_job(tmp_path, monkeypatch):
     for k, v in {"SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "1", "SLURM_LOCALID": "1", "SLURM_JOB_ID": "7",
                  "SLURM_STEP_NODELIST": "localhost", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}.items():
         monkeypatch.setenv(k, v)
-    monkeypatch.setattr(executors, "RANK0_POLL_S", 0.5)
+    monkeypatch.setattr(node, "RANK0_POLL_S", 0.5)
     spec = Spec(job, db, str(tmp_path / "logs"), str(tmp_path), ("login", 1), 1, 3, 2.0, {})
     (tmp_path / "logs").mkdir()
     threading.Timer(4.0, lambda: reg.finish_job(job.hash, "failed", only_if=("queued",))).start()

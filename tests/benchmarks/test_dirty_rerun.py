@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.runner.suitefile import Job
-from benchmarks.runner.run import Runner
+from benchmarks.runner.plan import Runner
 from suite.registry import Registry
 
 

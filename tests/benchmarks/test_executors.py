@@ -13,7 +13,8 @@ import textwrap
 import pytest
 import yaml
 
-from benchmarks.runner.executors import cancel_jobs, check_registry, mem_string, time_minutes
+from benchmarks.runner.cancel import cancel_jobs
+from benchmarks.runner.executors.cluster import check_registry, mem_string, time_minutes
 from benchmarks.runner.suitefile import load_suite, resources_of
 from suite.registry import Registry
 from tests.suite.test_registry_postgres import pg_url  # noqa: F401  (the fixture: a real PostgreSQL server)
@@ -52,13 +53,13 @@ def test_resources_in_a_suite_file(tmp_path):
 def test_ray_refuses_one_run_on_several_processes(tmp_path):
     """a job asking for several processes (resources tasks / nodes) under --executor ray: one line saying which
     executor or launcher runs it, before anything is submitted"""
-    from benchmarks.runner.executors import ClusterExecutor
-    from benchmarks.runner.run import Runner
+    from benchmarks.runner.executors.ray import RayExecutor
+    from benchmarks.runner.plan import Runner
 
     _, (job,) = load_suite(_write(tmp_path, {"name": "t", "jobs": [
         {"frontend": "graph", "command": "tu", "seeds": [0], "resources": {"nodes": 2, "tasks": 4}}]}))
     with pytest.raises(ValueError, match=r"asks for 2 node\(s\) x 4 task\(s\).*--executor slurm"):
-        ClusterExecutor("ray")._submit_ray(Runner(str(tmp_path / "r.sqlite"), log_dir=tmp_path), [job])
+        RayExecutor().submit(Runner(str(tmp_path / "r.sqlite"), log_dir=tmp_path).stage(), [job], None)
 
 
 def test_sqlite_registry_on_a_network_file_system_is_refused(tmp_path):
@@ -153,7 +154,7 @@ def test_eight_job_processes_on_postgres_lose_nothing(pg_url, tmp_path):  # noqa
 def test_a_job_requeued_more_than_the_limit_fails_in_one_line(tmp_path, monkeypatch, capsys):
     """a task SLURM restarts more often than --max-requeues: its row failed, the requeues counted, one line naming the
     job and its log; nothing runs"""
-    from benchmarks.runner.executors import Spec, node_main
+    from benchmarks.runner.executors.node import Spec, node_main
 
     monkeypatch.chdir(tmp_path)
     db = str(tmp_path / "r.sqlite")
@@ -174,8 +175,8 @@ def test_a_slurm_task_missing_from_squeue_while_it_is_requeued_is_followed_on(tm
     requeued pending state: the runner follows it on while it is so less than ``vanish_grace`` seconds (fresh-clone
     CI runs twice called such a job failed), and for as long as SLURM shows it in a state that is not an end
     (REQUEUED, REQUEUE_HOLD...); a job ended or missing for longer, its row never ended, fails, naming SLURM's state"""
-    from benchmarks.runner.executors import ClusterExecutor
-    from benchmarks.runner.run import Runner
+    from benchmarks.runner.executors.slurm import SlurmExecutor
+    from benchmarks.runner.plan import Runner
 
     _, (job,) = load_suite(_write(tmp_path, {"name": "t", "jobs": [{"frontend": "graph", "command": "tu",
                                                                     "seeds": [0]}]}))
@@ -198,10 +199,10 @@ def test_a_slurm_task_missing_from_squeue_while_it_is_requeued_is_followed_on(tm
                 reg.update_job(job.hash, status=status, requeues=requeues)
             return {sid: state} if state else {}
 
-        ex = ClusterExecutor("slurm", poll=0.01, vanish_grace=grace)
+        ex = SlurmExecutor(poll=0.01, vanish_grace=grace)
         monkeypatch.setattr(ex, "_squeue", squeue)
         monkeypatch.setattr(ex, "_scontrol", lambda *a: None)  # no SLURM here: nothing to ask
-        return ex._follow(Runner(db, log_dir=tmp_path / "logs"), [job], {job.hash: f"slurm:{sid}"}, reg)
+        return ex._follow(Runner(db, log_dir=tmp_path / "logs").stage(), [job], {job.hash: f"slurm:{sid}"}, reg)
 
     requeue = [(None, 0, "RUNNING"), ("interrupted", 0, None), (None, 0, "COMPLETED"), (None, 0, "PENDING"),
                ("running", 1, "RUNNING"), ("finished", 1, "COMPLETED")]
@@ -226,8 +227,8 @@ def test_a_restart_slurm_could_not_start_is_requeued_by_the_runner(tmp_path, mon
     without scontrol's word it fails as before, naming SLURM's state"""
     import subprocess
 
-    from benchmarks.runner.executors import ClusterExecutor
-    from benchmarks.runner.run import Runner
+    from benchmarks.runner.executors.slurm import SlurmExecutor
+    from benchmarks.runner.plan import Runner
 
     _, (job,) = load_suite(_write(tmp_path, {"name": "t", "jobs": [{"frontend": "graph", "command": "tu",
                                                                     "seeds": [0]}]}))
@@ -255,10 +256,10 @@ def test_a_restart_slurm_could_not_start_is_requeued_by_the_runner(tmp_path, mon
         return subprocess.CompletedProcess(args, 0, f"JobId=6 JobState={state['task']} Reason=NonZeroExitCode "
                                                     f"Restarts={state['restarts']} BatchFlag=1", "")
 
-    ex = ClusterExecutor("slurm", poll=0.01, vanish_grace=0.05)
+    ex = SlurmExecutor(poll=0.01, vanish_grace=0.05)
     monkeypatch.setattr(ex, "_squeue", squeue)
     monkeypatch.setattr(ex, "_scontrol", scontrol)
-    assert ex._follow(Runner(db, log_dir=tmp_path / "logs"), [job], {job.hash: "slurm:6_0"}, reg) == {
+    assert ex._follow(Runner(db, log_dir=tmp_path / "logs").stage(), [job], {job.hash: "slurm:6_0"}, reg) == {
         job.hash: "finished"}
     assert asked.count(("requeue", "6_0")) == 1
     assert "[requeued again]" in capsys.readouterr().out
@@ -266,9 +267,9 @@ def test_a_restart_slurm_could_not_start_is_requeued_by_the_runner(tmp_path, mon
     reg.claim_job(job.hash, "graph tu", rerun=True, scheduler_id="slurm:6_0", requeues=0)
     state.update(task="RUNNING", restarts=0, polls=0)
     asked.clear()
-    ex = ClusterExecutor("slurm", poll=0.01, vanish_grace=0.05, max_requeues=0)
+    ex = SlurmExecutor(poll=0.01, vanish_grace=0.05, max_requeues=0)
     monkeypatch.setattr(ex, "_squeue", squeue)
     monkeypatch.setattr(ex, "_scontrol", scontrol)
-    assert ex._follow(Runner(db, log_dir=tmp_path / "logs"), [job], {job.hash: "slurm:6_0"}, reg) == {
+    assert ex._follow(Runner(db, log_dir=tmp_path / "logs").stage(), [job], {job.hash: "slurm:6_0"}, reg) == {
         job.hash: "failed"}
     assert ("requeue", "6_0") not in asked and "SLURM: FAILED" in capsys.readouterr().out

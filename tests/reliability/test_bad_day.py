@@ -10,7 +10,7 @@ import torch
 import yaml
 
 from benchmarks.runner.suitefile import load_suite
-from benchmarks.runner.run import Runner
+from benchmarks.runner.plan import Runner
 from suite.registry import Registry
 from suite.train import load_checkpoint, save_checkpoint
 

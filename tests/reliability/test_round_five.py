@@ -288,7 +288,7 @@ def test_user_loss_source_changed_between_two_jobs_of_a_grid(user_tu, monkeypatc
     was loaded (job hashes made with its first source) and before the second job starts -> that job's process is exit
     2, one line naming the loss and both sha256 prefixes, nothing trained or recorded (the job trained the new source
     and recorded it under the old setting's job hash, pooled with the first job's seed)"""
-    from benchmarks.runner.run import Runner
+    from benchmarks.runner.plan import Runner
     from benchmarks.runner.suitefile import Job, _loss_origin
 
     args, db, folder, f = user_tu

@@ -203,7 +203,7 @@ def _needs_unshare() -> None:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """{(metric, split, step): times logged} of the job of :func:`_tu` run once without a fault."""
-    from benchmarks.runner.run import Runner
+    from benchmarks.runner.plan import Runner
     from tests.graph.synthetic import write_synthetic_tu
 
     base = tmp_path_factory.mktemp("reference")
@@ -313,7 +313,7 @@ def test_job_killed_at_each_stage(stage, data, reference, tmp_path, monkeypatch,
     failed with its log's path, exit 1; no finished run row; the checkpoint written before the kill kept; the same
     grid run again resumes from it into the same run row and finishes: one row, finished, each metric logged once, a
     whole export"""
-    from benchmarks.runner.run import Runner
+    from benchmarks.runner.plan import Runner
     from suite.train.checkpoint import load_checkpoint
 
     monkeypatch.chdir(tmp_path)
@@ -351,7 +351,7 @@ def _node_task(spec, tmp_path: Path, host: str, restarts: int, env: dict) -> sub
     restarted ``restarts`` times (SLURM_RESTART_COUNT)."""
     f = tmp_path / "spec.pkl"
     f.write_bytes(pickle.dumps(spec))
-    code = ("import pickle, sys; from benchmarks.runner.executors import SlurmTask; "
+    code = ("import pickle, sys; from benchmarks.runner.executors.node import SlurmTask; "
             f"print(SlurmTask()(pickle.load(open({str(f)!r}, 'rb'))))")
     env = {**env, "SLURM_ARRAY_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "0", "SLURM_JOB_ID": "78",
            "SLURM_RESTART_COUNT": str(restarts)}
@@ -361,8 +361,8 @@ def _node_task(spec, tmp_path: Path, host: str, restarts: int, env: dict) -> sub
 
 def _queued(tmp_path: Path, data: Path, **args):
     """A job claimed 'queued' by this process (the submitting runner) and the Spec its SLURM task is handed."""
-    from benchmarks.runner.executors import ClusterExecutor
-    from benchmarks.runner.run import Runner
+    from benchmarks.runner.executors.slurm import SlurmExecutor
+    from benchmarks.runner.plan import Runner
 
     out = tmp_path / "runs" / "job"
     _, (job,) = load_suite(_suite(tmp_path, "requeue", [_tu(data, str(out), **args)]))
@@ -371,7 +371,7 @@ def _queued(tmp_path: Path, data: Path, **args):
     reg = Registry(db)
     assert reg.claim_job(job.hash, job.label(), status="queued", log=str(logs / f"{job.hash}.log"))
     reg.update_job(job.hash, ("queued",), scheduler_id="slurm:77_0")
-    return job, reg, out, ClusterExecutor("slurm").spec(runner, job)
+    return job, reg, out, SlurmExecutor().spec(runner.stage(), job)
 
 
 def test_requeue_onto_another_node_resumes_there(data, reference, tmp_path, monkeypatch):

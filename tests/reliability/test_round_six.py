@@ -306,7 +306,7 @@ def test_bench_skip_decided_on_the_data(tmp_path, monkeypatch):
     """`suite bench run`: a finished job whose run recorded reading a data folder -> skipped while the folder holds
     the same data; after one file changed -> marked to run again, the reason naming the file (before: skipped, its old
     number kept in the tables)"""
-    from benchmarks.runner.run import Runner
+    from benchmarks.runner.plan import Runner
     from benchmarks.runner.suitefile import load_suite
     from suite.inputs import data_identity
     from suite.registry import Registry

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from benchmarks.runner.suitefile import load_suite, suite_name
-from benchmarks.runner.run import Runner
+from benchmarks.runner.plan import Runner
 from suite.cli import main
 from suite.registry import Registry
 
@@ -34,7 +34,8 @@ RUNNER = textwrap.dedent("""
     import sys
     from pathlib import Path
     from benchmarks.runner.suitefile import load_suite
-    from benchmarks.runner.run import Runner, execute
+    from benchmarks.runner.plan import Runner
+    from benchmarks.runner.run import execute
 
     class SleepRunner(Runner):
         def command(self, job):

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from benchmarks.runner.suitefile import load_suite
-from benchmarks.runner.run import Runner
+from benchmarks.runner.plan import Runner
 from suite.cli import main
 
 
