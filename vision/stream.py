@@ -21,8 +21,11 @@ The crops follow torchvision's definitions (its ``RandomResizedCrop.get_params``
 Pillow; for evaluation ``Resize(round(S * 256 / 224))`` then ``CenterCrop(S)``); the rest of the augmentation (flip,
 colour jitter, grayscale, blur) runs batched on the device (:class:`vision.transforms.ViewAugment`).
 
-A file that cannot be decoded (cut off, not an image, deleted during the epoch) is named in one line, counted and
-replaced by the next readable sample, so batches keep their size; a class folder with no image is named and counted.
+A file that cannot be read or decoded (cut off, not an image, deleted during the epoch, replaced by a named pipe, on
+a network mount that times out) is named in one line, counted and replaced by the next readable sample, so batches
+keep their size; :data:`MAX_REPLACEMENTS` in a row (a shard or a mount gone) stop the run with one line naming where,
+its last checkpoint kept. A class folder with no image is named and counted, and so are names of images that are not
+files (left out of the index).
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ import json
 import math
 import os
 import re
+import stat
 import tarfile
 import warnings
 from dataclasses import dataclass, field
@@ -61,6 +65,41 @@ class UnreadableImage(ValueError):
 
 
 # ----------------------------------------------------------------------------- sources
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, for messages."""
+    for test, name in ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_file(path: str, what: str, offset: int = 0, size: int = -1) -> bytes:
+    """``size`` bytes (all: -1) of the regular file ``path`` from ``offset``; anything else is an
+    :class:`UnreadableImage` of one line starting with ``what``. The file is opened without blocking, so one replaced
+    by a named pipe (or a device) fails at once instead of waiting for a writer that never comes; an error of the
+    mount (a network share timing out: ETIMEDOUT, EIO, ESTALE) is the same one line."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise UnreadableImage(f"{what} cannot be read (it is {_kind(mode)}, not an image file)")
+            if _NONBLOCK:
+                os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                if offset:
+                    fh.seek(offset)
+                return fh.read(size)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise UnreadableImage(f"{what} cannot be read ({type(exc).__name__}: {exc.strerror or exc})") from None
+
 
 @dataclass
 class Source:
@@ -133,12 +172,7 @@ class FolderSource(Source):
 
     def read(self, i: int) -> bytes:
         path = self.where(i)
-        try:
-            with open(path, "rb") as fh:
-                return fh.read()
-        except OSError as exc:
-            raise UnreadableImage(f"image {path} cannot be read ({type(exc).__name__}: "
-                                  f"{exc.strerror or exc})") from None
+        return read_file(path, f"image {path}")
 
     def where(self, i: int) -> str:
         return os.path.join(self.root, self.names[i])
@@ -175,12 +209,15 @@ def folder_source(root: str | Path, split: str, classes: list[str] | None = None
     files: list[str] = []
     labels: list[int] = []
     empty: list[str] = []
+    odd: list[str] = []  # named like images but not files: a named pipe, a folder, a broken link
     for c, name in enumerate(classes):
         d = split_dir / name
         if not d.is_dir():
             empty.append(str(d))
             continue
-        found = sorted(e.name for e in os.scandir(d) if e.is_file() and e.name.lower().endswith(IMAGE_EXTS))
+        entries = [e for e in os.scandir(d) if e.name.lower().endswith(IMAGE_EXTS)]
+        found = sorted(e.name for e in entries if e.is_file())
+        odd += [e.path for e in entries if not e.is_file()]
         if not found:
             empty.append(str(d))
         files += [f"{split_dir.name}/{name}/{f}" for f in found]
@@ -188,11 +225,14 @@ def folder_source(root: str | Path, split: str, classes: list[str] | None = None
     for d in empty:
         warnings.warn(f"{d}: no image ({', '.join(IMAGE_EXTS)}); its class has no {split_dir.name} sample",
                       stacklevel=2)
+    if odd:
+        warnings.warn(f"{split_dir}: {len(odd)} name(s) of images that are not files (a named pipe, a folder or a "
+                      f"broken link) left out; first: {sorted(odd)[0]}", stacklevel=2)
     if not files:
         raise ValueError(f"no images ({', '.join(IMAGE_EXTS)}) under {split_dir}/<class>/")
     return FolderSource(root.name, list(classes), np.asarray(labels, dtype=np.int64),
                         {"source": str(root), "layout": "image-folder", "split": split_dir.name,
-                         "empty_classes": len(empty)}, str(root), Names.of(files))
+                         "empty_classes": len(empty), "not_files": len(odd)}, str(root), Names.of(files))
 
 
 # ----------------------------------------------------------------------------- WebDataset shards
@@ -266,13 +306,7 @@ class ShardSource(Source):
 
     def _bytes(self, i: int, off: int, size: int) -> bytes:
         path = self.shards[int(self.shard[i])]
-        try:
-            with open(path, "rb") as fh:
-                fh.seek(int(off))
-                data = fh.read(int(size))
-        except OSError as exc:
-            raise UnreadableImage(f"shard {path} cannot be read ({type(exc).__name__}: "
-                                  f"{exc.strerror or exc})") from None
+        data = read_file(path, f"shard {path} (sample {self.keys[i]})", int(off), int(size))
         if len(data) != size:
             raise UnreadableImage(f"{self.where(i)}: cut off ({len(data)} of {size} bytes)")
         return data

@@ -151,6 +151,21 @@ def applies(*xs: Tensor | None) -> bool:
     return triton_available()
 
 
+def _from_triton(exc: BaseException) -> bool:
+    """Whether Triton raised ``exc``: an error of Triton's own (a compilation error, ptxas's) or one its driver raised
+    as a plain ``RuntimeError`` (an old driver: "Triton Error [CUDA]: the provided PTX was compiled with an unsupported
+    toolchain", "0 active drivers"), whose innermost frame is Triton's. A CUDA out-of-memory error is not (the tiles
+    would meet it too), nor another built-in error (a bug of a kernel, under the interpreter)."""
+    if type(exc).__module__.startswith("triton"):
+        return True
+    if not isinstance(exc, RuntimeError) or isinstance(exc, torch.cuda.OutOfMemoryError):
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).startswith("triton")
+
+
 def attempt(inputs: tuple[Tensor | None, ...], fn: Any, *args: Any, **kwargs: Any) -> Tensor | None:
     """``fn(*args, **kwargs)`` where the kernels take ``inputs`` (:func:`applies`); None where they do not, or where
     Triton could not build or launch them on this device (an older GPU without TF32, a Triton that does not match the
@@ -161,7 +176,7 @@ def attempt(inputs: tuple[Tensor | None, ...], fn: Any, *args: Any, **kwargs: An
     try:
         return fn(*args, **kwargs)
     except Exception as exc:
-        if not type(exc).__module__.startswith("triton"):
+        if not _from_triton(exc):
             raise
         first = (str(exc).strip().splitlines() or [""])[0][:200]
         _broken.append(f"{type(exc).__name__}: {first}")

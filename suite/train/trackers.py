@@ -100,7 +100,9 @@ def flat_params(info: dict[str, Any]) -> dict[str, str]:
 
 
 class TensorBoard:
-    """Scalars in ``<folder>/tensorboard`` through ``torch.utils.tensorboard.SummaryWriter``."""
+    """Scalars in ``<folder>/tensorboard`` through ``torch.utils.tensorboard.SummaryWriter``; an event file removed
+    while the run goes is an error at the next point (the writer would make a new file at its next flush, holding
+    only the later points, and say nothing)."""
 
     name = "tensorboard"
 
@@ -111,6 +113,10 @@ class TensorBoard:
         self.writer.add_text("run", "```\n" + _info_json(info) + "\n```", 0)
 
     def log(self, point: dict[str, float], step: int, split: str | None = STEP_SPLIT) -> None:
+        # a removed event file (its folder cleaned while the run goes) takes writes without a word; said instead
+        events = getattr(getattr(getattr(self.writer, "file_writer", None), "event_writer", None), "_file_name", None)
+        if events and not os.path.exists(events):
+            raise FileNotFoundError(f"its event file {events} was removed during the run")
         for k, v in point.items():
             self.writer.add_scalar(tag(split, k), v, step)
 
