@@ -47,7 +47,7 @@ def _cmd_losses(args: argparse.Namespace) -> int:
     print("fused GPU tiles: the tiled path (chunk_size) on a CUDA device runs Triton kernels (suite.losses.fused); "
           "'part': some of its terms, 'no': PyTorch tiles")
     print("aliases: " + ", ".join(f"{a} -> {n}" for a, n in sorted(al.items())))
-    from suite.losses.base import plugin_errors
+    from suite.losses.registry import plugin_errors
 
     for name, why in sorted(plugin_errors().items()):  # an installed loss left out: said, never a failed listing
         print(f"left out: {why}")

@@ -212,7 +212,7 @@ def loss_origin(loss: str) -> dict[str, Any] | None:
     key = L.aliases().get(_key(loss), _key(loss))
     if key in L.plugins():
         return user.origin(key)
-    from suite.losses.base import plugin_errors
+    from suite.losses.registry import plugin_errors
 
     if key not in L.available() and key in plugin_errors():  # an installed loss that is broken: said before any work
         raise ValueError(plugin_errors()[key])

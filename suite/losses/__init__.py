@@ -4,8 +4,9 @@
 >>> L.available()
 >>> loss = L.build("macl", tau0=0.2)
 """
-from suite.losses.base import (ContrastiveLoss, aliases, available, build, canonical_name, defaults, loss_class, plugins,
-                               register_loss)
+from suite.losses.base import ContrastiveLoss
+from suite.losses.registry import (aliases, available, build, canonical_name, defaults, loss_class, plugins,
+                                   register_loss)
 from suite.losses.align_uniform import AlignUniform
 from suite.losses.cacr import CACR
 from suite.losses.cmc import CMC

@@ -18,9 +18,10 @@ import torch
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import ContrastiveLoss, register_loss
+from suite.losses.base import ContrastiveLoss
 from suite.losses.checks import check_finite, check_pair, check_positive, check_queue
 from suite.losses.core import normalize, normalize_pair, sq_dists_normalized
+from suite.losses.registry import register_loss
 from suite.losses.tiling import pair_kernel_lse
 
 

@@ -42,9 +42,10 @@ import torch
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import ContrastiveLoss, register_loss
+from suite.losses.base import ContrastiveLoss
 from suite.losses.checks import _check_float, as_views, check_device, check_choice, check_finite, check_queue
 from suite.losses.core import NEG_INF, gather_views, normalize, sq_dists_normalized, view_gram
+from suite.losses.registry import register_loss
 from suite.losses.tiling import softmin_cost
 
 ARRANGEMENTS = ("same_view", "cross_view")

@@ -16,9 +16,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from suite.losses.base import ContrastiveLoss, register_loss
+from suite.losses.base import ContrastiveLoss
 from suite.losses.checks import as_views, check_positive, check_queue
 from suite.losses.core import gather_views, normalize, row_logsumexp
+from suite.losses.registry import register_loss
 from suite.losses.tiling import row_lse_pair, row_lse_sum
 
 

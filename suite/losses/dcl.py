@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from suite.losses.base import register_loss
 from suite.losses.pair import PairLoss
+from suite.losses.registry import register_loss
 
 
 @register_loss("dcl")

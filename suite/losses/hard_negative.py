@@ -21,10 +21,10 @@ import math
 import torch
 from torch import Tensor
 
-from suite.losses.base import register_loss
 from suite.losses.checks import check_finite, check_positive
 from suite.losses.core import pair_outer_scales, pair_rows, row_logsumexp
 from suite.losses.pair import PairLoss
+from suite.losses.registry import register_loss
 
 
 @register_loss("hard_negative", "hcl", "hn_cl")

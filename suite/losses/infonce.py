@@ -19,9 +19,9 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from suite.losses.base import register_loss
 from suite.losses.core import pair_lse, pair_rows
 from suite.losses.pair import PairLoss
+from suite.losses.registry import register_loss
 
 
 @register_loss("infonce", "ntxent", "nt_xent", "simclr")

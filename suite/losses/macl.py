@@ -39,10 +39,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import register_loss
 from suite.losses.checks import check_finite, check_positive
 from suite.losses.core import pair_outer_scales
 from suite.losses.pair import PairLoss
+from suite.losses.registry import register_loss
 
 
 @register_loss("macl")

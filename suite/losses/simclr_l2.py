@@ -28,9 +28,9 @@ import torch
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import register_loss
 from suite.losses.core import NEG_INF, PairSetup, row_logsumexp
 from suite.losses.pair import PairLoss
+from suite.losses.registry import register_loss
 from suite.losses.tiling import row_kernel_lse, sq_distances
 
 _EPS2 = 1e-24  # squared-distance floor: sqrt has no gradient at 0

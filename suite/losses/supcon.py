@@ -17,9 +17,10 @@ import torch
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import ContrastiveLoss, register_loss
+from suite.losses.base import ContrastiveLoss
 from suite.losses.checks import check_labels, check_pair, check_positive, check_queue
 from suite.losses.core import normalize, normalize_pair, pair_lse, pair_rows, pair_setup, row_logsumexp
+from suite.losses.registry import register_loss
 
 
 @register_loss("supcon")

@@ -29,8 +29,9 @@ import torch
 from torch import Tensor
 
 from suite import distributed as sd
-from suite.losses.base import ContrastiveLoss, register_loss
+from suite.losses.base import ContrastiveLoss
 from suite.losses.checks import check_pair, check_positive, check_queue, check_weights, weighted_mean
+from suite.losses.registry import register_loss
 from suite.losses.tiling import pair_kernel_lse
 from suite.losses.core import cat_rows
 

@@ -36,9 +36,10 @@ from torch import Tensor
 
 from suite import distributed as sd
 from suite.losses import fused
-from suite.losses.base import ContrastiveLoss, register_loss
+from suite.losses.base import ContrastiveLoss
 from suite.losses.checks import _check_float, _fails, check_device, check_pair, check_positive, check_queue
 from suite.losses.core import normalize, normalize_pair, pair_lse, pair_rows, pair_setup, row_logsumexp
+from suite.losses.registry import register_loss
 from suite.losses.tiling import weighted_cross
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import suite.losses as L
 from suite import presets
-from suite.losses import base as loss_base
+from suite.losses import registry as loss_base
 from suite.losses.user import LossError, self_check
 from suite.registry import Registry
 
