@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.runner.compare import D, Task, slug
+from benchmarks.runner.compare_task import D, Task, slug
 from benchmarks.runner.suitefile import Job
 from benchmarks.tables import identity
 from benchmarks.tables.claims import RULE_TEXT, Claim, Result, Seeded, Verdict, final, holm, mean_std

@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.runner.compare_task import D, Task, slug
 from benchmarks.runner.suitefile import SUITES, Job, check_commands, load_suite
 from benchmarks.runner.plan import Runner
 from benchmarks.runner.run import add_executor_options, execute, executor_of, require_committed_code
@@ -45,30 +44,7 @@ SNAPSHOT = Path(__file__).resolve().parents[1] / "results" / "registry.jsonl"
 SETTING_OF = {("graph", "tu"): "graph_tu", ("graph", "pretrain-mol"): "graph_transfer", ("text", "train"): "text",
               ("vision", "pretrain"): "simclr"}
 SIZES = (256, 1024, 4096)
-D = 128
 NO_INIT = "none"
-
-
-@dataclass
-class Task:
-    """One task of the comparison: the suite's jobs that differ only in the loss (``arms``: label -> jobs)."""
-    frontend: str
-    command: str
-    args: tuple[tuple[str, Any], ...]  # the fixed args (loss or the loss-dependent arg left out)
-    by: str  # the arg that carries the loss: "loss", or e.g. "init" for fine-tuning from each loss's encoder
-    arms: dict[str, list[Job]] = field(default_factory=dict)
-    judged: bool = True  # False: a pretraining whose own metric (its training loss) says nothing across losses
-
-    @property
-    def title(self) -> str:
-        shown = ", ".join(f"{k}={v}" for k, v in self.args if k != "out" and "{" not in str(v))
-        return f"{self.frontend} {self.command} ({shown})" if shown else f"{self.frontend} {self.command}"
-
-
-def slug(loss: str) -> str:
-    """A file-name form of a loss name (``examples/x.py:My`` -> ``x.py-My``)."""
-    tail = loss.strip().replace("\\", "/").split("/")[-1]
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", tail).strip("-") or "loss"
 
 
 def _args_with(job: Job, key: str, value: Any, extra: dict[str, Any], fill_loss: str = "") -> tuple[tuple[str, Any], ...]:
