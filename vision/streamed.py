@@ -15,7 +15,8 @@ from vision.config import PretrainConfig
 from vision.data import class_subset_indices, imbalanced_indices
 from vision.eval import ClassificationEvaluator, GeometryEvaluator
 from vision.models import Encoder
-from vision.stream import Skips, Source, eval_images, open_source
+from vision.sources import Source, open_source
+from vision.stream import Skips, eval_images
 from vision.transforms import EvalTransform, Recipe, ViewAugment
 
 VAL_SPLIT_SEED = 20_241_122  # one validation split for every run and seed (in memory and streamed)
@@ -24,7 +25,7 @@ VAL_SPLIT_SEED = 20_241_122  # one validation split for every run and seed (in m
 @dataclass
 class StreamedData:
     """Streamed pretraining data (:mod:`vision.stream`): the pretraining samples, the kNN / probe bank and the test
-    split, each a :class:`vision.stream.Source` (a file index; nothing decoded until a step or an evaluation)."""
+    split, each a :class:`vision.sources.Source` (a file index; nothing decoded until a step or an evaluation)."""
 
     name: str
     train: Source

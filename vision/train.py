@@ -28,7 +28,8 @@ from suite.train.run import RunContext, RunResult, Task, Training, run
 from vision.card import vision_card
 from vision.config import PretrainConfig
 from vision.data import ImageData, class_subset_indices, imbalanced_indices, load_dataset
-from vision.stream import Crops, EpochBatch, Skips, StreamBatch, caption_embeddings, is_streamed
+from vision.sources import is_streamed
+from vision.stream import Crops, EpochBatch, Skips, StreamBatch, caption_embeddings
 from vision.streamed import VAL_SPLIT_SEED, StreamedData, evaluate_streamed, prepare_stream
 from vision.eval import ClassificationEvaluator, GeometryEvaluator
 from vision.methods import MoCo, SimCLR, check_views_for_loss
@@ -108,7 +109,7 @@ def check_config(cfg: PretrainConfig) -> None:
     if not cfg.iou_weights and cfg.iou_tau != _DEFAULT_IOU_TAU:
         raise ValueError(f"--iou-tau {cfg.iou_tau} sets the IoU pair weights: it needs --iou-weights")
     if is_streamed(cfg.dataset):
-        from vision.stream import check_pattern
+        from vision.sources import check_pattern
 
         check_pattern(cfg.dataset)
         if cfg.points or cfg.class_similarity:

@@ -21,7 +21,8 @@ import torch
 from suite.registry import Registry
 from tests.reliability.test_round_six import _code
 from tests.vision.streamdata import image_folder, shards
-from vision.stream import MAX_REPLACEMENTS, Crops, EpochBatch, Skips, UnreadableImage, folder_source, shard_source
+from vision.sources import UnreadableImage, folder_source, shard_source
+from vision.stream import MAX_REPLACEMENTS, Crops, EpochBatch, Skips
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,8 +14,8 @@ import torch
 from suite.registry import Registry
 from tests.vision.streamdata import image_folder, shards
 from vision.config import PretrainConfig
-from vision.stream import (Crops, EpochBatch, center_crop, crop_params, decode, folder_source, open_source,
-                           resized_crop, shard_source)
+from vision.sources import folder_source, open_source, shard_source
+from vision.stream import Crops, EpochBatch, center_crop, crop_params, decode, resized_crop
 from vision.train import pretrain
 
 
