@@ -19,6 +19,7 @@ from vision.sources import Source, open_source
 from vision.stream import Skips, eval_images
 from vision.transforms import EvalTransform, Recipe, ViewAugment
 
+SKIP_COUNTS = ("empty_classes", "not_files", "shard_problems")  # what the file index left out, counted
 VAL_SPLIT_SEED = 20_241_122  # one validation split for every run and seed (in memory and streamed)
 
 
@@ -61,8 +62,7 @@ def prepare_stream(cfg: PretrainConfig) -> tuple[StreamedData, dict[str, Any]]:
         raise ValueError(f"the kNN / probe evaluation needs a class for every image: {(bank.labels < 0).sum()} bank "
                          f"and {(test.labels < 0).sum()} test samples have none (shards: a .cls per sample)")
     classes = bank.classes if len(bank.classes) >= len(test.classes) else test.classes
-    info: dict[str, Any] = {"train_full": len(train), "empty_classes": int(train.info.get("empty_classes", 0)),
-                            "shard_problems": int(train.info.get("shard_problems", 0))}
+    info: dict[str, Any] = {"train_full": len(train), **{k: int(train.info.get(k, 0)) for k in SKIP_COUNTS}}
     if cfg.val_per_class > 0:  # held-out training images take the test split's place
         labels = torch.from_numpy(bank.labels)
         val = class_subset_indices(labels, cfg.val_per_class, seed=VAL_SPLIT_SEED)

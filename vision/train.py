@@ -30,7 +30,7 @@ from vision.config import PretrainConfig
 from vision.data import ImageData, class_subset_indices, imbalanced_indices, load_dataset
 from vision.sources import is_streamed
 from vision.stream import Crops, EpochBatch, Skips, StreamBatch, caption_embeddings
-from vision.streamed import VAL_SPLIT_SEED, StreamedData, evaluate_streamed, prepare_stream
+from vision.streamed import SKIP_COUNTS, VAL_SPLIT_SEED, StreamedData, evaluate_streamed, prepare_stream
 from vision.eval import ClassificationEvaluator, GeometryEvaluator
 from vision.methods import MoCo, SimCLR, check_views_for_loss
 from vision.models import MODEL_TYPE, Encoder, build_encoder
@@ -353,7 +353,7 @@ class PretrainTask(Task[PretrainConfig]):
         total, warmup = max(1, steps_per_epoch * cfg.epochs), steps_per_epoch * cfg.warmup_epochs
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, total, warmup, base_lr) / base_lr)
         counts = {f"class_count_{i}": c for i, c in enumerate(info.get("class_counts", []))}
-        streamed = {k: info[k] for k in ("empty_classes", "shard_problems") if info.get(k)}
+        streamed = {k: info[k] for k in SKIP_COUNTS if info.get(k)}
         return Training(method, opt, batches, step, epochs=cfg.epochs, scheduler=sched, loss=self.loss, compile=cfg.compile,
                         precision="bf16" if cfg.bf16 else "fp32", on_step=method.after_step,  # type: ignore[arg-type]
                         rate_name="images_per_s", unit="step", collate=collate,

@@ -26,6 +26,7 @@ builds anything; a tracker that fails while the run goes (disk full, a server go
 itself, never the run or its registry row."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -237,9 +238,12 @@ class Guarded:
         try:
             getattr(self.tracker, what)(*args)
         except Exception as exc:  # noqa: BLE001 - a tracker never ends a run
-            warnings.warn(f"tracker {self.tracker.name} failed ({type(exc).__name__}: {exc}); it logs nothing more, "
+            tracker, self.tracker = self.tracker, None
+            warnings.warn(f"tracker {tracker.name} failed ({type(exc).__name__}: {exc}); it logs nothing more, "
                           f"the run and its registry row go on", stacklevel=2)
-            self.tracker = None
+            if what != "close":  # let go of its files and connections; a second failure says nothing more
+                with contextlib.suppress(Exception):
+                    tracker.close("failed")
 
     def log(self, point: dict[str, float], step: int, split: str | None = STEP_SPLIT) -> None:
         self._do("log", point, step, split)

@@ -349,6 +349,34 @@ def test_a_tracker_failing_at_its_close_keeps_the_run_finished(tmp_path, monkeyp
     assert reg.get(res.run_id)["status"] == "finished" and reg.metrics(res.run_id, "alignment")
 
 
+def test_a_tracker_that_fails_mid_run_lets_go_of_its_files(tmp_path, monkeypatch):
+    """the TensorBoard writer fails at a step's log (its thread dead, the disk gone) -> one warning, and the tracker is
+    closed once, as failed, so its event file is not held open until the process ends; a second failure in that close
+    says nothing more (before: the guard dropped the tracker without closing it)"""
+    from suite.train import trackers
+
+    closed: list[str] = []
+    real_close = trackers.TensorBoard.close
+
+    def dead(self: Any, point: Any, step: int, split: Any = None) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    def close(self: Any, status: str) -> None:
+        closed.append(status)
+        real_close(self, status)
+        raise OSError(errno.EIO, "Input/output error")  # and the close fails too
+
+    monkeypatch.setattr(trackers.TensorBoard, "log", dead)
+    monkeypatch.setattr(trackers.TensorBoard, "close", close)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        reg, res = _tracked_run(tmp_path)
+    said = _tracker_warnings(record)
+    assert len(said) == 1 and "Input/output error" in said[0], said
+    assert closed == ["failed"]  # once, at the failure; not again at the run's end
+    assert reg.get(res.run_id)["status"] == "finished"
+
+
 def test_a_run_shorter_than_log_every_shows_a_curve(tmp_path, monkeypatch):
     """issue 69, case 4: a 3-epoch run of 12 steps with log_every 100 -> TensorBoard holds a 3-point training-loss
     curve (`train/loss` at epochs 1, 2, 3), the last step's point and the evaluation, each under its split (before:
@@ -423,3 +451,23 @@ def test_an_old_driver_falls_back_once_with_the_plain_values(monkeypatch, error)
     monkeypatch.setattr(fused, "_kernels", _raised_in("suite.losses.fused", RuntimeError("a bug of ours")))
     with fused.interpret(), pytest.raises(RuntimeError, match="a bug of ours"):
         L.build("infonce", chunk_size=4)(za, zb)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_names_left_out_of_the_index_are_counted_in_the_run(tmp_path, monkeypatch):
+    """`suite vision pretrain --dataset folder:PATH` on a folder holding a named pipe among its images -> the run's
+    registry row counts it (`not_files` = 1, split data) beside the images it trained on (before: a warning only; the
+    row counted empty classes and shard problems, not the names left out)"""
+    root = image_folder(tmp_path / "imgs", classes=2, train=4, test=2, sizes=(36, 48))
+    os.mkfifo(root / "train" / "c00" / "pipe.JPEG")
+    monkeypatch.setenv("SUITE_REGISTRY", str(tmp_path / "r.sqlite"))
+    args = ["vision", "pretrain", "--dataset", f"folder:{root}", "--encoder", "convnet", "--width", "4", "--recipe",
+            "imagenet", "--image-size", "32", "--epochs", "1", "--batch-size", "4", "--optimizer", "adam", "--knn-k",
+            "3", "--geometry-batches", "0", "--proj-dim", "8", "--no-linear-probe", "--device", "cpu", "--workers",
+            "0", "--seed", "0", "--out", str(tmp_path / "run")]
+    with pytest.warns(UserWarning, match="not files"):
+        assert _code(args) == 0
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    (row,) = reg.runs()
+    data = {m["name"]: m["value"] for m in reg.metrics(row["id"]) if m["split"] == "data"}
+    assert data["not_files"] == 1 and data["train_images"] == 8, data
