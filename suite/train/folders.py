@@ -1,6 +1,6 @@
 """A run's folder, as the run owner (:mod:`suite.train.run`) keeps it: the config resolved once into a
 :class:`RunRecord` (its experiment config, hash, folder and inputs: :func:`resolve_run`), where the folder is
-(:func:`run_folder`), its checkpoints (:class:`Checkpoints`: ``checkpoints/step-<step>.pt``, the newest kept), its export
+(:func:`locate_run`, :func:`run_folder`), its checkpoints (:class:`Checkpoints`: ``checkpoints/step-<step>.pt``, the newest kept), its export
 (``export/`` with ``run.json``), the checks of the run options every owner reads (:func:`check_run_options`), and its one
 writer at a time (:func:`hold_folder`: an exclusive lock on ``.lock``)."""
 from __future__ import annotations
@@ -44,15 +44,27 @@ class RunRecord:
     inputs: dict[str, dict[str, Any]]  # the exported models the config names (suite.inputs.input_identities)
 
 
-def resolve_run(cfg: Any, task: str = "", stem: str = "", folder: str | Path | None = None) -> RunRecord:
-    """The :class:`RunRecord` of ``cfg``: its experiment config and hash, its folder (``folder`` as given, e.g. an
-    evaluation's; else :func:`run_folder` of ``task`` and ``stem``) and the identities of its inputs (less the run's own
-    folder)."""
+def locate_run(cfg: Any, task: str, stem: str = "") -> tuple[Path, dict[str, Any] | None]:
+    """The run's folder, found before it is held: ``cfg.out``, else :func:`run_folder` named by the experiment's hash,
+    whose experiment config is returned too (None with ``out``: :func:`resolve_run` derives it under the folder's lock,
+    so a folder another process holds is refused before the config is read further)."""
+    if getattr(cfg, "out", "") or "":
+        return run_folder(cfg, task, stem), None
     experiment = experiment_config(cfg)
-    digest = config_hash(experiment)
-    where = run_folder(cfg, task, stem, digest[:8]) if folder is None else Path(folder)
-    own = where if folder is None or str(folder) else None
-    return RunRecord(experiment, digest, where, run_options(cfg), input_identities(cfg, own=own))
+    return run_folder(cfg, task, stem, config_hash(experiment)[:8]), experiment
+
+
+def resolve_run(cfg: Any, task: str = "", stem: str = "", folder: str | Path | None = None,
+                experiment: dict[str, Any] | None = None) -> RunRecord:
+    """The :class:`RunRecord` of ``cfg``: its experiment config (``experiment`` where :func:`locate_run` made it) and
+    hash, its folder (``folder`` as given, e.g. an evaluation's or the one :func:`locate_run` found; else
+    :func:`locate_run` of ``task`` and ``stem``) and the identities of its inputs (less the run's own folder)."""
+    if folder is None:
+        folder, experiment = locate_run(cfg, task, stem)
+    experiment = experiment_config(cfg) if experiment is None else experiment
+    own = Path(folder) if folder else None
+    return RunRecord(experiment, config_hash(experiment), Path(folder), run_options(cfg),
+                     input_identities(cfg, own=own))
 
 
 def run_folder(cfg: Any, task: str, stem: str = "", digest: str | None = None) -> Path:

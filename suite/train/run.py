@@ -96,7 +96,8 @@ from suite.train.batches import epoch_batches
 from suite.train.device import check_device_precision, resolve_device
 from suite.train.engine import LOG_EVERY, CachedStep, Engine, resumable
 from suite.train.folders import (CHECKPOINTS, EXPORT, LOCK, PROVENANCE, RUNS_ROOT, Checkpoints, FolderBusyError,
-                                  RunRecord, check_run_options, hold_folder, resolve_run, run_folder, runs_root)
+                                  RunRecord, check_run_options, hold_folder, locate_run, resolve_run, run_folder,
+                                  runs_root)
 from suite.train.checkpoint import ConfigMismatchError
 from suite.train.legacy import Earlier, earlier_layout, remove_when_built, upgrade_entries
 from suite.train.seeding import derive_seed, seed_everything, seeded_generator
@@ -298,12 +299,12 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
     instead of a new run (every rank reads it, so all agree)."""
     check_run_options(cfg)  # before anything is built, read, reused or written
     sd.init_from_env()
-    record = resolve_run(cfg, task.name or task.modality, task.stem(cfg))  # the config's identity, once
-    folder = record.folder
+    folder, experiment = locate_run(cfg, task.name or task.modality, task.stem(cfg))
     # the main rank holds the folder (every rank shares it; only the main rank writes) until the row is closed
     from suite.registry.store import _sigterm_as_interrupt
 
     with hold_folder(folder) if sd.is_main() else _nothing(folder):
+        record = resolve_run(cfg, folder=folder, experiment=experiment)  # the config's identity, once
         data = data_identities(task.data_inputs(cfg))  # what the run reads: its identity decides reuse and resume
         if reuse:
             cfg_hash = row_hash(cfg, cfg_hash, record)
