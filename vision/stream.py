@@ -7,7 +7,7 @@ whatever the data's size.
 The samples come from a :class:`vision.sources.Source` (a folder's or the shards' file index); this module decodes
 and crops them into batches.
 
-Order and randomness: the epoch's order is the engine's (:func:`suite.train.engine.epoch_batches`, a function of the
+Order and randomness: the epoch's order is the engine's (:func:`suite.train.batches.epoch_batches`, a function of the
 seed and the epoch, sharded over ranks) and each crop's randomness comes from a generator seeded by (seed, epoch,
 sample), never from a worker's stream: any number of workers, and a run resumed in the middle of an epoch, see the same
 crops of the same samples.
@@ -232,7 +232,7 @@ def eval_images(source: Source, size: int, batch_size: int, workers: int = 0,
                 skips: Skips | None = None) -> Iterator[tuple[Tensor, Tensor]]:
     """(images (B, 3, S, S) uint8, labels) of every sample of ``source`` in order, ImageNet's evaluation crops,
     decoded in ``workers`` processes."""
-    from suite.train.engine import Prefetch
+    from suite.train.batches import Prefetch
 
     pf = Prefetch(CenterCrops(source, size), workers)
     try:

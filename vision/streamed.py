@@ -141,7 +141,7 @@ def sgd_probe(model: Encoder, data: StreamedData, recipe: Recipe, device: torch.
     of the epochs, MoCo's schedule) on random resized crops (torchvision's default scale 0.08-1) and horizontal flips
     of the whole bank in a seeded order, decoded as they are streamed; evaluated on the test features of the
     evaluation crops (``test``)."""
-    from suite.train.engine import Prefetch
+    from suite.train.batches import Prefetch
     from suite.train.seeding import seeded_generator
     from vision.stream import Crops, EpochBatch
 

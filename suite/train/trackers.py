@@ -36,10 +36,6 @@ from typing import Any, Protocol
 
 # tracker -> (its module, the extra that installs it)
 KNOWN = {"tensorboard": ("tensorboard", "tensorboard"), "mlflow": ("mlflow", "mlflow"), "wandb": ("wandb", "wandb")}
-LOG_TO_HELP = ("send the step curves to trackers too, comma-separated: tensorboard (event files in the run folder), "
-               "mlflow (a store in the run folder, or --mlflow-uri), wandb (offline, in the run folder); a run option")
-MLFLOW_URI_HELP = ("the MLflow tracking URI --log-to mlflow sends to (http://host:port, sqlite:///file.db); empty: "
-                   "<run folder>/mlflow/mlflow.db; a run option")
 
 
 STEP_SPLIT = "train-step"  # the engine's step curves; epoch points are split ``train``, evaluations theirs
