@@ -40,23 +40,6 @@ NO_GPU = "gpu-check: no CUDA GPU is visible (torch.cuda.is_available() is False)
 
 # ----------------------------------------------------------------------------- 1. losses: CUDA against the CPU
 
-def _loss_inputs(loss: Any, n: int, d: int, gen: torch.Generator) -> tuple[tuple[torch.Tensor, ...], dict[str, torch.Tensor]]:
-    """Seeded float32 inputs of ``loss``: ``(views,)`` of (3, N, d) for a multi-view loss, else ``(z_a, z_b)``;
-    the extra inputs it requires (labels, an X-CLR similarity graph)."""
-    if getattr(loss, "multi_view", False):
-        args: tuple[torch.Tensor, ...] = (torch.randn(3, n, d, generator=gen),)
-    else:
-        args = (torch.randn(n, d, generator=gen), torch.randn(n, d, generator=gen))
-    extra: dict[str, torch.Tensor] = {}
-    requires = tuple(getattr(loss, "requires", ()))
-    if "labels" in requires:
-        extra["labels"] = torch.arange(n) % max(2, n // 4)
-    if "similarity" in requires:
-        s = torch.rand(n, n, generator=gen)
-        extra["similarity"] = ((s + s.T) / 2).fill_diagonal_(1.0)
-    return args, extra
-
-
 def _value_and_grads(loss: Any, args: Sequence[torch.Tensor], extra: dict[str, torch.Tensor],
                      device: torch.device) -> tuple[torch.Tensor, list[torch.Tensor]]:
     xs = [a.detach().to(device).requires_grad_(True) for a in args]
@@ -86,6 +69,7 @@ def check_losses(device: torch.device, n: int = 32, d: int = 16, rtol: float = 1
     :data:`EXTRA_PATHS`: value and input gradients on ``device`` against the CPU, float32, the same seeded inputs."""
     import suite.losses as L
     from suite.losses import fused
+    from suite.losses.examples import example_inputs
 
     out = []
     plugins = set(L.plugins())
@@ -93,14 +77,13 @@ def check_losses(device: torch.device, n: int = 32, d: int = 16, rtol: float = 1
     for name, path in cases:
         chunk = None if path == "dense" else 5
         try:
-            gen = torch.Generator().manual_seed(0)
-            args, extra = _loss_inputs(L.loss_class(name), n, d, gen)
-            if path == "tiled-embeddings":
-                extra = {"similarity_embeddings": torch.randn(n, 5, generator=gen)}
+            ex = example_inputs(name, n, d, classes=max(2, n // 4), generator=torch.Generator().manual_seed(0),
+                                graph="embeddings" if path == "tiled-embeddings" else "matrix", requires_grad=False)
             hp = {"negatives": "cross"} if path == "tiled-cross" else {}
-            v_cpu, g_cpu = _value_and_grads(L.build(name, chunk_size=chunk, **hp), args, extra, torch.device("cpu"))
+            v_cpu, g_cpu = _value_and_grads(L.build(name, chunk_size=chunk, **hp), ex.args, ex.extra,
+                                            torch.device("cpu"))
             with fused.use("general") if path == "tiled-general" else contextlib.nullcontext():
-                v_dev, g_dev = _value_and_grads(L.build(name, chunk_size=chunk, **hp), args, extra, device)
+                v_dev, g_dev = _value_and_grads(L.build(name, chunk_size=chunk, **hp), ex.args, ex.extra, device)
             pairs = [(v_dev, v_cpu), *zip(g_dev, g_cpu)]
             rel = max(float(((a - b).abs() / (b.abs() + atol / rtol)).max()) for a, b in pairs)
             ok = all(torch.allclose(a, b, rtol=rtol, atol=atol) for a, b in pairs)

@@ -28,10 +28,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from benchmarks.measurements.gpu_bench import _mark, _peak_above, device_info, sync
 from benchmarks.measurements.loss_tables import LARGE_TASKS
+from suite.losses.examples import example_inputs
 from suite.losses.tiling import auto_rows  # the tiled paths' rows per tile, given explicitly: a loss whose own matrix
 # is smaller (the uniformity term's N x N) still takes the tiles it is measured on
+from suite.measure import device_info, step, sync
 
 TASK = LARGE_TASKS["gpu"]
 D = 128
@@ -75,9 +76,10 @@ def call(name: str, n: int, device: torch.device, path: str, precision: str
     import suite.losses as L
 
     gen = torch.Generator().manual_seed(0)
-    a, b, c = (torch.randn(n // 2, D, generator=gen).to(device).requires_grad_() for _ in range(3))
     if path == "inf-cl":
         from inf_cl import cal_flash_loss
+
+        a, b = example_inputs("infonce", n // 2, D, generator=gen, device=device).args
 
         def infcl() -> Tensor:  # InfoNCE over the 2N x 2N problem (its kernels: one direction, every column)
             z = F.normalize(torch.cat([a, b]), dim=1)
@@ -85,20 +87,9 @@ def call(name: str, n: int, device: torch.device, path: str, precision: str
             return cal_flash_loss(z, z, labels, scale=10.0, head_dim=D).mean()
         return infcl, [a, b]
     loss = L.build(name, chunk_size=None if path == "dense" else auto_rows(n), precision=precision).to(device)
-    cls = type(loss)
-    gl = torch.Generator().manual_seed(1)
-    extra: dict[str, Any] = {}
-    if "labels" in cls.requires:
-        extra["labels"] = torch.randint(0, 100, (n // 2,), generator=gl).to(device)
-    if "similarity" in cls.requires:
-        labels = torch.randint(0, 100, (n // 2,), generator=gl)
-        emb = (F.one_hot(labels, 100).float() + 0.3).to(device)
-        extra["similarity" if path == "dense" else "similarity_embeddings"] = (
-            F.normalize(emb, dim=1) @ F.normalize(emb, dim=1).T if path == "dense" else emb)
-    if cls.multi_view:
-        views = torch.stack([a, b, c]).detach().requires_grad_()
-        return (lambda: loss(views, **extra)), [views]
-    return (lambda: loss(a, b, **extra)), [a, b]
+    ex = example_inputs(name, n // 2, D, views=3, classes=100, graph="matrix" if path == "dense" else "embeddings",
+                        generator=gen, device=device)
+    return ex.call(loss), ex.leaves
 
 
 def measure(fn: Callable[[], Tensor], leaves: list[Tensor], device: torch.device, repeats: int,
@@ -107,17 +98,10 @@ def measure(fn: Callable[[], Tensor], leaves: list[Tensor], device: torch.device
 
     times, peak = [], 0.0
     for i in range(int(not warm_up), 1 + repeats):
-        for t in leaves:
-            t.grad = None
-        sync(device)
-        base = _mark(device)
-        t0 = time.perf_counter()
-        with fused.use(fused_mode):
-            fn().backward()
-        sync(device)
+        dt, above = step(fn, leaves, device, lambda: fused.use(fused_mode))
         if i:  # the warm-up call's peak is left out: it holds the autotuner's 256 MB buffer, not the loss's memory
-            times.append(time.perf_counter() - t0)
-            peak = max(peak, _peak_above(device, base))
+            times.append(dt)
+            peak = max(peak, above)
     return {"ms": 1e3 * statistics.median(times or [math.nan]), "peak_mb": peak}
 
 

@@ -31,7 +31,7 @@ OUT = RESULTS  # the file :func:`table` renders (benchmarks/report.py: TABLES)
 ROOT = Path(__file__).resolve().parents[2]
 
 _SCRIPT = r"""
-import json, resource, sys, time, torch
+import json, sys, torch
 torch.set_num_threads(int(sys.argv[4]))
 from suite.train import Engine
 model, batch, chunk = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -65,12 +65,8 @@ else:
     step = lambda idx, c: step_output(eng.ddp, method, augment(x[idx]), y[idx], c)
     args = (torch.arange(min(8, batch)), 0), (torch.arange(batch), chunk)
 eng.backward(step(*args[0]))  # warm-up
-from suite.memory import peak_rss, reset_peak_rss
-before = reset_peak_rss()
-t0 = time.perf_counter()
-eng.backward(step(*args[1]))
-dt = time.perf_counter() - t0
-print(json.dumps({"rss_growth_mib": peak_rss() - before, "s": dt}))
+from suite.measure import rss_growth
+print(json.dumps(rss_growth(lambda: eng.backward(step(*args[1])))))
 """
 
 

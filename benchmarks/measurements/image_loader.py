@@ -61,7 +61,7 @@ class PlainFolder(torch.utils.data.Dataset):  # type: ignore[type-arg]
     get_params, Pillow crop and bilinear resize) and ``RandomHorizontalFlip``, then ``PILToTensor``."""
 
     def __init__(self, root: Path, size: int, views: int = 2) -> None:
-        from vision.stream import IMAGE_EXTS
+        from vision.sources import IMAGE_EXTS
 
         self.items = [(str(p), c) for c, d in enumerate(sorted((root / "train").iterdir()))
                       for p in sorted(d.iterdir()) if p.suffix.lower() in IMAGE_EXTS]
@@ -100,7 +100,8 @@ def _rate(loader: Any, batches: int, batch: int) -> float:
 def measure_loader(n: int, size: int, batch: int, workers: int, rounds: int, batches: int) -> dict[str, float]:
     """Both loaders' images per second over ``rounds`` interleaved rounds; the ratio suite / plain and its range."""
     from suite.train.engine import Prefetch
-    from vision.stream import Crops, EpochBatch, folder_source
+    from vision.sources import folder_source
+    from vision.stream import Crops, EpochBatch
 
     root = generated_folder(n)
     src = folder_source(root, "train")
@@ -118,7 +119,7 @@ def measure_loader(n: int, size: int, batch: int, workers: int, rounds: int, bat
                                              num_workers=workers, prefetch_factor=4 if workers else None,
                                              persistent_workers=False)
         plain_rates.append(_rate(loader, batches, batch))
-    from benchmarks.measurements.gpu_bench import median_ratio
+    from suite.measure import median_ratio
 
     return {"suite_images_per_s": statistics.median(suite_rates), "plain_images_per_s": statistics.median(plain_rates),
             **median_ratio(suite_rates, plain_rates)}
@@ -149,7 +150,8 @@ def measure_gpu(batch: int, steps: int, workers: int, n: int) -> dict[str, float
     from suite.train.engine import Prefetch
     from vision.methods import SimCLR
     from vision.models import build_encoder
-    from vision.stream import Crops, EpochBatch, folder_source
+    from vision.sources import folder_source
+    from vision.stream import Crops, EpochBatch
     from vision.transforms import RECIPES, ViewAugment
 
     dev = torch.device("cuda")

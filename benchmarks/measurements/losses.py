@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,7 +27,8 @@ import torch.nn.functional as F
 import suite.losses as L
 from benchmarks.measurements.loss_tables import LARGE_TASKS, RESULTS, RESULTS_LARGE, table, table_large
 from benchmarks.measurements.measured import Measurement, record
-from suite.memory import PeakTensorMemory
+from suite.losses.examples import example_inputs
+from suite.measure import Case, median_time, peak_tensor_bytes, round_robin, time_interleaved
 from suite.registry import Registry
 
 PML_N = 128
@@ -36,28 +36,12 @@ D = 128
 V = 5
 
 
-def _inputs(name: str, n: int, gen: torch.Generator, chunk_size: int | str | None = None
-            ) -> tuple[Callable[[], torch.Tensor], list[torch.Tensor]]:
-    loss = L.build(name, chunk_size=chunk_size)
-    cls = type(loss)
-    if cls.multi_view:
-        views = torch.randn(V, n, D, generator=gen).requires_grad_()
-        return (lambda: loss(views)), [views]
-    a = torch.randn(n, D, generator=gen).requires_grad_()
-    b = torch.randn(n, D, generator=gen).requires_grad_()
-    extra: dict[str, Any] = {}
-    labels = torch.randint(0, 10, (n,), generator=gen)
-    if "labels" in cls.requires:
-        extra["labels"] = labels
-    if "similarity" in cls.requires:
-        cg = torch.rand(10, 10, generator=gen)
-        cg = (cg + cg.T) / 2
-        cg.fill_diagonal_(1.0)
-        if chunk_size is None:
-            extra["similarity"] = cg[labels][:, labels]
-        else:  # the graph as embeddings: never (N, N) (class graph ~ one-hot class embeddings, G = E E^T)
-            extra["similarity_embeddings"] = torch.nn.functional.one_hot(labels, 10).float() + 0.3
-    return (lambda: loss(a, b, **extra)), [a, b]
+def _inputs(name: str, n: int, gen: torch.Generator, chunk_size: int | str | None = None) -> Case:
+    """(forward, leaves) of ``name`` at N = ``n``, d = :data:`D` (multi-view: :data:`V` views), built with
+    ``chunk_size``: its example inputs (:func:`suite.losses.examples.example_inputs`), X-CLR's graph as embeddings on
+    the tiled path (never (N, N))."""
+    ex = example_inputs(name, n, D, views=V, graph="matrix" if chunk_size is None else "embeddings", generator=gen)
+    return ex.call(L.build(name, chunk_size=chunk_size)), ex.leaves
 
 
 def _tiles(name: str, n: int) -> int:
@@ -68,47 +52,9 @@ def _tiles(name: str, n: int) -> int:
     return max(1, min(AUTO_TILE_ELEMENTS // rows, rows // 4))
 
 
-def _floor_inputs(n: int, gen: torch.Generator) -> tuple[Callable[[], torch.Tensor], list[torch.Tensor]]:
+def _floor_inputs(n: int, gen: torch.Generator) -> Case:
     e = F.normalize(torch.randn(2 * n, D, generator=gen), dim=1).requires_grad_()
     return (lambda: (e @ e.T).sum()), [e]
-
-
-def _step(fn: Callable[[], torch.Tensor], leaves: list[torch.Tensor]) -> float:
-    for t in leaves:
-        t.grad = None
-    t0 = time.perf_counter()
-    fn().backward()
-    return time.perf_counter() - t0
-
-
-def _time(fn: Callable[[], torch.Tensor], leaves: list[torch.Tensor], repeats: int) -> float:
-    _step(fn, leaves)  # warm-up
-    return statistics.median(_step(fn, leaves) for _ in range(repeats))
-
-
-def time_interleaved(cases: dict[str, tuple[Callable[[], torch.Tensor], list[torch.Tensor]]], repeats: int
-                      ) -> tuple[dict[str, float], dict[str, float]]:
-    """Round-robin timing: every round times each case once, so load changes on a shared machine
-    hit all cases alike. Returns median times and, per case, the median over rounds of its time
-    divided by infonce's time in the same round."""
-    for fn, leaves in cases.values():
-        _step(fn, leaves)  # warm-up
-    rounds: dict[str, list[float]] = {k: [] for k in cases}
-    for _ in range(repeats):
-        for k, (fn, leaves) in cases.items():
-            rounds[k].append(_step(fn, leaves))
-    ref = rounds.get("infonce")
-    med = {k: statistics.median(v) for k, v in rounds.items()}
-    ratio = {k: statistics.median(a / b for a, b in zip(v, ref)) if ref else float("nan") for k, v in rounds.items()}
-    return med, ratio
-
-
-def peak_memory(fn: Callable[[], torch.Tensor], leaves: list[torch.Tensor]) -> int:
-    for t in leaves:
-        t.grad = None
-    with PeakTensorMemory() as m:
-        fn().backward()
-    return m.peak
 
 
 def check_pml(gen: torch.Generator) -> dict[str, float] | None:
@@ -124,8 +70,8 @@ def check_pml(gen: torch.Generator) -> dict[str, float] | None:
     pml = NTXentLoss(temperature=0.1)
     theirs = float(pml(emb, lab))
     a.requires_grad_(), b.requires_grad_()
-    t_pml = _time(lambda: pml(torch.cat([a, b]), lab), [a, b], 5)
-    t_ours = _time(lambda: L.build("infonce")(a, b), [a, b], 5)
+    t_pml = median_time(lambda: pml(torch.cat([a, b]), lab), [a, b], 5)
+    t_ours = median_time(lambda: L.build("infonce")(a, b), [a, b], 5)
     return {"ours": ours, "pml": theirs, "abs_diff": abs(ours - theirs), "t_pml_ms": 1e3 * t_pml, "t_ours_ms": 1e3 * t_ours}
 
 
@@ -146,7 +92,7 @@ def run(sizes: tuple[int, ...] = (256, 1024, 4096), repeats: int = 0, losses: li
                  **{f"{name}@tiled": _inputs(name, n, gen, _tiles(name, n)) for name in names}}
         med, ratio = time_interleaved(cases, reps)
         for k, (fn, leaves) in cases.items():
-            mem = peak_memory(fn, leaves) if "@" not in k else 0
+            mem = peak_tensor_bytes(fn, leaves) if "@" not in k else 0
             print(f"  2N={two_n:5d} {k:20s} {1e3 * med[k]:9.2f} ms  {ratio[k]:5.2f}x infonce", flush=True)
             name, _, path = k.partition("@")
             multi = name != "floor" and L.loss_class(name).multi_view
@@ -184,25 +130,17 @@ def _record_and_write(taken: list[Measurement], registry: Registry | None, out: 
 # ----------------------------------------------------------------------------- --large: the tiled path
 
 _RSS_SCRIPT = r"""
-import json, resource, sys, torch
+import json, sys, torch
 torch.set_num_threads(int(sys.argv[4]))
 from benchmarks.measurements.losses import _inputs
+from suite.measure import rss_growth, step
 name, n, chunk = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 chunk = None if chunk == "none" else ("auto" if chunk == "auto" else int(chunk))
 fn, leaves = _inputs(name, n, torch.Generator().manual_seed(0), chunk)
-from suite.memory import peak_rss, reset_peak_rss
-before = reset_peak_rss()
-import time
-t0 = time.perf_counter()
-fn().backward()
-dt = time.perf_counter() - t0
-out = {"rss_growth_mib": peak_rss() - before, "s": dt, "s_warm": dt}
+out = rss_growth(lambda: fn().backward())
+out["s_warm"] = out["s"]
 if len(sys.argv) > 5 and sys.argv[5] == "warm":  # a second call: the time without first-call costs
-    for t in leaves:
-        t.grad = None
-    t0 = time.perf_counter()
-    fn().backward()
-    out["s_warm"] = time.perf_counter() - t0
+    out["s_warm"] = step(fn, leaves)[0]
 print(json.dumps(out))
 """
 
@@ -225,17 +163,11 @@ def _rss_growth(name: str, n: int, chunk: int | str | None, threads: int, warm: 
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _interleaved_ratio(cases: dict[str, tuple[Callable[[], torch.Tensor], list[torch.Tensor]]], repeats: int
-                       ) -> tuple[dict[str, float], float]:
+def _interleaved_ratio(cases: dict[str, Case], repeats: int) -> tuple[dict[str, float], float]:
     """Median times of two cases timed in alternating rounds, and the median over rounds of second / first."""
-    (k0, c0), (k1, c1) = cases.items()
-    for fn, leaves in (c0, c1):
-        _step(fn, leaves)
-    r: dict[str, list[float]] = {k0: [], k1: []}
-    for _ in range(repeats):
-        r[k0].append(_step(*c0))
-        r[k1].append(_step(*c1))
-    return {k: statistics.median(v) for k, v in r.items()}, statistics.median(b / a for a, b in zip(r[k0], r[k1]))
+    (k0, r0), (k1, r1) = round_robin(cases, repeats).items()
+    return ({k0: statistics.median(r0), k1: statistics.median(r1)},
+            statistics.median(b / a for a, b in zip(r0, r1)))
 
 
 def _samples(name: str, two_n: int) -> tuple[int, int]:

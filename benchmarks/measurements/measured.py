@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterable
 
+from suite.registry.queries import committed, versions_text
 from suite.train.run import RunContext, Task, evaluation
 
 
@@ -72,7 +73,7 @@ class Recorded:
 def latest(registry: Any, task: str, key: Callable[[Recorded], Hashable], allow_dirty: bool = False
            ) -> dict[Hashable, Recorded]:
     """The newest finished run of ``task`` per cell (``key`` of the run), leaving out runs from uncommitted code
-    (:func:`benchmarks.tables.committed`; ``allow_dirty``: every run, for a try-out's own table). A table built from
+    (:func:`suite.registry.queries.committed`; ``allow_dirty``: every run, for a try-out's own table). A table built from
     these shows exactly what the registry holds, one measurement per cell."""
     return {k: runs[-1] for k, runs in every(registry, task, key, allow_dirty).items()}
 
@@ -80,8 +81,6 @@ def latest(registry: Any, task: str, key: Callable[[Recorded], Hashable], allow_
 def every(registry: Any, task: str, key: Callable[[Recorded], Hashable], allow_dirty: bool = False
           ) -> dict[Hashable, list[Recorded]]:
     """Every finished run of ``task`` per cell, oldest first (the rules of :func:`latest`)."""
-    from benchmarks.tables import committed
-
     out: dict[Hashable, list[Recorded]] = {}
     for r in registry.runs(status="finished", task=task):  # oldest first
         if not (allow_dirty or committed(r)):
@@ -94,8 +93,6 @@ def every(registry: Any, task: str, key: Callable[[Recorded], Hashable], allow_d
 
 def versions_line(runs: Iterable[Recorded]) -> str:
     """``Code versions of these runs (commit: runs): 1a2b3c: 40.`` (most runs first)."""
-    from benchmarks.tables import versions_text
-
     return versions_text(Counter(r.code_version for r in runs))
 
 

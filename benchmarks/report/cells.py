@@ -14,9 +14,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.tables.claims import mean_std, std
-from benchmarks.tables import committed
+from benchmarks.stats import std
+from benchmarks.tables.claims import mean_std
 from suite.registry import Registry
+from suite.registry.queries import committed
 
 # (modality, task prefix) -> candidate (metric, split) headline metrics, first present wins
 HEADLINES: list[tuple[str, str, list[tuple[str, str]]]] = [

@@ -14,7 +14,8 @@ from typing import Any
 from benchmarks.runner.compare_task import D, Task, slug
 from benchmarks.runner.suitefile import Job
 from benchmarks.tables import identity
-from benchmarks.tables.claims import RULE_TEXT, Claim, Result, Seeded, Verdict, final, holm, mean_std
+from benchmarks.stats import holm
+from benchmarks.tables.claims import RULE_TEXT, Claim, Result, Seeded, Verdict, final, mean_std
 from suite.registry import Registry, markdown_table
 
 

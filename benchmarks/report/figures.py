@@ -1,8 +1,9 @@
 """The report's figures as (caption, base64 PNG): each benchmark module's own pictures (``figures(registry)``, drawn
 in its modality's section), and the pictures across modalities: the loss x modality rank heat-map, MACL's
-temperature and CACR's conditional entropy over training, and the losses' forward+backward time; and a suite's step
-curves (:func:`suite_curves`), where a suite file's ``report:`` asks for them. No figure has more than
-:data:`MAX_SERIES` series; every caption doubles as the image's alt text."""
+temperature and CACR's conditional entropy over training, and the losses' forward+backward time; the forest plot of
+every claim's verdict (:func:`forest`); and a suite's step curves (:func:`suite_curves`), where a suite file's
+``report:`` asks for them. No figure has more than :data:`MAX_SERIES` series; every caption doubles as the image's
+alt text."""
 from __future__ import annotations
 
 import base64
@@ -17,8 +18,12 @@ from collections import defaultdict
 from typing import Any, Iterator
 
 from benchmarks.report.cells import Table
-from benchmarks.tables import committed, suite_runs
+from benchmarks.tables import suite_runs
+from benchmarks.tables.catalogue import Entry
+from benchmarks.tables.claims import Judged, Verdict
+from benchmarks.tables.findings import against_paper, family, shown
 from suite.registry import Registry, step_curve
+from suite.registry.queries import committed
 
 MAX_SERIES = 8
 DPI = 80
@@ -63,6 +68,45 @@ def module_figures(reg: Registry, modules: tuple[str, ...]) -> list[tuple[str, s
         out += [(title, png(fig)) for title, fig in getattr(importlib.import_module(name), "figures",
                                                             lambda r: [])(reg)]
     return out
+
+
+def forest(judged: list[tuple[Entry, Judged]]) -> Any:
+    """One line per measured claim on its own scale: the gap in units of its interval's half-width (so every 95 %
+    interval spans [x - 1, x + 1]), the minimum effect ±m of the claim on the same scale (grey ticks: the interval
+    beyond +m confirms, inside ±m is equivalent), the paper's gap (red diamond), zero marked. The label names the
+    verdict after Holm's correction and the paper's-gap case. ``judged``: (entry, judged) pairs of the catalogue's
+    claims (:func:`benchmarks.tables.findings.findings`)."""
+    plt = _plt()
+    adjusted = family(judged)
+    drawn = [(e, j) for e, j in judged if j.summary is not None and j.summary.gap == j.summary.gap
+             and j.summary.ci[0] == j.summary.ci[0]]
+    fig, ax = plt.subplots(figsize=(9.0, 0.42 * len(drawn) + 1.4))
+    colours = {Verdict.CONFIRMED: "tab:green", Verdict.CONTRADICTED: "tab:red", Verdict.EQUIVALENT: "tab:blue"}
+    for i, (e, j) in enumerate(drawn):
+        y = len(drawn) - 1 - i
+        r = j.summary
+        assert r is not None
+        half = (r.ci[1] - r.ci[0]) / 2 or 1.0  # a zero-width interval (no spread): drawn in points
+        v = shown(j, adjusted[e.id])
+        c = colours.get(v, "tab:olive" if v.name.startswith("NOMINAL") else "tab:gray")
+        ax.plot([r.ci[0] / half, r.ci[1] / half], [y, y], color=c, lw=2)
+        ax.plot([r.gap / half], [y], "o", color=c, ms=5)
+        ax.plot([-r.min_effect / half, r.min_effect / half], [y, y], "|", color="gray", ms=9)
+        if e.paper_gap is not None:
+            ax.plot([e.paper_gap / half], [y], "D", color="red", ms=5, mfc="none")
+    ax.axvline(0.0, color="black", lw=0.8)
+    ax.set_xscale("symlog", linthresh=10.0)
+    labels = [f"{e.id}: {shown(j, adjusted[e.id])}"
+              f"{'' if against_paper(e, j) in ('-', 'detectable') else ', ' + against_paper(e, j).split(' (')[0]}"
+              for e, j in reversed(drawn)]
+    ax.set_yticks(range(len(drawn)), labels, fontsize=7)
+    ax.set_xlabel("gap in units of its 95 % interval's half-width: ours (dot, interval line), the paper's (red "
+                  "diamond), "
+                  "the minimum effect +-m (grey ticks)\ngreen confirmed, red contradicted, blue equivalent, olive "
+                  "nominal (not after Holm)", fontsize=8)
+    ax.tick_params(axis="x", labelsize=8)
+    fig.tight_layout()
+    return fig
 
 
 def rank_heatmap(table: dict[tuple[str, str, str], Table]) -> list[tuple[str, str]]:

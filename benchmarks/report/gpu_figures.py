@@ -82,7 +82,7 @@ def figures(block: str) -> list[str]:
 
 def row_values(registry: Any) -> dict[str, list[float]]:
     """Every value a GPU row of ``registry`` can be quoted by, per code version (its first 7 digits)."""
-    from benchmarks.measurements.gpu_bench import front_end_ratio
+    from benchmarks.measurements.gpu_tables import front_end_ratio, reference_case
 
     out: dict[str, list[float]] = {}
     plain: dict[tuple[Any, ...], float] = {}
@@ -102,10 +102,8 @@ def row_values(registry: Any) -> dict[str, list[float]]:
                 if r["dataset"].startswith("plain-"):
                     plain[(*key, r["dataset"])] = m["ms"]
                 loss_rows.append((key, r["dataset"], m["ms"]))
-    from benchmarks.measurements.gpu_bench import _reference
-
     for key, case, ms in loss_rows:
-        ref = plain.get((*key, _reference(case)))
+        ref = plain.get((*key, reference_case(case)))
         if ref:
             out[key[0][:7]].append(ms / ref)
     return out

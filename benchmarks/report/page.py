@@ -23,11 +23,12 @@ from typing import Any
 import yaml
 
 from benchmarks.tables.claims import RULE_TEXT, Verdict
-from benchmarks.tables import suite_runs, versions_of, versions_text
+from benchmarks.tables import suite_runs, versions_of
 from benchmarks.report.cells import Table, _fmt, _rows, collect, published
 from benchmarks.report.figures import (loss_time, module_figures, png, rank_heatmap, suite_curves, trajectories,
                                        without_pixels)
 from suite.registry import Registry, markdown_table, open_registry
+from suite.registry.queries import versions_text
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 SNAPSHOT = RESULTS / "registry.jsonl"
@@ -174,7 +175,8 @@ _HISTORY = ("Every setting of every task of this modality, from every finished r
 
 def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
     """Every results file from ``reg``: the benchmark tables, then ``README.md`` and ``report.html``."""
-    from benchmarks.tables.catalogue import against_paper, family, findings, findings_table, forest, shown
+    from benchmarks.report.figures import forest
+    from benchmarks.tables.findings import against_paper, family, findings, findings_table, shown
 
     out_dir.mkdir(parents=True, exist_ok=True)
     tables = render_tables(reg)

@@ -167,7 +167,7 @@ def time_losses(loss: str, hparams: dict[str, Any], sizes: tuple[int, ...] = SIZ
     round-robin in this process."""
     import torch
 
-    from benchmarks.measurements.losses import peak_memory, time_interleaved
+    from suite.measure import peak_tensor_bytes, time_interleaved
     from suite.presets import make_loss
 
     built = {"infonce": make_loss("simclr", "infonce", check=False).loss,
@@ -186,7 +186,7 @@ def time_losses(loss: str, hparams: dict[str, Any], sizes: tuple[int, ...] = SIZ
         reps = repeats or (15 if two_n <= 256 else 7 if two_n <= 1024 else 3)
         med, _ = time_interleaved(cases, reps)
         for name, (fn, leaves) in cases.items():
-            out[(name, two_n)] = (med[name], peak_memory(fn, leaves))
+            out[(name, two_n)] = (med[name], peak_tensor_bytes(fn, leaves))
     return out
 
 

@@ -19,11 +19,12 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from benchmarks.tables.claims import Seeded, mean_std
 from benchmarks.runner.suitefile import SUITES, Job, load_suite
 from suite.registry import Registry, markdown_table, open_registry
+from suite.registry.queries import committed, versions_text
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 NOT_RUN = "not run"
@@ -83,12 +84,6 @@ def identity(run: dict[str, Any]) -> tuple[Any, str]:
     if isinstance(config, str):
         config = json.loads(config)
     return run.get("seed"), str(config.get("dataset") or run.get("dataset") or "")
-
-
-def committed(run: dict[str, Any]) -> bool:
-    """Whether a run may stand in a table: its code version names a commit (not ``-dirty``). ``$SUITE_ALLOW_DIRTY=1``
-    (a try-out of uncommitted code, the tests) lets every run in."""
-    return not str(run.get("code_version")).endswith("-dirty") or os.environ.get("SUITE_ALLOW_DIRTY") == "1"
 
 
 _SUITE_RUNS: dict[tuple[Any, ...], list[JobRuns]] = {}  # what suite_runs read, while the registry is unchanged
@@ -170,14 +165,6 @@ def progress_line(jrs: Sequence[JobRuns], suite: str) -> str:
 def versions_of(jrs: Iterable[JobRuns]) -> str:
     """``Code versions of these runs (commit: runs): 1a2b3c: 40, ...`` of the jobs' runs (most runs first), or ""."""
     return versions_text(Counter(str(r.row.get("code_version") or "?") for jr in jrs for r in jr.runs))
-
-
-def versions_text(counts: Mapping[str, int]) -> str:
-    """``Code versions of these runs (commit: runs): 1a2b3c: 40, 4d5e6f: 2.`` (most runs first), or "" for none."""
-    if not counts:
-        return ""
-    return "Code versions of these runs (commit: runs): " + ", ".join(
-        f"{v}: {n}" for v, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) + "."
 
 
 # ----------------------------------------------------------------------------- the short-hand commands

@@ -1,62 +1,20 @@
 """Every claim the benchmarks judge, declared once: which paper and table, the claim as the paper makes it, the rows
 compared, how data sets combine and why, the paper's own gap, the protocol, and the one function that judges it.
 
-Every document (the per-task tables, ``results/README.md``, ``report.html``) shows a claim through :func:`line` or
-:func:`findings`, which call that one judgement; a test checks that no results file states a claim with another
-verdict. How sets combine follows the paper: where it reports an average, the average is judged; where it claims
-wins "on k of N" sets, each set is judged and the verdicts combined (:func:`benchmarks.tables.claims.combine`), the
-deciding part being the row's one comparison, with a random-effects pool beside it. A verdict carries its gap with the
-95 % interval of its test (paired by seed or Welch) and the smallest gap the seeds confirm with power 0.8; the claims
-are judged as one family (:func:`family`: Holm's adjusted two-sided p-values, :func:`shown` the verdict after it),
-and the paper's gap is read against our interval (:func:`against_paper`)."""
+This module is data. The judgement is elsewhere: each entry's ``judge`` function reads the registry and returns a
+:class:`~benchmarks.tables.claims.Judged` under the claims rule (:mod:`benchmarks.tables.claims`, its statistics in
+:mod:`benchmarks.stats`); the family's correction and how every document states a claim are
+:mod:`benchmarks.tables.findings`; the forest plot of all of them is :func:`benchmarks.report.figures.forest`. How
+sets combine follows the paper: where it reports an average, the average is judged; where it claims wins "on k of N"
+sets, each set is judged and the verdicts combined (:func:`benchmarks.tables.claims.combine`), the deciding part being
+the row's one comparison, with a random-effects pool beside it."""
 from __future__ import annotations
 
 import importlib
-import math
-import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from benchmarks.tables.claims import ALPHA, Pooled, Result, Verdict, combine, decide, final, holm, seeds_needed
-
-
-@dataclass(frozen=True)
-class Judged:
-    """One claim's verdict (before the family's correction) and its evidence; ``summary`` is the one comparison the
-    findings table shows (in the claim's direction, points): the claim's own, or for a claim of several data sets or
-    margins the part that decides it (:func:`benchmarks.tables.claims.decide`, its p-value and interval adjusted for
-    the choice); None when nothing was measured. ``parts``: the parts, ``need`` of ``total`` of which must hold;
-    ``pooled``: the random-effects pool over data sets, shown beside the count rule."""
-    verdict: Verdict
-    summary: Result | None
-    evidence: str
-    parts: tuple[Result, ...] = ()
-    need: int | None = None
-    total: int | None = None
-    pooled: Pooled | None = None
-
-    def p_value(self) -> float:
-        """The claim's two-sided p-value in the family (:meth:`Result.p` of :attr:`summary`: the hypothesis of its
-        verdict, or of the nearest verdict); NaN when nothing was judged."""
-        if self.verdict in (Verdict.NOT_MEASURED, Verdict.NOT_JUDGED, Verdict.INCONCLUSIVE) or self.summary is None:
-            return float("nan")
-        return self.summary.p()
-
-
-def of_parts(parts: list[Result], evidence: str, need: int | None = None, total: int | None = None,
-             pooled: Pooled | None = None) -> Judged:
-    """A claim judged on ``parts`` (at least ``need`` of ``total`` must hold; default all): the count rule's verdict and
-    the deciding part as its one comparison (:func:`benchmarks.tables.claims.decide`); a single part is the claim."""
-    verdict = combine(parts, need, total)
-    _, shown = decide(parts, need, total)
-    if len(parts) > 1 or (total or 1) > 1:
-        evidence += f" (the comparison shown: part {parts.index(_part_of(parts, shown)) + 1})" if shown else ""
-        return Judged(verdict, shown, evidence, tuple(parts), need, total, pooled)
-    return Judged(verdict, shown, evidence, pooled=pooled)
-
-
-def _part_of(parts: list[Result], shown: Result | None) -> Result:
-    return next((r for r in parts if shown is not None and r.gap == shown.gap and r.ns == shown.ns), parts[0])
+from benchmarks.tables.claims import Judged
 
 
 @dataclass(frozen=True)
@@ -225,170 +183,3 @@ BY_ID = {e.id: e for e in ENTRIES}
 
 def entry(claim_id: str) -> Entry:
     return BY_ID[claim_id]
-
-
-def family(judged: list[tuple[Entry, Judged]]) -> dict[str, float]:
-    """Holm's adjusted p-value of every judged claim of ``judged`` (one family: every claim with a verdict from its
-    seeds, each by its two-sided p-value), by claim id; NaN for a claim outside it (not measured, not judged, too few
-    seeds)."""
-    adjusted = holm([j.p_value() for _, j in judged])
-    return {e.id: p for (e, _), p in zip(judged, adjusted)}
-
-
-def shown(j: Judged, adjusted: float) -> Verdict:
-    """The verdict as every page shows it: after the family's correction (:func:`benchmarks.tables.claims.final`)."""
-    return final(j.verdict, adjusted)
-
-
-_VERDICTS: dict[tuple[Any, ...], tuple[list[tuple[Entry, Judged]], dict[str, float]]] = {}
-
-
-def verdicts(registry: Any) -> tuple[list[tuple[Entry, Judged]], dict[str, float]]:
-    """Every claim of :data:`ENTRIES` judged on ``registry``, in the catalogue's order, and the family's Holm-adjusted
-    p-values (read once while the registry is unchanged)."""
-    fingerprint = registry.fingerprint() if hasattr(registry, "fingerprint") else object()
-    key = (getattr(registry, "url", id(registry)), fingerprint, os.environ.get("SUITE_ALLOW_DIRTY") == "1")
-    if key not in _VERDICTS:
-        if len(_VERDICTS) > 8:
-            _VERDICTS.clear()
-        judged = [(e, e.judged(registry)) for e in ENTRIES]
-        _VERDICTS[key] = (judged, family(judged))
-    return _VERDICTS[key]
-
-
-def against_paper(e: Entry, j: Judged) -> str:
-    """Our interval against the paper's gap: ``excluded`` (the upper end lies below it: the paper's effect is ruled
-    out at this scale), ``below the minimum effect`` (the paper's gap is at most the minimum effect: no number of seeds
-    would confirm it), ``detectable`` (these seeds confirm it with power 0.8), else ``underpowered (~N seeds a
-    side)`` (:func:`benchmarks.tables.claims.seeds_needed`, the claim's own test). A claim judged per data set reads
-    the paper's gap (its average over the sets) against the pooled interval."""
-    r = _against(j)
-    if r is None or e.paper_gap is None or r.ci[1] != r.ci[1]:
-        return "-"
-    if r.ci[1] < e.paper_gap:
-        return "excluded"
-    if not e.paper_gap > r.min_effect:
-        return "below the minimum effect"
-    if r.detectable == r.detectable and r.detectable <= e.paper_gap:
-        return "detectable"
-    n = seeds_needed(r, e.paper_gap)
-    return "underpowered" + (f" (~{n} seeds a side)" if n is not None else "")
-
-
-def _against(j: Judged) -> Result | None:
-    """The comparison the paper's gap is read against: the pool of a claim judged per set, else the row's."""
-    return j.pooled.result if j.parts and j.pooled is not None else j.summary
-
-
-def _gap(r: Result | None) -> str:
-    if r is None or r.gap != r.gap:
-        return "-"
-    if r.ci[0] != r.ci[0]:
-        return f"{r.gap:+.2f}"
-    level = "" if r.bonferroni == 1 else f" ({100 * (1 - r.alpha / r.bonferroni):.3g} %)"
-    return f"{r.gap:+.2f} [{r.ci[0]:+.2f}, {r.ci[1]:+.2f}]{level}"
-
-
-def _detectable(r: Result | None) -> str:
-    return "-" if r is None or r.detectable != r.detectable else f"{r.detectable:.2f}"
-
-
-def reading(e: Entry, j: Judged) -> str:
-    """Our interval against the paper's gap (:func:`against_paper`), in words."""
-    case = against_paper(e, j)
-    if case == "-":
-        return ""
-    r = _against(j)
-    assert r is not None and e.paper_gap is not None
-    if case == "excluded":
-        return f"the paper's gap ({e.paper_gap:+.2f}) is excluded at this scale (our upper bound {r.ci[1]:+.2f})"
-    if case == "below the minimum effect":
-        return (f"the paper's gap ({e.paper_gap:+.2f}) is below the minimum effect ({r.min_effect:g}): no number of "
-                f"seeds would confirm it")
-    if case == "detectable":
-        return f"these seeds confirm the paper's gap with power 0.8 ({e.paper_gap:+.2f} >= {r.detectable:.2f})"
-    return (f"underpowered: the paper's gap ({e.paper_gap:+.2f}) is below what these seeds confirm with power 0.8 "
-            f"({r.detectable:.2f})"
-            + (f"; about {n} seeds a side would" if (n := seeds_needed(r, e.paper_gap)) else ""))
-
-
-def line(claim_id: str, registry: Any) -> str:
-    """The one way a document states a claim: ``claim (paper): **verdict** (evidence)``, the verdict after the
-    family's correction."""
-    judged, adjusted = verdicts(registry)
-    e, j = next((e, j) for e, j in judged if e.id == claim_id)
-    read = reading(e, j)
-    holm_p = adjusted[e.id]
-    fam = "" if holm_p != holm_p else f"; Holm's p = {holm_p:.3g}"
-    pooled = "" if j.pooled is None else f"; pooled over sets (random effects): {j.pooled.text()}"
-    return f"{e.claim} ({e.paper}): **{shown(j, holm_p)}** ({j.evidence}{fam}{pooled}{'; ' + read if read else ''})"
-
-
-# the order of the findings: what holds up first, then what our runs contradict or find equivalent, then the rest
-ORDER = (Verdict.CONFIRMED, Verdict.CONTRADICTED, Verdict.EQUIVALENT, Verdict.NOMINAL_HOLDS, Verdict.NOMINAL_REVERSED,
-         Verdict.NOMINAL_EQUIVALENT, Verdict.NOT_CONFIRMED, Verdict.INCONCLUSIVE, Verdict.NOT_JUDGED,
-         Verdict.NOT_MEASURED)
-
-
-def findings(registry: Any) -> list[tuple[Entry, Judged]]:
-    """Every claim of :data:`ENTRIES` with its verdict, in :data:`ORDER` of the verdicts after the family's
-    correction (the catalogue's order within one verdict): the report opens with what holds up."""
-    judged, adjusted = verdicts(registry)
-    return sorted(judged, key=lambda ej: ORDER.index(shown(ej[1], adjusted[ej[0].id])))
-
-
-def findings_table(judged: list[tuple[Entry, Judged]]) -> str:
-    from suite.registry import markdown_table
-
-    adjusted = family(judged)
-    rows = []
-    for e, j in judged:
-        r = j.summary
-        ns = "-" if r is None else (f"{r.ns[0]}" if len(set(r.ns)) == 1 else f"{min(r.ns)}-{max(r.ns)}")
-        p, q = j.p_value(), adjusted[e.id]
-        rows.append([e.paper, e.claim, "-" if e.paper_gap is None else f"{e.paper_gap:+.2f}", _gap(r),
-                     "-" if r is None or r.gap != r.gap else r.design_text(), _detectable(r), ns,
-                     "-" if p != p else f"{r.p_text()} / {q:.3g}", f"**{shown(j, q)}**",  # type: ignore[union-attr]
-                     "-" if j.pooled is None else j.pooled.text(), against_paper(e, j), e.protocol])
-    return markdown_table(["paper", "claim", "paper's gap", "our gap [95 % CI]", "test", "detectable gap",
-                           "seeds a side", "p (two-sided, its hypothesis) / Holm's p", "verdict",
-                           "pooled over data sets (random effects)", "the paper's gap", "protocol"], rows)
-
-
-def forest(judged: list[tuple[Entry, Judged]]) -> Any:
-    """One line per measured claim on its own scale: the gap in units of its interval's half-width (so every 95 %
-    interval spans [x - 1, x + 1]), the minimum effect ±m of the claim on the same scale (grey ticks: the interval
-    beyond +m confirms, inside ±m is equivalent), the paper's gap (red diamond), zero marked. The label names the
-    verdict after Holm's correction and the paper's-gap case."""
-    import matplotlib.pyplot as plt
-
-    adjusted = family(judged)
-    drawn = [(e, j) for e, j in judged if j.summary is not None and j.summary.gap == j.summary.gap
-             and j.summary.ci[0] == j.summary.ci[0]]
-    fig, ax = plt.subplots(figsize=(9.0, 0.42 * len(drawn) + 1.4))
-    colours = {Verdict.CONFIRMED: "tab:green", Verdict.CONTRADICTED: "tab:red", Verdict.EQUIVALENT: "tab:blue"}
-    for i, (e, j) in enumerate(drawn):
-        y = len(drawn) - 1 - i
-        r = j.summary
-        assert r is not None
-        half = (r.ci[1] - r.ci[0]) / 2 or 1.0  # a zero-width interval (no spread): drawn in points
-        v = shown(j, adjusted[e.id])
-        c = colours.get(v, "tab:olive" if v.name.startswith("NOMINAL") else "tab:gray")
-        ax.plot([r.ci[0] / half, r.ci[1] / half], [y, y], color=c, lw=2)
-        ax.plot([r.gap / half], [y], "o", color=c, ms=5)
-        ax.plot([-r.min_effect / half, r.min_effect / half], [y, y], "|", color="gray", ms=9)
-        if e.paper_gap is not None:
-            ax.plot([e.paper_gap / half], [y], "D", color="red", ms=5, mfc="none")
-    ax.axvline(0.0, color="black", lw=0.8)
-    ax.set_xscale("symlog", linthresh=10.0)
-    labels = [f"{e.id}: {shown(j, adjusted[e.id])}"
-              f"{'' if against_paper(e, j) in ('-', 'detectable') else ', ' + against_paper(e, j).split(' (')[0]}"
-              for e, j in reversed(drawn)]
-    ax.set_yticks(range(len(drawn)), labels, fontsize=7)
-    ax.set_xlabel("gap in units of its 95 % interval's half-width: ours (dot, interval line), the paper's (red "
-                  "diamond), "
-                  "the minimum effect +-m (grey ticks)\ngreen confirmed, red contradicted, blue equivalent, olive "
-                  "nominal (not after Holm)", fontsize=8)
-    ax.tick_params(axis="x", labelsize=8)
-    fig.tight_layout()
-    return fig

@@ -38,11 +38,11 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Hashable, Iterable, Sequence
 
-ALPHA = 0.05
+from benchmarks.stats import (ALPHA, POWER, binomial_tests, clopper_pearson, contrast, dersimonian_laird,
+                              detectable_gap, normal_interval, rate_detectable, t_interval, t_tests)
+
 MIN_SEEDS = 3
 MIN_EFFECT = 0.5  # points, for metrics in percent
-POWER = 0.8  # the power at which a verdict's "detectable" gap is stated
-MAX_SEEDS = 100_000  # seeds_needed stops searching here
 
 
 class Verdict(str, Enum):
@@ -69,11 +69,6 @@ def final(verdict: Verdict, adjusted: float, alpha: float = ALPHA) -> Verdict:
     """The verdict after the family's correction: a confirmed, contradicted or equivalent verdict whose Holm-adjusted
     p-value is not below ``alpha`` becomes its nominal form."""
     return NOMINAL[verdict] if verdict in NOMINAL and not adjusted < alpha else verdict
-
-
-def std(values: Sequence[float]) -> float:
-    """Sample standard deviation (ddof = 1); NaN for fewer than two values."""
-    return statistics.stdev(values) if len(values) > 1 else float("nan")
 
 
 def mean_std(values: Sequence[float], digits: int = 2, scale: float = 1.0, show_n: bool = True,
@@ -115,18 +110,6 @@ def scaled(values: Sequence[float], factor: float) -> list[float]:
     if isinstance(values, Seeded):
         return Seeded.of(zip(values.ids, values), factor)
     return [factor * v for v in values]
-
-
-def blocks(cells: Sequence[Sequence[float]]) -> list[Hashable] | None:
-    """The shared seeds (identities) of ``cells`` when they pair: each a :class:`Seeded` with distinct ids, all the
-    same set, at least two; None otherwise (Welch)."""
-    ids = [getattr(c, "ids", None) for c in cells]
-    if any(i is None or len(set(i)) != len(i) for i in ids):
-        return None
-    first = set(ids[0])  # type: ignore[arg-type]
-    if len(first) < 2 or any(set(i) != first for i in ids[1:]):  # type: ignore[arg-type]
-        return None
-    return sorted(first, key=repr)
 
 
 @dataclass(frozen=True)
@@ -198,26 +181,15 @@ class Result:
         return replace(self, bonferroni=k, ci=_interval_at(self, self.alpha / k))
 
 
-def _t_interval(est: float, se: float, df: float, alpha: float) -> tuple[float, float]:
-    from scipy import stats
-
-    if se == 0.0:
-        return est, est
-    half = float(stats.t.ppf(1 - alpha / 2, df)) * se
-    return est - half, est + half
-
-
 def _interval_at(r: Result, alpha: float) -> tuple[float, float]:
     """``r``'s two-sided ``1 - alpha`` interval (its design's)."""
-    from scipy import stats
-
     if r.k_of_n is not None:
         k, n, chance = r.k_of_n
-        ci = stats.binomtest(k, n).proportion_ci(1 - alpha, method="exact")  # Clopper-Pearson
-        return 100 * ci.low - chance, 100 * ci.high - chance
+        low, high = clopper_pearson(k, n, alpha)
+        return 100 * low - chance, 100 * high - chance
     if r.se != r.se:
         return math.nan, math.nan
-    return _t_interval(r.gap, r.se, r.df, alpha)
+    return t_interval(r.gap, r.se, r.df, alpha)
 
 
 def _verdict(p_holds: float, p_reverse: float, p_equiv: float, alpha: float) -> Verdict:
@@ -229,81 +201,6 @@ def _verdict(p_holds: float, p_reverse: float, p_equiv: float, alpha: float) -> 
     if p_equiv < alpha / 2:
         return Verdict.EQUIVALENT
     return Verdict.NOT_CONFIRMED
-
-
-def t_tests(est: float, se: float, df: float, m: float) -> tuple[float, float, float]:
-    """One-sided p-values of ``gap > +m``, ``gap < -m`` and ``gap within ±m`` (TOST) for an estimate with standard error
-    ``se`` and ``df`` degrees of freedom (``df`` infinite: the normal)."""
-    from scipy import stats
-
-    if se == 0.0:
-        return float(est <= m), float(est >= -m), float(not -m < est < m)
-    dist = stats.norm if df == math.inf else stats.t(df)
-    up, down = float(dist.sf((est - m) / se)), float(dist.cdf((est + m) / se))
-    equiv = max(float(dist.sf((est + m) / se)), float(dist.cdf((est - m) / se))) if m > 0 else 1.0
-    return up, down, equiv
-
-
-def contrast(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, float, float, str, float,
-                                                                       tuple[tuple[float, int], ...]]:
-    """The contrast ``sum(c * mean(values))`` of cells and its test's standard error, degrees of freedom, design
-    ("paired" where the cells pair by seed, :func:`blocks`; else "Welch"), the arms' correlation by seed (paired; the
-    part with positive coefficients against the part with negative ones) and the per-cell variance units. NaN
-    standard error when a cell has fewer than two values."""
-    if any(len(v) == 0 for _, v in terms):
-        return math.nan, math.nan, math.nan, "Welch", math.nan, ()
-    est = sum(c * statistics.fmean(v) for c, v in terms)
-    seeds = blocks([v for _, v in terms])
-    if seeds is not None:
-        at = [dict(zip(v.ids, v)) for _, v in terms]  # type: ignore[attr-defined]
-        d = [sum(c * a[s] for (c, _), a in zip(terms, at)) for s in seeds]
-        plus = [sum(c * a[s] for (c, _), a in zip(terms, at) if c > 0) for s in seeds]
-        minus = [sum(-c * a[s] for (c, _), a in zip(terms, at) if c < 0) for s in seeds]
-        try:
-            r = statistics.correlation(plus, minus) if plus and minus and any(c < 0 for c, _ in terms) else math.nan
-        except statistics.StatisticsError:  # a constant arm
-            r = math.nan
-        var = statistics.variance(d)
-        return est, math.sqrt(var / len(d)), len(d) - 1.0, "paired", r, ((var, len(d)),)
-    if any(len(v) < 2 for _, v in terms):
-        return est, math.nan, math.nan, "Welch", math.nan, ()
-    units = tuple((c * c * statistics.variance(v), len(v)) for c, v in terms)
-    parts = [u / n for u, n in units]
-    var = sum(parts)
-    df = var * var / sum(p * p / (n - 1) for p, (_, n) in zip(parts, units)) if var > 0 else math.inf
-    return est, math.sqrt(var), df, "Welch" if len(terms) > 1 else "one-sample", math.nan, units
-
-
-def _df_at(design: str, units: Sequence[tuple[float, int]], n: int) -> float:
-    """Degrees of freedom of the test with ``n`` seeds in every cell."""
-    if design == "paired":
-        return n - 1.0
-    total = sum(u for u, _ in units)
-    return (n - 1.0) * total * total / sum(u * u for u, _ in units) if total > 0 else math.inf
-
-
-def power(gap: float, se: float, df: float, m: float, alpha: float = ALPHA) -> float:
-    """The probability that the claim's test confirms (``gap > +m`` at one-sided ``alpha / 2``) when the true gap is
-    ``gap``: the noncentral t's tail beyond the critical value, noncentrality ``(gap - m) / se``."""
-    from scipy import stats
-
-    if se == 0.0:
-        return float(gap > m)
-    crit = float(stats.t.ppf(1 - alpha / 2, df))
-    return float(stats.nct.sf(crit, df, (gap - m) / se))
-
-
-def detectable_gap(se: float, df: float, m: float, alpha: float = ALPHA, target: float = POWER) -> float:
-    """The true gap that the test confirms with power ``target``: ``m + se * lambda``, the noncentrality ``lambda``
-    solving :func:`power` = ``target``."""
-    from scipy import optimize
-
-    if se != se or df != df:
-        return math.nan
-    if se == 0.0:
-        return m
-    lam = optimize.brentq(lambda x: power(m + x * se, se, df, m, alpha) - target, -50.0, 200.0, xtol=1e-10)
-    return m + lam * se
 
 
 @dataclass(frozen=True)
@@ -334,7 +231,7 @@ class Claim:
                           math.nan, math.nan, math.nan, ns, design=design, min_effect=m, alpha=self.alpha)
         p_holds, p_rev, p_eq = t_tests(est, se, df, m)
         verdict = Verdict.INCONCLUSIVE if min(ns) < MIN_SEEDS else _verdict(p_holds, p_rev, p_eq, self.alpha)
-        return Result(verdict, est, p_holds, p_rev, p_eq, df, ns, _t_interval(est, se, df, self.alpha),
+        return Result(verdict, est, p_holds, p_rev, p_eq, df, ns, t_interval(est, se, df, self.alpha),
                       detectable_gap(se, df, m, self.alpha), design, r, se, m, self.alpha, units)
 
     def judge_rate(self, successes: int, n: int, chance: float) -> Result:
@@ -342,17 +239,11 @@ class Claim:
         binomial tests (``scipy.stats.binom``) against ``chance ± m``; the gap is the rate minus chance, its interval
         the Clopper-Pearson one minus chance, and the detectable gap the smallest rate above chance that ``n`` trials
         confirm with power :data:`POWER` (:func:`rate_power`)."""
-        from scipy import stats
-
         m = self.min_effect
         if n < MIN_SEEDS:
             return Result(Verdict.INCONCLUSIVE, math.nan, math.nan, math.nan, math.nan, math.nan, (n,),
                           design="binomial", min_effect=m, alpha=self.alpha)
-        hi, lo = min(1.0, (chance + m) / 100), max(0.0, (chance - m) / 100)
-        p_holds = float(stats.binom.sf(successes - 1, n, hi))
-        p_rev = float(stats.binom.cdf(successes, n, lo))
-        p_eq = max(float(stats.binom.sf(successes - 1, n, lo)), float(stats.binom.cdf(successes, n, hi))) \
-            if m > 0 else 1.0
+        p_holds, p_rev, p_eq = binomial_tests(successes, n, chance, m)
         gap = 100 * successes / n - chance
         r = Result(_verdict(p_holds, p_rev, p_eq, self.alpha), gap, p_holds, p_rev, p_eq, math.nan, (n,),
                    design="binomial", min_effect=m, alpha=self.alpha, k_of_n=(successes, n, chance))
@@ -364,68 +255,6 @@ def _finite(v: Sequence[float]) -> list[float]:
     if isinstance(v, Seeded):
         return Seeded.of(zip(v.ids, (float(x) for x in v)))
     return [float(x) for x in v if x == x]
-
-
-def rate_critical(n: int, chance: float, m: float, alpha: float = ALPHA) -> int:
-    """The fewest successes of ``n`` that confirm ``rate > chance + m`` (one-sided ``alpha / 2``); ``n + 1`` if none."""
-    from scipy import stats
-
-    p0 = min(1.0, (chance + m) / 100)
-    return next((k for k in range(n + 1) if stats.binom.sf(k - 1, n, p0) < alpha / 2), n + 1)
-
-
-def rate_power(rate: float, n: int, chance: float, m: float, alpha: float = ALPHA) -> float:
-    """The probability that ``n`` trials confirm when the true rate is ``rate`` (percent)."""
-    from scipy import stats
-
-    return float(stats.binom.sf(rate_critical(n, chance, m, alpha) - 1, n, rate / 100))
-
-
-def rate_detectable(n: int, chance: float, m: float, alpha: float = ALPHA, target: float = POWER) -> float:
-    """The rate above chance (points) that ``n`` trials confirm with power ``target``; inf where none does."""
-    from scipy import optimize
-
-    if rate_power(100.0, n, chance, m, alpha) < target:
-        return math.inf
-    rate = optimize.brentq(lambda x: rate_power(x, n, chance, m, alpha) - target, chance, 100.0, xtol=1e-10)
-    return rate - chance
-
-
-def holm(ps: Sequence[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values of a family (step-down: the i-th smallest times (m - i + 1), made monotone,
-    capped at 1); NaN entries stay NaN and are not counted in m."""
-    idx = sorted((i for i, p in enumerate(ps) if p == p), key=lambda i: ps[i])
-    m, out, run = len(idx), [math.nan] * len(ps), 0.0
-    for rank, i in enumerate(idx):
-        run = max(run, min(1.0, (m - rank) * ps[i]))
-        out[i] = run
-    return out
-
-
-def seeds_needed(r: Result, gap: float) -> int | None:
-    """How many seeds a side the claim's own test (paired or Welch, its observed spread) needs to confirm a true gap
-    of ``gap`` with power :data:`POWER` (the noncentral t; for a rate, the exact binomial power); None where no number
-    can (``gap`` at most the minimum effect, no spread measured) or the search passes :data:`MAX_SEEDS`."""
-    if not gap > r.min_effect:
-        return None
-    if r.k_of_n is not None:
-        _, _, chance = r.k_of_n
-        ok = lambda n: rate_power(chance + gap, n, chance, r.min_effect, r.alpha) >= POWER  # noqa: E731
-    elif r.units:
-        total = sum(u for u, _ in r.units)
-        ok = lambda n: power(gap, math.sqrt(total / n), _df_at(r.design, r.units, n), r.min_effect,  # noqa: E731
-                             r.alpha) >= POWER
-    else:
-        return None
-    lo, hi = 1, 2
-    while not ok(hi):
-        lo, hi = hi, 2 * hi
-        if hi > MAX_SEEDS:
-            return None
-    while hi - lo > 1:  # power grows with n: the smallest n that reaches it
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return hi
 
 
 @dataclass(frozen=True)
@@ -450,27 +279,15 @@ def pool(parts: Sequence[Result], min_effect: float = MIN_EFFECT, alpha: float =
     """The DerSimonian-Laird random-effects pool of ``parts`` (each a gap with its standard error; the same estimator as
     ``statsmodels.stats.meta_analysis.combine_effects(method_re="dl")``), judged by the rule on its normal interval;
     None with fewer than two parts with a standard error."""
-    from scipy import stats
-
     ok = [r for r in parts if r.se == r.se and r.se > 0]
     if len(ok) < 2:
         return None
-    y, v = [r.gap for r in ok], [r.se * r.se for r in ok]
-    w = [1 / x for x in v]
-    fixed = sum(wi * yi for wi, yi in zip(w, y)) / sum(w)
-    q = sum(wi * (yi - fixed) ** 2 for wi, yi in zip(w, y))
-    k = len(ok)
-    tau2 = max(0.0, (q - (k - 1)) / (sum(w) - sum(wi * wi for wi in w) / sum(w)))
-    ws = [1 / (x + tau2) for x in v]
-    est = sum(wi * yi for wi, yi in zip(ws, y)) / sum(ws)
-    se = math.sqrt(1 / sum(ws))
+    est, se, tau2, i2, q, q_p = dersimonian_laird([r.gap for r in ok], [r.se for r in ok])
     p_holds, p_rev, p_eq = t_tests(est, se, math.inf, min_effect)
-    z = float(stats.norm.ppf(1 - alpha / 2))
     res = Result(_verdict(p_holds, p_rev, p_eq, alpha), est, p_holds, p_rev, p_eq, math.inf,
-                 tuple(n for r in ok for n in r.ns), (est - z * se, est + z * se), design="random effects", se=se,
+                 tuple(n for r in ok for n in r.ns), normal_interval(est, se, alpha), design="random effects", se=se,
                  min_effect=min_effect, alpha=alpha)
-    i2 = max(0.0, 100 * (q - (k - 1)) / q) if q > 0 else 0.0
-    return Pooled(res, tau2, i2, q, float(stats.chi2.sf(q, k - 1)), k)
+    return Pooled(res, tau2, i2, q, q_p, len(ok))
 
 
 def combine(results: Sequence[Result], need: int | None = None, total: int | None = None) -> Verdict:
@@ -523,6 +340,45 @@ def decide(results: Sequence[Result], need: int | None = None, total: int | None
     verdict = {"p_holds": Verdict.CONFIRMED, "p_reverse": Verdict.CONTRADICTED,
                "p_equiv": Verdict.EQUIVALENT}[attr] if 2 * part.bonferroni * p < alpha else Verdict.NOT_CONFIRMED
     return verdict, replace(shown, verdict=verdict)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One claim's verdict (before the family's correction) and its evidence; ``summary`` is the one comparison the
+    findings table shows (in the claim's direction, points): the claim's own, or for a claim of several data sets or
+    margins the part that decides it (:func:`decide`, its p-value and interval adjusted for
+    the choice); None when nothing was measured. ``parts``: the parts, ``need`` of ``total`` of which must hold;
+    ``pooled``: the random-effects pool over data sets, shown beside the count rule."""
+    verdict: Verdict
+    summary: Result | None
+    evidence: str
+    parts: tuple[Result, ...] = ()
+    need: int | None = None
+    total: int | None = None
+    pooled: Pooled | None = None
+
+    def p_value(self) -> float:
+        """The claim's two-sided p-value in the family (:meth:`Result.p` of :attr:`summary`: the hypothesis of its
+        verdict, or of the nearest verdict); NaN when nothing was judged."""
+        if self.verdict in (Verdict.NOT_MEASURED, Verdict.NOT_JUDGED, Verdict.INCONCLUSIVE) or self.summary is None:
+            return float("nan")
+        return self.summary.p()
+
+
+def of_parts(parts: list[Result], evidence: str, need: int | None = None, total: int | None = None,
+             pooled: Pooled | None = None) -> Judged:
+    """A claim judged on ``parts`` (at least ``need`` of ``total`` must hold; default all): the count rule's verdict and
+    the deciding part as its one comparison (:func:`decide`); a single part is the claim."""
+    verdict = combine(parts, need, total)
+    _, shown = decide(parts, need, total)
+    if len(parts) > 1 or (total or 1) > 1:
+        evidence += f" (the comparison shown: part {parts.index(_part_of(parts, shown)) + 1})" if shown else ""
+        return Judged(verdict, shown, evidence, tuple(parts), need, total, pooled)
+    return Judged(verdict, shown, evidence, pooled=pooled)
+
+
+def _part_of(parts: list[Result], shown: Result | None) -> Result:
+    return next((r for r in parts if shown is not None and r.gap == shown.gap and r.ns == shown.ns), parts[0])
 
 
 RULE_TEXT = (f"Verdicts (benchmarks/tables/claims.py; docs/evidence.md explains each reading): each claim is a "

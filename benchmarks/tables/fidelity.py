@@ -108,8 +108,7 @@ def _vision_cells(reg: Registry) -> tuple[dict[str, dict[str, list[float]]], str
 
 def judge(reg: Registry, claim_id: str) -> Any:
     """The catalogue's judgement of this table's image claims: ``img-cacr-cmc-tuned``, ``img-cacr-k1``, ``img-iou``."""
-    from benchmarks.tables.catalogue import Judged
-    from benchmarks.tables.claims import Verdict
+    from benchmarks.tables.claims import Judged, Verdict
 
     cells, cmc_label, _ = _vision_cells(reg)
     a, b, metric = {"img-cacr-cmc-tuned": (CACR4, cmc_label, "linear_acc"), "img-cacr-k1": (CACR1, BASE, "linear_acc"),
@@ -122,7 +121,7 @@ def judge(reg: Registry, claim_id: str) -> Any:
 
 
 def _vision(reg: Registry) -> list[str]:
-    from benchmarks.tables.catalogue import line
+    from benchmarks.tables.findings import line
 
     cells, _, search = _vision_cells(reg)
     rows = [[label, mean_std(c["linear_acc"], 1), mean_std(c["knn_acc"], 1)] for label, c in cells.items()]
@@ -170,7 +169,7 @@ def _text(reg: Registry) -> list[str]:
         vals = _values(reg, _pick(evals, pred), "avg")
         cells[label] = vals
         rows.append([label, mean_std(vals, 2)])
-    from benchmarks.tables.catalogue import line
+    from benchmarks.tables.findings import line
 
     return ["## Sentences (unsupervised SimCSE, packaged MiniLM, 1,024 wiki sentences, 1 epoch; STS average "
             "Spearman x 100 over the seven tasks)", "",
@@ -197,7 +196,7 @@ def _graphs(reg: Registry) -> list[str]:
 def _molecules(reg: Registry) -> list[str]:
     """MoleculeNet transfer from CACR pretraining (paper estimator) against no pretraining: the ``molnet`` suite's
     runs (cpu profile); the full table with GraphCL and MACL is graph_molnet.md. Left out without cacr runs."""
-    from benchmarks.tables.catalogue import line
+    from benchmarks.tables.findings import line
     from benchmarks.tables.graph_molnet import DATASETS, runs_of
     from benchmarks.tables import select, suite_runs, values
 

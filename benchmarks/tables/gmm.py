@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.tables.catalogue import Judged, line
-from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict
+from benchmarks.tables.claims import RULE_TEXT, Claim, Judged, Verdict
+from benchmarks.tables.findings import line
 from benchmarks.tables import (RESULTS, JobRuns, cell, md, progress_line, register_table, select, suite_runs, table_cli,
                                values)
 from suite.registry import Registry

@@ -11,8 +11,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmarks.tables.catalogue import Judged, line, of_parts
-from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict, pool
+from benchmarks.tables.claims import RULE_TEXT, Claim, Judged, Verdict, of_parts, pool
+from benchmarks.tables.findings import line
 from benchmarks.tables import RESULTS, cell, md, progress_line, select, suite_runs, values, register_table, table_cli
 from suite.registry import Registry
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmarks.tables.catalogue import Judged, line
-from benchmarks.tables.claims import RULE_TEXT, Claim, Verdict
+from benchmarks.tables.claims import RULE_TEXT, Claim, Judged, Verdict
+from benchmarks.tables.findings import line
 from benchmarks.tables import (RESULTS, JobRuns, RunView, cell, md, progress_line, suite_runs,
                                values, register_table, table_cli)
 from suite.registry import Registry

@@ -18,8 +18,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.tables.catalogue import Judged, line, of_parts
-from benchmarks.tables.claims import RULE_TEXT, Claim, Seeded, Verdict, mean_std, scaled
+from benchmarks.tables.claims import RULE_TEXT, Claim, Judged, Seeded, Verdict, mean_std, of_parts, scaled
+from benchmarks.tables.findings import line
 from benchmarks.tables import RESULTS, JobRuns, identity, md, progress_line, suite_runs, register_table, table_cli
 from suite.registry import Registry
 

@@ -17,8 +17,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from benchmarks.tables.catalogue import Judged, line, of_parts
-from benchmarks.tables.claims import RULE_TEXT, Claim, Seeded, mean_std, pool
+from benchmarks.tables.claims import RULE_TEXT, Claim, Judged, Seeded, mean_std, of_parts, pool
+from benchmarks.tables.findings import line
 from benchmarks.tables import RESULTS, JobRuns, identity, md, progress_line, register_table, suite_runs, table_cli
 from suite.registry import Registry
 

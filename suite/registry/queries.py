@@ -1,16 +1,15 @@
-"""Queries over the runs: a finished run by hash, a run's final metrics, one metric compared across runs, and
+"""Queries over the runs: a finished run by hash, a run's final metrics, one metric compared across runs, which runs
+may stand in a table (:func:`committed`) and the code versions they came from (:func:`versions_text`), and
 Markdown tables."""
 from __future__ import annotations
 
+import os
 import statistics
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import sqlalchemy as sa
 
 from suite.registry.schema import runs_t
-
-
-
 
 CURVE_SPLIT = "train-step"  # the split of the step curves the engine logs every log_every steps (issue 51)
 
@@ -23,6 +22,20 @@ def step_curve(metrics: Iterable[dict[str, Any]], name: str, split: str = CURVE_
         if m["name"] == name and m["split"] == split and m["step"] is not None:
             points[int(m["step"])] = float(m["value"])
     return sorted(points.items())
+
+
+def committed(run: Mapping[str, Any]) -> bool:
+    """Whether a run may stand in a table: its code version names a commit (not ``-dirty``). ``$SUITE_ALLOW_DIRTY=1``
+    (a try-out of uncommitted code, the tests) lets every run in."""
+    return not str(run.get("code_version")).endswith("-dirty") or os.environ.get("SUITE_ALLOW_DIRTY") == "1"
+
+
+def versions_text(counts: Mapping[str, int]) -> str:
+    """``Code versions of these runs (commit: runs): 1a2b3c: 40, 4d5e6f: 2.`` (most runs first), or "" for none."""
+    if not counts:
+        return ""
+    return "Code versions of these runs (commit: runs): " + ", ".join(
+        f"{v}: {n}" for v, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) + "."
 
 
 class QueryMixin:

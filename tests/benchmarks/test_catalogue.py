@@ -8,8 +8,10 @@ import math
 import re
 from pathlib import Path
 
-from benchmarks.tables.catalogue import ENTRIES, findings_table, forest, reading, Judged
-from benchmarks.tables.claims import Claim, Verdict
+from benchmarks.report.figures import forest
+from benchmarks.tables.catalogue import ENTRIES
+from benchmarks.tables.claims import Claim, Judged, Verdict
+from benchmarks.tables.findings import findings_table, reading
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 VERDICTS = "|".join(re.escape(str(v)) for v in Verdict)
@@ -62,7 +64,8 @@ def test_the_claims_name_their_papers_authors() -> None:
 def test_gmm_orders_exactly_as_the_paper_so_its_gap_is_not_excluded() -> None:
     """10 of 10 orderings against chance 1/3 is the paper's 'consistently' exactly: our upper bound is the paper's
     gap, and the reading is never 'excluded'"""
-    from benchmarks.tables.catalogue import BY_ID, against_paper
+    from benchmarks.tables.catalogue import BY_ID
+    from benchmarks.tables.findings import against_paper
     from benchmarks.tables.gmm import CHANCE_ORDER
 
     e = BY_ID["gmm-order"]
@@ -85,7 +88,7 @@ def test_findings_table_forest_and_reading() -> None:
 def test_findings_open_with_what_holds_up(monkeypatch) -> None:
     """the findings of a registry where one claim is confirmed and one contradicted -> confirmed first, then
     contradicted, then the rest in the catalogue's order (the report opens with what holds up)"""
-    from benchmarks.tables import catalogue
+    from benchmarks.tables import findings as catalogue
 
     class Fake:
         def __init__(self, e, verdict):
@@ -110,8 +113,8 @@ def test_the_papers_gap_excluded_below_the_minimum_effect_detectable_or_underpow
     underpowered with the seeds its own test needs; a tight spread around +1.5 -> detectable"""
     from dataclasses import replace
 
-    from benchmarks.tables.catalogue import against_paper
-    from benchmarks.tables.claims import power, seeds_needed
+    from benchmarks.stats import power, seeds_needed
+    from benchmarks.tables.findings import against_paper
 
     c = Claim("t", "a", "b", "m")
     tight = c.judge([0.1, 0.0, -0.1, 0.05, -0.05], [0.0, 0.1, -0.1, 0.0, 0.0])
@@ -131,7 +134,7 @@ def test_the_papers_gap_excluded_below_the_minimum_effect_detectable_or_underpow
 def test_holm_by_hand() -> None:
     """Holm's step-down on a fixed vector, computed by hand: sorted 0.01, 0.02, 0.03, 0.04 of m = 4 -> 0.04, 0.06,
     0.06 (monotone), 0.06; NaN entries are outside the family"""
-    from benchmarks.tables.claims import holm
+    from benchmarks.stats import holm
 
     got = holm([0.03, float("nan"), 0.01, 0.04, 0.02])
     want = [0.06, float("nan"), 0.04, 0.06, 0.06]
@@ -144,8 +147,8 @@ def test_intervals_agree_with_verdicts_on_the_snapshot() -> None:
     confirmed gap's interval lies above +m, a contradicted one's below -m, an equivalent one's inside +-m, and the
     row's two-sided p is below alpha exactly then; a confirmed verdict survives Holm (else it reads nominal)"""
     from benchmarks.report.page import SNAPSHOT
-    from benchmarks.tables.catalogue import family, findings, shown
-    from benchmarks.tables.claims import ALPHA
+    from benchmarks.stats import ALPHA
+    from benchmarks.tables.findings import family, findings, shown
     from suite.registry import open_registry
 
     judged = findings(open_registry(str(SNAPSHOT)))

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from benchmarks.tables.claims import (ALPHA, MIN_EFFECT, POWER, Claim, Seeded, Verdict, combine, decide,
-                                      detectable_gap, final, holm, mean_std, pool, power, seeds_needed, std)
+from benchmarks.stats import ALPHA, POWER, detectable_gap, holm, power, seeds_needed, std
+from benchmarks.tables.claims import MIN_EFFECT, Claim, Seeded, Verdict, combine, decide, final, mean_std, pool
 
 C = Claim("t", "a", "b", "m")
 M = MIN_EFFECT

@@ -11,6 +11,7 @@ import torch
 
 import suite.losses as L
 from benchmarks.measurements import gpu_bench as gb
+from benchmarks.measurements import gpu_loops as gl
 from suite.registry import Registry
 
 FRONT_ENDS = {"vision-simclr", "vision-moco", "graph-tu", "graph-mol", "text-simcse"}
@@ -20,8 +21,8 @@ def test_plain_infonce_is_the_suites() -> None:
     """the plain loops' NT-Xent equals the suite's InfoNCE (2N - 1 candidates, both directions) in value and gradient"""
     g = torch.Generator().manual_seed(0)
     a, b = (torch.randn(16, 8, generator=g, dtype=torch.float64).requires_grad_() for _ in range(2))
-    ours = L.build("infonce", temperature=gb.TEMPERATURE)(a, b)
-    plain = gb.nt_xent(a, b)
+    ours = L.build("infonce", temperature=gl.TEMPERATURE)(a, b)
+    plain = gl.nt_xent(a, b)
     assert float(ours) == pytest.approx(float(plain), rel=1e-12)
     for x, y in zip(torch.autograd.grad(ours, (a, b)), torch.autograd.grad(plain, (a, b))):
         torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-12)
@@ -67,8 +68,8 @@ def test_plain_moco_loss_is_the_suites() -> None:
     g = torch.Generator().manual_seed(1)
     q, k = (torch.randn(12, 8, generator=g, dtype=torch.float64) for _ in range(2))
     queue = torch.nn.functional.normalize(torch.randn(20, 8, generator=g, dtype=torch.float64), dim=1)
-    ours = L.build("infonce", temperature=gb.TEMPERATURE)(q, k, queue=queue)
-    assert float(ours) == pytest.approx(float(gb.nt_xent(q, k, queue=queue)), rel=1e-12)
+    ours = L.build("infonce", temperature=gl.TEMPERATURE)(q, k, queue=queue)
+    assert float(ours) == pytest.approx(float(gl.nt_xent(q, k, queue=queue)), rel=1e-12)
 
 
 def test_the_table_shows_only_fair_runs_with_their_code_and_machine(tmp_path: Path) -> None:
@@ -81,7 +82,7 @@ def test_the_table_shows_only_fair_runs_with_their_code_and_machine(tmp_path: Pa
     base = {"suite_steps_per_s": 1.0, "plain_steps_per_s": 1.0, "suite_examples_per_s": 1.0,
             "plain_examples_per_s": 1.0, "batch": 128.0}
     gb._record(reg, gb.TASK, "graph-tu", cfg, {**base, "ratio": 0.77})  # before the fair plain loops
-    fair = {**cfg, "plain": gb.PLAIN_VERSION}
+    fair = {**cfg, "plain": gl.PLAIN_VERSION}
     gb._record(reg, gb.TASK, "graph-tu", fair, {**base, "suite_steps_per_s": 0.92, "ratio": 0.92})
     gb._record(reg, gb.TASK, "graph-tu", fair, {**base, "suite_steps_per_s": 0.8, "ratio": 0.80, "ratio_min": 0.71,
                                                 "ratio_max": 1.03})

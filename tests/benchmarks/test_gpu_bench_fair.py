@@ -11,6 +11,10 @@ import pytest
 import torch
 
 from benchmarks.measurements import gpu_bench as gb
+from benchmarks.measurements import gpu_data as gd
+from benchmarks.measurements import gpu_loops as gl
+from benchmarks.measurements import gpu_tables as gt
+from suite.measure import median_ratio
 
 CPU = torch.device("cpu")
 TINY = gb.SIZES["tiny"]
@@ -19,22 +23,22 @@ TINY = gb.SIZES["tiny"]
 def _copies(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Every host batch the plain loops hand to the pinning copy (the suite's ``to_device``, still called)."""
     seen: list[Any] = []
-    real = gb.to_device
+    real = gl.to_device
 
     def spy(batch: Any, device: torch.device) -> Any:
         seen.append(batch)
         return real(batch, device)
 
-    monkeypatch.setattr(gb, "to_device", spy)
+    monkeypatch.setattr(gl, "to_device", spy)
     return seen
 
 
 def test_simcse_tokenises_once_and_indexes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The data set tokenised when the loop is built, never in a step; a step's tokens are the tokenizer's own for
     its sentences (trimmed to their longest, as per-batch padding gives), its indices copied through pinned memory"""
-    texts = gb.sentences(64)
-    bert = gb.write_bert(tmp_path / "bert", texts, 1, 16, 2)
-    plain = gb.PlainSimCSE(bert, texts, 8, False, CPU)
+    texts = gd.sentences(64)
+    bert = gd.write_bert(tmp_path / "bert", texts, 1, 16, 2)
+    plain = gl.PlainSimCSE(bert, texts, 8, False, CPU)
     assert plain.ids.shape == (64, 32) and plain.ids.device == CPU
     tok = plain.tok
     monkeypatch.setattr(type(tok), "__call__", lambda *a, **k: pytest.fail("tokenised in a step"))
@@ -56,14 +60,14 @@ def test_molecule_and_graph_views_are_copied_through_pinned_memory(monkeypatch: 
     """Each step hands both molecule views, and the GraphCL batch, to the pinning copy (on CUDA:
     ``pin_memory().to(non_blocking=True)``); the loaders pin on CUDA as the engine does"""
     seen = _copies(monkeypatch)
-    mol = gb.PlainMol(gb.mol_graphs(32), 8, 2, 16, CPU)
+    mol = gl.PlainMol(gd.mol_graphs(32), 8, 2, 16, CPU)
     mol.run(2)
     assert len(seen) == 4 and all(type(v).__name__ == "DataBatch" and v.num_graphs == 8 for v in seen)
     seen.clear()
-    tu = gb.PlainGraphCL(gb.tu_graphs(32, 8), 8, CPU)
+    tu = gl.PlainGraphCL(gd.tu_graphs(32, 8), 8, CPU)
     tu.run(2)
     assert len(seen) == 2 and all(v.num_graphs == 8 for v in seen)
-    assert not mol.loader.pin_memory and gb.plain_loader([0] * 8, 4, torch.device("cuda"), workers=0).pin_memory
+    assert not mol.loader.pin_memory and gl.plain_loader([0] * 8, 4, torch.device("cuda"), workers=0).pin_memory
 
 
 def test_the_plain_loaders_keep_the_suites_prefetch_depth() -> None:
@@ -72,9 +76,9 @@ def test_the_plain_loaders_keep_the_suites_prefetch_depth() -> None:
     from suite.train.batches import Prefetch
 
     depth = Prefetch(lambda b: b, workers=2).loader.prefetch_factor  # type: ignore[union-attr]
-    assert gb.suite_prefetch_depth() == depth != 2
-    for plain in (gb.PlainGraphCL(gb.tu_graphs(32, 8), 8, CPU, workers=1),
-                  gb.PlainMol(gb.mol_graphs(32), 8, 2, 16, CPU, workers=1)):
+    assert gl.suite_prefetch_depth() == depth != 2
+    for plain in (gl.PlainGraphCL(gd.tu_graphs(32, 8), 8, CPU, workers=1),
+                  gl.PlainMol(gd.mol_graphs(32), 8, 2, 16, CPU, workers=1)):
         assert plain.loader.num_workers == 1 and plain.loader.prefetch_factor == depth
         assert plain.loader.drop_last
 
@@ -83,7 +87,7 @@ def test_the_vision_encoder_itself_is_channels_last() -> None:
     """Converted where the suite converts its own (CUDA): weights NHWC and the encoder's ``features`` keep the NHWC
     views as they come (before: converted back to NCHW every step); on the CPU neither side converts"""
     x = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8)
-    plain = gb.PlainMoCo(x, 8, "convnet", 8, False, CPU, 32, channels_last=True)
+    plain = gl.PlainMoCo(x, 8, "convnet", 8, False, CPU, 32, channels_last=True)
     seen = []
     for enc in (plain.encoder, plain.key_encoder):
         assert enc.memory_format == torch.channels_last
@@ -93,14 +97,14 @@ def test_the_vision_encoder_itself_is_channels_last() -> None:
         assert conv.weight.is_contiguous(memory_format=torch.channels_last)
     plain.run(1)
     assert seen == [True, True]
-    assert gb.PlainSimCLR(x, 8, "convnet", 8, False, CPU).encoder.memory_format == torch.contiguous_format
+    assert gl.PlainSimCLR(x, 8, "convnet", 8, False, CPU).encoder.memory_format == torch.contiguous_format
 
 
 def test_compile_is_wired_on_both_sides(tmp_path: Path) -> None:
     """``--compile``: the plain loop's model is compiled beside the suite's ``compile`` run option (wiring only: a
     compiled step's speed needs a GPU)"""
     x = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8)
-    plain = gb.PlainMoCo(x, 8, "convnet", 8, False, CPU, 32, compile=True)
+    plain = gl.PlainMoCo(x, 8, "convnet", 8, False, CPU, 32, compile=True)
     compiled = torch._dynamo.eval_frame.OptimizedModule
     assert isinstance(plain.model, compiled) and isinstance(plain.key, compiled)
     assert not isinstance(plain.encoder, compiled)
@@ -113,8 +117,8 @@ def test_compile_is_wired_on_both_sides(tmp_path: Path) -> None:
 def test_one_ratio_definition() -> None:
     """The ratio is the ratio of the two sides' medians over the rounds, the per-round ratios its range; the table
     computes a front-end's ratio from its row's median rates, so a row's rates and ratio cannot disagree"""
-    r = gb.median_ratio([30.0, 36.0, 40.0, 35.9, 20.0], [41.3, 30.0, 50.0, 41.3, 41.0])
+    r = median_ratio([30.0, 36.0, 40.0, 35.9, 20.0], [41.3, 30.0, 50.0, 41.3, 41.0])
     assert r["ratio"] == pytest.approx(35.9 / 41.3)
     assert r["ratio_min"] == pytest.approx(20 / 41) and r["ratio_max"] == pytest.approx(1.2)
-    assert gb.front_end_ratio({"suite_steps_per_s": 35.9, "plain_steps_per_s": 41.3, "ratio": 0.99}) == \
+    assert gt.front_end_ratio({"suite_steps_per_s": 35.9, "plain_steps_per_s": 41.3, "ratio": 0.99}) == \
         pytest.approx(0.869, abs=1e-3)

@@ -8,22 +8,15 @@ import pytest
 import torch
 
 import suite.losses as L
+from suite.losses.examples import example_extra
 
 NAMES = L.available()
 F64 = torch.float64
 
 
 def _extras(loss, n: int, gen: torch.Generator, dtype=torch.float32) -> dict:
-    extra = {}
-    labels = torch.arange(n) % 3
-    if "labels" in loss.requires:
-        extra["labels"] = labels
-    if "similarity" in loss.requires:
-        g = torch.rand(n, n, generator=gen, dtype=dtype)
-        g = (g + g.T) / 2
-        g.fill_diagonal_(1.0)
-        extra["similarity"] = g
-    return extra
+    """The keyword inputs the loss requires (labels of 3 classes, X-CLR's class graph): the loss core's own recipe."""
+    return example_extra(loss, n, classes=3, generator=gen, dtype=dtype)
 
 
 def _call(loss, za, zb, views=None, **extra):

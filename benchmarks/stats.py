@@ -1,0 +1,248 @@
+"""The statistics every verdict is computed with, apart from what a verdict means (:mod:`benchmarks.tables.claims`):
+the tests of a linear contrast of per-seed cells (**paired** by seed where the cells share their seeds, else
+**Welch**'s), their intervals and one-sided p-values against a minimum effect (with **TOST** for equivalence), their
+power and the seeds a side a gap would need (the noncentral t), the exact **binomial** tests of a rate against a
+known chance level with the Clopper-Pearson interval, **Holm**'s correction of a family, and the DerSimonian-Laird
+random-effects pool. Every function takes numbers and returns numbers; scipy is imported where it is used.
+
+Example: >>> est, se, df, design, r, units = contrast([(1.0, [3.0, 4.0, 5.0]), (-1.0, [1.0, 1.5, 2.5])])
+>>> t_tests(est, se, df, m=0.5)  # p(gap > +m), p(gap < -m), p(gap within ±m)
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Hashable, Protocol, Sequence
+
+ALPHA = 0.05
+POWER = 0.8  # the power at which a verdict's "detectable" gap is stated
+MAX_SEEDS = 100_000  # seeds_needed stops searching here
+
+Units = tuple[tuple[float, int], ...]  # per cell: (coefficient² x variance, seeds)
+
+
+def std(values: Sequence[float]) -> float:
+    """Sample standard deviation (ddof = 1); NaN for fewer than two values."""
+    return statistics.stdev(values) if len(values) > 1 else float("nan")
+
+
+def blocks(cells: Sequence[Sequence[float]]) -> list[Hashable] | None:
+    """The shared seeds (identities) of ``cells`` when they pair: each carries ``ids`` (one distinct identity a value,
+    :class:`benchmarks.tables.claims.Seeded`), all the same set, at least two; None otherwise (Welch)."""
+    ids = [getattr(c, "ids", None) for c in cells]
+    if any(i is None or len(set(i)) != len(i) for i in ids):
+        return None
+    first = set(ids[0])  # type: ignore[arg-type]
+    if len(first) < 2 or any(set(i) != first for i in ids[1:]):  # type: ignore[arg-type]
+        return None
+    return sorted(first, key=repr)
+
+
+def contrast(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, float, float, str, float, Units]:
+    """The contrast ``sum(c * mean(values))`` of cells and its test's standard error, degrees of freedom, design
+    ("paired" where the cells pair by seed, :func:`blocks`; else "Welch"), the arms' correlation by seed (paired; the
+    part with positive coefficients against the part with negative ones) and the per-cell variance units. NaN
+    standard error when a cell has fewer than two values."""
+    if any(len(v) == 0 for _, v in terms):
+        return math.nan, math.nan, math.nan, "Welch", math.nan, ()
+    est = sum(c * statistics.fmean(v) for c, v in terms)
+    seeds = blocks([v for _, v in terms])
+    if seeds is not None:
+        at = [dict(zip(v.ids, v)) for _, v in terms]  # type: ignore[attr-defined]
+        d = [sum(c * a[s] for (c, _), a in zip(terms, at)) for s in seeds]
+        plus = [sum(c * a[s] for (c, _), a in zip(terms, at) if c > 0) for s in seeds]
+        minus = [sum(-c * a[s] for (c, _), a in zip(terms, at) if c < 0) for s in seeds]
+        try:
+            r = statistics.correlation(plus, minus) if plus and minus and any(c < 0 for c, _ in terms) else math.nan
+        except statistics.StatisticsError:  # a constant arm
+            r = math.nan
+        var = statistics.variance(d)
+        return est, math.sqrt(var / len(d)), len(d) - 1.0, "paired", r, ((var, len(d)),)
+    if any(len(v) < 2 for _, v in terms):
+        return est, math.nan, math.nan, "Welch", math.nan, ()
+    units = tuple((c * c * statistics.variance(v), len(v)) for c, v in terms)
+    parts = [u / n for u, n in units]
+    var = sum(parts)
+    df = var * var / sum(p * p / (n - 1) for p, (_, n) in zip(parts, units)) if var > 0 else math.inf
+    return est, math.sqrt(var), df, "Welch" if len(terms) > 1 else "one-sample", math.nan, units
+
+
+def t_interval(est: float, se: float, df: float, alpha: float) -> tuple[float, float]:
+    """The two-sided ``1 - alpha`` t interval of an estimate with standard error ``se`` and ``df`` degrees of
+    freedom (``df`` infinite: the normal's)."""
+    from scipy import stats
+
+    if se == 0.0:
+        return est, est
+    half = float(stats.t.ppf(1 - alpha / 2, df)) * se
+    return est - half, est + half
+
+
+def t_tests(est: float, se: float, df: float, m: float) -> tuple[float, float, float]:
+    """One-sided p-values of ``gap > +m``, ``gap < -m`` and ``gap within ±m`` (TOST) for an estimate with standard
+    error ``se`` and ``df`` degrees of freedom (``df`` infinite: the normal)."""
+    from scipy import stats
+
+    if se == 0.0:
+        return float(est <= m), float(est >= -m), float(not -m < est < m)
+    dist = stats.norm if df == math.inf else stats.t(df)
+    up, down = float(dist.sf((est - m) / se)), float(dist.cdf((est + m) / se))
+    equiv = max(float(dist.sf((est + m) / se)), float(dist.cdf((est - m) / se))) if m > 0 else 1.0
+    return up, down, equiv
+
+
+def df_at(design: str, units: Sequence[tuple[float, int]], n: int) -> float:
+    """Degrees of freedom of the test with ``n`` seeds in every cell."""
+    if design == "paired":
+        return n - 1.0
+    total = sum(u for u, _ in units)
+    return (n - 1.0) * total * total / sum(u * u for u, _ in units) if total > 0 else math.inf
+
+
+def power(gap: float, se: float, df: float, m: float, alpha: float = ALPHA) -> float:
+    """The probability that the claim's test confirms (``gap > +m`` at one-sided ``alpha / 2``) when the true gap is
+    ``gap``: the noncentral t's tail beyond the critical value, noncentrality ``(gap - m) / se``."""
+    from scipy import stats
+
+    if se == 0.0:
+        return float(gap > m)
+    crit = float(stats.t.ppf(1 - alpha / 2, df))
+    return float(stats.nct.sf(crit, df, (gap - m) / se))
+
+
+def detectable_gap(se: float, df: float, m: float, alpha: float = ALPHA, target: float = POWER) -> float:
+    """The true gap that the test confirms with power ``target``: ``m + se * lambda``, the noncentrality ``lambda``
+    solving :func:`power` = ``target``."""
+    from scipy import optimize
+
+    if se != se or df != df:
+        return math.nan
+    if se == 0.0:
+        return m
+    lam = optimize.brentq(lambda x: power(m + x * se, se, df, m, alpha) - target, -50.0, 200.0, xtol=1e-10)
+    return m + lam * se
+
+
+def binomial_tests(successes: int, n: int, chance: float, m: float) -> tuple[float, float, float]:
+    """Exact one-sided p-values (``scipy.stats.binom``) of ``rate > chance + m``, ``rate < chance - m`` and
+    ``rate within chance ± m`` (rates and ``chance`` in percent) from ``successes`` of ``n`` trials."""
+    from scipy import stats
+
+    hi, lo = min(1.0, (chance + m) / 100), max(0.0, (chance - m) / 100)
+    p_holds = float(stats.binom.sf(successes - 1, n, hi))
+    p_rev = float(stats.binom.cdf(successes, n, lo))
+    p_eq = max(float(stats.binom.sf(successes - 1, n, lo)), float(stats.binom.cdf(successes, n, hi))) \
+        if m > 0 else 1.0
+    return p_holds, p_rev, p_eq
+
+
+def clopper_pearson(successes: int, n: int, alpha: float) -> tuple[float, float]:
+    """The exact two-sided ``1 - alpha`` interval of a rate (a fraction), Clopper-Pearson."""
+    from scipy import stats
+
+    ci = stats.binomtest(successes, n).proportion_ci(1 - alpha, method="exact")
+    return ci.low, ci.high
+
+
+def rate_critical(n: int, chance: float, m: float, alpha: float = ALPHA) -> int:
+    """The fewest successes of ``n`` that confirm ``rate > chance + m`` (one-sided ``alpha / 2``); ``n + 1`` if none."""
+    from scipy import stats
+
+    p0 = min(1.0, (chance + m) / 100)
+    return next((k for k in range(n + 1) if stats.binom.sf(k - 1, n, p0) < alpha / 2), n + 1)
+
+
+def rate_power(rate: float, n: int, chance: float, m: float, alpha: float = ALPHA) -> float:
+    """The probability that ``n`` trials confirm when the true rate is ``rate`` (percent)."""
+    from scipy import stats
+
+    return float(stats.binom.sf(rate_critical(n, chance, m, alpha) - 1, n, rate / 100))
+
+
+def rate_detectable(n: int, chance: float, m: float, alpha: float = ALPHA, target: float = POWER) -> float:
+    """The rate above chance (points) that ``n`` trials confirm with power ``target``; inf where none does."""
+    from scipy import optimize
+
+    if rate_power(100.0, n, chance, m, alpha) < target:
+        return math.inf
+    rate = optimize.brentq(lambda x: rate_power(x, n, chance, m, alpha) - target, chance, 100.0, xtol=1e-10)
+    return rate - chance
+
+
+def holm(ps: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values of a family (step-down: the i-th smallest times (m - i + 1), made monotone,
+    capped at 1); NaN entries stay NaN and are not counted in m."""
+    idx = sorted((i for i, p in enumerate(ps) if p == p), key=lambda i: ps[i])
+    m, out, run = len(idx), [math.nan] * len(ps), 0.0
+    for rank, i in enumerate(idx):
+        run = max(run, min(1.0, (m - rank) * ps[i]))
+        out[i] = run
+    return out
+
+
+class Tested(Protocol):
+    """What :func:`seeds_needed` reads of a comparison (:class:`benchmarks.tables.claims.Result` is one)."""
+    min_effect: float
+    alpha: float
+    design: str
+    units: Units
+    k_of_n: tuple[int, int, float] | None
+
+
+def seeds_needed(r: Tested, gap: float) -> int | None:
+    """How many seeds a side the comparison's own test (paired or Welch, its observed spread) needs to confirm a true
+    gap of ``gap`` with power :data:`POWER` (the noncentral t; for a rate, the exact binomial power); None where no
+    number can (``gap`` at most the minimum effect, no spread measured) or the search passes :data:`MAX_SEEDS`."""
+    if not gap > r.min_effect:
+        return None
+    if r.k_of_n is not None:
+        _, _, chance = r.k_of_n
+        ok = lambda n: rate_power(chance + gap, n, chance, r.min_effect, r.alpha) >= POWER  # noqa: E731
+    elif r.units:
+        total = sum(u for u, _ in r.units)
+        ok = lambda n: power(gap, math.sqrt(total / n), df_at(r.design, r.units, n), r.min_effect,  # noqa: E731
+                             r.alpha) >= POWER
+    else:
+        return None
+    lo, hi = 1, 2
+    while not ok(hi):
+        lo, hi = hi, 2 * hi
+        if hi > MAX_SEEDS:
+            return None
+    while hi - lo > 1:  # power grows with n: the smallest n that reaches it
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
+def dersimonian_laird(gaps: Sequence[float], ses: Sequence[float]) -> tuple[float, float, float, float, float, float]:
+    """The DerSimonian-Laird random-effects pool of per-set estimates ``gaps`` with standard errors ``ses`` (the
+    estimator of ``statsmodels.stats.meta_analysis.combine_effects(method_re="dl")``): the pooled estimate, its
+    standard error, the between-set variance tau², I² (the share of the spread between sets, %), Cochran's Q and its
+    p-value. Needs at least two sets with positive standard errors."""
+    from scipy import stats
+
+    v = [s * s for s in ses]
+    w = [1 / x for x in v]
+    fixed = sum(wi * yi for wi, yi in zip(w, gaps)) / sum(w)
+    q = sum(wi * (yi - fixed) ** 2 for wi, yi in zip(w, gaps))
+    k = len(gaps)
+    tau2 = max(0.0, (q - (k - 1)) / (sum(w) - sum(wi * wi for wi in w) / sum(w)))
+    ws = [1 / (x + tau2) for x in v]
+    est = sum(wi * yi for wi, yi in zip(ws, gaps)) / sum(ws)
+    se = math.sqrt(1 / sum(ws))
+    i2 = max(0.0, 100 * (q - (k - 1)) / q) if q > 0 else 0.0
+    return est, se, tau2, i2, q, float(stats.chi2.sf(q, k - 1))
+
+
+def normal_interval(est: float, se: float, alpha: float) -> tuple[float, float]:
+    """The two-sided ``1 - alpha`` normal interval of an estimate."""
+    from scipy import stats
+
+    z = float(stats.norm.ppf(1 - alpha / 2))
+    return est - z * se, est + z * se
+
+
+__all__ = ["ALPHA", "MAX_SEEDS", "POWER", "Tested", "Units", "binomial_tests", "blocks", "clopper_pearson", "contrast",
+           "dersimonian_laird", "detectable_gap", "df_at", "holm", "normal_interval", "power", "rate_critical",
+           "rate_detectable", "rate_power", "seeds_needed", "std", "t_interval", "t_tests"]
