@@ -49,9 +49,9 @@ class Plain:
 
 
 def suite_prefetch_depth() -> int:
-    """Batches each ``DataLoader`` worker of the suite's :class:`suite.train.engine.Prefetch` keeps ready: read from
+    """Batches each ``DataLoader`` worker of the suite's :class:`suite.train.batches.Prefetch` keeps ready: read from
     the loader it builds (PyG's ``DataLoader`` keeps torch's default of 2), so the plain loops keep the same."""
-    from suite.train.engine import Prefetch
+    from suite.train.batches import Prefetch
 
     return int(Prefetch(lambda b: b, workers=1).loader.prefetch_factor)  # type: ignore[union-attr]
 
