@@ -141,7 +141,7 @@ def unbacked(registry: Any, paths: Iterable[Path] | None = None, root: Path = RO
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.report.page import SNAPSHOT
+    from benchmarks.paths import SNAPSHOT
     from suite.registry import open_registry
 
     args = sys.argv[1:] if argv is None else argv

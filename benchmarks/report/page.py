@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from benchmarks.paths import RESULTS, SNAPSHOT
 from benchmarks.tables.claims import RULE_TEXT, Verdict
 from benchmarks.tables import suite_runs, versions_of
 from benchmarks.report.cells import Table, _fmt, _rows, collect, published
@@ -30,8 +31,6 @@ from benchmarks.report.figures import (loss_time, module_figures, png, rank_heat
 from suite.registry import Registry, markdown_table, open_registry
 from suite.registry.queries import versions_text
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
-SNAPSHOT = RESULTS / "registry.jsonl"
 
 # every table rendered from the registry: (module, its output file attribute); `suite bench report` writes them all
 # and `--check` rebuilds them from the committed snapshot and compares them with the committed files

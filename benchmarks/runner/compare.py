@@ -34,13 +34,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks.paths import SNAPSHOT
 from benchmarks.runner.compare_task import D, Task, slug
 from benchmarks.runner.suitefile import SUITES, Job, check_commands, load_suite
 from benchmarks.runner.plan import Runner
 from benchmarks.runner.run import add_executor_options, execute, executor_of, require_committed_code
 from suite.registry import Registry
 
-SNAPSHOT = Path(__file__).resolve().parents[1] / "results" / "registry.jsonl"
 SETTING_OF = {("graph", "tu"): "graph_tu", ("graph", "pretrain-mol"): "graph_transfer", ("text", "train"): "text",
               ("vision", "pretrain"): "simclr"}
 SIZES = (256, 1024, 4096)

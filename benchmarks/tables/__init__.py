@@ -26,7 +26,6 @@ from benchmarks.runner.suitefile import SUITES, Job, load_suite
 from suite.registry import Registry, markdown_table, open_registry
 from suite.registry.queries import committed, versions_text
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 NOT_RUN = "not run"
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from benchmarks.tables.claims import RULE_TEXT, Claim, Judged, Verdict
 from benchmarks.tables.findings import line
-from benchmarks.tables import (RESULTS, JobRuns, cell, md, progress_line, register_table, select, suite_runs, table_cli,
+from benchmarks.paths import RESULTS
+from benchmarks.tables import (JobRuns, cell, md, progress_line, register_table, select, suite_runs, table_cli,
                                values)
 from suite.registry import Registry
 

@@ -19,7 +19,8 @@ from typing import Any
 from benchmarks.tables.catalogue import BY_ID
 from benchmarks.tables.claims import RULE_TEXT, Claim, Judged, Seeded, Verdict, mean_std, pool
 from benchmarks.tables.findings import line
-from benchmarks.tables import (RESULTS, JobRuns, RunView, cell, md, progress_line, select,
+from benchmarks.paths import RESULTS
+from benchmarks.tables import (JobRuns, RunView, cell, md, progress_line, select,
                                suite_runs, values, register_table, table_cli)
 from suite.registry import Registry
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from benchmarks.tables.claims import RULE_TEXT, Claim, Judged, Verdict, of_parts, pool
 from benchmarks.tables.findings import line
-from benchmarks.tables import RESULTS, cell, md, progress_line, select, suite_runs, values, register_table, table_cli
+from benchmarks.paths import RESULTS
+from benchmarks.tables import cell, md, progress_line, select, suite_runs, values, register_table, table_cli
 from suite.registry import Registry
 
 SUITE = "graph-tu"

@@ -19,7 +19,8 @@ from typing import Any
 
 from benchmarks.tables.claims import RULE_TEXT, Claim, Judged, Verdict
 from benchmarks.tables.findings import line
-from benchmarks.tables import (RESULTS, JobRuns, RunView, cell, md, progress_line, suite_runs,
+from benchmarks.paths import RESULTS
+from benchmarks.tables import (JobRuns, RunView, cell, md, progress_line, suite_runs,
                                values, register_table, table_cli)
 from suite.registry import Registry
 

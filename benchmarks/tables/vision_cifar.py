@@ -20,7 +20,8 @@ from typing import Any
 
 from benchmarks.tables.claims import RULE_TEXT, Claim, Judged, Seeded, Verdict, mean_std, of_parts, scaled
 from benchmarks.tables.findings import line
-from benchmarks.tables import RESULTS, JobRuns, identity, md, progress_line, suite_runs, register_table, table_cli
+from benchmarks.paths import RESULTS
+from benchmarks.tables import JobRuns, identity, md, progress_line, suite_runs, register_table, table_cli
 from suite.registry import Registry
 
 SUITE = "vision-cifar"

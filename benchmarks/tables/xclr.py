@@ -19,7 +19,8 @@ from typing import Any, Callable
 
 from benchmarks.tables.claims import RULE_TEXT, Claim, Judged, Seeded, mean_std, of_parts, pool
 from benchmarks.tables.findings import line
-from benchmarks.tables import RESULTS, JobRuns, identity, md, progress_line, register_table, suite_runs, table_cli
+from benchmarks.paths import RESULTS
+from benchmarks.tables import JobRuns, identity, md, progress_line, register_table, suite_runs, table_cli
 from suite.registry import Registry
 
 SUITE = "xclr"
