@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
-TASKS = ("gpu-bench", "gpu-bench-loss", "loss-bench-gpu", "gpu-check")
+TASKS = ("gpu-bench", "gpu-bench-loss", "loss-bench-gpu", "gpu-check", "image-loader")
 GPU_NAMES = re.compile(r"\b(H100|H200|A100|A10G?|L4|L40S?|V100|T4|RTX ?\d{4}|NVIDIA)\b")
 ON_GPU = re.compile(r"\b(GPU|CUDA)\b")  # a block about a GPU (a CPU figure may name its code version too)
 VERSION = re.compile(r"(?:\(|\bat |\bcode |, )([0-9a-f]{7,12})\b")
@@ -49,8 +49,11 @@ class Unbacked:
 
 
 def documents(root: Path = ROOT) -> list[Path]:
-    """The hand-written Markdown checked: the README and every page under ``docs/`` (not the built site)."""
-    return [root / "README.md"] + sorted(p for p in (root / "docs").rglob("*.md") if "_build" not in p.parts)
+    """The hand-written Markdown checked: the README, each front-end's and every page under ``docs/`` (not the built
+    site)."""
+    fronts = [root / part / "README.md" for part in ("suite", "vision", "graph", "text", "benchmarks")]
+    return [root / "README.md", *(p for p in fronts if p.exists())] + sorted(
+        p for p in (root / "docs").rglob("*.md") if "_build" not in p.parts)
 
 
 def blocks(text: str) -> Iterator[tuple[int, str]]:
