@@ -18,8 +18,9 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from suite.paths import resolve_model_path
 
@@ -126,44 +127,60 @@ def changed_inputs(row: dict[str, Any], now: dict[str, dict[str, Any]]) -> list[
 
 SMALL_BYTES = 256 << 20  # a data set up to this size is identified by its whole content
 SAMPLE_FILES = 64  # files of a larger set read for the digest of its sample (evenly spread over its sorted names)
+SAMPLE_BYTES = 8 << 20  # a sampled file past this size is read at its head and tail only (a WebDataset shard: GBs)
 
 
-def _listing(path: Path) -> list[tuple[str, Path, int, int, int]]:
-    """(name relative to ``path``, file, size, mtime in ns, ctime in ns) of the file ``path`` or of every file under
-    the folder ``path``, sorted by name (hidden files and folders left out: a ``.lock``, an editor's swap file)."""
-    files = [(path.name, path)] if path.is_file() else [
-        (p.relative_to(path).as_posix(), p) for p in path.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)]
+def _listing(path: Path | tuple[Path, ...]) -> list[tuple[str, Path, int, int, int]]:
+    """(name relative to ``path``, file, size, mtime in ns, ctime in ns) of the file ``path``, of every file under
+    the folder ``path`` (hidden files and folders left out: a ``.lock``, an editor's swap file) or of the files
+    ``path`` lists (names relative to their common folder), sorted by name."""
+    if isinstance(path, tuple):
+        base = Path(os.path.commonpath([p.parent for p in path]))
+        files = [(p.relative_to(base).as_posix(), p) for p in path if p.exists()]
+    else:
+        files = [(path.name, path)] if path.is_file() else [
+            (p.relative_to(path).as_posix(), p) for p in path.rglob("*")
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)]
     return sorted((rel, p, (st := p.stat()).st_size, st.st_mtime_ns, st.st_ctime_ns) for rel, p in files)
 
 
 @functools.lru_cache(maxsize=4096)
-def _file_digest(path: Path, size: int, mtime_ns: int, ctime_ns: int) -> str:
-    """SHA-256 (16 hex digits) of one file's bytes; read once per process while its size and times stay (the ctime
-    changes with any write, even one that sets the mtime back)."""
+def _file_digest(path: Path, size: int, mtime_ns: int, ctime_ns: int, limit: int = 0) -> str:
+    """SHA-256 (16 hex digits) of one file's bytes, or with ``limit`` of a file larger than that its first and last
+    ``limit // 2`` bytes and its size; read once per process while its size and times stay (the ctime changes with
+    any write, even one that sets the mtime back)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
+        if limit and size > limit:
+            h.update(fh.read(limit // 2))
+            fh.seek(size - limit // 2)
+            h.update(fh.read())
+            h.update(f"|{size}".encode())
+        else:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
     return h.hexdigest()[:16]
 
 
-def data_identity(path: str | Path) -> dict[str, Any]:
+def data_identity(path: str | Path | Sequence[str | Path]) -> dict[str, Any]:
     """The identity of a data file or folder a run reads, as data-versioning tools record it, never its path:
 
     * a set of at most :data:`SMALL_BYTES`: ``kind "content"``, a digest of every file's bytes (``files``: name ->
       digest), so the same files anywhere have the same ``digest`` and one changed byte another;
     * a larger set: ``kind "manifest"``, a digest of its names and sizes and of the bytes of a sample of
-      :data:`SAMPLE_FILES` files (nothing like the whole set is read at a start), and ``stat``, a digest of the names,
-      sizes and modification times, which tells a file rewritten in place at the same path.
+      :data:`SAMPLE_FILES` files, each read whole up to :data:`SAMPLE_BYTES` and at its head and tail past that
+      (nothing like the whole set is read at a start), and ``stat``, a digest of the names, sizes and modification
+      times, which tells a file rewritten in place at the same path.
 
-    ``path`` is recorded beside it; a path that is not there is ``digest "missing"``."""
-    p = Path(path)
-    if not p.exists():
-        return {"path": str(path), "kind": "missing", "digest": "missing", "files": {}}
+    ``path`` is a file, a folder or a list of files (a WebDataset pattern's shards), recorded beside it; a path that
+    is not there (a list none of whose files is) is ``digest "missing"``."""
+    p: Path | tuple[Path, ...] = tuple(map(Path, path)) if isinstance(path, (list, tuple)) else Path(path)
+    shown = str(path) if isinstance(p, Path) else f"{len(p)} files in {os.path.commonpath([q.parent for q in p])}"
+    if not (p.exists() if isinstance(p, Path) else any(q.exists() for q in p)):
+        return {"path": shown, "kind": "missing", "digest": "missing", "files": {}}
     listing = _listing(p)
     total = sum(e[2] for e in listing)
-    out: dict[str, Any] = {"path": str(path), "count": len(listing), "bytes": total}
+    out: dict[str, Any] = {"path": shown, "count": len(listing), "bytes": total}
     h = hashlib.sha256()
     if total <= SMALL_BYTES:
         files = {rel: _file_digest(f, *stat) for rel, f, *stat in listing}
@@ -171,7 +188,7 @@ def data_identity(path: str | Path) -> dict[str, Any]:
             h.update(f"{rel}|{d}\n".encode())
         return {**out, "kind": "content", "digest": h.hexdigest()[:16], "files": files}
     step = max(1, len(listing) // SAMPLE_FILES)
-    sample = {rel: _file_digest(f, *stat) for rel, f, *stat in listing[::step]}
+    sample = {rel: _file_digest(f, *stat, SAMPLE_BYTES) for rel, f, *stat in listing[::step]}
     stat = hashlib.sha256()
     for rel, _, size, mtime, _ in listing:
         h.update(f"{rel}|{size}|{sample.get(rel, '')}\n".encode())
@@ -179,7 +196,7 @@ def data_identity(path: str | Path) -> dict[str, Any]:
     return {**out, "kind": "manifest", "digest": h.hexdigest()[:16], "stat": stat.hexdigest()[:16]}
 
 
-def data_identities(paths: dict[str, str | Path]) -> dict[str, dict[str, Any]]:
+def data_identities(paths: dict[str, str | Path | list[str]]) -> dict[str, dict[str, Any]]:
     """``{name: data_identity(path)}`` of the data a run reads (:meth:`suite.train.run.Task.data_inputs`)."""
     return {name: data_identity(p) for name, p in sorted(paths.items())}
 

@@ -38,6 +38,19 @@ def senteval_root() -> Path:
     return data_path("senteval", "downstream")
 
 
+# the folder under the SentEval root each task reads (its files and nothing of another task's)
+TASK_FOLDERS = {**{y: f"STS/{y}-en-test" for y in STS_YEARS}, "STSB": "STS/STSBenchmark",
+                "STSB-dev": "STS/STSBenchmark", "SICKR": "SICK", "SST2": "SST/binary",
+                **{t: t for t in ("MR", "CR", "SUBJ", "MPQA", "TREC", "MRPC")}}
+
+
+def task_folder(task: str, root: Path | None = None) -> Path:
+    """The folder an STS or transfer task reads, the data its evaluation's identity covers."""
+    if task not in TASK_FOLDERS:
+        raise ValueError(f"unknown SentEval task {task!r}; valid: {list(TASK_FOLDERS)}")
+    return (root or senteval_root()) / TASK_FOLDERS[task]
+
+
 def _norm(s: str) -> str:
     return " ".join(s.split())
 

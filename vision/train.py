@@ -28,7 +28,7 @@ from suite.train.run import RunContext, RunResult, Task, Training, run
 from vision.card import vision_card
 from vision.config import PretrainConfig
 from vision.data import ImageData, class_subset_indices, imbalanced_indices, load_dataset
-from vision.sources import is_streamed
+from vision.sources import expand_shards, is_streamed
 from vision.stream import Crops, EpochBatch, Skips, StreamBatch, caption_embeddings
 from vision.streamed import SKIP_COUNTS, VAL_SPLIT_SEED, StreamedData, evaluate_streamed, prepare_stream
 from vision.eval import ClassificationEvaluator, GeometryEvaluator
@@ -300,14 +300,17 @@ class PretrainTask(Task[PretrainConfig]):
     def loss_name(self, cfg: PretrainConfig) -> str:
         return self.loss.name
 
-    def data_inputs(self, cfg: PretrainConfig) -> dict[str, str | Path]:
-        """A streamed folder's root (and an evaluation folder's): reuse and resume decide on its identity (a
-        manifest of names and sizes with a sample's content for a large set, :func:`suite.inputs.data_identity`).
-        Shards are not fingerprinted (a sample of whole shards would read gigabytes at every start)."""
-        out: dict[str, str | Path] = {}
+    def data_inputs(self, cfg: PretrainConfig) -> dict[str, str | Path | list[str]]:
+        """A streamed folder's root or a shard pattern's shards (and an evaluation set's): reuse and resume decide on
+        their identity (a manifest of names and sizes with a sample's content for a large set, a shard read at its
+        head and tail only: :func:`suite.inputs.data_identity`)."""
+        out: dict[str, str | Path | list[str]] = {}
         for name, ds in (("data", cfg.dataset), ("eval_data", cfg.eval_dataset)):
-            if ds.lower().startswith("folder:"):
-                out[name] = ds.split(":", 1)[1]
+            kind, _, where = ds.partition(":")
+            if kind.lower() == "folder":
+                out[name] = where
+            elif kind.lower() == "wds":
+                out[name] = expand_shards(where)
         return out
 
     def keep_checkpoints(self, cfg: PretrainConfig) -> int:

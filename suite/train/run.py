@@ -155,11 +155,11 @@ class Task(Generic[C]):
     def loss_name(self, cfg: C) -> str:
         return str(getattr(cfg, "loss", ""))
 
-    def data_inputs(self, cfg: C) -> dict[str, str | Path]:
-        """The data files and folders the run reads, by name (e.g. ``{"data": <TU raw folder>}``): the run owner
-        records their identity (:func:`suite.inputs.data_identity`, a digest of the content of a small set, a manifest
-        of a large one) with the row and every checkpoint, and reuses or resumes only while it is the same. Found
-        from the config alone, before anything is read."""
+    def data_inputs(self, cfg: C) -> dict[str, str | Path | list[str]]:
+        """The data files and folders the run reads, by name (e.g. ``{"data": <TU raw folder>}``; a list of files:
+        shards): the run owner records their identity (:func:`suite.inputs.data_identity`, a digest of the content of
+        a small set, a manifest of a large one) with the row and every checkpoint, and reuses or resumes only while it
+        is the same. Found from the config alone, before anything is read."""
         return {}
 
     def run_info(self, cfg: C) -> dict[str, Any]:

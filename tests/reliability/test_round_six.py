@@ -15,6 +15,7 @@ import pytest
 
 from suite.cli import main
 from suite.config import load_config
+from tests.conftest import data_or_skip
 from tests.reliability.test_round_four import _one_line, _rows, tu  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -279,6 +280,49 @@ def test_data_fingerprint_content_and_manifest(tmp_path, monkeypatch):
     assert inputs.data_changes({"d": big}, {"d": inputs.data_identity(c)}) == []
 
 
+def test_shards_identity_reads_a_shard_at_its_head_and_tail(tmp_path, monkeypatch):
+    """a run on WebDataset shards (`--dataset wds:PATTERN`) -> its identity covers the pattern's shards (other files
+    of their folder not), the same shards elsewhere are the same data, a changed shard is named; in a large set a
+    sampled shard is read at its head and tail only, never whole (before: shards were not fingerprinted, so a run on
+    changed shards was reused)"""
+    from suite import inputs
+    from vision.config import PretrainConfig
+    from vision.train import PretrainTask
+
+    src = tmp_path / "sh"
+    src.mkdir()
+    for i in range(3):
+        (src / f"train-{i:05d}.tar").write_bytes(bytes([i]) * 4096)
+    (src / "notes.txt").write_text("not a shard")
+    task = PretrainTask.__new__(PretrainTask)
+    got = PretrainTask.data_inputs(task, PretrainConfig(dataset=f"wds:{src}/train-{{00000..00002}}.tar"))
+    assert [Path(p).name for p in got["data"]] == [f"train-{i:05d}.tar" for i in range(3)]
+    ident = inputs.data_identity(got["data"])
+    assert ident["count"] == 3 and ident["kind"] == "content" and "3 files in" in ident["path"]
+    copy = tmp_path / "copy"
+    shutil.copytree(src, copy)
+    moved = inputs.data_identity([str(p).replace(str(src), str(copy)) for p in got["data"]])
+    assert inputs.data_changes({"data": ident}, {"data": moved}) == []
+    (copy / "train-00001.tar").write_bytes(b"x" + bytes([1]) * 4095)
+    changed = inputs.data_identity([copy / f"train-{i:05d}.tar" for i in range(3)])
+    assert inputs.data_changes({"data": ident}, {"data": changed}) == ["train-00001.tar"]
+    monkeypatch.setattr(inputs, "SMALL_BYTES", 0)  # a large set: a manifest, each sampled shard's head and tail
+    monkeypatch.setattr(inputs, "SAMPLE_BYTES", 1024)
+    read: list[int] = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda *a, **k: read.append(0) or real_open(*a, **k))
+    big = inputs.data_identity(got["data"])
+    assert big["kind"] == "manifest" and len(read) == 3
+    inputs._file_digest.cache_clear()
+    shard = src / "train-00002.tar"
+    shard.write_bytes(bytes([2]) * 2048 + b"y" + bytes([2]) * 2047)  # its middle: not read, the same sample digest
+    assert inputs.data_identity(got["data"])["digest"] == big["digest"]
+    shard.write_bytes(b"y" + bytes([2]) * 4095)  # its head: read
+    assert inputs.data_identity(got["data"])["digest"] != big["digest"]
+    with pytest.raises(ValueError, match=r"shards .*: 1 of 4 not found"):
+        PretrainTask.data_inputs(task, PretrainConfig(dataset=f"wds:{src}/train-{{00000..00003}}.tar"))
+
+
 def test_image_cache_keyed_by_content(tmp_path):
     """issue 69: an image of an image folder replaced by another of the same size (BMP: same bytes count), its
     modification time kept -> the folder is decoded again and the new pixels load (before: the cache, keyed by the
@@ -396,3 +440,26 @@ def test_simcse_declares_its_sentences_and_the_sts_dev_file(tmp_path):
     assert "sts_dev" not in SimCSETask.data_inputs(SimCSETask.__new__(SimCSETask),
                                                    SimCSEConfig(data=str(sents), dev_eval=False))
     assert SimCSETask.data_inputs(SimCSETask.__new__(SimCSETask), SimCSEConfig(mode="sup", dev_eval=False)) == {}
+
+
+def test_senteval_declares_the_folder_of_each_task(tmp_path, monkeypatch):
+    """a SentEval evaluation (`suite text eval`, STS and transfer tasks) -> the folder of each task evaluated is the data
+    its identity covers, one per task, each holding that task's files under the data root; an unknown task is one
+    line naming it (before: an evaluation declared no data, so a corrected STS file gave the old number back)"""
+    from text.data import TASK_FOLDERS, TRANSFER_TASKS, read_sts_year, read_transfer, task_folder
+    from text.eval.senteval import EvalConfig, SentEvalTask
+    from text.eval.sts import STS_TASKS
+
+    task = SentEvalTask.__new__(SentEvalTask)
+    sts = SentEvalTask.data_inputs(task, EvalConfig(model="m", tasks="sts"))
+    assert list(sts) == list(STS_TASKS) and sts["STSB"] == task_folder("STSB")
+    both = SentEvalTask.data_inputs(task, EvalConfig(model="m", tasks="all", sts_tasks=["STS12"], transfer_tasks=["MR"]))
+    assert {k: v.relative_to(task_folder("MR").parent).as_posix() for k, v in both.items()} == \
+        {"STS12": "STS/STS12-en-test", "MR": "MR"}
+    assert set(STS_TASKS) | set(TRANSFER_TASKS) | {"STSB-dev"} == set(TASK_FOLDERS)
+    with pytest.raises(ValueError, match="unknown SentEval task 'STS99'"):
+        task_folder("STS99")
+    root = data_or_skip("senteval", "downstream")  # the real folders: each task's reader finds its files there
+    assert all(task_folder(t, root).is_dir() for t in TASK_FOLDERS)
+    assert (task_folder("STS12", root) / "STS.input.MSRpar.txt").is_file() and read_transfer("MR", root)["all"].y
+    assert read_sts_year("STS12", root)["MSRpar"].scores

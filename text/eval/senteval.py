@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from suite.registry import Registry
 from suite.train.run import RunContext, Task, evaluation
+from text.data import task_folder
 from text.eval.encode import EncodeFn
 from text.eval.sts import STS_TASKS, STSEvaluator
 from text.eval.transfer import REGS, TransferEvaluator
@@ -57,6 +59,13 @@ class SentEvalTask(Task[EvalConfig]):
 
     def dataset(self, cfg: EvalConfig) -> str:
         return "senteval"
+
+    def data_inputs(self, cfg: EvalConfig) -> dict[str, str | Path]:
+        """The folder of each task evaluated (:func:`text.data.task_folder`): a rerun after an STS or transfer file
+        changed evaluates again, and says which."""
+        tasks = [*(cfg.sts_tasks if cfg.tasks in ("sts", "all") else []),
+                 *(cfg.transfer_tasks if cfg.tasks in ("transfer", "all") else [])]
+        return {task: task_folder(task) for task in tasks}
 
     def loss_name(self, cfg: EvalConfig) -> str:
         return cfg.label or "none"
