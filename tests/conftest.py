@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # the fused kernels' tests run them on the CPU: set before Triton loads
@@ -63,6 +64,6 @@ FIRST = {"tests/examples/test_tutorial.py": 62, "tests/benchmarks/test_report_br
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     files = [item.nodeid.split("::")[0] for item in items]
-    count = {f: files.count(f) for f in set(files)}
+    count = Counter(files)
     rank = {item.nodeid: ((0, -FIRST[f]) if f in FIRST else (1, -count[f])) for item, f in zip(items, files)}
     items.sort(key=lambda item: rank[item.nodeid])  # stable: a file's tests keep their order
