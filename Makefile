@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu: the CPU build of torch (a much smaller download)
 TORCH_INDEX ?=
 
-.PHONY: install demo test test-all test-cluster test-slow-probes docs gpu-check gpu-bench gpu-all bench-losses clean
+.PHONY: install demo test test-all test-cluster test-slow docs gpu-check gpu-bench gpu-all bench-losses clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -26,11 +26,10 @@ demo: $(STAMP)
 	$(VENV)/bin/suite bench report
 
 # Two pytest workers (one torch thread each, tests/conftest.py), a test file to one worker: its module fixtures
-# (the report's snapshot build) run once; the longest files first (tests/conftest.py's FIRST, in that order: xdist's
-# own reordering is off). TEST_WORKERS=0 runs them in this process.
+# (the report's snapshot build) run once. TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" -q $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+	$(PY) -m pytest -m "not slow" -q $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q
@@ -46,11 +45,12 @@ test-cluster: $(STAMP)
 		tests/suite/test_trackers.py::test_a_server_gone_costs_a_warning_not_the_run \
 		tests/reliability/test_round_five_cluster.py
 
-# The slow reliability probes (tests/reliability, marked slow: two processes at once, a runner killed, a reuse decided
-# on the data end to end): about 1.5 min, run by .ci/run beside `make test`; the cluster's own probes are in
-# test-cluster.
-test-slow-probes: $(STAMP)
-	$(PY) -m pytest -m slow -q tests/reliability --ignore tests/reliability/test_round_five_cluster.py
+# The slow tests CI runs beside `make test` (about 2 min): the reliability probes marked slow (two processes at once, a
+# runner killed, a reuse decided on the data end to end; the cluster's own probes are in test-cluster) and the fused
+# kernels compiled for an H100 by ptxas (about 25 s of one core).
+test-slow: $(STAMP)
+	$(PY) -m pytest -m slow -q tests/reliability tests/suite/test_fused_compiles.py \
+		--ignore tests/reliability/test_round_five_cluster.py
 
 # The documentation site (Sphinx + MyST), offline, a warning is an error: the API reference from the docstrings, the
 # CLI reference from the parsers (docs/_ext/suite_docs.py). Open docs/_build/html/index.html.

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-from collections import Counter
 from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # the fused kernels' tests run them on the CPU: set before Triton loads
@@ -49,21 +48,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytes
     rep = yield
     setattr(item, f"rep_{rep.when}", rep)
     return rep
-
-
-# `make test`'s two workers take a test file each (--dist loadfile); xdist's own order gives the files with the most
-# tests first, which left the single-test files that take longest (the tutorial's commands, the sm_90 compile) for
-# last: one worker ran them alone while the other idled. These files, each about 30 s or more of one core (seconds
-# measured on this machine), go first, longest first, and then the others in xdist's order; the Makefile turns
-# xdist's reordering off (--no-loadscope-reorder) so this order holds.
-FIRST = {"tests/examples/test_tutorial.py": 62, "tests/benchmarks/test_report_browser.py": 45,
-         "tests/benchmarks/test_runner.py": 45, "tests/reliability/test_cli_bad_inputs.py": 40,
-         "tests/suite/test_fused_compiles.py": 35, "tests/suite/test_engine.py": 35, "tests/benchmarks/test_report.py": 35,
-         "tests/reliability/test_round_five.py": 30, "tests/suite/test_trackers.py": 30}
-
-
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    files = [item.nodeid.split("::")[0] for item in items]
-    count = Counter(files)
-    rank = {item.nodeid: ((0, -FIRST[f]) if f in FIRST else (1, -count[f])) for item, f in zip(items, files)}
-    items.sort(key=lambda item: rank[item.nodeid])  # stable: a file's tests keep their order

@@ -59,6 +59,7 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow  # about 25 s of one core: `make test-slow`, which CI runs beside `make test`
 def test_the_kernels_compile_for_an_h100(tmp_path):
     if "nvidia" not in __import__("triton.backends", fromlist=["backends"]).backends:
         pytest.fail("this Triton has no NVIDIA backend: the [triton] extra installs the one that has")
