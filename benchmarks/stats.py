@@ -1,9 +1,9 @@
 """The statistics every verdict is computed with, apart from what a verdict means (:mod:`benchmarks.tables.claims`):
-the tests of a linear contrast of per-seed cells (**paired** by seed where the cells share their seeds, else
-**Welch**'s), their intervals and one-sided p-values against a minimum effect (with **TOST** for equivalence), their
-power and the seeds a side a gap would need (the noncentral t), the exact **binomial** tests of a rate against a
-known chance level with the Clopper-Pearson interval, **Holm**'s correction of a family, and the DerSimonian-Laird
-random-effects pool. Every function takes numbers and returns numbers; scipy is imported where it is used.
+the tests of a linear contrast of per-seed cells (**paired** by seed where the cells share their seeds, **partially
+paired** where two cells share some of them, else **Welch**'s), their intervals and one-sided p-values against a
+minimum effect (with **TOST** for equivalence), their power and the seeds a side a gap would need (the noncentral t),
+the exact **binomial** tests of a rate against a known chance level with the Clopper-Pearson interval, **Holm**'s
+correction of a family, and the DerSimonian-Laird random-effects pool. Every function takes numbers and returns numbers; scipy is imported where it is used.
 
 Example: >>> est, se, df, design, r, units = contrast([(1.0, [3.0, 4.0, 5.0]), (-1.0, [1.0, 1.5, 2.5])])
 >>> t_tests(est, se, df, m=0.5)  # p(gap > +m), p(gap < -m), p(gap within ±m)
@@ -38,11 +38,60 @@ def blocks(cells: Sequence[Sequence[float]]) -> list[Hashable] | None:
     return sorted(first, key=repr)
 
 
+def shared(a: Sequence[float], b: Sequence[float]) -> list[Hashable] | None:
+    """The seeds (identities) two cells share when they overlap only in part: both carry distinct ``ids``, at least
+    two of them shared and at least one not; None otherwise (:func:`blocks` pairs them all, or nothing pairs)."""
+    ia, ib = getattr(a, "ids", None), getattr(b, "ids", None)
+    if ia is None or ib is None or len(set(ia)) != len(ia) or len(set(ib)) != len(ib):
+        return None
+    both = set(ia) & set(ib)
+    if len(both) < 2 or both == set(ia) == set(ib):
+        return None
+    return sorted(both, key=repr)
+
+
+def _correlation(x: Sequence[float], y: Sequence[float]) -> float:
+    try:
+        return statistics.correlation(x, y)
+    except statistics.StatisticsError:  # a constant arm
+        return math.nan
+
+
+def partially_paired(terms: Sequence[tuple[float, Sequence[float]]], seeds: Sequence[Hashable]
+                     ) -> tuple[float, float, float, float, Units]:
+    """The partially overlapping samples t-test (Derrick, Toher and White 2017, T_new2, unequal variances; R's
+    ``Partiallyoverlapping::Partover.test``) of ``c1 * mean(a) + c2 * mean(b)``, two cells that share ``seeds`` and
+    each have seeds of their own. Every value counts: the means and standard deviations ``s1``, ``s2`` are over all of
+    a cell's ``n1`` (``n2``) seeds, the correlation ``r`` over the ``n12`` shared ones, and
+
+        var = c1² s1² / n1 + c2² s2² / n2 + 2 c1 c2 r s1 s2 n12 / (n1 n2),
+        df = (n12 - 1) + (welch_df - n12 + 1) (na + nb) / (na + nb + 2 n12),
+
+    ``na``, ``nb`` the seeds of one cell only. With every seed shared it is the paired test (``var`` is the seed
+    differences' variance over n, ``df = n - 1``); with none, Welch's. Returns the estimate, standard error, degrees of
+    freedom, ``r`` and the variance unit of the design a full run of seeds would have (every seed in both cells:
+    paired, ``c1² s1² + c2² s2² + 2 c1 c2 r s1 s2``)."""
+    (c1, a), (c2, b) = terms
+    at, bt = dict(zip(a.ids, a)), dict(zip(b.ids, b))  # type: ignore[attr-defined]
+    r = _correlation([at[s] for s in seeds], [bt[s] for s in seeds])
+    n1, n2, n12 = len(a), len(b), len(seeds)
+    s1, s2 = statistics.stdev(a), statistics.stdev(b)
+    cov = 2 * c1 * c2 * (r if r == r else 0.0) * s1 * s2  # a constant arm: no covariance
+    v1, v2 = c1 * c1 * s1 * s1 / n1, c2 * c2 * s2 * s2 / n2
+    var = v1 + v2 + cov * n12 / (n1 * n2)
+    welch = (v1 + v2) ** 2 / (v1 * v1 / (n1 - 1) + v2 * v2 / (n2 - 1)) if v1 + v2 > 0 else math.inf
+    alone = n1 + n2 - 2 * n12
+    df = (n12 - 1) + (welch - n12 + 1) * alone / (alone + 2 * n12)
+    est = c1 * statistics.fmean(a) + c2 * statistics.fmean(b)
+    return est, math.sqrt(max(var, 0.0)), df, r, ((max(c1 * c1 * s1 * s1 + c2 * c2 * s2 * s2 + cov, 0.0), n12),)
+
+
 def contrast(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, float, float, str, float, Units]:
     """The contrast ``sum(c * mean(values))`` of cells and its test's standard error, degrees of freedom, design
-    ("paired" where the cells pair by seed, :func:`blocks`; else "Welch"), the arms' correlation by seed (paired; the
-    part with positive coefficients against the part with negative ones) and the per-cell variance units. NaN
-    standard error when a cell has fewer than two values."""
+    ("paired" where the cells pair by seed, :func:`blocks`; "partially paired" where two cells share some seeds,
+    :func:`partially_paired`; else "Welch"), the arms' correlation by seed (paired; the part with positive
+    coefficients against the part with negative ones) and the per-cell variance units. NaN standard error when a
+    cell has fewer than two values."""
     if any(len(v) == 0 for _, v in terms):
         return math.nan, math.nan, math.nan, "Welch", math.nan, ()
     est = sum(c * statistics.fmean(v) for c, v in terms)
@@ -52,14 +101,15 @@ def contrast(terms: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, flo
         d = [sum(c * a[s] for (c, _), a in zip(terms, at)) for s in seeds]
         plus = [sum(c * a[s] for (c, _), a in zip(terms, at) if c > 0) for s in seeds]
         minus = [sum(-c * a[s] for (c, _), a in zip(terms, at) if c < 0) for s in seeds]
-        try:
-            r = statistics.correlation(plus, minus) if plus and minus and any(c < 0 for c, _ in terms) else math.nan
-        except statistics.StatisticsError:  # a constant arm
-            r = math.nan
+        r = _correlation(plus, minus) if plus and minus and any(c < 0 for c, _ in terms) else math.nan
         var = statistics.variance(d)
         return est, math.sqrt(var / len(d)), len(d) - 1.0, "paired", r, ((var, len(d)),)
     if any(len(v) < 2 for _, v in terms):
         return est, math.nan, math.nan, "Welch", math.nan, ()
+    some = shared(terms[0][1], terms[1][1]) if len(terms) == 2 else None
+    if some is not None:
+        est, se, df, r, units = partially_paired(terms, some)
+        return est, se, df, "partially paired", r, units
     units = tuple((c * c * statistics.variance(v), len(v)) for c, v in terms)
     parts = [u / n for u, n in units]
     var = sum(parts)
@@ -92,8 +142,9 @@ def t_tests(est: float, se: float, df: float, m: float) -> tuple[float, float, f
 
 
 def df_at(design: str, units: Sequence[tuple[float, int]], n: int) -> float:
-    """Degrees of freedom of the test with ``n`` seeds in every cell."""
-    if design == "paired":
+    """Degrees of freedom of the test with ``n`` seeds in every cell (a partially paired design's: every seed in
+    both cells, so paired)."""
+    if design in ("paired", "partially paired"):
         return n - 1.0
     total = sum(u for u, _ in units)
     return (n - 1.0) * total * total / sum(u * u for u, _ in units) if total > 0 else math.inf

@@ -8,8 +8,12 @@ the gain at another) from their per-seed values:
 - **the design.** Where every cell holds one value per seed and the cells' runs record the same identities (the same
   seed on the same data set, :class:`Seeded`: the seed draws the training subset and the initialisation, so the arms
   share them), the seeds are blocks: the **paired** test, a one-sample t-test of the per-seed contrast (for two cells
-  ``scipy.stats.ttest_rel``), with the correlation of the arms by seed reported beside it. Otherwise **Welch**'s test
-  (``ttest_ind(equal_var=False)``; Welch-Satterthwaite degrees of freedom for a contrast of more cells).
+  ``scipy.stats.ttest_rel``), with the correlation of the arms by seed reported beside it. Where two cells share only
+  some of their seeds (one arm ran more), the **partially paired** test (the partially overlapping samples t-test of
+  Derrick, Toher and White 2017, :func:`benchmarks.stats.partially_paired`): every seed's value counts, the shared
+  ones through their correlation. Otherwise **Welch**'s test (``ttest_ind(equal_var=False)``;
+  Welch-Satterthwaite degrees of freedom for a contrast of more cells, also where more than two cells share only some
+  seeds).
 - **the interval.** The two-sided 95 % interval of the contrast (``1 - alpha``) from the same test.
 - **the verdicts**, read off that interval against the minimum effect: **confirmed** when it lies above ``+m``;
   **contradicted** when it lies below ``-m``; **equivalent** (within ``±m``) when it lies inside ``(-m, +m)`` (two
@@ -21,8 +25,8 @@ the gain at another) from their per-seed values:
   ``alpha``. :func:`holm` adjusts a family's p-values (Holm-Bonferroni); a verdict that does not survive is
   **nominal** (:func:`final`), never "confirmed".
 - **power.** The smallest gap the seeds detect with power 0.8 (``detectable``) and the seeds a side a gap would need
-  (:func:`seeds_needed`) come from the noncentral t distribution of the claim's own test (paired or Welch) against
-  ``+m``; a gap at most ``m`` cannot be confirmed by any number of seeds.
+  (:func:`seeds_needed`) come from the noncentral t distribution of the claim's own test (paired or Welch; partially
+  paired: the paired test the same seeds in both arms would give) against ``+m``; a gap at most ``m`` cannot be confirmed by any number of seeds.
 
 A rate against a known chance level (:meth:`Claim.judge_rate`) follows the same rule with the exact binomial test and
 the Clopper-Pearson interval. A claim over several data sets is pooled by random effects (:func:`pool`,
@@ -116,7 +120,7 @@ def scaled(values: Sequence[float], factor: float) -> list[float]:
 class Result:
     """One comparison (a claim, a margin of one, or a pooled estimate): its test and what it says.
 
-    ``design``: "paired" (by seed), "Welch", "binomial" (a rate against chance) or "random effects" (pooled). The
+    ``design``: "paired" (by seed), "partially paired" (two cells sharing some seeds), "Welch", "binomial" (a rate against chance) or "random effects" (pooled). The
     one-sided p-values test the verdicts' hypotheses against the minimum effect ``m``: ``p_holds`` of ``gap > +m``,
     ``p_reverse`` of ``gap < -m``, ``p_equiv`` of ``gap within ±m`` (TOST: the larger of its two one-sided p-values).
     ``units``: per cell (coefficient² x variance, seeds), from which the standard error at other seed counts follows
@@ -159,8 +163,11 @@ class Result:
         return "p n/a" if p != p else f"p({self.direction()}) = {p:.3g}"
 
     def design_text(self) -> str:
+        r = f", r = {self.r:+.2f}" if self.r == self.r else ""
         if self.design == "paired":
-            return f"paired by seed, r = {self.r:+.2f}" if self.r == self.r else "paired by seed"
+            return f"paired by seed{r}"
+        if self.design == "partially paired":  # units: (variance, seeds shared)
+            return f"partially paired ({self.units[0][1]} seeds shared){r}"
         return self.design
 
     def evidence(self, digits: int = 2) -> str:
@@ -384,9 +391,9 @@ def _part_of(parts: list[Result], shown: Result | None) -> Result:
 RULE_TEXT = (f"Verdicts (benchmarks/tables/claims.py; docs/evidence.md explains each reading): each claim is a "
              f"contrast "
              f"of per-seed values, tested **paired by seed** where the arms' runs record the same seeds on the same "
-             f"data (the seed draws their subset and initialisation; the arms' correlation by seed, r, is given) "
-             f"and by "
-             f"**Welch**'s test otherwise, against a minimum effect m ({MIN_EFFECT} points unless stated). Its "
+             f"data (the seed draws their subset and initialisation; the arms' correlation by seed, r, is given), "
+             f"**partially paired** (Derrick et al. 2017's partially overlapping samples t-test) where two arms share "
+             f"only some seeds, and by **Welch**'s test otherwise, against a minimum effect m ({MIN_EFFECT} points unless stated). Its "
              f"two-sided "
              f"{100 * (1 - ALPHA):.0f} % interval decides: **confirmed** when it lies above +m, **contradicted** "
              f"below -m, **equivalent** (within ±m, two one-sided tests) inside (-m, +m), **not confirmed** otherwise; "

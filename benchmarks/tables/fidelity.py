@@ -293,7 +293,8 @@ def table(reg: Registry) -> str:
              "before this one: CMC K = 4 runs at the temperature chosen on a validation split (it ran at tau 0.1), "
              "t-SimCLR's (tau, t_df) scan covers images and sentences besides MUTAG, and the molecules section "
              "(MoleculeNet transfer from CACR pretraining with the paper's estimator, 3 seeds) is new. Claims: "
-             "the claims rule (paired by seed where the runs share seeds, else Welch; the 95 % interval against a "
+             "the claims rule (paired by seed where the runs share seeds, partially paired where they share some, else "
+             "Welch; the 95 % interval against a "
              "minimum effect of 0.5 point; at least 3 seeds a side: `benchmarks/tables/claims.py`). Small-scale cpu "
              "profiles: they rank losses, they do not reproduce the "
              "papers' accuracies.", ""]

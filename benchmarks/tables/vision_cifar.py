@@ -160,7 +160,7 @@ def table(registry: Registry, suite: str = SUITE) -> str:
     lines += ["", "Each claim is a set of margins (contrasts of cell means, linear probe unless stated) that must all be "
               "positive; each margin is judged on the per-seed values of its cells, paired by seed where the cells' "
               "runs "
-              "share their seeds (else Welch's test), and the claim is confirmed when every margin is. "
+              "share their seeds (partially paired where two cells share some, else Welch's test), and the claim is confirmed when every margin is. "
               + RULE_TEXT, "", progress_line(jrs, suite), "", NOTES]
     return "\n".join(lines)
 
