@@ -208,6 +208,7 @@ def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
             f"(equivalent):** {named(Verdict.EQUIVALENT)}. **Nominal only** (a verdict before Holm's correction, not "
             f"after it): {named(Verdict.NOMINAL_HOLDS, Verdict.NOMINAL_REVERSED, Verdict.NOMINAL_EQUIVALENT)}. Of "
             f"the {len(cases)} claims not confirmed, {cases.count('excluded')} rule out the paper's gap at this scale, "
+            + (f"{n} exceed it, " if (n := cases.count('exceeded')) else "") +
             f"{cases.count('below the minimum effect')} have a paper's gap below the minimum effect (no number of "
             f"seeds would confirm it), {cases.count('detectable')} had the seeds to confirm it and "
             f"{cases.count('underpowered')} are underpowered (the seeds it would take are in the table); the rest "

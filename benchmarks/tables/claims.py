@@ -405,5 +405,5 @@ RULE_TEXT = (f"Verdicts (benchmarks/tables/claims.py; docs/evidence.md explains 
              f"the part that decides it, its p and interval Bonferroni-adjusted for the choice. The detectable gap and "
              f"the seeds a side the paper's gap would need are the power {POWER} of the claim's own test (noncentral "
              f"t; a rate: the exact binomial test and the Clopper-Pearson interval). Against the paper's gap: "
-             f"**excluded** (our interval lies below it), **below the minimum effect** (no number of seeds confirms "
+             f"**excluded** (our interval lies below it), **exceeded** (above it), **below the minimum effect** (no number of seeds confirms "
              f"it), **detectable**, else **underpowered** (~N seeds a side). Std = sample std (ddof 1).")

@@ -46,7 +46,8 @@ def verdicts(registry: Any) -> tuple[list[tuple[Entry, Judged]], dict[str, float
 
 def against_paper(e: Entry, j: Judged) -> str:
     """Our interval against the paper's gap: ``excluded`` (the upper end lies below it: the paper's effect is ruled
-    out at this scale), ``below the minimum effect`` (the paper's gap is at most the minimum effect: no number of seeds
+    out at this scale), ``exceeded`` (the lower end lies above it: the effect is larger here than the paper's),
+    ``below the minimum effect`` (the paper's gap is at most the minimum effect: no number of seeds
     would confirm it), ``detectable`` (these seeds confirm it with power 0.8), else ``underpowered (~N seeds a
     side)`` (:func:`benchmarks.stats.seeds_needed`, the claim's own test). A claim judged per data set reads
     the paper's gap (its average over the sets) against the pooled interval."""
@@ -55,6 +56,8 @@ def against_paper(e: Entry, j: Judged) -> str:
         return "-"
     if r.ci[1] < e.paper_gap:
         return "excluded"
+    if r.ci[0] > e.paper_gap:
+        return "exceeded"
     if not e.paper_gap > r.min_effect:
         return "below the minimum effect"
     if r.detectable == r.detectable and r.detectable <= e.paper_gap:
@@ -90,6 +93,8 @@ def reading(e: Entry, j: Judged) -> str:
     assert r is not None and e.paper_gap is not None
     if case == "excluded":
         return f"the paper's gap ({e.paper_gap:+.2f}) is excluded at this scale (our upper bound {r.ci[1]:+.2f})"
+    if case == "exceeded":
+        return f"our gap exceeds the paper's ({e.paper_gap:+.2f}) at this scale (our lower bound {r.ci[0]:+.2f})"
     if case == "below the minimum effect":
         return (f"the paper's gap ({e.paper_gap:+.2f}) is below the minimum effect ({r.min_effect:g}): no number of "
                 f"seeds would confirm it")

@@ -107,10 +107,11 @@ def test_findings_open_with_what_holds_up(monkeypatch) -> None:
     catalogue._VERDICTS.clear()
 
 
-def test_the_papers_gap_excluded_below_the_minimum_effect_detectable_or_underpowered() -> None:
-    """constructed seeds: a tight gap near 0 against the paper's +0.73 -> excluded; a paper's gap at most the minimum
-    effect -> below the minimum effect (never 'underpowered': no number of seeds confirms it); a wide spread ->
-    underpowered with the seeds its own test needs; a tight spread around +1.5 -> detectable"""
+def test_the_papers_gap_excluded_exceeded_below_the_minimum_effect_detectable_or_underpowered() -> None:
+    """constructed seeds: a tight gap near 0 against the paper's +0.73 -> excluded, a tight gap near +2 -> exceeded; a
+    paper's gap at most the minimum effect -> below the minimum effect (never 'underpowered': no number of seeds
+    confirms it); a wide spread -> underpowered with the seeds its own test needs; a tight spread around +1.5 ->
+    detectable"""
     from dataclasses import replace
 
     from benchmarks.stats import power, seeds_needed
@@ -119,15 +120,17 @@ def test_the_papers_gap_excluded_below_the_minimum_effect_detectable_or_underpow
     c = Claim("t", "a", "b", "m")
     tight = c.judge([0.1, 0.0, -0.1, 0.05, -0.05], [0.0, 0.1, -0.1, 0.0, 0.0])
     assert tight.ci[1] < 0.73 and against_paper(ENTRIES[0], Judged(tight.verdict, tight, "e")) == "excluded"
+    above = c.judge([2.1, 2.0, 1.9, 2.05, 1.95], [0.0, 0.1, -0.1, 0.0, 0.0])  # confirmed, and above the paper's gap
+    assert above.ci[0] > 0.73 and against_paper(ENTRIES[0], Judged(above.verdict, above, "e")) == "exceeded"
     wide = c.judge([3.0, -2.0, 1.0, -1.5, 0.5], [0.0, 0.5, -0.5, 1.0, -1.0])
     small = replace(ENTRIES[0], paper_gap=0.26)
     assert wide.ci[1] > 0.26 and against_paper(small, Judged(wide.verdict, wide, "e")) == "below the minimum effect"
     n = seeds_needed(wide, 0.73)
     assert wide.ci[1] > 0.73 and wide.detectable > 0.73 and n is not None and n > 5
     assert against_paper(ENTRIES[0], Judged(wide.verdict, wide, "e")) == f"underpowered (~{n} seeds a side)"
-    sharp = c.judge([1.50, 1.55, 1.52, 1.54, 1.53], [0.0, 0.01, -0.01, 0.0, 0.0])
+    sharp = c.judge([1.48, 1.53, 1.50, 1.51, 1.49], [0.0, 0.01, -0.01, 0.0, 0.0])
     paper = replace(ENTRIES[0], paper_gap=1.5)
-    assert sharp.detectable <= 1.5 <= sharp.ci[1] and power(1.5, sharp.se, sharp.df, 0.5) >= 0.8
+    assert sharp.detectable <= 1.5 and sharp.ci[0] <= 1.5 <= sharp.ci[1] and power(1.5, sharp.se, sharp.df, 0.5) >= 0.8
     assert against_paper(paper, Judged(sharp.verdict, sharp, "e")) == "detectable"
 
 
