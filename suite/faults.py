@@ -21,6 +21,12 @@ class GPUError(RunFault, RuntimeError):
     first line; the last checkpoint is kept."""
 
 
+class DataStall(RunFault, TimeoutError):
+    """No batch came from the data workers within the stall limit (:data:`suite.train.batches.STALL_S`): one line
+    naming the file each worker has been reading, and for how long (a hung mount or network share), or saying that
+    none is reading a file; the last checkpoint is kept."""
+
+
 _OOM_ASKED = re.compile(r"Tried to allocate ([\d.]+ [KMGTP]?i?B)")
 _OOM_TOTAL = re.compile(r"total capacity of ([\d.]+ [KMGTP]?i?B) of which ([\d.]+ [KMGTP]?i?B) is free")
 
@@ -35,4 +41,4 @@ def oom_memory(exc: BaseException) -> str:
     return ", ".join(parts) if parts else "the allocator gave no sizes"
 
 
-__all__ = ["GPUError", "OutOfMemory", "RunFault", "oom_memory"]
+__all__ = ["DataStall", "GPUError", "OutOfMemory", "RunFault", "oom_memory"]

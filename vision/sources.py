@@ -14,7 +14,8 @@ Layouts:
 
 A file is opened without blocking and read only if it is a regular file; an error of the mount (ETIMEDOUT, EIO,
 ESTALE) or a file that is not an image file is an :class:`UnreadableImage` of one line naming it. Names of images
-that are not files are left out of the index, named and counted.
+that are not files are left out of the index, named and counted. A read that never returns (a hard-mounted share gone)
+stops the run after :data:`suite.train.batches.STALL_S` seconds with one line naming the file it waits on.
 """
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ from typing import Any, Sequence
 
 import numpy as np
 from torch import Tensor
+
+from suite.train.batches import reading
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 SHARD_IMAGE_KEYS = ("jpg", "jpeg", "png", "webp")
@@ -62,7 +65,13 @@ def read_file(path: str, what: str, offset: int = 0, size: int = -1) -> bytes:
     """``size`` bytes (all: -1) of the regular file ``path`` from ``offset``; anything else is an
     :class:`UnreadableImage` of one line starting with ``what``. The file is opened without blocking, so one replaced
     by a named pipe (or a device) fails at once instead of waiting for a writer that never comes; an error of the
-    mount (a network share timing out: ETIMEDOUT, EIO, ESTALE) is the same one line."""
+    mount (a network share timing out: ETIMEDOUT, EIO, ESTALE) is the same one line. In a data worker the read is
+    declared (:func:`suite.train.batches.reading`), so a read that never returns is named when the run stops."""
+    with reading(what):
+        return _read(path, what, offset, size)
+
+
+def _read(path: str, what: str, offset: int, size: int) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         try:

@@ -136,6 +136,42 @@ def test_an_image_replaced_by_a_named_pipe_does_not_hang(tmp_path):
     assert len(again) == len(src) - 1 and again.info["not_files"] == 1
 
 
+def test_a_read_that_never_returns_stops_the_run_naming_the_image(tmp_path, monkeypatch):
+    """a streamed folder read by a data worker whose read of one image never returns (a hard-mounted share gone: no
+    error, no signal ends it) -> within the stall limit a DataStall of one line naming that image, the worker and how
+    long it has waited; a stall while no worker reads a file says so (before: the run waited forever)"""
+    import time
+
+    from suite.faults import DataStall
+    from suite.train.batches import Prefetch
+
+    root = image_folder(tmp_path / "imgs", classes=2, train=4, test=1, sizes=(36, 48))
+    src = folder_source(root, "train")
+    hung = src.where(2)
+    real_open = os.open
+
+    def hanging(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(path) == hung:
+            time.sleep(4)  # "forever" for the stall limit below; short, so the worker ends soon after the test
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", hanging)
+    pf = Prefetch(_crops(src), workers=1, stall_s=1.0)
+    began = time.monotonic()
+    with pytest.raises(DataStall) as info:
+        list(pf([EpochBatch(0, torch.arange(len(src)))]))
+    line = str(info.value)
+    assert time.monotonic() - began < 4 and "\n" not in line
+    assert f"worker 0 has been reading image {hung} for " in line and "no batch from the 1 data worker(s) in 1 s" in line
+    pf.close()
+    idle = Prefetch(lambda b: b, workers=1, stall_s=2.5)  # never iterated: no worker reads anything
+    assert "none of them is reading a file" in idle.stalled()
+    long = "\u00e9" * 2000  # a name longer than a slot, cut at a character
+    idle.board.set(0, long)  # type: ignore[union-attr]
+    age, what = idle.board.get(0)  # type: ignore[union-attr, misc]
+    assert 0 <= age < 5 and long.startswith(what) and len(what.encode()) < idle.board.SLOT  # type: ignore[union-attr]
+
+
 def test_a_shard_cut_off_during_an_epoch(tmp_path):
     """a WebDataset shard truncated after it was indexed (a copy cut short while the run reads it) -> each lost sample
     one line naming the shard and the sample ('cut off'), replaced, counted one by one; the other shards' samples are
