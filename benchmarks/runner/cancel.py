@@ -1,6 +1,7 @@
 """``suite bench cancel SUITE``: stop a grid's queued and running jobs, wherever they run. Each job the registry's jobs
-table holds queued or running becomes ``cancelled`` there; SLURM's array tasks are cancelled with ``scancel``, and a
-runner of this machine holding jobs (``--executor local`` or ``ray``) gets SIGTERM, which stops its jobs' processes
+table holds queued or running becomes ``cancelled`` there; a backend that stops its own tasks does so
+(:meth:`~benchmarks.runner.executors.Executor.cancel_tasks`: SLURM's array tasks with ``scancel``), and a runner of this
+machine holding jobs (``--executor local`` or ``ray``) gets SIGTERM, which stops its jobs' processes
 (their runs end ``interrupted`` and resume from their checkpoints when the grid is run again)."""
 from __future__ import annotations
 
@@ -8,23 +9,21 @@ import argparse
 import os
 import signal
 import socket
-import subprocess
-import sys
 from typing import Any
 
 from benchmarks.runner.suitefile import Job
 
 
 def cancel_jobs(reg: Any, jobs: list[Job]) -> list[tuple[Job, str]]:
-    """Stop a grid's queued and running jobs: each row becomes ``cancelled`` (its end never overwrites that), SLURM's
-    tasks are ``scancel``-ed, and a runner of this host that holds jobs (local, Ray) gets SIGTERM, which stops its
-    jobs. [(job, what it was)] of the jobs cancelled."""
+    """Stop a grid's queued and running jobs: each row becomes ``cancelled`` (its end never overwrites that), a
+    backend that stops its own tasks does (:meth:`Executor.cancel_tasks`: SLURM's ``scancel``), and a runner of this
+    host that holds the others (local, Ray) gets SIGTERM, which stops its jobs. [(job, what it was)] of the jobs
+    cancelled."""
+    from benchmarks.runner.executors import EXECUTORS, executor_class
     from suite.registry.schema import _now as now
 
     done: list[tuple[Job, str]] = []
-    slurm: set[str] = set()
-    runners: set[int] = set()
-    host = socket.gethostname()
+    tasks: dict[str, list[tuple[str, dict[str, Any]]]] = {}  # backend -> [(its task id, the job's row)]
     for j in jobs:
         row = reg.job(j.hash) or {}
         if row.get("status") not in ("queued", "running"):
@@ -32,19 +31,15 @@ def cancel_jobs(reg: Any, jobs: list[Job]) -> list[tuple[Job, str]]:
         sid = str(row.get("scheduler_id") or "")
         if reg.update_job(j.hash, ("queued", "running"), status="cancelled", ended_at=now()):
             done.append((j, f"{row['status']}" + (f", {sid}" if sid else "") + f" on {row.get('host')}"))
-        if sid.startswith("slurm:"):
-            slurm.add(sid.split(":", 1)[1])
-        elif row.get("host") == host and row.get("pid") and row["pid"] != os.getpid():
-            runners.add(int(row["pid"]))
-    if slurm:
-        try:
-            p = subprocess.run(["scancel", *sorted(slurm)], capture_output=True, text=True)
-        except FileNotFoundError:  # cancelled from a host that shares the registry but is not a SLURM client
-            print(f"scancel is not on this host: SLURM task(s) {' '.join(sorted(slurm))} are marked cancelled in the "
-                  "registry but may still run; cancel them on the cluster (scancel <id>)", file=sys.stderr)
-        else:
-            if p.returncode != 0 and p.stderr.strip():
-                print(f"scancel: {p.stderr.strip().splitlines()[-1]}", file=sys.stderr)
+        backend, _, task = sid.partition(":")
+        tasks.setdefault(backend if task and backend in EXECUTORS else "", []).append((task, row))
+    runners: set[int] = set()
+    host = socket.gethostname()
+    for backend, held in tasks.items():
+        if backend and executor_class(backend).cancel_tasks(sorted(t for t, _ in held)):
+            continue
+        runners |= {int(row["pid"]) for _, row in held
+                    if row.get("host") == host and row.get("pid") and row["pid"] != os.getpid()}
     for pid in sorted(runners):
         try:
             os.kill(pid, signal.SIGTERM)

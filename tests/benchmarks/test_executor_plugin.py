@@ -110,3 +110,37 @@ def test_a_toy_executor_keeps_the_plans_rules_and_its_own_option(toy, tmp_path, 
     assert len(toy) == 2 and "[blocked]" in out
     with pytest.raises(ValueError, match="--executor must be one of local, slurm, ray, toy, got 'lsf'"):
         executor_class("lsf")
+
+
+def test_bench_cancel_asks_the_backend_that_recorded_the_task(tmp_path, monkeypatch):
+    """a row whose scheduler id is ``toy:<id>`` -> `bench cancel` hands <id> to the toy backend's cancel_tasks (the
+    one hook; cancel.py names no backend) and signals no runner; a row with no backend's prefix, on this host, is
+    stopped through its runner's pid (SIGTERM), as the local pool's are"""
+    import os
+    import signal
+    import socket
+
+    from benchmarks.runner import cancel
+
+    asked: list[list[str]] = []
+
+    class Cancelling(RecordingExecutor):
+        @classmethod
+        def cancel_tasks(cls, ids: list[str]) -> bool:
+            asked.append(ids)
+            return True
+
+    monkeypatch.setitem(EXECUTORS, "toy", Cancelling)
+    killed: list[tuple[int, int]] = []
+    monkeypatch.setattr(cancel.os, "kill", lambda pid, sig: killed.append((pid, sig)))
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    _, jobs = load_suite(_suite(tmp_path))
+    reg.claim_job(jobs[0].hash, jobs[0].label(), status="queued", scheduler_id="toy:41")
+    reg.claim_job(jobs[1].hash, jobs[1].label(), status="queued", scheduler_id="toy:42")
+    reg.claim_job(jobs[2].hash, jobs[2].label())  # a local job: this host, this test's pid
+    reg.update_job(jobs[2].hash, ("running",), pid=os.getpid() + 1)
+    assert reg.job(jobs[2].hash)["host"] == socket.gethostname()
+    done = cancel.cancel_jobs(reg, jobs[:3])
+    assert len(done) == 3 and asked == [["41", "42"]]
+    assert killed == [(os.getpid() + 1, signal.SIGTERM)]
+    assert {reg.job_status(j.hash) for j in jobs[:3]} == {"cancelled"}

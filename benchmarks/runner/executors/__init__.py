@@ -91,6 +91,13 @@ class Executor:
     def kill(self) -> None:
         """The runner is going away: take down what it started here and still runs."""
 
+    @classmethod
+    def cancel_tasks(cls, ids: list[str]) -> bool:
+        """``suite bench cancel``: stop this backend's tasks, named by the ids its jobs' rows record as
+        ``<name>:<id>`` (the part after the colon). False (the default): this backend's tasks are stopped through the
+        runner that holds them, on its host (SIGTERM to its pid), as the local pool's and Ray's are."""
+        return False
+
 
 # name -> "module:Class" (imported when named) or the class itself
 EXECUTORS: dict[str, str | type[Executor]] = {

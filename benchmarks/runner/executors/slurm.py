@@ -17,6 +17,7 @@ import contextlib
 import io
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,20 @@ SLURM_ENDED = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FA
 class SlurmExecutor(ClusterExecutor):
     """SLURM job arrays (handles ``slurm:<array>_<task>``)."""
     name = "slurm"
+
+    @classmethod
+    def cancel_tasks(cls, ids: list[str]) -> bool:
+        """``scancel`` the array tasks; from a host that shares the registry but is not a SLURM client, one line saying
+        they may still run."""
+        try:
+            p = subprocess.run(["scancel", *ids], capture_output=True, text=True)
+        except FileNotFoundError:
+            print(f"scancel is not on this host: SLURM task(s) {' '.join(ids)} are marked cancelled in the "
+                  "registry but may still run; cancel them on the cluster (scancel <id>)", file=sys.stderr)
+        else:
+            if p.returncode != 0 and p.stderr.strip():
+                print(f"scancel: {p.stderr.strip().splitlines()[-1]}", file=sys.stderr)
+        return True
     max_parallel: int = 0  # array tasks at a time (0: no limit)
     # seconds a SLURM job whose row has not ended may be ended or missing in squeue before it is taken as gone: a task
     # that ends to be requeued (submitit's time-limit signal, scontrol requeue) can be so between its end and its
