@@ -3,7 +3,8 @@ the tests of a linear contrast of per-seed cells (**paired** by seed where the c
 paired** where two cells share some of them, else **Welch**'s), their intervals and one-sided p-values against a
 minimum effect (with **TOST** for equivalence), their power and the seeds a side a gap would need (the noncentral t),
 the exact **binomial** tests of a rate against a known chance level with the Clopper-Pearson interval, **Holm**'s
-correction of a family, and the DerSimonian-Laird random-effects pool. Every function takes numbers and returns numbers; scipy is imported where it is used.
+correction of a family, and the DerSimonian-Laird random-effects pool. Every function takes numbers and returns
+numbers; scipy is imported where it is used.
 
 Example: >>> est, se, df, design, r, units = contrast([(1.0, [3.0, 4.0, 5.0]), (-1.0, [1.0, 1.5, 2.5])])
 >>> t_tests(est, se, df, m=0.5)  # p(gap > +m), p(gap < -m), p(gap within ±m)

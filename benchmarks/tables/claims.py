@@ -26,7 +26,8 @@ the gain at another) from their per-seed values:
   **nominal** (:func:`final`), never "confirmed".
 - **power.** The smallest gap the seeds detect with power 0.8 (``detectable``) and the seeds a side a gap would need
   (:func:`seeds_needed`) come from the noncentral t distribution of the claim's own test (paired or Welch; partially
-  paired: the paired test the same seeds in both arms would give) against ``+m``; a gap at most ``m`` cannot be confirmed by any number of seeds.
+  paired: the paired test the same seeds in both arms would give) against ``+m``; a gap at most ``m`` cannot be
+  confirmed by any number of seeds.
 
 A rate against a known chance level (:meth:`Claim.judge_rate`) follows the same rule with the exact binomial test and
 the Clopper-Pearson interval. A claim over several data sets is pooled by random effects (:func:`pool`,
@@ -120,7 +121,8 @@ def scaled(values: Sequence[float], factor: float) -> list[float]:
 class Result:
     """One comparison (a claim, a margin of one, or a pooled estimate): its test and what it says.
 
-    ``design``: "paired" (by seed), "partially paired" (two cells sharing some seeds), "Welch", "binomial" (a rate against chance) or "random effects" (pooled). The
+    ``design``: "paired" (by seed), "partially paired" (two cells sharing some seeds), "Welch", "binomial" (a rate
+    against chance) or "random effects" (pooled). The
     one-sided p-values test the verdicts' hypotheses against the minimum effect ``m``: ``p_holds`` of ``gap > +m``,
     ``p_reverse`` of ``gap < -m``, ``p_equiv`` of ``gap within ±m`` (TOST: the larger of its two one-sided p-values).
     ``units``: per cell (coefficient² x variance, seeds), from which the standard error at other seed counts follows
@@ -393,8 +395,8 @@ RULE_TEXT = (f"Verdicts (benchmarks/tables/claims.py; docs/evidence.md explains 
              f"of per-seed values, tested **paired by seed** where the arms' runs record the same seeds on the same "
              f"data (the seed draws their subset and initialisation; the arms' correlation by seed, r, is given), "
              f"**partially paired** (Derrick et al. 2017's partially overlapping samples t-test) where two arms share "
-             f"only some seeds, and by **Welch**'s test otherwise, against a minimum effect m ({MIN_EFFECT} points unless stated). Its "
-             f"two-sided "
+             f"only some seeds, and by **Welch**'s test otherwise, against a minimum effect m ({MIN_EFFECT} points "
+             f"unless stated). Its two-sided "
              f"{100 * (1 - ALPHA):.0f} % interval decides: **confirmed** when it lies above +m, **contradicted** "
              f"below -m, **equivalent** (within ±m, two one-sided tests) inside (-m, +m), **not confirmed** otherwise; "
              f"**inconclusive (n < 3)**: a side has fewer than {MIN_SEEDS} seeds; **not judged**: the experiment "

@@ -3,8 +3,8 @@
 unchanged), Holm's adjusted two-sided p-values over the family (:func:`family`) and the verdict after them
 (:func:`shown`), our interval read against the paper's gap (:func:`against_paper`, :func:`reading`), a claim's line in
 a table (:func:`line`) and the findings that open the report (:func:`findings`, :func:`findings_table`). A verdict
-carries its gap with the 95 % interval of its test (paired by seed, partially paired or Welch) and the smallest gap the seeds confirm
-with power 0.8."""
+carries its gap with the 95 % interval of its test (paired by seed, partially paired or Welch) and the smallest gap
+the seeds confirm with power 0.8."""
 from __future__ import annotations
 
 import os

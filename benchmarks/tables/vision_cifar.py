@@ -159,8 +159,8 @@ def table(registry: Registry, suite: str = SUITE) -> str:
               else [f"- judged on the headline suite's runs (`{SUITE}`): vision_cifar.md"])
     lines += ["", "Each claim is a set of margins (contrasts of cell means, linear probe unless stated) that must all be "
               "positive; each margin is judged on the per-seed values of its cells, paired by seed where the cells' "
-              "runs "
-              "share their seeds (partially paired where two cells share some, else Welch's test), and the claim is confirmed when every margin is. "
+              "runs share their seeds (partially paired where two cells share some, else Welch's test), and the "
+              "claim is confirmed when every margin is. "
               + RULE_TEXT, "", progress_line(jrs, suite), "", NOTES]
     return "\n".join(lines)
 

@@ -89,7 +89,8 @@ def test_partially_paired_reduces_to_the_paired_test_and_keeps_its_size():
     more often than Welch's test, which ignores the seeds (under 0.1 %)"""
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=6), rng.normal(size=6)
-    est, se, df, _, _ = partially_paired([(1.0, seeded(list(x))), (-1.0, seeded(list(y)))], [(s, "d") for s in range(6)])
+    est, se, df, _, _ = partially_paired([(1.0, seeded(list(x))), (-1.0, seeded(list(y)))],
+                                         [(s, "d") for s in range(6)])
     ref = stats.ttest_rel(x, y)
     assert math.isclose(est / se, ref.statistic, rel_tol=1e-9) and math.isclose(df, ref.df)
     only_b, reps = [0, 1, 2, 3, 4, 7], 4000
