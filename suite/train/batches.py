@@ -94,7 +94,7 @@ class _Board:
         if not raw:
             return None
         since, _, what = raw.decode("utf-8", "replace").partition(" ")
-        return time.time() - float(since), what
+        return max(0.0, time.time() - float(since)), what  # the start is kept to the millisecond
 
 
 @contextlib.contextmanager
