@@ -19,8 +19,8 @@ $(STAMP): setup.cfg pyproject.toml
 install: $(STAMP)
 
 # The main job: the quick cross-modality suite (graphs, images, sentences, loss timings; resumable:
-# a second `make demo` skips every finished job), then the report built from the registry
-# (Markdown tables + HTML page with plots).
+# a second `make demo` skips every finished job), then the report built from the registry into results/report/
+# (Markdown tables + HTML page with plots; the committed benchmarks/results/ is built from its snapshot only).
 demo: $(STAMP)
 	$(VENV)/bin/suite bench run quick --jobs 2
 	$(VENV)/bin/suite bench report

@@ -421,7 +421,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-record", action="store_true", help="print this call's table only")
     ap.add_argument("--compile", action="store_true", help="both sides of each front-end through torch.compile (the "
                     "suite's --compile beside a compiled plain loop); recorded as its own rows")
-    ap.add_argument("--out", default=str(RESULTS), help="the Markdown table (from the registry)")
+    ap.add_argument("--out", default=None, help="the Markdown table, from the registry (default: results/tables/"
+                    "gpu_bench.md; the committed one is rebuilt from the snapshot by suite bench report)")
     ap.add_argument("--profile", default="", help="a folder: instead of measuring, torch.profiler tables of each "
                     "front-end's two sides (a profiler slows every launch after it: never in a measuring process)")
     args = ap.parse_args(argv)
@@ -436,6 +437,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from suite.registry import Registry
 
     reg = Registry(args.registry) if not args.no_record else Registry(str(Path(tempfile.mkdtemp()) / "r.sqlite"))
+    from benchmarks.paths import results_target
+
+    out = results_target(args.out, RESULTS, reg)  # never the committed table from a run's registry (issue 80)
     os.environ.setdefault("SUITE_NO_PROGRESS", "1")
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="gpu-bench-") as tmp:
@@ -467,8 +471,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.no_record:
         print(text)
     else:
-        Path(args.out).write_text(text)
-        print(f"gpu-bench: {args.out}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        print(f"gpu-bench: {out}")
     if failures:
         print(f"gpu-bench: {len(failures)} front-end(s) failed: {', '.join(failures)} (tracebacks above)")
     return 1 if failures else 0

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from benchmarks.measurements.measured import Measurement, latest, one, record, versions_line
+from benchmarks.paths import LOCAL
 from suite.registry import markdown_table
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "grad_cache.md"
@@ -117,7 +118,7 @@ def check_args(models: tuple[str, ...], batches: tuple[int, ...], chunk: int, th
     out = Path(out)
     if out.is_dir():
         raise ValueError(f"--out {out} is a folder; give the table's file name")
-    if not out.parent.is_dir():
+    if not out.parent.is_dir() and out.parent != LOCAL:  # the default folder is made when the table is written
         raise ValueError(f"--out {out}: folder {out.parent} not found")
 
 
@@ -144,6 +145,7 @@ def run(models: tuple[str, ...], batches: tuple[int, ...], chunk: int, threads: 
                          **{k: float(r[k]) for k in ("rss_growth_mib", "s") if k in r}},
                         "rss_growth_mib" if "error" not in r else "fits"))
         text = table(reg, allow_dirty=registry is None)
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     return text
 
@@ -204,14 +206,17 @@ def register(sub: Any) -> None:
     p.add_argument("--chunk", type=int, default=64)
     p.add_argument("--threads", type=int, default=max(1, torch.get_num_threads()))
     p.add_argument("--limit-gib", type=float, default=18.0, help="address-space limit of every measured process")
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, default=None, help="default: results/tables/grad_cache.md (the committed one "
+                   "is rebuilt from the snapshot by suite bench report)")
     p.add_argument("--no-registry", action="store_true", help="do not record the measurements in the registry")
     p.set_defaults(func=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
+    from benchmarks.paths import results_target
     from suite.registry import Registry
 
-    print(run(tuple(args.models), tuple(args.batches), args.chunk, args.threads, args.limit_gib, args.out,
-              None if args.no_registry else Registry()))
+    reg = None if args.no_registry else Registry()
+    out = results_target(args.out, RESULTS, reg)
+    print(run(tuple(args.models), tuple(args.batches), args.chunk, args.threads, args.limit_gib, out, reg))
     return 0

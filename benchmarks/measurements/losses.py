@@ -256,7 +256,8 @@ def register(sub: Any) -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 4096], help="2N values")
     p.add_argument("--repeats", type=int, default=0, help="repeats per measurement (0: by size)")
     p.add_argument("--losses", nargs="+", default=None)
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, default=None, help="default: results/tables/losses.md (losses_large.md with "
+                   "--large; the committed ones are rebuilt from the snapshot by suite bench report)")
     p.add_argument("--no-registry", action="store_true")
     p.add_argument("--pml-check", action=argparse.BooleanOptionalAction, default=True,
                    help="compare InfoNCE with pytorch-metric-learning's NTXentLoss where it is installed (default: on)")
@@ -272,15 +273,17 @@ def _main(args: argparse.Namespace) -> int:
         raise ValueError(f"--sizes are 2N values (two views of N >= 2 samples): even numbers >= 4, got {bad}")
     if args.repeats < 0:
         raise ValueError(f"--repeats must be >= 0, got {args.repeats}")
+    from benchmarks.paths import results_target
+
     if args.out is not None and not Path(args.out).parent.is_dir():
         raise ValueError(f"--out {args.out}: folder {Path(args.out).parent} not found")
+    reg = None if args.no_registry else Registry()
+    out = results_target(args.out, RESULTS_LARGE if args.large else RESULTS, reg)  # never the committed table
     if args.large:
         sizes = tuple(args.sizes) if args.sizes != [256, 1024, 4096] else (4096, 16384)
-        reg = None if args.no_registry else Registry()
-        print(run_large(sizes, args.losses, args.repeats or 5, huge=tuple(args.huge), registry=reg))
+        print(run_large(sizes, args.losses, args.repeats or 5, out=out, huge=tuple(args.huge), registry=reg))
         return 0
-    reg = None if args.no_registry else Registry()
-    print(run(tuple(args.sizes), args.repeats, args.losses, reg, args.out, pml_check=args.pml_check))
+    print(run(tuple(args.sizes), args.repeats, args.losses, reg, out, pml_check=args.pml_check))
     return 0
 
 

@@ -145,7 +145,8 @@ def table(registry: Any, allow_dirty: bool = False) -> str:
 def register(sub: Any) -> None:
     p = sub.add_parser("reliability", help="run the bad-day probes, record their outcomes in the registry and write "
                                            "benchmarks/results/reliability.md")
-    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--out", type=Path, default=None, help="default: results/tables/reliability.md (the committed one "
+                   "is rebuilt from the snapshot by suite bench report)")
     p.add_argument("--no-registry", action="store_true", help="do not record the outcomes in the registry (the table "
                                                               "is rendered from a temporary one)")
     p.set_defaults(func=_main)
@@ -154,12 +155,16 @@ def register(sub: Any) -> None:
 def _main(args: argparse.Namespace) -> int:
     from suite.registry import Registry
 
-    if not args.out.parent.is_dir():  # refused before the probes run (minutes), not after
-        raise ValueError(f"--out {args.out}: folder {args.out.parent} not found")
+    from benchmarks.paths import results_target
+
     with tempfile.TemporaryDirectory() as tmp:
         reg = Registry(str(Path(tmp) / "registry.sqlite")) if args.no_registry else Registry()
+        out = results_target(args.out, OUT, reg)
+        if args.out is not None and not out.parent.is_dir():  # refused before the probes run (minutes), not after
+            raise ValueError(f"--out {out}: folder {out.parent} not found")
         record_outcomes(reg, probe_docs(), run_probes())  # recorded before the table is written
         text = table(reg, allow_dirty=args.no_registry)
-    args.out.write_text(text)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
     print(text)
     return 0 if "NOT handled" not in text else 1

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.paths import RESULTS, SNAPSHOT
+from benchmarks.paths import RESULTS, SNAPSHOT, is_snapshot, results_target
 from benchmarks.tables.claims import RULE_TEXT, Verdict
 from benchmarks.tables import suite_runs, versions_of
 from benchmarks.report.cells import Table, _fmt, _rows, collect, published
@@ -355,12 +355,18 @@ def _text(path: Path) -> str:
     return re.sub(r'src="data:image/png;base64,[^"]*"', 'src="data:image/png"', path.read_text())
 
 
+REPORT_LOCAL = Path("results") / "report"  # a report of any registry but the snapshot (git-ignored)
+
+
 def register(sub: Any) -> None:
-    p = sub.add_parser("report", help="build every file of benchmarks/results (the benchmark tables, README.md and "
+    p = sub.add_parser("report", help="build every file of the results (the benchmark tables, README.md and "
                                       "report.html) from the registry")
     p.add_argument("--registry", default=None, help="registry path or SQLAlchemy URL (default $SUITE_REGISTRY), or a "
                                                     ".jsonl snapshot (suite results export --format jsonl)")
-    p.add_argument("--out-dir", type=Path, default=RESULTS)
+    p.add_argument("--out-dir", type=Path, default=None,
+                   help=f"where the files go (default: {RESULTS.parent.name}/{RESULTS.name}/ from the committed "
+                        f"snapshot, {REPORT_LOCAL}/ from any other registry; the committed folder is never written from "
+                        f"another registry)")
     p.add_argument("--check", action="store_true",
                    help=f"rebuild every results file from the registry (default: the committed snapshot "
                         f"{SNAPSHOT.name}) and exit 1 if any differs from the one in --out-dir (the page: its text), "
@@ -370,20 +376,25 @@ def register(sub: Any) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    if args.check:
-        import os
+    import os
 
+    if args.check:
         from benchmarks.report.gpu_figures import unbacked
 
         reg = open_registry(args.registry or os.path.relpath(SNAPSHOT))
-        bad = check(reg, args.out_dir)
+        bad = check(reg, args.out_dir or RESULTS)
         print("every table rebuilds from the registry as committed" if not bad else
               f"{len(bad)} file(s) differ from a rebuild: {', '.join(bad)}")
         figures = unbacked(reg)  # the README's and docs/'s GPU figures (issue 68)
         print("\n".join(map(str, figures)) + f"\n{len(figures)} GPU figure(s) in the docs match no registry row"
               if figures else "every GPU figure in the README and docs/ is a registry row")
         return 1 if bad or figures else 0
-    md, page, summary = build(open_registry(args.registry), args.out_dir)
+    reg = open_registry(args.registry)
+    out_dir = results_target(args.out_dir, RESULTS, reg, local=REPORT_LOCAL)  # refused before anything is built (issue 80)
+    md, page, summary = build(reg, out_dir)
     print(summary)
-    print(f"wrote {md}\nwrote {page}  (open it in a browser)")
+    print(f"wrote {md}\nwrote {page}  (open it in a browser; built from {reg.shown})")
+    if not is_snapshot(reg) and args.out_dir is None:
+        print(f"(the committed {RESULTS.parent.name}/{RESULTS.name}/ is built from its snapshot only: "
+              f"suite bench report --registry {os.path.relpath(SNAPSHOT)})")
     return 0

@@ -178,7 +178,9 @@ def add_bench_args(p: argparse.ArgumentParser, suite: str, out: Path) -> None:
     p.add_argument("--registry", default=None, help="registry path / URL, or a .jsonl snapshot for --table-only")
     p.add_argument("--dry-run", action="store_true", help="list the jobs that would run; run nothing")
     p.add_argument("--table-only", action="store_true", help="only write the table from the registry")
-    p.add_argument("--out", type=Path, default=out, help=f"table file (default {out})")
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"table file (default: {out.parent.name}/{out.name} from the committed snapshot, "
+                        f"results/tables/{out.name} from any other registry)")
 
 
 def suite_for(suite: str, profile: str) -> str:
@@ -192,8 +194,11 @@ def bench_main(args: argparse.Namespace, suite: str, table: Callable[..., str]) 
     from benchmarks.runner.run import execute
     from suite.paths import registry_url
 
+    from benchmarks.paths import results_target
+
     name = suite_for(suite, args.profile)
     rc = 0
+    out = results_target(args.out, args.default_out, args.registry or registry_url())  # refused before any job runs
     if not args.table_only:
         if args.registry and str(args.registry).endswith(".jsonl"):
             raise ValueError("--registry: a .jsonl snapshot is read-only; use it with --table-only")
@@ -206,10 +211,10 @@ def bench_main(args: argparse.Namespace, suite: str, table: Callable[..., str]) 
         if args.dry_run:
             return rc
     text = table(open_registry(args.registry), suite=name)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
     print(text)
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
     return rc
 
 
@@ -217,12 +222,13 @@ def register_table(sub: Any, name: str, help_: str, suite: str, out: Path, table
     """``suite bench <name>``: run ``suite`` through the runner, then write ``table`` to ``out``."""
     p = sub.add_parser(name, help=f"{help_}: runs benchmarks/suites/{suite}.yaml, writes {out.name}")
     add_bench_args(p, suite, out)
-    p.set_defaults(func=lambda a: bench_main(a, suite, table))
+    p.set_defaults(func=lambda a: bench_main(a, suite, table), default_out=out)
 
 
 def table_cli(prog: str, suite: str, out: Path, table: Callable[..., str], argv: list[str] | None = None) -> int:
     """``python -m benchmarks.<table>``: the same as ``suite bench <name>``."""
     p = argparse.ArgumentParser(prog=prog)
     add_bench_args(p, suite, out)
+    p.set_defaults(default_out=out)
     return bench_main(p.parse_args(argv), suite, table)
 

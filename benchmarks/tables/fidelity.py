@@ -305,14 +305,19 @@ def register(sub: Any) -> None:
     p = sub.add_parser("fidelity", help="render benchmarks/results/fidelity.md from the registry")
     p.add_argument("--registry", default=None, help="registry path, SQLAlchemy URL or .jsonl snapshot "
                                                      "(default $SUITE_REGISTRY)")
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, default=None, help="default: fidelity.md of the results from the committed "
+                                                           "snapshot, results/tables/ from any other registry")
     p.set_defaults(func=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
+    from benchmarks.paths import results_target
     from suite.registry import open_registry
 
-    text = table(open_registry(args.registry))
-    args.out.write_text(text)
+    reg = open_registry(args.registry)
+    out = results_target(args.out, RESULTS, reg)
+    text = table(reg)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
     print(text)
     return 0

@@ -13,9 +13,12 @@ from suite.registry import Registry
 def test_gpu_all_runs_to_the_end_on_the_cpu(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SUITE_NO_PROGRESS", "1")
+    monkeypatch.chdir(tmp_path)
     path = str(tmp_path / "r.sqlite")
-    monkeypatch.setattr(gpu_bench, "RESULTS", tmp_path / "gpu_bench.md")
+    committed = gpu_bench.RESULTS.read_bytes()
     assert gpu_all.main(["--tiny", "--registry", path]) == 0
+    # the tiny CPU run's table goes beside its registry, never over the committed one (issue 80)
+    assert gpu_bench.RESULTS.read_bytes() == committed and (tmp_path / "results/tables/gpu_bench.md").is_file()
     out = capsys.readouterr().out
     names = [n for n, _ in gpu_all.steps(path, tiny=True)]
     assert names == ["gpu-check", "gpu-bench front-ends", "gpu-bench loss core", "fused kernels"]
