@@ -303,9 +303,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {_one_line(str(exc.strerror or exc))}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: one line (where a run resumes), no traceback
-        folder = getattr(exc, "run_folder", None)
-        where = (f": the run in {folder} resumes from its last checkpoint when the same command is run again"
-                 if folder is not None else "")
+        folder, last = getattr(exc, "run_folder", None), getattr(exc, "run_checkpoint", None)
+        where = ("" if folder is None else
+                 f": the run in {folder} resumes from its checkpoint {last.name} when the same command is run again"
+                 if last is not None else f": no checkpoint of the run in {folder} was written yet, so the same "
+                 f"command starts it over")
         print(f"suite: interrupted ({_one_line(str(exc)) or 'Ctrl-C'}){where}", file=sys.stderr)
         return 130
     finally:

@@ -32,6 +32,7 @@ def _train(args: argparse.Namespace) -> int:
     dev = (f"best STS-B dev Spearman {100 * res.info['best_stsb_dev']:.2f}" if cfg.dev_eval else
            "no STS-B dev evaluation (the last model)")
     print(f"{dev} after {res.steps} steps; {res.info['sentences_per_s']:.1f} sentences/s; saved to {out}")
+    print(f"load it with: SentenceTransformer({out!r})  (sentence_transformers), or suite text eval --model {out}")
     if args.final_eval != "none":
         m = evaluate_model(EvalConfig(model=out, tasks=args.final_eval, label=cfg.loss, seed=cfg.seed))
         print(summary_line(m))

@@ -294,30 +294,44 @@ def nli_triplets(root: Path | None = None) -> list[Triplet]:
     return snli_triplets(root=root) + sick_triplets(root=root)
 
 
-def read_triplets_csv(path: str | Path) -> list[Triplet]:
-    """A CSV with header ``sent0,sent1,hard_neg`` (SimCSE's nli_for_simcse.csv) or any 3 columns; a row with fewer
-    or more cells, an empty cell or bytes that are not UTF-8 is a ValueError naming the file and line."""
+def read_supervised_csv(path: str | Path) -> list[tuple[str, ...]]:
+    """A CSV of triplets, header ``sent0,sent1,hard_neg`` (SimCSE's nli_for_simcse.csv) or any 3 columns, or of pairs
+    (``anchor,positive`` or any 2 columns: in-batch negatives only), every row as wide as the first; a row of another
+    width, an empty cell or bytes that are not UTF-8 is a ValueError naming the file and line."""
     reader = csv.reader(io.StringIO(_read(Path(path)), newline=""))
     rows = [(reader.line_num, r) for r in reader if r]  # (line in the file, cells); blank lines skipped
     if not rows:
-        raise ValueError(f"no rows in {path} (expected a header sent0,sent1,hard_neg and one triplet per line)")
+        raise ValueError(f"no rows in {path} (expected a header sent0,sent1,hard_neg and one triplet per line, or "
+                         f"anchor,positive and one pair per line)")
     head = [c.strip().lower() for c in rows[0][1]]
     body = rows[1:] if head[:1] in (["sent0"], ["anchor"], ["premise"]) else rows
     if not body:
-        raise ValueError(f"no triplets in {path}: it holds only its header")
-    short = [(i, len(r)) for i, r in body if len(r) < 3]
+        raise ValueError(f"no triplets or pairs in {path}: it holds only its header")
+    width = len(body[0][1]) if len(body[0][1]) in (2, 3) else 3
+    short = [(i, len(r)) for i, r in body if len(r) < width]
     if short:
         raise ValueError(f"{path}, line {short[0][0]}: {short[0][1]} column{'s' if short[0][1] != 1 else ''}, a triplet "
-                         f"needs 3 (anchor, positive, hard negative); {len(short)} such row(s)")
-    long = [(i, len(r)) for i, r in body if len(r) > 3]
+                         f"needs 3 (anchor, positive, hard negative), a pair 2"
+                         f"{f' (line {body[0][0]} has {width})' if width != 3 else ''}; {len(short)} such row(s)")
+    long = [(i, len(r)) for i, r in body if len(r) > width]
     if long:  # an unquoted comma in a sentence: the cells after it would shift into the wrong roles
         raise ValueError(f"{path}, line {long[0][0]}: {long[0][1]} columns, a triplet has 3 (anchor, positive, hard "
-                         f"negative); quote a sentence that holds a comma (\"a man, tall\"); {len(long)} such row(s)")
-    out = [(i, (_norm(r[0]), _norm(r[1]), _norm(r[2]))) for i, r in body]
+                         f"negative){f' and line {body[0][0]} is a pair' if width == 2 else ''}; quote a sentence that "
+                         f"holds a comma (\"a man, tall\"); {len(long)} such row(s)")
+    out = [(i, tuple(_norm(c) for c in r)) for i, r in body]
     empty = [i for i, t in out if not all(t)]
     if empty:
-        raise ValueError(f"{path}, line {empty[0]}: a triplet with an empty sentence; {len(empty)} such row(s)")
+        raise ValueError(f"{path}, line {empty[0]}: a {'triplet' if width == 3 else 'pair'} with an empty sentence; "
+                         f"{len(empty)} such row(s)")
     return [t for _, t in out]
+
+
+def read_triplets_csv(path: str | Path) -> list[Triplet]:
+    """:func:`read_supervised_csv` of a file that must hold triplets."""
+    rows = read_supervised_csv(path)
+    if len(rows[0]) != 3:
+        raise ValueError(f"{path}: pairs, where triplets (anchor, positive, hard negative) are needed")
+    return rows  # type: ignore[return-value]
 
 
 def text_hash(texts: list[str]) -> str:

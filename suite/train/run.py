@@ -103,6 +103,9 @@ from suite.train.legacy import Earlier, earlier_layout, remove_when_built, upgra
 from suite.train.seeding import derive_seed, seed_everything, seeded_generator
 
 C = TypeVar("C")
+# a run of one process also saves a checkpoint once this long has passed since the last (a step's end): the first
+# comes within minutes of work, not at an epoch's end or step 125 (issue 80); 0 in the environment turns it off
+SAVE_EVERY_S = float(os.environ.get("SUITE_CHECKPOINT_SECONDS", "300"))
 
 # ----------------------------------------------------------------------------- what a task supplies
 
@@ -317,6 +320,7 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
         except KeyboardInterrupt as exc:  # the same exception, told where the run resumes (suite's one line says it)
             if getattr(exc, "run_folder", None) is None:
                 exc.run_folder = folder  # type: ignore[attr-defined]
+                exc.run_checkpoint = Checkpoints(folder / CHECKPOINTS).latest()  # type: ignore[attr-defined]
             raise
         finally:
             restore()
@@ -437,6 +441,9 @@ def _run(task: Task[C], cfg: C, record: RunRecord, registry: Any, cfg_hash: str 
             raise ValueError(f"{exc}; nothing was changed: move it out of {last.parent} to resume from the checkpoint "
                              f"before it, {earlier[-1].name}") from None
         task.restore(cfg, ctx, training, state)
+        if sd.is_main():  # a resume is said, not silent (issue 80)
+            print(f"resuming the run in {folder} from its checkpoint {last.name} (epoch {engine.epoch}, step "
+                  f"{engine.step})", flush=True)
     resumed_from = engine.epoch
     epochs = training.epochs if stop_after is None or training.epochs is None else min(training.epochs,
                                                                                          engine.epoch + stop_after)
@@ -444,8 +451,11 @@ def _run(task: Task[C], cfg: C, record: RunRecord, registry: Any, cfg_hash: str 
     metrics: dict[str, float] = {}
     export: Path | None = None
 
+    saved_at = [time.perf_counter()]
+
     def save() -> None:  # every rank: a collective
         ckpts.save(engine, checked, task.state(cfg, ctx, training))
+        saved_at[0] = time.perf_counter()
 
     ctx._save = save
     with ExitStack() as stack:
@@ -474,12 +484,15 @@ def _run(task: Task[C], cfg: C, record: RunRecord, registry: Any, cfg_hash: str 
         if engine.step == 0:  # a fresh run (a resumed one logged its data when it started)
             ctx.log(training.data_info, split="data")
         by_step = training.checkpoint_unit == "step"
+        single = sd.world_size() == 1  # a save is a collective: under torchrun the ranks keep to the step rules
 
         def step_end() -> None:
             if training.on_step is not None:
                 training.on_step()
             if (by_step and every and engine.step % every == 0) or (
                     training.checkpoint_steps and engine.step % training.checkpoint_steps == 0):
+                save()
+            elif every and single and SAVE_EVERY_S > 0 and time.perf_counter() - saved_at[0] > SAVE_EVERY_S:  # within minutes of work
                 save()
 
         def epoch_end(epoch: int, stats: dict[str, float]) -> None:

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from suite.paths import cache_dir
 from suite.safeio import cache_unreadable, load_arrays, save_arrays
+from suite.train.meters import progress
 from text.data import text_hash
 from text.models.encoder import SentenceEncoder
 
@@ -39,8 +40,9 @@ def encode_texts(encoder: SentenceEncoder, texts: list[str], batch_size: int = 1
     lengths = torch.tensor([len(t) for t in texts])
     order = torch.argsort(lengths, descending=True).tolist()  # bucket by length: little padding per batch
     out = torch.empty(len(texts), encoder.dim)
-    try:
-        for s in range(0, len(texts), batch_size):
+    starts = range(0, len(texts), batch_size)
+    try:  # a bar with rate and ETA: encoding SentEval's ~60k sentences takes minutes on a CPU (issue 80)
+        for s in progress(starts, desc=f"encoding {len(texts):,} sentences", total=len(starts), unit="batch"):
             idx = order[s:s + batch_size]
             enc = encoder.tokenize([texts[i] for i in idx], max_length)
             z = encoder(enc["input_ids"].to(dev), enc["attention_mask"].to(dev))  # (B, d)

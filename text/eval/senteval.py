@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from suite.registry import Registry
 from suite.train.run import RunContext, Task, evaluation
-from text.data import task_folder
+from text.data import senteval_root, task_folder
 from text.eval.encode import EncodeFn
 from text.eval.sts import STS_TASKS, STSEvaluator
 from text.eval.transfer import REGS, TransferEvaluator
@@ -77,6 +77,8 @@ class SentEvalTask(Task[EvalConfig]):
 
     def evaluate(self, cfg: EvalConfig, ctx: RunContext[EvalConfig], training: Any) -> dict[str, float]:
         fn = EncodeFn(self.encoder.to(ctx.device), cfg.batch_size, cfg.max_length, ctx.device, cache=cfg.cache)
+        print(f"evaluating {cfg.model} on {', '.join(self.data_inputs(cfg))} (SentEval's files under "
+              f"{senteval_root()})", flush=True)  # what it reads, before minutes of encoding (issue 80)
         out: dict[str, float] = {}
         if cfg.tasks in ("sts", "all"):
             t0, c0 = time.perf_counter(), time.process_time()

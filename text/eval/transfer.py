@@ -23,6 +23,7 @@ from sklearn.model_selection import StratifiedKFold
 from threadpoolctl import threadpool_limits
 from torch import Tensor
 
+from suite.train.meters import progress
 from text.data import TRANSFER_TASKS, LabelledSet, read_transfer
 
 REGS = tuple(2.0 ** t for t in range(-2, 4))  # SentEval's sklearn grid
@@ -90,7 +91,8 @@ class TransferEvaluator:
             return u, np.asarray(s.y)
 
         out: dict[str, float] = {}
-        for task, d in self.data.items():
+        for task, d in progress(self.data.items(), desc="transfer tasks (cross-validated probes)", total=len(self.data),
+                                unit="task"):
             if "all" in d:
                 out[task] = self._inner_kfold(*feats(d["all"]))
             elif task == "SST2":

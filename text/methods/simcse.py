@@ -40,7 +40,7 @@ from suite.registry import Registry
 from suite.train import CachedStep, data_workers, optimizer_options
 from suite.train.legacy import Earlier
 from suite.train.run import RunContext, RunResult, Task, Training, run
-from text.data import Triplet, nli_triplets, read_sentences, read_triplets_csv, unlabelled_sentences
+from text.data import Triplet, nli_triplets, read_sentences, read_supervised_csv, unlabelled_sentences
 from text.eval.encode import EncodeFn
 from text.eval.sts import STSEvaluator
 from text.models.encoder import SentenceEncoder, build_encoder
@@ -121,8 +121,8 @@ def load_training_data(cfg: SimCSEConfig) -> list[str] | list[Triplet]:
             texts = list(dict.fromkeys(texts + unlabelled_sentences()))
         return texts[: cfg.limit] if cfg.limit else texts
     if cfg.mode == "sup":
-        trip = read_triplets_csv(cfg.data) if cfg.data else nli_triplets()
-        return trip[: cfg.limit] if cfg.limit else trip
+        rows = read_supervised_csv(cfg.data) if cfg.data else nli_triplets()  # triplets, or pairs
+        return rows[: cfg.limit] if cfg.limit else rows  # type: ignore[return-value]
     raise ValueError(f"mode must be 'unsup' or 'sup', got {cfg.mode!r}")
 
 
@@ -239,11 +239,18 @@ class SimCSETask(Task[SimCSEConfig]):
         device = ctx.device
         if cfg.mode == "sup" and built.name != "infonce" and cfg.hard_negative_weight:
             raise ValueError("hard_negative_weight is only defined for the supervised infonce (SimCSE) objective")
-        if cfg.mode == "sup" and not loss.has_negatives:
-            raise ValueError(f"loss {built.name!r} takes no extra negatives (has_negatives = False): supervised SimCSE "
-                             "passes each pair's hard negative as one (queue=); use --mode unsup")
-        self.views = views = n_views_for(loss, cfg.n_views, built.views) if cfg.mode == "unsup" else 2
         self.data = data = load_training_data(cfg)  # a bad data file is named first
+        triplets = cfg.mode == "sup" and len(data[0]) == 3
+        if triplets and not loss.has_negatives:
+            raise ValueError(f"loss {built.name!r} takes no extra negatives (has_negatives = False): supervised SimCSE "
+                             "passes each pair's hard negative as one (queue=); use --mode unsup, or a file of pairs")
+        if cfg.mode == "sup" and not triplets and cfg.hard_negative_weight:
+            raise ValueError(f"--hard-negative-weight needs triplets; {cfg.data} holds pairs (anchor, positive)")
+        self.views = views = n_views_for(loss, cfg.n_views, built.views) if cfg.mode == "unsup" else 2
+        kind = ("sentences" if cfg.mode == "unsup" else "triplets (anchor, positive, hard negative)" if triplets
+                else "pairs (anchor, positive; in-batch negatives)")
+        print(f"training on {len(data):,} {kind} from {cfg.data or _dataset_name(cfg) + ' (the local default)'}"
+              f"{f' (the first {cfg.limit:,})' if cfg.limit else ''}", flush=True)  # what it trains on (issue 80)
         check_dev_file(cfg)  # before any model is loaded
         self.encoder = encoder = build_encoder(cfg.backbone, cfg.pooling, cfg.mlp_head, cfg.head_at_test,
                                                dropout_for(cfg)).to(device)
@@ -345,7 +352,7 @@ def _log_eval(ctx: RunContext[SimCSEConfig], dev: float) -> dict[str, float]:
 
 def simcse_tokens(encoder: SentenceEncoder, data: list[Any], idx: Tensor, cfg: SimCSEConfig) -> dict[str, Tensor]:
     """The host's part of a step: the batch's sentences tokenised (``input_ids``, ``attention_mask``: (B, T) for
-    unsupervised SimCSE, (3B, T) anchors, positives, hard negatives for supervised), with ``idx``. Deterministic:
+    unsupervised SimCSE, (3B, T) anchors, positives, hard negatives for supervised, (2B, T) for pairs), with ``idx``. Deterministic:
     the engine runs it ahead of the step in ``DataLoader`` workers on a GPU (``Training.collate``)."""
     items = [data[i] for i in idx.tolist()]
     flat = items if cfg.mode == "unsup" else [s for trip in zip(*items) for s in trip]
@@ -364,7 +371,7 @@ def simcse_step(model: torch.nn.Module, encoder: SentenceEncoder, loss: Contrast
     if cfg.mode == "unsup":  # (B, T) -> (V, B, T): V dropout masks
         ids_g, mask_g = ids.expand(views, *ids.shape), mask.expand(views, *mask.shape)
     else:
-        ids_g, mask_g = ids.view(3, b, -1), mask.view(3, b, -1)  # (3, B, T)
+        ids_g, mask_g = ids.view(-1, b, ids.shape[-1]), mask.view(-1, b, mask.shape[-1])  # (3, B, T), or (2, B, T): pairs
 
     def encode(cols: Tensor | slice) -> Tensor:  # the sentences ``cols`` of every group in ONE pass -> (G, k, d)
         i, m = ids_g[:, cols], mask_g[:, cols]
@@ -377,6 +384,8 @@ def simcse_step(model: torch.nn.Module, encoder: SentenceEncoder, loss: Contrast
                 t = graph_emb[idx].to(device)  # (B, d_t)
                 extra["similarity"] = (t @ t.T).fill_diagonal_(1.0)  # (B, B) teacher graph
             return L.apply_loss(loss, z, **extra)
+        if z.shape[0] == 2:  # pairs: the other anchors' positives are the negatives
+            return L.apply_loss(loss, z)
         if getattr(loss, "name", "") == "infonce":  # SimCSE's objective in the loss's own arrangement
             return sup_simcse_loss(z[0], z[1], z[2], loss.temperature, cfg.hard_negative_weight,  # type: ignore[arg-type]
                                    loss.negatives, loss.symmetric)  # type: ignore[arg-type]
