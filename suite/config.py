@@ -55,10 +55,12 @@ def _fields(cls: type) -> dict[str, dataclasses.Field]:  # type: ignore[type-arg
     return {f.name: f for f in dataclasses.fields(cls)}
 
 
-def load_config(cls: type[C], path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> C:
+def load_config(cls: type[C], path: str | Path | None = None, overrides: dict[str, Any] | None = None,
+                flags: bool = False) -> C:
     """Build ``cls`` from a YAML file (optional) and overrides; unknown keys and values of the wrong type (checked
     against the field's annotation: bool, int, float, str, Literal, list, dict, Optional) raise ``ValueError``
-    naming the file or override, the key and the value."""
+    naming the file or override (``flags``: the overrides are command-line flags, named as the user typed them,
+    ``--batch-size``), the key and the value."""
     values: dict[str, Any] = {}
     source: dict[str, str] = {}
     if path is not None:
@@ -79,7 +81,7 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: dict[st
         source.update({k: f"config file {p}" for k in loaded})
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     values.update(given)
-    source.update({k: f"{cls.__name__} override" for k in given})
+    source.update({k: f"--{k.replace('_', '-')}" if flags else f"{cls.__name__} override" for k in given})
     known = _fields(cls)
     _rename(cls, values, source)
     unknown = sorted(set(values) - set(known), key=str)
@@ -465,4 +467,4 @@ def _kv_pairs(text: str) -> dict[str, Any]:
 def config_from_args(cls: type[C], args: argparse.Namespace, path: str | Path | None = None) -> C:
     names = [*_fields(cls), *renamed_fields(cls)]
     overrides = {k: getattr(args, k) for k in names if hasattr(args, k)}
-    return load_config(cls, path, overrides)
+    return load_config(cls, path, overrides, flags=True)

@@ -21,7 +21,7 @@ import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suite.paths import data_path, missing_root_note
+from suite.paths import data_path, data_root, missing_root_note
 from suite.safeio import read_text
 
 STS_YEARS: dict[str, tuple[str, ...]] = {
@@ -61,7 +61,12 @@ class DataFileMissing(FileNotFoundError, ValueError):
 
 def _require(path: Path) -> Path:
     if not path.exists():
-        raise DataFileMissing(f"data file not found: {path} ({missing_root_note() or 'is SUITE_DATA set to the data root?'})")
+        try:  # a file of the data root: say where the root is looked for; a path the user typed: only that it is missing
+            ours = path.resolve().is_relative_to(data_root().resolve())
+        except (OSError, ValueError):
+            ours = False
+        hint = missing_root_note() or ("is SUITE_DATA set to the data root?" if ours else "")
+        raise DataFileMissing(f"data file not found: {path}" + (f" ({hint})" if hint else ""))
     return path
 
 

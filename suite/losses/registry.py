@@ -105,7 +105,8 @@ def canonical_name(name: str) -> str:
             raise ValueError(f"loss {name!r} names a user's class (module:Class or file.py:Class): build it with "
                              f"suite.presets.make_loss, which imports it (suite.losses.build takes registered names)")
         close = difflib.get_close_matches(key, list(_REGISTRY) + list(_ALIASES), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        named = list(dict.fromkeys(f"{c} (= {_ALIASES[c]})" if c in _ALIASES else c for c in close))  # an alias says
+        hint = f"; did you mean {', '.join(named)}?" if close else ""                                 # which loss it is
         raise ValueError(f"unknown loss {name!r}{hint} Available: {', '.join(sorted(_REGISTRY))}")
     return key
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar
@@ -53,7 +54,8 @@ class Stage:
                 self.end(job, None)
             return "skipped"
         if self.dry_run:
-            print(would, " ".join(self.command(job)))
+            sys.stdout.write(f"{would} {' '.join(self.command(job))}\n")  # one write: two threads' lines never mix
+            sys.stdout.flush()
             return "dry-run"
         return None
 
