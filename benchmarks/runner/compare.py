@@ -146,16 +146,19 @@ def all_jobs(tasks: list[Task]) -> list[Job]:
     return sorted(seen.values(), key=lambda j: j.stage)
 
 
-def import_baselines(reg: Registry, jobs: list[Job], snapshot: Path = SNAPSHOT) -> int:
-    """Import from ``snapshot`` the runs of ``jobs`` the registry has no finished record of; returns how many."""
+def importable(reg: Registry, jobs: list[Job], snapshot: Path = SNAPSHOT) -> list[Any]:
+    """The snapshot's checked lines of the runs of ``jobs`` the registry has no finished record of."""
     from suite.registry.snapshot import check_snapshot
 
     if not snapshot.is_file():
-        return 0
+        return []
     missing = {j.hash for j in jobs if reg.job_status(j.hash) != "finished"}
-    if not missing:
-        return 0
-    wanted = [c for c in check_snapshot(snapshot) if c[2].get("config_hash") in missing]
+    return [c for c in check_snapshot(snapshot) if c[2].get("config_hash") in missing] if missing else []
+
+
+def import_baselines(reg: Registry, jobs: list[Job], snapshot: Path = SNAPSHOT) -> int:
+    """Import from ``snapshot`` the runs of ``jobs`` the registry has no finished record of; returns how many."""
+    wanted = importable(reg, jobs, snapshot)
     return reg.import_jsonl(snapshot, wanted)["added"] if wanted else 0
 
 
@@ -263,10 +266,16 @@ def _main(args: argparse.Namespace) -> int:
     check_commands(jobs, suite)
     executor = executor_of(args, url)
     reg = Registry(url)
+    baselines = [j for t in tasks for label, js in t.arms.items() if label != args.loss for j in js]
     if not args.no_snapshot and not args.dry_run:
-        added = import_baselines(reg, [j for t in tasks for label, js in t.arms.items() if label != args.loss for j in js])
+        added = import_baselines(reg, baselines)
         if added:
             print(f"imported {added} finished baseline run(s) from {SNAPSHOT}")
+    elif not args.no_snapshot:  # a dry run writes nothing: it says what the snapshot would give, and lists the rest
+        held = {c[2].get("config_hash") for c in importable(reg, baselines)}
+        if held:
+            print(f"would import {len(held)} finished baseline job(s) from {SNAPSHOT} (not run)")
+            jobs = [j for j in jobs if j.hash not in held]
     runner = Runner(url, jobs=args.jobs, log_dir=Path("results/bench-logs") / f"compare-{slug(args.loss)}",
                     dry_run=args.dry_run, executor=executor)
     rc = execute(runner, f"compare {built.name} ({name})", jobs)
