@@ -2,7 +2,7 @@
 
 - ``suite graph tu --dataset MUTAG --loss macl --seed 0``: GraphCL pretraining on a TU
   dataset with any loss of the core, SVM evaluation, results in the registry.
-- ``suite graph pretrain-mol`` / ``finetune-mol``: added by :mod:`graph.mol.cli` when present.
+- ``suite graph pretrain-mol`` / ``finetune-mol`` / ``predict``: added by :mod:`graph.mol.cli` when present.
 """
 from __future__ import annotations
 

@@ -59,6 +59,29 @@ def gather(x: torch.Tensor) -> torch.Tensor:
     return _GatherWithGrad.apply(x)
 
 
+class _AllReduceSum(torch.autograd.Function):
+    """Sum over ranks; the backward sums the incoming gradients over ranks (every rank's loss depends on every rank's
+    input through the sum)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:  # type: ignore[override]
+        ctx.group = group
+        y = x.clone(memory_format=torch.contiguous_format)
+        dist.all_reduce(y, op=dist.ReduceOp.SUM, group=group)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+        return _AllReduceSum.apply(grad, ctx.group), None
+
+
+def all_reduce_sum(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """Sum of ``x`` over the ranks of ``group`` (default: all) keeping the gradient (identity when not distributed)."""
+    if not is_distributed():
+        return x
+    return _AllReduceSum.apply(x, group or dist.group.WORLD)
+
+
 def gather_nograd(x: torch.Tensor) -> torch.Tensor:
     """All-gather along dim 0 without gradient (labels, queue bookkeeping)."""
     if not is_distributed():
@@ -152,3 +175,81 @@ def init_from_env(backend: str | None = None) -> bool:
 def cleanup() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+class GlobalBatchNorm(torch.nn.modules.batchnorm._BatchNorm):
+    """BatchNorm whose training statistics are over every rank's batch (SimCLR's global BN, Sec. 2.3), on any device.
+
+    The mean and the biased variance (the normalisation's) are sums all-reduced across ranks (two passes: the sum, then
+    the sum of squared deviations from the global mean, so no cancellation); the all-reduces are
+    ``all_reduce_sum``, whose backward all-reduces the gradient, so every rank's loss
+    reaches every rank's inputs through the statistics. Running statistics take the global mean and the unbiased
+    global variance, as one process's BatchNorm over the global batch does. In eval mode, or in one process, it is
+    ``F.batch_norm`` (plain BatchNorm). torch's :class:`torch.nn.SyncBatchNorm` takes only accelerator tensors (and
+    DDP refuses it on the CPU); :func:`convert_sync_batchnorm` uses torch's on CUDA and this one elsewhere.
+
+    Shapes: (N, C, *) -> (N, C, *); every rank may hold a different N.
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, process_group: Any = None, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input: torch.Tensor) -> None:
+        if input.dim() < 2:
+            raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if not (self.training and is_distributed()):
+            return super().forward(input)
+        self._check_input_dim(input)
+        group = self.process_group or dist.group.WORLD
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # cumulative moving average
+                factor = 1.0 / float(self.num_batches_tracked)
+        x = input.float() if input.dtype in (torch.float16, torch.bfloat16) else input
+        dims = [0, *range(2, x.dim())]
+        shape = [1, -1] + [1] * (x.dim() - 2)
+        local = torch.cat([x.sum(dims), x.new_full((1,), x.numel() / max(1, x.shape[1]))])  # (C + 1,): sums, count
+        total = all_reduce_sum(local, group)
+        n = total[-1].detach()
+        mean = total[:-1] / n  # (C,)
+        xc = x - mean.view(shape)
+        var = all_reduce_sum((xc * xc).sum(dims), group) / n  # (C,) biased: the normalisation's
+        y = xc * torch.rsqrt(var + self.eps).view(shape)
+        if self.weight is not None:
+            y = y * self.weight.view(shape) + self.bias.view(shape)
+        if self.track_running_stats and self.running_mean is not None and self.running_var is not None:
+            with torch.no_grad():
+                count = float(n)
+                self.running_mean.mul_(1 - factor).add_(mean.detach().to(self.running_mean.dtype), alpha=factor)
+                unbiased = var.detach() * (count / max(count - 1.0, 1.0))
+                self.running_var.mul_(1 - factor).add_(unbiased.to(self.running_var.dtype), alpha=factor)
+        return y.to(input.dtype)
+
+
+def convert_sync_batchnorm(module: torch.nn.Module, process_group: Any = None) -> torch.nn.Module:
+    """Every BatchNorm layer of ``module`` synchronised across ranks: torch's :class:`torch.nn.SyncBatchNorm` when
+    ``module`` lives on CUDA (convert after moving it), :class:`GlobalBatchNorm` otherwise. The parameters and
+    buffers are the same tensors (the optimiser's and DDP's references stay valid if made before) and the state
+    dict keys are unchanged, so exports load into plain BatchNorm."""
+    p = next(module.parameters(), None)
+    if p is not None and p.device.type == "cuda":
+        return torch.nn.SyncBatchNorm.convert_sync_batchnorm(module, process_group)
+    bn = torch.nn.modules.batchnorm._BatchNorm
+    if isinstance(module, bn) and not isinstance(module, GlobalBatchNorm):
+        out = GlobalBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
+                              module.track_running_stats, process_group)
+        if module.affine:
+            out.weight, out.bias = module.weight, module.bias
+        out.running_mean, out.running_var = module.running_mean, module.running_var
+        out.num_batches_tracked = module.num_batches_tracked
+        out.training = module.training
+        return out
+    for name, child in module.named_children():
+        module.add_module(name, convert_sync_batchnorm(child, process_group))
+    return module

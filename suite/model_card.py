@@ -32,17 +32,18 @@ def registry_metrics(run: Any) -> dict[str, float]:
 def card_info(*, title: str, modality: str, loss: str, loss_hparams: dict[str, Any], data: str, n_train: int | None,
               steps: int | None, seed: int | None, load: str, what: str = "", run: Any = None,
               metrics: dict[str, float] | None = None, extra: dict[str, Any] | None = None,
-              citation: str = "") -> dict[str, Any]:
+              citation: str = "", protocol: dict[str, str] | None = None) -> dict[str, Any]:
     """The card's fields. ``run`` (a registry run) fills ``run_id`` and the registry ``metrics``;
     ``metrics`` given here are added to them; ``extra`` holds further training facts (shown as a table);
-    ``citation`` (BibTeX of the loss) is shown at the end."""
+    ``citation`` (BibTeX of the loss) is shown at the end; ``protocol`` ({metric name: how it was measured}) is shown
+    beside each metric of that name (``test/knn_acc`` takes ``knn_acc``'s)."""
     from suite.registry import code_version
 
     m = {**registry_metrics(run), **(metrics or {})}
     return {"title": title, "what": what, "modality": modality, "loss": loss, "loss_hparams": dict(loss_hparams),
             "data": data, "n_train": n_train, "steps": steps, "seed": seed, "code_version": code_version(),
             "run_id": getattr(run, "id", None), "metrics": m, "load": load, "extra": dict(extra or {}),
-            "citation": citation}
+            "citation": citation, **({"protocol": dict(protocol)} if protocol else {})}
 
 
 def _fmt(v: Any) -> str:
@@ -71,7 +72,11 @@ def render(info: dict[str, Any], *, header: bool = True) -> str:
     lines += [f"| {k} | {_fmt(v)} |" for k, v in info.get("extra", {}).items()]
     metrics = info.get("metrics") or {}
     lines += ["", "## Evaluation (from the registry)", ""]
-    if metrics:
+    protocol = info.get("protocol") or {}
+    if metrics and protocol:
+        lines += ["| metric | value | protocol |", "|---|---|---|",
+                  *[f"| {k} | {_fmt(v)} | {protocol.get(k.rsplit('/', 1)[-1], '')} |" for k, v in metrics.items()]]
+    elif metrics:
         lines += ["| metric | value |", "|---|---|", *[f"| {k} | {_fmt(v)} |" for k, v in metrics.items()]]
     else:
         lines.append("No metrics recorded for this run.")

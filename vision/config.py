@@ -41,7 +41,8 @@ class PretrainConfig(RunOptions):
                 "split and logged as split 'val' (model selection, e.g. a temperature search; 0 = off)",
         "omit_default": True})
     # augmentation
-    recipe: str = field(default="auto", metadata={"help": "cifar | stl10 | imagenet | digits | auto (by dataset)"})
+    recipe: str = field(default="auto", metadata={"help": "cifar | stl10 | imagenet (MoCo v2's) | simclr-imagenet "
+                                                          "(SimCLR's) | digits | auto (by dataset)"})
     image_size: int = field(default=0, metadata={"help": "crop size (0 = recipe default)"})
     views: int = field(default=2, metadata={"help": "views per image (K = views - 1 positives for cacr/cmc)"})
     # model
@@ -52,6 +53,9 @@ class PretrainConfig(RunOptions):
     width: float = field(default=0.0, metadata={"help": "encoder width; 0 = the encoder's own (resnet18 64, alexnet 1.0, convnet 32)"})
     proj_dim: int = 128
     proj_hidden: int = 0
+    proj_head: Literal["auto", "simclr", "mocov2"] = field(default="auto", metadata={
+        "help": "projection head: simclr (Linear-BN-ReLU-Linear) or mocov2 (Linear-ReLU-Linear, MoCo v2's); auto: "
+                "mocov2 with --framework moco, simclr otherwise", "omit_default": True})
     init: str = field(default="", metadata={
         "help": "start from the encoder (backbone and projection head) of a finished run folder (its export/) or an "
                 "encoder export (model.safetensors + config.json), e.g. to fine-tune a SimCLR encoder with X-CLR; the "
@@ -63,6 +67,9 @@ class PretrainConfig(RunOptions):
     moco_momentum: float = 0.99
     queue_size: int = 4096
     bn_splits: int = field(default=1, metadata={"help": "MoCo key-encoder BN chunks (Shuffle-BN)"})
+    cross_rank_bn: bool = field(default=True, metadata={
+        "help": "under torch.distributed: SimCLR's BatchNorm statistics over the global batch (SyncBatchNorm), MoCo's "
+                "key batch shuffled across ranks (Shuffle-BN); off: each rank's own batch", "omit_default": True})
     iou_weights: bool = field(default=False, metadata={"help": "IoU-weighted positive pairs, p ~ exp(IoU / iou_tau) "
                                                                 "(t-SimCLR Sec. 4.1, Fig. 2a; any loss taking weights)"})
     iou_tau: float = 1.0
@@ -71,6 +78,10 @@ class PretrainConfig(RunOptions):
                                                             "hard label graph; 'random' or 'random:<seed>' = a seeded "
                                                             "random graph per class pair (X-CLR Table 8)"})
     caption_template: str = "a photo of a {}"
+    class_names: str = field(default="", metadata={
+        "help": "X-CLR's caption graph: a file of '<class folder><TAB><name>' lines naming every class (default: the "
+                "folder names, with ImageNet's WordNet ids named from the shipped vision/assets/imagenet_classes.tsv)",
+        "omit_default": True})
     # optimisation
     epochs: int = 200
     batch_size: int = 256

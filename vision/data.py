@@ -247,16 +247,18 @@ def _read_image_cache(path: Path) -> dict[str, Any] | None:
 
 
 def load_image_folder(root: str | Path, name: str | None = None, cache: bool = True) -> ImageData:
-    """``root/{train,test}/<class>/*.jpg`` decoded once with Pillow into a cached uint8 tensor file.
+    """``root/{train,test}/<class>/*.jpg`` (or ``val/`` for ``test/``, as ``folder:`` reads it) decoded once with Pillow into a cached uint8 tensor file.
 
     The cache key is the folder's content (:func:`suite.inputs.data_identity`: every file's bytes for a folder up to
     256 MiB; for a larger one its names, sizes, modification times and a sample's bytes), so an image replaced by
     another, even of the same size, is decoded again. Images whose size differs from the first image are skipped and
     counted in ``info["skipped"]``."""
     root = Path(root)
-    for split in ("train", "test"):
-        if not (root / split).is_dir():
-            raise ValueError(f"image-folder layout needs {root / split}/<class>/*.jpg; not found")
+    if not (root / "train").is_dir():
+        raise ValueError(f"image-folder layout needs {root / 'train'}/<class>/*.jpg; not found")
+    held = next((root / n for n in ("test", "val") if (root / n).is_dir()), None)  # val/ as folder: takes it
+    if held is None:
+        raise ValueError(f"image-folder layout needs {root / 'test'}/<class>/*.jpg (or val/); not found")
     classes = _folder_classes(root / "train", root)
     from suite.inputs import data_identity
 
@@ -267,7 +269,7 @@ def load_image_folder(root: str | Path, name: str | None = None, cache: bool = T
     blob = _read_image_cache(path) if cache and path.exists() else None
     if blob is None:
         tr_x, tr_y, sk_tr = _decode_folder(root / "train", classes)
-        te_x, te_y, sk_te = _decode_folder(root / "test", classes)
+        te_x, te_y, sk_te = _decode_folder(held, classes)
         blob = {"train_x": tr_x, "train_y": tr_y, "test_x": te_x, "test_y": te_y, "classes": classes,
                 "skipped": {"train": sk_tr, "test": sk_te}}
         if cache:

@@ -6,7 +6,9 @@ reads.
 
 Layouts:
 - folder: ``PATH/train/<class>/*`` and ``PATH/val/<class>/*`` or ``PATH/test/<class>/*`` (classes sorted by name, or
-  in the order of ``PATH/classes.txt``); images of any size and mode;
+  in the order of ``PATH/classes.txt``); images of any size and mode. ImageNet's official validation set may stay one
+  flat folder (``PATH/val/ILSVRC2012_val_00000001.JPEG`` ...) labelled by Kaggle's ``LOC_val_solution.csv`` or by the
+  devkit's ``ILSVRC2012_validation_ground_truth.txt`` with its synset mapping (:func:`flat_val_labels`);
 - shards: ``wds:/data/cc3m/{00000..00331}.tar`` (brace ranges as webdataset writes them); a sample is the tar members
   that share a key: the image (``jpg``, ``jpeg``, ``png``, ``webp``), its caption (``txt``, or ``json`` with a
   ``caption`` field) and an optional class (``cls``). Each shard's member offsets are indexed once (cached by the
@@ -184,16 +186,196 @@ def _classes(split_dir: Path, root: Path) -> list[str]:
     return sorted(p.name for p in split_dir.iterdir() if p.is_dir())
 
 
+# ----------------------------------------------------------------------------- ImageNet's flat validation folder
+
+VAL_SOLUTION = "LOC_val_solution.csv"  # Kaggle: ImageId,PredictionString ("<wnid> x0 y0 x1 y1 ..."), at its root
+GROUND_TRUTH = "ILSVRC2012_validation_ground_truth.txt"  # the devkit: one 1-based ILSVRC2012_ID per image, in order
+SYNSET_MAPPING = "LOC_synset_mapping.txt"  # Kaggle: "<wnid> <words>" per line, in ILSVRC2012_ID order
+META_MAT = "meta.mat"  # the devkit's synsets (ILSVRC2012_ID, WNID, ...; the 1,000 classes have no children)
+DEVKIT = "ILSVRC2012_devkit_t12"
+
+
+def _label_places(split_dir: Path, root: Path) -> list[Path]:
+    """Where the labels of a flat validation folder are looked for, in order: inside it, beside it (the data root),
+    Kaggle's root (the folder holding ``ILSVRC/`` when the data is ``<kaggle>/ILSVRC/Data/CLS-LOC``) and the devkit's
+    folder (``ILSVRC2012_devkit_t12/data``) in either."""
+    bases = [split_dir, root, *(p.parent for p in root.parents if p.name == "ILSVRC")]
+    places = [*bases, *(b / DEVKIT / "data" for b in bases[1:]), *(b / DEVKIT for b in bases[1:])]
+    return list(dict.fromkeys(places))
+
+
+def _find(name: str, places: list[Path]) -> Path | None:
+    return next((p / name for p in places if (p / name).is_file()), None)
+
+
+def _read_solution(path: Path) -> dict[str, str]:
+    """{image id: wnid} of Kaggle's ``LOC_val_solution.csv`` (the class is PredictionString's first token)."""
+    import csv
+
+    out: dict[str, str] = {}
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = csv.reader(fh)
+            header = [h.strip() for h in next(rows, [])]
+            if header[:2] != ["ImageId", "PredictionString"]:
+                raise ValueError(f"{path}: header {','.join(header)!r} is not ImageId,PredictionString (Kaggle's "
+                                 f"{VAL_SOLUTION})")
+            for line, row in enumerate(rows, start=2):
+                if not row:
+                    continue
+                tokens = row[1].split() if len(row) >= 2 else []
+                if not tokens:
+                    raise ValueError(f"{path}: line {line} ({','.join(row)!r}) has no class in PredictionString")
+                out[row[0].strip()] = tokens[0]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ValueError(f"{path} cannot be read as {VAL_SOLUTION} ({type(exc).__name__}: {exc})") from None
+    return out
+
+
+def _synset_ids(path: Path) -> dict[int, str]:
+    """{ILSVRC2012_ID: wnid} of ``LOC_synset_mapping.txt`` (line i is id i) or the devkit's ``meta.mat``."""
+    if path.suffix == ".mat":
+        try:
+            from scipy.io import loadmat
+
+            synsets = loadmat(str(path), squeeze_me=True)["synsets"]
+            return {int(s["ILSVRC2012_ID"]): str(s["WNID"]) for s in synsets if int(s["num_children"]) == 0}
+        except Exception as exc:  # scipy's reader raises many kinds for a file that is not the devkit's
+            raise ValueError(f"{path} is not the devkit's meta.mat (synsets with ILSVRC2012_ID, WNID, num_children): "
+                             f"{type(exc).__name__}: {exc}") from None
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} cannot be read ({type(exc).__name__}: {exc})") from None
+    return {i: line.split()[0] for i, line in enumerate(lines, start=1) if line.strip()}
+
+
+def _read_ground_truth(path: Path, ids: dict[int, str], mapping: Path) -> dict[str, str]:
+    """{ILSVRC2012_val_<n>: wnid} of the devkit's ground truth (line n: the n-th image's 1-based ILSVRC2012_ID)."""
+    out: dict[str, str] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} cannot be read ({type(exc).__name__}: {exc})") from None
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            out[f"ILSVRC2012_val_{n:08d}"] = ids[int(line)]
+        except ValueError:
+            raise ValueError(f"{path}: line {n} ({line.strip()!r}) is not an ILSVRC2012_ID") from None
+        except KeyError:
+            raise ValueError(f"{path}: line {n}: ILSVRC2012_ID {int(line)} is not in {mapping} "
+                             f"(ids 1..{len(ids)})") from None
+    return out
+
+
+def flat_val_labels(split_dir: str | Path, root: str | Path) -> tuple[dict[str, str], str]:
+    """``({image stem: wnid}, where they came from)`` of ImageNet's official flat validation folder ``split_dir``:
+    Kaggle's ``LOC_val_solution.csv``, else the devkit's ``ILSVRC2012_validation_ground_truth.txt`` with its synset
+    mapping (``LOC_synset_mapping.txt`` or the devkit's ``meta.mat``), looked for inside ``split_dir``, beside it in
+    ``root``, at Kaggle's root (beside ``ILSVRC/``) and in ``ILSVRC2012_devkit_t12/data``; neither is a
+    ``ValueError`` of one line naming the files it needs."""
+    split_dir, root = Path(split_dir), Path(root)
+    places = _label_places(split_dir, root)
+    solution = _find(VAL_SOLUTION, places)
+    if solution is not None:
+        return _read_solution(solution), str(solution)
+    truth = _find(GROUND_TRUTH, places)
+    mapping = _find(SYNSET_MAPPING, places) or _find(META_MAT, places)
+    if truth is not None and mapping is not None:
+        return _read_ground_truth(truth, _synset_ids(mapping), mapping), f"{truth} with {mapping}"
+    need = (f"{GROUND_TRUTH} found ({truth}) but no {SYNSET_MAPPING} or {DEVKIT}/data/{META_MAT} to map its ids"
+            if truth is not None else f"{VAL_SOLUTION} (Kaggle), or {GROUND_TRUTH} with {SYNSET_MAPPING} or "
+            f"{META_MAT} (the devkit)")
+    raise ValueError(f"{split_dir} holds images but no class folders: ImageNet's flat validation layout needs {need}, "
+                     f"in {split_dir}, {root} or beside ILSVRC/ (or sort {split_dir} into <class>/ folders)")
+
+
+def flat_val_files(root: str | Path) -> list[Path]:
+    """The label files a folder's flat val/ (or test/) is read with (:func:`flat_val_labels`) that lie outside the
+    folder (Kaggle's root), found without reading them: part of a run's data identity beside the folder; [] for a
+    split of class folders, a missing one or labels inside the folder."""
+    root = Path(root)
+    split_dir = next((root / n for n in ("val", "test") if (root / n).is_dir()), None)
+    if split_dir is None or not _is_flat(split_dir):
+        return []
+    places = _label_places(split_dir, root)
+    found = _find(VAL_SOLUTION, places)
+    files = [found] if found else [f for f in (_find(GROUND_TRUTH, places), _find(SYNSET_MAPPING, places)
+                                               or _find(META_MAT, places)) if f is not None]
+    return [f for f in files if not f.resolve().is_relative_to(root.resolve())]
+
+
+def _is_flat(split_dir: Path) -> bool:
+    """Images directly in ``split_dir`` and no folder beside them (ImageNet's official validation layout)."""
+    flat = False
+    for e in os.scandir(split_dir):
+        if e.is_dir():
+            return False
+        flat = flat or e.name.lower().endswith(IMAGE_EXTS)
+    return flat
+
+
+def _flat_source(root: Path, split_dir: Path, classes: list[str] | None) -> FolderSource:
+    """A flat validation folder labelled by :func:`flat_val_labels`; the classes (``classes``, else ``classes.txt``,
+    else the train/ folder's, else the label file's wnids, sorted) set the label order. Images without a label, or of
+    a class outside ``classes``, are named in one line each kind and counted (``info["unlabelled"]``,
+    ``info["other_classes"]``)."""
+    by_stem, where = flat_val_labels(split_dir, root)
+    if classes is None:
+        train = root / "train"
+        classes = (_classes(train, root) if train.is_dir() or (root / "classes.txt").exists()
+                   else sorted(set(by_stem.values())))
+    index = {c: i for i, c in enumerate(classes)}
+    entries = [e for e in os.scandir(split_dir) if e.name.lower().endswith(IMAGE_EXTS)]
+    odd = sorted(e.path for e in entries if not e.is_file())
+    files: list[str] = []
+    labels: list[int] = []
+    unlabelled: list[str] = []
+    other: list[str] = []
+    for name in sorted(e.name for e in entries if e.is_file()):
+        wnid = by_stem.get(name.rsplit(".", 1)[0])
+        if wnid is None:
+            unlabelled.append(name)
+        elif wnid not in index:
+            other.append(f"{name} ({wnid})")
+        else:
+            files.append(f"{split_dir.name}/{name}")
+            labels.append(index[wnid])
+    if unlabelled:
+        warnings.warn(f"{split_dir}: {len(unlabelled)} image(s) have no label in {where}, left out; first: "
+                      f"{unlabelled[0]}", stacklevel=3)
+    if other:
+        warnings.warn(f"{split_dir}: {len(other)} image(s) of classes outside the {len(classes)} trained on, left "
+                      f"out; first: {other[0]}", stacklevel=3)
+    if odd:
+        warnings.warn(f"{split_dir}: {len(odd)} name(s) of images that are not files (a named pipe, a folder or a "
+                      f"broken link) left out; first: {odd[0]}", stacklevel=3)
+    if not files:
+        raise ValueError(f"{split_dir}: none of its images has a class among the {len(classes)} of the data "
+                         f"(labels from {where})")
+    return FolderSource(root.name, list(classes), np.asarray(labels, dtype=np.int64),
+                        {"source": str(root), "layout": "image-folder, flat validation", "split": split_dir.name,
+                         "labels_from": where, "unlabelled": len(unlabelled), "other_classes": len(other),
+                         "empty_classes": 0, "not_files": len(odd)}, str(root), Names.of(files))
+
+
 def folder_source(root: str | Path, split: str, classes: list[str] | None = None) -> FolderSource:
     """The ``split`` ("train", or "val" / "test": the first present) of an ImageNet-style folder, scanned once (no
     image is opened). A class folder with no image is named in one line and counted (``info["empty_classes"]``);
-    a split with no image at all, or a missing split, is a ``ValueError`` naming the folder and the layout."""
+    a split with no image at all, or a missing split, is a ``ValueError`` naming the folder and the layout. A flat
+    val/ or test/ (ImageNet's official validation folder) is labelled by its label files (:func:`flat_val_labels`),
+    its classes in ``classes``' order."""
     root = Path(root)
     names = (split,) if split == "train" else ("val", "test")
     split_dir = next((root / n for n in names if (root / n).is_dir()), None)
     if split_dir is None:
         raise ValueError(f"image folder {root}: no {' or '.join(n + '/' for n in names)} split; the layout is "
-                         f"{root}/train/<class>/*.JPEG and {root}/val/<class>/*.JPEG (or test/)")
+                         f"{root}/train/<class>/*.JPEG and {root}/val/<class>/*.JPEG (or test/, or ImageNet's flat "
+                         f"val/ with {VAL_SOLUTION})")
+    if split != "train" and _is_flat(split_dir):
+        return _flat_source(root, split_dir, classes)
     classes = classes if classes is not None else _classes(split_dir, root)
     files: list[str] = []
     labels: list[int] = []

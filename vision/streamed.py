@@ -3,6 +3,7 @@
 evaluation, features extracted as the images are decoded (:func:`evaluate_streamed`)."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from suite.eval.bank import FeatureBank, bar
 from suite.train import to_device
 from vision.config import PretrainConfig
 from vision.data import class_subset_indices, imbalanced_indices
@@ -96,58 +98,70 @@ def prepare_stream(cfg: PretrainConfig) -> tuple[StreamedData, dict[str, Any]]:
 def evaluate_streamed(model: Encoder, data: StreamedData, recipe: Recipe, device: torch.device, *, knn_k: int = 200,
                       knn_t: float = 0.1, linear: bool = True, batch_size: int = 512, seed: int = 0,
                       geometry_batches: int = 20, workers: int = 0, skips: Skips | None = None,
-                      probe: str = "features", probe_epochs: int = 100, probe_lr: float = 30.0) -> dict[str, float]:
+                      probe: str = "features", probe_epochs: int = 100, probe_lr: float = 30.0,
+                      bank_dtype: torch.dtype = torch.float16) -> dict[str, float]:
     """:func:`evaluate` of streamed data: the bank's and the test split's features extracted as they are decoded
-    (ImageNet's evaluation crops, resize 256 and centre 224 at the recipe's size, :func:`vision.stream.eval_images`),
-    so memory holds features, not images; kNN and the probe on them (``probe`` "sgd": ImageNet's protocol instead,
-    :func:`sgd_probe`); the geometry of the projections on the first ``geometry_batches`` x 256 test crops, augmented
-    as in training."""
+    (ImageNet's evaluation crops, resize 256 and centre 224 at the recipe's size, :func:`vision.stream.eval_images`)
+    into banks preallocated from the index (:class:`suite.eval.bank.FeatureBank`, ``bank_dtype`` fp16 by default),
+    so memory holds the features alone, not images nor copies of them; kNN over chunks of the bank and the probe
+    trained in torch on the stored features (:meth:`ClassificationEvaluator.from_banks`; ``probe`` "sgd": ImageNet's
+    protocol instead, :func:`sgd_probe`); the geometry of the projections on the first ``geometry_batches`` x 256
+    test crops, augmented as in training. Each stage's seconds are metrics too: ``eval_extract_s``, ``eval_knn_s``,
+    ``eval_probe_s`` (when a probe runs), ``eval_geometry_s`` (when the geometry does)."""
     tf = EvalTransform(recipe).to(device)
     was_training = model.training
     model.eval()
     size = recipe.size
 
-    def feats(source: Source) -> tuple[Tensor, Tensor]:
-        hs, ys = [], []
-        for x, y in eval_images(source, size, batch_size, workers, skips):
-            hs.append(model.features(tf(to_device(x, device))).float().cpu())
-            ys.append(y)
-        return torch.cat(hs), torch.cat(ys)
+    def feats(source: Source, what: str) -> FeatureBank:
+        bank = FeatureBank(len(source), bank_dtype)
+        with bar(len(source), f"features of the {what}", unit="img") as progress:
+            for x, y in eval_images(source, size, batch_size, workers, skips):
+                bank.add(model.features(tf(to_device(x, device))), y)
+                progress.update(int(y.shape[0]))
+        return bank.trim()
 
-    (tr, tr_y), (te, te_y) = feats(data.bank), feats(data.test)
-    clf = ClassificationEvaluator(torch.empty(0), tr_y, torch.empty(0), te_y, data.num_classes, knn_k, knn_t,
+    t0 = time.perf_counter()
+    tr, te = feats(data.bank, "bank"), feats(data.test, "test split")
+    extract_s = time.perf_counter() - t0
+    clf = ClassificationEvaluator(torch.empty(0), tr.y, torch.empty(0), te.y, data.num_classes, knn_k, knn_t,
                                   linear and probe == "features", batch_size)
-    out = clf.from_features(tr, te)
+    out = {**clf.from_banks(tr, te, device), "eval_extract_s": extract_s}
     if linear and probe == "sgd":
-        out.update(sgd_probe(model, data, recipe, device, (te, te_y), epochs=probe_epochs, lr=probe_lr,
+        t0 = time.perf_counter()
+        out.update(sgd_probe(model, data, recipe, device, te, epochs=probe_epochs, lr=probe_lr,
                              batch_size=batch_size, seed=seed, workers=workers, skips=skips))
+        out["eval_probe_s"] = time.perf_counter() - t0
     if geometry_batches > 0:
+        t0 = time.perf_counter()
         n = min(len(data.test), 256 * geometry_batches)
         first = data.test.take(np.arange(n))
         images = torch.cat([x for x, _ in eval_images(first, size, batch_size, workers, skips)])
         aug = ViewAugment(recipe, views=2).to(device)
         out.update(GeometryEvaluator(images.to(device), aug, batch_size=min(256, n), max_batches=geometry_batches,
                                      seed=seed)(lambda v: model(v.to(device)).float()))
+        out["eval_geometry_s"] = time.perf_counter() - t0
     model.train(was_training)
     return out
 
 
-
-def sgd_probe(model: Encoder, data: StreamedData, recipe: Recipe, device: torch.device, test: tuple[Tensor, Tensor],
+def sgd_probe(model: Encoder, data: StreamedData, recipe: Recipe, device: torch.device,
+              test: FeatureBank | tuple[Tensor, Tensor],
               *, epochs: int, lr: float, batch_size: int, seed: int, workers: int = 0,
               skips: Skips | None = None) -> dict[str, float]:
     """ImageNet's linear evaluation (MoCo's and MACL's protocol): a linear classifier on the frozen backbone (eval
     mode), trained ``epochs`` epochs by SGD (momentum 0.9, no weight decay, the rate divided by 10 at 60 % and 80 %
     of the epochs, MoCo's schedule) on random resized crops (torchvision's default scale 0.08-1) and horizontal flips
     of the whole bank in a seeded order, decoded as they are streamed; evaluated on the test features of the
-    evaluation crops (``test``)."""
+    evaluation crops (``test``: a bank, or features and labels). Each epoch shows a progress bar over its
+    batches."""
     from suite.train.batches import Prefetch
     from suite.train.seeding import seeded_generator
     from vision.stream import Crops, EpochBatch
 
     tf = EvalTransform(recipe).to(device)
-    te, te_y = test
-    head = torch.nn.Linear(te.shape[1], data.num_classes).to(device)
+    bank = test if isinstance(test, FeatureBank) else FeatureBank.of(*test)
+    head = torch.nn.Linear(bank.dim, data.num_classes).to(device)
     opt = torch.optim.SGD(head.parameters(), lr=lr, momentum=0.9, weight_decay=0.0)
     crops = Crops(data.bank, recipe.size, 1, (0.08, 1.0), recipe.ratio, seed=seed)
     pf = Prefetch(crops, workers=workers, pin=device.type == "cuda")
@@ -161,6 +175,7 @@ def sgd_probe(model: Encoder, data: StreamedData, recipe: Recipe, device: torch.
                 g = seeded_generator(seed, epoch=epoch, stream="probe")
                 order = torch.randperm(n, generator=g).split(batch_size)
                 flips = torch.rand(n, generator=g) < 0.5
+                progress = bar(n, f"probe epoch {epoch + 1}/{epochs}", unit="img", leave=False)
                 for b, sb in zip(order, pf([EpochBatch(epoch, b) for b in order])):
                     if skips is not None:
                         skips.add(sb.skipped)
@@ -177,7 +192,11 @@ def sgd_probe(model: Encoder, data: StreamedData, recipe: Recipe, device: torch.
                     if epoch == epochs - 1:
                         correct += int((logits.argmax(1) == y).sum())
                         seen += int(y.numel())
+                    progress.update(int(b.numel()))
+                progress.close()
     finally:
         pf.close()
-    acc = float((head(te.to(device)).argmax(1).cpu() == te_y).float().mean())
+    hits = sum(int((head(bank.raw(s, s + 8192, device)).argmax(1).cpu() == bank.y[s : s + 8192]).sum())
+               for s in range(0, len(bank), 8192))
+    acc = hits / max(1, len(bank))
     return {"linear_acc": acc, "linear_train_acc": correct / max(1, seen)}

@@ -23,13 +23,14 @@ from suite.presets import make_loss
 from suite.config import check_ints, check_numbers, is_number
 from suite.train import CachedStep, data_workers, optimizer_options, to_device
 from suite.train.lars import LARS, scaled_lr
+from suite.train.seeding import derive_seed, forked_rng
 from suite.train.legacy import Earlier, OldFolder, OldHash
 from suite.train.run import RunContext, RunResult, Task, Training, run
 from vision.card import vision_card
 from vision.config import PretrainConfig
 from vision.data import ImageData, class_subset_indices, imbalanced_indices, load_dataset
 from vision.sources import expand_shards, is_streamed
-from vision.stream import Crops, EpochBatch, Skips, StreamBatch, caption_embeddings
+from vision.stream import EVAL_RESIZE, Crops, EpochBatch, Skips, StreamBatch, caption_embeddings
 from vision.streamed import SKIP_COUNTS, VAL_SPLIT_SEED, StreamedData, evaluate_streamed, prepare_stream
 from vision.eval import ClassificationEvaluator, GeometryEvaluator
 from vision.methods import MoCo, SimCLR, check_views_for_loss
@@ -115,18 +116,16 @@ def check_config(cfg: PretrainConfig) -> None:
         if cfg.points or cfg.class_similarity:
             raise ValueError("--points and --class-similarity read test images in memory; streamed data sets "
                              f"({cfg.dataset}) take neither")
-    elif cfg.eval_dataset or cfg.probe != "features":
-        raise ValueError(f"--eval-dataset and --probe sgd apply to streamed data (folder: or wds:), "
-                         f"not {cfg.dataset!r}")
-    if not (is_number(cfg.probe_lr) and cfg.probe_lr > 0) or not (isinstance(cfg.probe_epochs, int)
-                                                                    and cfg.probe_epochs >= 1):
-        raise ValueError(f"--probe-lr must be > 0 and --probe-epochs >= 1, got {cfg.probe_lr!r} and "
-                         f"{cfg.probe_epochs!r}")
+    check_eval_options(cfg)
     if cfg.points and cfg.proj_dim != 2:
         raise ValueError(f"points={cfg.points} logs 2-D projections: it needs proj_dim 2, got {cfg.proj_dim}")
     if cfg.grad_cache_chunk and cfg.framework != "simclr":
         raise ValueError("grad_cache_chunk applies to SimCLR (in-batch negatives); MoCo's queue already decouples "
                          "the negatives from the batch")
+    if cfg.class_names:  # X-CLR's caption names: the file read and checked before any data
+        from vision.graph import read_class_names
+
+        read_class_names(cfg.class_names)
     if cfg.text_model.startswith("random"):
         from vision.graph import random_graph_seed
 
@@ -135,6 +134,39 @@ def check_config(cfg: PretrainConfig) -> None:
         from vision.models import init_folder
 
         init_folder(cfg.init)
+
+
+def check_eval_options(cfg: PretrainConfig) -> None:
+    """The evaluation's options against the data (a ``ValueError`` naming the option): ``--eval-dataset`` and
+    ``--probe sgd`` take streamed data; the probe's rate and epochs."""
+    if not is_streamed(cfg.dataset) and (cfg.eval_dataset or cfg.probe != "features"):
+        raise ValueError(f"--eval-dataset and --probe sgd apply to streamed data (folder: or wds:), "
+                         f"not {cfg.dataset!r}")
+    if not (is_number(cfg.probe_lr) and cfg.probe_lr > 0) or not (isinstance(cfg.probe_epochs, int)
+                                                                    and cfg.probe_epochs >= 1):
+        raise ValueError(f"--probe-lr must be > 0 and --probe-epochs >= 1, got {cfg.probe_lr!r} and "
+                         f"{cfg.probe_epochs!r}")
+
+
+def eval_protocol(cfg: PretrainConfig, size: int) -> dict[str, str]:
+    """What produced each evaluation metric, keyed by its name (the names stay ``knn_acc`` / ``linear_acc``, the
+    registry tables' keys), with ``data`` the bank, the test split and the crops: recorded with the registry row
+    (run options ``eval_protocol``) and shown on the model card. ``size``: the recipe's crop size."""
+    streamed = is_streamed(cfg.dataset)
+    crops = f"centre {size} of resize {round(size * EVAL_RESIZE)}" if streamed else f"images resized to {size}"
+    ev = cfg.eval_dataset or cfg.dataset
+    bank = f"{ev} train split" + (f", {cfg.eval_train_per_class}/class" if cfg.eval_train_per_class else "")
+    test = (f"{cfg.val_per_class}/class held out of the train split" if cfg.val_per_class else
+            f"{ev} {'val/ or test/' if ev.lower().startswith('folder:') else 'test split'}"
+            + (f", {cfg.eval_test_per_class}/class" if cfg.eval_test_per_class else ""))
+    out = {"knn_acc": f"knn k={cfg.knn_k} t={cfg.knn_t:g} (cosine, weighted votes, backbone features)",
+           "data": f"bank {bank}; test {test}; {crops}"}
+    if cfg.linear_probe and cfg.probe == "sgd" and streamed:
+        out["linear_acc"] = (f"probe=sgd epochs={cfg.probe_epochs} lr={cfg.probe_lr:g} (momentum 0.9, /10 at 60% and "
+                             f"80%; random resized crops 0.08-1 + flips at {size}, frozen backbone)")
+    elif cfg.linear_probe:
+        out["linear_acc"] = "probe=features (logistic regression C=1 on standardised frozen backbone features)"
+    return out
 
 
 def build_method(cfg: PretrainConfig, data: ImageData | StreamedData, recipe: Recipe) -> nn.Module:
@@ -149,23 +181,30 @@ def build_method(cfg: PretrainConfig, data: ImageData | StreamedData, recipe: Re
     if cfg.iou_weights and "weights" not in inspect.signature(loss.forward).parameters:
         raise ValueError(f"iou_weights needs a loss that takes pair weights (infonce, dcl, macl, hard_negative, "
                          f"tsimclr), not {loss.name!r}")
-    graph = None
+    graph, caption_record = None, None
     if "similarity" in loss.requires and getattr(data, "captions", False):  # each image's own caption (X-CLR CC3M)
         if cfg.framework != "simclr":
             raise ValueError("X-CLR's graph from captions runs with --framework simclr (MoCo's queue keeps classes)")
         if cfg.text_model in ("labels",) or cfg.text_model.startswith("random"):
             raise ValueError(f"--text-model {cfg.text_model} makes a class graph; image-caption shards take a "
                              "sentence-transformers model for their captions")
-    elif "similarity" in loss.requires:
-        from vision.graph import class_graph
+    elif "similarity" in loss.requires:  # captions of the class names (WordNet ids named; --class-names)
+        from vision.graph import named_class_graph
 
-        graph = class_graph(data.classes, cfg.text_model, cfg.caption_template)
-    enc = build_encoder(cfg.encoder, cfg.width, recipe.size, cfg.proj_dim, cfg.proj_hidden, cfg.stem)
+        graph, caption_record = named_class_graph(list(data.classes), cfg.text_model, cfg.caption_template,
+                                                  cfg.class_names)
+    head = cfg.proj_head if cfg.proj_head != "auto" else ("mocov2" if cfg.framework == "moco" else "simclr")
+    enc = build_encoder(cfg.encoder, cfg.width, recipe.size, cfg.proj_dim, cfg.proj_hidden, cfg.stem, head)
+    method: nn.Module
     if cfg.framework == "simclr":
-        return SimCLR(enc, loss, graph, cfg.iou_tau)
-    if cfg.framework == "moco":
-        return MoCo(enc, loss, cfg.queue_size, cfg.moco_momentum, graph, cfg.bn_splits, cfg.iou_tau)
-    raise ValueError(f"framework must be 'simclr' or 'moco', got {cfg.framework!r}")
+        method = SimCLR(enc, loss, graph, cfg.iou_tau)
+    elif cfg.framework == "moco":
+        method = MoCo(enc, loss, cfg.queue_size, cfg.moco_momentum, graph, cfg.bn_splits, cfg.iou_tau,
+                      shuffle_ranks=cfg.cross_rank_bn)
+    else:
+        raise ValueError(f"framework must be 'simclr' or 'moco', got {cfg.framework!r}")
+    method.caption_names = caption_record  # X-CLR's class captions (source, sha256): recorded by the run (run_info)
+    return method
 
 
 def step_output(ddp: nn.Module, inner: nn.Module, out: Any, labels: Tensor, chunk: int,
@@ -271,6 +310,23 @@ def evaluate(model: Encoder, data: ImageData, recipe: Recipe, device: torch.devi
     return out
 
 
+def run_evaluation(cfg: PretrainConfig, model: Encoder, data: ImageData | StreamedData, recipe: Recipe,
+                   device: torch.device, *, linear: bool, skips: Skips | None = None) -> dict[str, float]:
+    """The run's evaluation of ``model`` by ``cfg``'s protocol (:func:`eval_protocol`): kNN, the probe ``cfg.probe``
+    and the geometry, the same at the end of a run and for ``suite vision eval --ckpt`` of its checkpoint. Torch's
+    global generator is seeded from ``cfg.seed`` inside (and left as it was outside), so what draws from it (the
+    probe's initial weights) is the same whatever ran before."""
+    kw = dict(knn_k=cfg.knn_k, knn_t=cfg.knn_t, linear=linear, batch_size=cfg.eval_batch_size, seed=cfg.seed,
+              geometry_batches=cfg.geometry_batches)
+    with forked_rng(derive_seed(cfg.seed, stream="evaluation")):
+        if isinstance(data, StreamedData):
+            return evaluate_streamed(model, data, recipe, device, skips=skips, probe=cfg.probe,
+                                     probe_epochs=cfg.probe_epochs, probe_lr=cfg.probe_lr,
+                                     workers=cfg.workers if cfg.workers >= 0 else data_workers(device),
+                                     **kw)  # type: ignore[arg-type]
+        return evaluate(model, data, recipe, device, **kw)  # type: ignore[arg-type]
+
+
 class PretrainTask(Task[PretrainConfig]):
     """SimCLR / MoCo-v2 pretraining as a :class:`suite.train.run.Task` (task ``pretrain-<framework>``, headline
     ``linear_acc``, or ``knn_acc`` without the probe, on ``test``, or ``val`` with ``val_per_class``).
@@ -303,15 +359,28 @@ class PretrainTask(Task[PretrainConfig]):
     def data_inputs(self, cfg: PretrainConfig) -> dict[str, str | Path | list[str]]:
         """A streamed folder's root or a shard pattern's shards (and an evaluation set's): reuse and resume decide on
         their identity (a manifest of names and sizes with a sample's content for a large set, a shard read at its
-        head and tail only: :func:`suite.inputs.data_identity`)."""
+        head and tail only: :func:`suite.inputs.data_identity`), and the label files of a flat val/ kept outside the
+        folder (Kaggle's ``LOC_val_solution.csv`` at its root: :func:`vision.sources.flat_val_files`)."""
+        from vision.sources import flat_val_files
+
         out: dict[str, str | Path | list[str]] = {}
         for name, ds in (("data", cfg.dataset), ("eval_data", cfg.eval_dataset)):
             kind, _, where = ds.partition(":")
             if kind.lower() == "folder":
                 out[name] = where
+                if labels := flat_val_files(where):
+                    out[f"{name}_val_labels"] = [str(f) for f in labels]
             elif kind.lower() == "wds":
                 out[name] = expand_shards(where)
         return out
+
+    def run_info(self, cfg: PretrainConfig) -> dict[str, Any]:
+        """X-CLR's caption names of a class graph (source, count, sha256), and what produces each evaluation metric
+        (:func:`eval_protocol`), recorded with the run options."""
+        names = getattr(getattr(self, "method", None), "caption_names", None)
+        recipe = getattr(self, "recipe", None)
+        protocol = {"eval_protocol": eval_protocol(cfg, recipe.size)} if recipe is not None else {}
+        return {**({"caption_names": names} if names else {}), **protocol}
 
     def keep_checkpoints(self, cfg: PretrainConfig) -> int:
         return cfg.keep_checkpoints
@@ -332,6 +401,8 @@ class PretrainTask(Task[PretrainConfig]):
                   f"test images whose size differs from the first image ({data.info.get('source', '')})", flush=True)
         self.recipe = recipe_for(cfg, data)
         self.method = method = build_method(cfg, data, self.recipe).to(device)
+        if cfg.framework == "simclr" and cfg.cross_rank_bn and sd.is_distributed():  # global BN (on its device)
+            method.encoder = sd.convert_sync_batchnorm(method.encoder)  # type: ignore[assignment]
         if cfg.init:  # fine-tuning: the encoder starts from an export (a resumed run's checkpoint replaces it)
             from vision.models import load_init
 
@@ -419,15 +490,8 @@ class PretrainTask(Task[PretrainConfig]):
         return batches, step, crops
 
     def _evaluate(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig], linear: bool) -> dict[str, float]:
-        kw = dict(knn_k=cfg.knn_k, knn_t=cfg.knn_t, linear=linear, batch_size=cfg.eval_batch_size, seed=cfg.seed,
-                  geometry_batches=cfg.geometry_batches)
-        if isinstance(self.eval_data, StreamedData):
-            m = evaluate_streamed(self.method.query_encoder, self.eval_data, self.recipe, ctx.device,  # type: ignore[arg-type]
-                                  workers=cfg.workers if cfg.workers >= 0 else data_workers(ctx.device),
-                                  skips=self.skips, probe=cfg.probe, probe_epochs=cfg.probe_epochs,
-                                  probe_lr=cfg.probe_lr, **kw)  # type: ignore[arg-type]
-        else:
-            m = evaluate(self.method.query_encoder, self.eval_data, self.recipe, ctx.device, **kw)  # type: ignore[arg-type]
+        m = run_evaluation(cfg, self.method.query_encoder, self.eval_data, self.recipe, ctx.device,  # type: ignore[arg-type]
+                           linear=linear, skips=self.skips)
         self.method.train()
         return m
 
@@ -460,7 +524,8 @@ class PretrainTask(Task[PretrainConfig]):
         return self.method.query_encoder  # type: ignore[return-value]
 
     def card(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig], training: Training) -> dict[str, Any]:
-        return vision_card(cfg, self.loss, int(self.info["train"]), ctx.engine.step, ctx.run)  # type: ignore[union-attr]
+        return vision_card(cfg, self.loss, int(self.info["train"]), ctx.engine.step, ctx.run,  # type: ignore[union-attr]
+                           lr=base_lr(cfg), protocol=eval_protocol(cfg, self.recipe.size))
 
 
 def pretrain(cfg: PretrainConfig, registry: Any = None, stop_after: int | None = None) -> RunResult:
@@ -476,13 +541,15 @@ def pretrain(cfg: PretrainConfig, registry: Any = None, stop_after: int | None =
 
 
 class CheckpointEvalTask(Task[PretrainConfig]):
-    """``suite vision eval``: kNN / linear probe / geometry of a pretraining checkpoint (task ``eval``)."""
+    """``suite vision eval``: kNN / linear probe / geometry of a pretraining checkpoint (task ``eval``), by the run's
+    own protocol (:func:`run_evaluation`, ``cfg`` the run's config with the command's overrides)."""
 
     modality, name = "vision", "eval"
 
-    def __init__(self, cfg: PretrainConfig, ckpt: Path, knn_k: int, linear: bool) -> None:
-        self.ckpt, self.knn_k, self.linear = ckpt, knn_k, linear
-        self.primary = ("linear_acc" if linear else "knn_acc", "test")
+    def __init__(self, cfg: PretrainConfig, ckpt: Path) -> None:
+        self.ckpt = ckpt
+        self.eval_split = "val" if cfg.val_per_class > 0 else "test"  # as the run logged it
+        self.primary = ("linear_acc" if cfg.linear_probe else "knn_acc", self.eval_split)
         self.data: ImageData | StreamedData
         if is_streamed(cfg.dataset):
             self.data = prepare_stream(cfg)[0]
@@ -497,23 +564,41 @@ class CheckpointEvalTask(Task[PretrainConfig]):
     def record(self, cfg: PretrainConfig, experiment: dict[str, Any], training: Any) -> dict[str, Any]:
         return {**dataclasses.asdict(cfg), "ckpt": str(self.ckpt)}
 
+    def run_info(self, cfg: PretrainConfig) -> dict[str, Any]:
+        return {"eval_protocol": eval_protocol(cfg, self.recipe.size)}
+
     def evaluate(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig], training: Any) -> dict[str, float]:
-        kw = dict(knn_k=self.knn_k or cfg.knn_k, knn_t=cfg.knn_t, linear=self.linear, batch_size=cfg.eval_batch_size,
-                  seed=cfg.seed)
         encoder = self.method.to(ctx.device).query_encoder
-        if isinstance(self.data, StreamedData):
-            return evaluate_streamed(encoder, self.data, self.recipe, ctx.device,  # type: ignore[arg-type]
-                                     workers=cfg.workers if cfg.workers >= 0 else data_workers(ctx.device),
-                                     **kw)  # type: ignore[arg-type]
-        return evaluate(encoder, self.data, self.recipe, ctx.device, **kw)  # type: ignore[arg-type]
+        skips = Skips() if isinstance(self.data, StreamedData) else None
+        return run_evaluation(cfg, encoder, self.data, self.recipe, ctx.device,  # type: ignore[arg-type]
+                              linear=cfg.linear_probe, skips=skips)
 
 
-def evaluate_checkpoint(path: str | Path, overrides: dict[str, Any], *, knn_k: int = 0, linear: bool = True,
+def checkpoint_config(recorded: dict[str, Any], overrides: dict[str, Any]) -> PretrainConfig:
+    """The config a checkpoint is evaluated with: the run's (``recorded``, less what the run owner adds to it) with
+    ``overrides``; another ``dataset`` drops the run's evaluation set and, held in memory, its streamed probe unless
+    they are given too. Checked as a run's (:func:`check_eval_options`) before anything is read."""
+    from suite.config import load_config
+    from suite.train.run import INPUTS
+
+    run_cfg = {k: v for k, v in recorded.items() if k != INPUTS}
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if "dataset" in given and given["dataset"] != run_cfg.get("dataset"):
+        given.setdefault("eval_dataset", "")  # the run's evaluation set went with its training data
+        if not is_streamed(given["dataset"]):
+            given.setdefault("probe", "features")
+    cfg = load_config(PretrainConfig, None, {**run_cfg, **given})
+    check_eval_options(cfg)
+    return cfg
+
+
+def evaluate_checkpoint(path: str | Path, overrides: dict[str, Any], *, knn_k: int = 0, linear: bool | None = None,
                         registry: Any = None) -> dict[str, float]:
     """Evaluate a pretraining checkpoint (a file, or a run folder: its newest checkpoint) with its recorded config
-    (``overrides`` replace fields: another data set, device, bank size), recorded as an ``eval`` row (``registry``
-    as the owner takes it: None the default registry, False none)."""
-    from suite.config import load_config
+    and protocol (kNN k and t, the probe and its epochs and rate, the bank, the crops) (``overrides`` replace fields:
+    another data set, device, bank size, ``probe``; ``knn_k`` > 0 and ``linear`` not None override ``knn_k`` and
+    ``linear_probe``), recorded as an ``eval`` row (``registry`` as the owner takes it: None the default registry,
+    False none) whose run options hold the protocol (``eval_protocol``)."""
     from suite.train.run import CHECKPOINTS, evaluation, newest_checkpoint, read_checkpoint
 
     p = Path(path)
@@ -523,8 +608,13 @@ def evaluate_checkpoint(path: str | Path, overrides: dict[str, Any], *, knn_k: i
             raise ValueError(f"{p}: no checkpoint in {p / CHECKPOINTS} (nor one of an earlier layout)")
         p = found
     state = read_checkpoint(p, EARLIER)
-    cfg = load_config(PretrainConfig, None, {**state["config"], **overrides})
-    task = CheckpointEvalTask(cfg, p, knn_k, linear)
+    given = dict(overrides)
+    if knn_k:
+        given["knn_k"] = knn_k
+    if linear is not None:
+        given["linear_probe"] = linear
+    cfg = checkpoint_config(state.get("config") or {}, given)
+    task = CheckpointEvalTask(cfg, p)
     task.method.load_state_dict(state["model"])
     return evaluation(task, cfg, registry=registry, loss=task.method.loss,  # type: ignore[arg-type]
                       folder=p.parent, step=int(state.get("epoch", 0))).metrics

@@ -6,10 +6,20 @@ Recipes (the papers' appendices):
   horizontal flip p = 0.5, ColorJitter(0.4, 0.4, 0.4, 0.1) p = 0.8, grayscale p = 0.2, normalise;
 - ``stl10`` (Wang & Isola / CACR STL-10): RandomResizedCrop(64, scale (0.08, 1)), flip,
   ColorJitter(0.4, 0.4, 0.4, 0.1) p = 0.8, grayscale p = 0.2, normalise;
-- ``imagenet`` (MoCo-v2, used by CACR / MACL on ImageNet): RandomResizedCrop(224, scale (0.2, 1)),
-  ColorJitter(0.4, 0.4, 0.4, 0.1) p = 0.8, grayscale p = 0.2, Gaussian blur sigma (0.1, 2) p = 0.5,
-  flip, normalise;
+- ``imagenet`` (MoCo v2's ``main_moco.py --aug-plus``, used by CACR / MACL / t-SimCLR on ImageNet):
+  RandomResizedCrop(224, scale (0.2, 1)), ColorJitter(0.4, 0.4, 0.4, 0.1) p = 0.8, grayscale p = 0.2, Gaussian blur
+  sigma (0.1, 2) p = 0.5, flip, normalise;
+- ``simclr-imagenet`` (SimCLR, Chen et al. 2020, App. A; MACL App. B.1's SimCLR runs): RandomResizedCrop(224, scale
+  (0.08, 1)), flip, ColorJitter(0.8, 0.8, 0.8, 0.2) p = 0.8 (colour distortion strength 1), grayscale p = 0.2,
+  Gaussian blur sigma (0.1, 2) p = 0.5 with a kernel of 10 % of the image side, normalise;
 - ``digits`` (built-in 8x8 smoke data): crop scale (0.5, 1), no flip, brightness/contrast jitter.
+
+Colour jitter order (``Recipe.jitter_order``): torchvision's ColorJitter, which the papers' pipelines call on one
+image at a time, applies brightness, contrast, saturation and hue in an order drawn per image; kornia's ColorJitter
+draws one order per batch. ``"image"`` (:class:`ColorJitter` here: torchvision's definitions, factors and order per
+image, vectorised over the batch) is the papers' and the ``imagenet`` / ``simclr-imagenet`` recipes' (a fix: no
+recorded run used ``imagenet`` before it); ``"batch"`` (kornia's) stays the ``cifar`` / ``stl10`` / ``digits``
+recipes', so their recorded runs keep their meaning.
 
 Crop boxes are sampled here (vectorised RandomResizedCrop: 10 tries per crop, whole image as
 fallback) so that the intersection-over-union of a positive pair's crops is known (t-SimCLR
@@ -55,12 +65,15 @@ class Recipe:
     blur_sigma: tuple[float, float] = (0.1, 2.0)
     mean: tuple[float, float, float] = CIFAR_MEAN
     std: tuple[float, float, float] = CIFAR_STD
+    jitter_order: str = "batch"  # "image": order drawn per image (torchvision's); "batch": once per batch (kornia's)
 
 
 RECIPES: dict[str, Recipe] = {
     "cifar": Recipe(size=32),
     "stl10": Recipe(size=64, scale=(0.08, 1.0), mean=(0.4467, 0.4398, 0.4066), std=(0.2603, 0.2566, 0.2713)),
-    "imagenet": Recipe(size=224, blur_p=0.5, mean=IMAGENET_MEAN, std=IMAGENET_STD),
+    "imagenet": Recipe(size=224, blur_p=0.5, mean=IMAGENET_MEAN, std=IMAGENET_STD, jitter_order="image"),
+    "simclr-imagenet": Recipe(size=224, scale=(0.08, 1.0), jitter=(0.8, 0.8, 0.8, 0.2), blur_p=0.5,
+                              mean=IMAGENET_MEAN, std=IMAGENET_STD, jitter_order="image"),
     "digits": Recipe(size=8, scale=(0.5, 1.0), flip_p=0.0, jitter=(0.4, 0.4, 0.0, 0.0), gray_p=0.0,
                      mean=(0.3, 0.3, 0.3), std=(0.4, 0.4, 0.4)),
 }
@@ -121,6 +134,133 @@ def _corners(boxes: Tensor) -> Tensor:
                         torch.stack([x0, y1], 1)], dim=1)
 
 
+JITTER_ORDERS = ("batch", "image")
+
+
+def rgb_to_grayscale(x: Tensor) -> Tensor:
+    """torchvision's luma (ITU-R 601-2): (..., 3, H, W) -> (..., 1, H, W)."""
+    r, g, b = x.unbind(-3)
+    return (0.2989 * r + 0.587 * g + 0.114 * b).unsqueeze(-3)
+
+
+def _blend(a: Tensor, b: Tensor, ratio: Tensor) -> Tensor:
+    return (ratio * a + (1.0 - ratio) * b).clamp(0.0, 1.0)
+
+
+def _rgb2hsv(x: Tensor) -> Tensor:
+    """torchvision's ``_rgb2hsv`` (hue in [0, 1))."""
+    r, g, b = x.unbind(-3)
+    maxc, minc = x.max(-3).values, x.min(-3).values
+    eqc = maxc == minc
+    cr = maxc - minc
+    ones = torch.ones_like(maxc)
+    s = cr / torch.where(eqc, ones, maxc)
+    div = torch.where(eqc, ones, cr)
+    rc, gc, bc = (maxc - r) / div, (maxc - g) / div, (maxc - b) / div
+    hr = (maxc == r) * (bc - gc)
+    hg = ((maxc == g) & (maxc != r)) * (2.0 + rc - bc)
+    hb = ((maxc != g) & (maxc != r)) * (4.0 + gc - rc)
+    h = torch.fmod((hr + hg + hb) / 6.0 + 1.0, 1.0)
+    return torch.stack((h, s, maxc), -3)
+
+
+def _hsv2rgb(x: Tensor) -> Tensor:
+    """torchvision's ``_hsv2rgb`` in its closed form: channel c = v - v s clamp(min(k, 4 - k), 0, 1) with
+    k = (n + 6 h) mod 6, n = 5, 3, 1 for red, green, blue (the same six sectors as torchvision's table, without its
+    (6, H, W) mask and einsum: 4x faster on the CPU)."""
+    h, s, v = x.unbind(-3)
+    h6 = (h * 6.0).unsqueeze(-3)  # (..., 1, H, W)
+    n = torch.tensor([5.0, 3.0, 1.0], device=x.device, dtype=x.dtype).view(3, 1, 1)
+    k = torch.remainder(n + h6, 6.0)  # (..., 3, H, W)
+    return v.unsqueeze(-3) - (v * s).unsqueeze(-3) * torch.minimum(k, 4.0 - k).clamp(0.0, 1.0)
+
+
+def adjust_brightness(x: Tensor, f: Tensor) -> Tensor:
+    """torchvision's definitions with one factor per image: x (N, 3, H, W) in [0, 1], f (N,)."""
+    return _blend(x, torch.zeros_like(x), f.view(-1, 1, 1, 1))
+
+
+def adjust_contrast(x: Tensor, f: Tensor) -> Tensor:
+    mean = rgb_to_grayscale(x).mean(dim=(-3, -2, -1), keepdim=True)  # (N, 1, 1, 1): the image's mean luma
+    return _blend(x, mean, f.view(-1, 1, 1, 1))
+
+
+def adjust_saturation(x: Tensor, f: Tensor) -> Tensor:
+    return _blend(x, rgb_to_grayscale(x), f.view(-1, 1, 1, 1))
+
+
+def adjust_hue(x: Tensor, f: Tensor) -> Tensor:
+    h, s, v = _rgb2hsv(x).unbind(-3)
+    return _hsv2rgb(torch.stack(((h + f.view(-1, 1, 1)) % 1.0, s, v), -3))
+
+
+JITTER_OPS = (adjust_brightness, adjust_contrast, adjust_saturation, adjust_hue)
+
+
+class JitterParams(NamedTuple):
+    factors: Tensor  # (N, 4) brightness, contrast, saturation, hue factors
+    order: Tensor  # (N, 4) the image's order: order[i, j] is the op (0..3) applied j-th
+    applied: Tensor  # (N,) bool: jitter applied (probability p)
+
+
+class ColorJitter(nn.Module):
+    """torchvision's ``RandomApply([ColorJitter(b, c, s, h)], p)`` on a batch, each image drawn on its own: applied with
+    probability ``p``; factors brightness, contrast, saturation ~ U[max(0, 1 - x), 1 + x], hue ~ U[-h, h]; the order of
+    the four adjustments a uniform random permutation per image (torchvision's ``randperm(4)`` per call; kornia's
+    ColorJitter draws one order per batch). An adjustment of strength 0 is skipped, as torchvision skips it.
+
+    Vectorised: a loop over the 4 positions and the 4 adjustments, each adjustment applied to the whole batch and kept
+    where it is the image's adjustment at that position (``torch.where``), never a loop over images.
+
+    Shapes: (N, 3, H, W) float in [0, 1] -> (N, 3, H, W).
+    Example: >>> ColorJitter(0.4, 0.4, 0.4, 0.1, p=0.8)(torch.rand(4, 3, 8, 8)).shape  # torch.Size([4, 3, 8, 8])
+    """
+
+    def __init__(self, brightness: float = 0.0, contrast: float = 0.0, saturation: float = 0.0, hue: float = 0.0,
+                 p: float = 1.0) -> None:
+        super().__init__()
+        if min(brightness, contrast, saturation, hue) < 0 or hue > 0.5 or not 0.0 <= p <= 1.0:
+            raise ValueError(f"ColorJitter needs strengths >= 0, hue <= 0.5 and p in [0, 1]; got "
+                             f"{(brightness, contrast, saturation, hue, p)}")
+        self.strength = (float(brightness), float(contrast), float(saturation), float(hue))
+        self.p = float(p)
+        self.ranges = [(max(0.0, 1.0 - x), 1.0 + x) for x in self.strength[:3]] + [(-self.strength[3], self.strength[3])]
+
+    def sample(self, n: int, device: torch.device | None = None) -> JitterParams:
+        u = torch.rand(n, 4, device=device)
+        lo = torch.tensor([r[0] for r in self.ranges], device=device)
+        hi = torch.tensor([r[1] for r in self.ranges], device=device)
+        factors = lo + (hi - lo) * u  # (N, 4)
+        order = torch.rand(n, 4, device=device).argsort(dim=1)  # (N, 4): a uniform permutation per image
+        applied = torch.rand(n, device=device) < self.p
+        return JitterParams(factors, order, applied)
+
+    def apply(self, x: Tensor, params: JitterParams, subsets: bool | None = None) -> Tensor:
+        """The adjustments of ``params`` (a :meth:`sample`'s) on x (N, 3, H, W). ``subsets`` (default: on the CPU)
+        computes each adjustment on the images that take it at a position only (an index of the images: on a GPU a
+        wait for the device, so there each adjustment runs on the whole batch and ``torch.where`` keeps it); the
+        values are the same."""
+        if subsets is None:
+            subsets = x.device.type == "cpu"
+        ops = [k for k in range(4) if self.strength[k] > 0]
+        for pos in range(4):
+            at = params.order[:, pos]  # (N,) the op each image takes at this position
+            out = x.clone() if subsets else x
+            for k in ops:
+                use = (at == k) & params.applied  # (N,)
+                if subsets:
+                    idx = use.nonzero().squeeze(1)
+                    if idx.numel():
+                        out[idx] = JITTER_OPS[k](x[idx], params.factors[idx, k])
+                else:
+                    out = torch.where(use[:, None, None, None], JITTER_OPS[k](x, params.factors[:, k]), out)
+            x = out
+        return x
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.apply(x, self.sample(x.shape[0], x.device))
+
+
 class ViewAugment(nn.Module):
     """``V`` independently augmented views of a uint8 batch (see module docstring)."""
 
@@ -130,7 +270,12 @@ class ViewAugment(nn.Module):
             raise ValueError(f"views must be >= 1, got {views}")
         self.recipe, self.num_views, self.return_iou = recipe, int(views), bool(return_iou)
         b, c, s, h = recipe.jitter
-        self.jitter = K.ColorJitter(b, c, s, h, p=recipe.jitter_p) if recipe.jitter_p > 0 and any(recipe.jitter) else None
+        if recipe.jitter_order not in JITTER_ORDERS:
+            raise ValueError(f"jitter_order must be one of {JITTER_ORDERS}, got {recipe.jitter_order!r}")
+        self.jitter: nn.Module | None = None
+        if recipe.jitter_p > 0 and any(recipe.jitter):
+            self.jitter = (ColorJitter(b, c, s, h, p=recipe.jitter_p) if recipe.jitter_order == "image"
+                           else K.ColorJitter(b, c, s, h, p=recipe.jitter_p))
         self.gray = K.RandomGrayscale(p=recipe.gray_p) if recipe.gray_p > 0 else None
         k = max(3, int(0.1 * recipe.size) // 2 * 2 + 1)  # kernel 10% of the image side, odd
         self.blur = K.RandomGaussianBlur((k, k), recipe.blur_sigma, p=recipe.blur_p) if recipe.blur_p > 0 else None

@@ -7,8 +7,10 @@
   generated folder of JPEGs of 120 to 400 pixels; interleaved rounds, the one ratio of the benches (the median of
   one side's rates over the median of the other's, the per-round range beside it).
 - ``--memory``: the peak resident memory of a short pretraining run (``suite vision pretrain``, a few steps and the
-  evaluation) over a generated folder of 4,000 images and over one of 16,000: flat in the data's size when the ratio
-  is near 1.
+  default evaluation: kNN and the feature probe over the whole training set as the bank, a test split a tenth of
+  it) over generated folders of at least three sizes, with 2,048-d features; the least-squares slope is the memory
+  a bank image costs (``peak_rss_kb_per_image``; its features alone are 4 kB in fp16). The child runs with
+  ``MALLOC_MMAP_THRESHOLD_`` fixed, so large blocks are mapped and returned and the peak follows what is held.
 - ``--gpu``: ResNet-50 SimCLR at 224, batch 256, bf16, fed from JPEG files by the streamed loader against the same
   step fed from tensors already on the device: whether decoding keeps the GPU busy (``gpu_step_images_per_s``, the
   rate the dry run's GPU-hours use). Without a GPU it says so and exits 0.
@@ -125,20 +127,42 @@ def measure_loader(n: int, size: int, batch: int, workers: int, rounds: int, bat
             **median_ratio(suite_rates, plain_rates)}
 
 
-def peak_rss_mb(n: int, steps: int = 5) -> float:
-    """Peak resident memory (MB) of ``suite vision pretrain`` for a few steps and the evaluation on a generated folder
-    of ``n`` training images (a slim ResNet-18 at 64 pixels, no workers, the kNN bank 20 images a class)."""
-    root = generated_folder(n)
-    cmd = [sys.executable, "-m", "suite", "vision", "pretrain", "--dataset", f"folder:{root}", "--encoder", "resnet18",
-           "--width", "8", "--image-size", "64", "--epochs", "1", "--max-steps-per-epoch", str(steps),
-           "--batch-size", "32", "--no-linear-probe", "--eval-train-per-class", "20", "--geometry-batches", "1",
+MEMORY_ENV = {"OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "131072", "SUITE_NO_PROGRESS": "1"}
+MEMORY_RUN = ("--encoder", "alexnet", "--width", "0.5", "--image-size", "32")  # 2,048-d features, cheap at 32 px
+MEMORY_FEATURE_DIM = 2048
+TEST_FRACTION = 10  # the test split: a tenth of the training images, growing with them
+
+
+def peak_rss_mb(n: int, steps: int = 5, n_test: int | None = None) -> float:
+    """Peak resident memory (MB) of ``suite vision pretrain`` for a few steps and the default evaluation (kNN and the
+    feature probe, the whole training set as the bank) on a generated folder of ``n`` training images and ``n_test``
+    test images (default ``n // TEST_FRACTION``): an AlexNet of 2,048-d features at 32 pixels, no workers, one
+    thread, ``MALLOC_MMAP_THRESHOLD_`` fixed (:data:`MEMORY_ENV`)."""
+    n_test = max(64, n // TEST_FRACTION) if n_test is None else n_test
+    root = generated_folder(n, n_test)
+    cmd = [sys.executable, "-m", "suite", "vision", "pretrain", "--dataset", f"folder:{root}", *MEMORY_RUN,
+           "--epochs", "1", "--max-steps-per-epoch", str(steps), "--batch-size", "32", "--geometry-batches", "0",
            "--no-registry", "--workers", "0", "--out", str(root.parent / f"run-{n}-{time.time_ns()}")]
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    env = {**os.environ, **MEMORY_ENV}
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(p.pid, 0)  # this child's own peak (ru_maxrss, kB)
     if status != 0:
         raise RuntimeError(f"the pretraining run for the memory figure failed: {p.stderr.read().decode()[-800:]}")
     return usage.ru_maxrss / 1024
+
+
+def memory_slope(peaks: dict[int, float]) -> dict[str, float]:
+    """Least squares of peak MB on training images: ``peak_rss_kb_per_image`` (the slope, kB = 1,000 bytes a bank
+    image with its tenth of a test image), ``peak_rss_mb_at_0`` (the intercept) and ``fit_r2``; needs three sizes."""
+    if len(peaks) < 3:
+        raise ValueError(f"--memory-sizes: a slope needs at least three sizes, got {sorted(peaks)}")
+    n = np.array(sorted(peaks), dtype=np.float64)
+    mb = np.array([peaks[int(k)] for k in n])
+    slope, intercept = np.polyfit(n, mb, 1)
+    resid = mb - (slope * n + intercept)
+    r2 = 1.0 - float((resid ** 2).sum()) / max(1e-12, float(((mb - mb.mean()) ** 2).sum()))
+    return {"peak_rss_kb_per_image": float(slope) * 1024 * 1024 / 1000, "peak_rss_mb_at_0": float(intercept),
+            "fit_r2": r2}
 
 
 def measure_gpu(batch: int, steps: int, workers: int, n: int) -> dict[str, float] | None:
@@ -205,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.measurements.image_loader",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--loader", action="store_true", help="the loaders' images/s on the CPU")
-    ap.add_argument("--memory", action="store_true", help="peak memory over 4,000 and 16,000 images")
+    ap.add_argument("--memory", action="store_true", help="peak memory a bank image costs: the slope over sizes")
     ap.add_argument("--gpu", action="store_true", help="ResNet-50 fed from files against from tensors, on a GPU")
     ap.add_argument("--images", type=int, default=4000, help="--loader: training images of the folder")
     ap.add_argument("--size", type=int, default=224, help="--loader: crop size")
@@ -213,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--batches", type=int, default=8, help="--loader: timed batches per round")
-    ap.add_argument("--memory-sizes", default="4000,16000")
+    ap.add_argument("--memory-sizes", default="2000,4000,8000,16000", help="--memory: training images, three or more")
     ap.add_argument("--registry", default=None, help="where the rows go (default: $SUITE_REGISTRY)")
     args = ap.parse_args(argv)
     from suite.machine import environment
@@ -229,14 +253,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"loader: suite {m['suite_images_per_s']:.0f} images/s, plain {m['plain_images_per_s']:.0f} images/s, "
               f"ratio {m['ratio']:.2f} ({m['ratio_min']:.2f}-{m['ratio_max']:.2f}), {args.workers} workers")
     if args.memory:
-        sizes = [int(s) for s in args.memory_sizes.split(",")]
+        sizes = sorted({int(s) for s in args.memory_sizes.split(",")})
+        if len(sizes) < 3:
+            ap.error(f"--memory-sizes: a slope needs at least three sizes, got {args.memory_sizes}")
         peaks = {n: peak_rss_mb(n) for n in sizes}
         metrics = {f"peak_rss_mb_{n}": v for n, v in peaks.items()}
-        metrics["peak_ratio"] = peaks[sizes[-1]] / peaks[sizes[0]]
-        _record(reg, "generated-folder", {"measure": "memory", "images": sizes, **environment(torch.device("cpu"))},
-                metrics, "peak_ratio")
+        metrics.update(memory_slope(peaks))
+        cfg = {"measure": "memory", "images": sizes, "test_fraction": 1 / TEST_FRACTION, "run": " ".join(MEMORY_RUN),
+               "feature_dim": MEMORY_FEATURE_DIM, "evaluation": "knn+probe (default)",
+               **{k: v for k, v in MEMORY_ENV.items() if k != "SUITE_NO_PROGRESS"}, **environment(torch.device("cpu"))}
+        _record(reg, "generated-folder", cfg, metrics, "peak_rss_kb_per_image")
         print("memory: " + ", ".join(f"{n:,} images {v:.0f} MB" for n, v in peaks.items())
-              + f"; ratio {metrics['peak_ratio']:.3f}")
+              + f"; {metrics['peak_rss_kb_per_image']:.1f} kB a bank image (r2 {metrics['fit_r2']:.3f}, "
+              f"{MEMORY_FEATURE_DIM}-d features)")
     if args.gpu:
         m = measure_gpu(256, 20, 8, 4000)  # type: ignore[assignment]
         if m is None:

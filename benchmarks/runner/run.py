@@ -34,6 +34,9 @@ def register(sub: Any) -> None:
     add_executor_options(p)
     p.add_argument("--dry-run", action="store_true", help="print the commands that would run and the time they would "
                                                            "take, from durations recorded in the registry")
+    p.add_argument("--explain", action="store_true",
+                   help="with --dry-run: per job, each setting as its run would resolve it beside the paper's value "
+                        "and source (the suite's paper: blocks), every departure marked with its reading")
     p.add_argument("--only", default=None, metavar="REGEX",
                    help="run only the jobs whose command line matches this regular expression (a part of a grid)")
     p.add_argument("--allow-dirty", action="store_true",
@@ -114,11 +117,21 @@ def _main(args: argparse.Namespace) -> int:
     check_commands(_unfinished(jobs, url), args.suite)
     for line in missing:
         print(f"note: {line}")
+    if args.explain and not args.dry_run:
+        raise ValueError("--explain goes with --dry-run (it prints the settings; nothing runs)")
     if args.dry_run:
-        from benchmarks.runner.gpu_hours import estimate
+        from benchmarks.runner.gpu_hours import estimate, job_hours
 
         for line in estimate(args.suite, jobs, Registry(url)):
             print(line)
+        if args.explain:
+            from benchmarks.runner.explain import explain, not_run
+
+            hours = job_hours(args.suite, jobs, Registry(url))
+            for line in explain(args.suite, {j.hash for j in jobs}, hours):
+                print(line)
+            for what, why in not_run(args.suite).items():
+                print(f"not run: {what}: {why}")
 
     rc = execute(runner, name, jobs)
     if args.budget and runner.estimated is not None:

@@ -182,6 +182,9 @@ def _load_suite(path: str, _mtime_ns: int, _size: int) -> tuple[str, tuple[Job, 
     if unknown:  # e.g. `seeds:` beside `jobs:` was silently ignored: every group ran without seeds
         raise ValueError(f"suite {p}: unknown top-level key(s) {unknown}; a suite file holds only name, jobs "
                          "and report (seeds, grid, args, stage and timeout belong in a job group)")
+    if "not_run" in spec and not (isinstance(spec["not_run"], dict) and all(
+            isinstance(v, str) and v.strip() for v in spec["not_run"].values())):
+        raise ValueError(f"suite {p}: not_run must map a paper's table or row to why the suite does not run it")
     if not isinstance(spec.get("jobs"), list) or not spec["jobs"]:
         raise ValueError(f"suite {p} must have a non-empty 'jobs' list")
     name = suite_name(spec["name"], p) if "name" in spec else _SAFE_CHARS.sub("_", p.stem)
@@ -200,8 +203,11 @@ def _load_suite(path: str, _mtime_ns: int, _size: int) -> tuple[str, tuple[Job, 
 
 
 TRACKING_KEYS = {"log_to", "mlflow_uri"}  # run options of every training command: a suite's or a group's
-SUITE_KEYS = {"name", "jobs", "report", "resources", "data"} | TRACKING_KEYS  # report: what benchmarks/report shows of the suite
+SUITE_KEYS = {"name", "jobs", "report", "resources", "data", "not_run"} | TRACKING_KEYS  # report: what benchmarks/report shows of the suite
 GROUP_KEYS = {"frontend", "command", "grid", "args", "seeds", "seed_flag", "timeout", "stage", "resources"} | TRACKING_KEYS
+# what a group reproduces and the papers' settings with their sources, and our readings of each departure
+# (:mod:`benchmarks.runner.explain`; ``bench run --dry-run --explain``): documentation, never part of a job's hash
+GROUP_KEYS |= {"reproduces", "paper", "readings"}
 # what a job asks a cluster executor for (``resources:`` beside ``jobs``: the suite's defaults; in a group: its own,
 # key by key); the local executor ignores them. ``options``: further scheduler options as they are spelled there
 # (sbatch's long options without ``--``, e.g. {constraint: a100, qos: high}; for Ray, custom resources).
@@ -293,6 +299,26 @@ def _data(value: Any, where: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+PAPER_KEYS = {"value", "source", "quote"}
+
+
+def check_paper(g: dict[str, Any], where: str) -> None:
+    """A group's (:mod:`benchmarks.runner.explain`) ``reproduces`` (a string), ``paper`` (setting -> {value, source, quote?}) and ``readings`` (setting ->
+    a reason), checked when the suite is loaded: one line naming the group and the key."""
+    if "reproduces" in g and not (isinstance(g["reproduces"], str) and g["reproduces"].strip()):
+        raise ValueError(f"{where}: reproduces must be a string naming the table or figure, got {g['reproduces']!r}")
+    paper, readings = g.get("paper") or {}, g.get("readings") or {}
+    if not isinstance(paper, dict) or not isinstance(readings, dict):
+        raise ValueError(f"{where}: paper and readings must be mappings of setting -> ...")
+    for k, v in paper.items():
+        if not isinstance(v, dict) or "value" not in v or not isinstance(v.get("source"), str) or set(v) - PAPER_KEYS:
+            raise ValueError(f"{where}: paper {k!r} must be {{value, source, quote?}} (value null where the paper is "
+                             f"silent), got {v!r}")
+    for k, v in readings.items():
+        if not isinstance(v, str) or not v.strip():
+            raise ValueError(f"{where}: reading {k!r} must be a sentence saying why, got {v!r}")
+
+
 def data_of(path: str | Path) -> dict[str, dict[str, Any]]:
     """The ``data:`` roots a suite file declares ({} without)."""
     p = Path(path)
@@ -338,6 +364,7 @@ def _group_jobs(g: Any, where: str, tracking: dict[str, str] | None = None,
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {sorted(map(str, unknown))}; a job group takes "
                          f"{', '.join(sorted(GROUP_KEYS))}")
+    check_paper(g, where)
     if "frontend" not in g or "command" not in g:
         raise ValueError(f"{where}: needs frontend and command, got {', '.join(sorted(map(str, g))) or 'neither'}")
     for key in ("frontend", "command"):

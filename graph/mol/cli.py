@@ -1,8 +1,12 @@
-"""``suite graph pretrain-mol`` and ``suite graph finetune-mol`` (registered by ``graph/cli.py``).
+"""``suite graph pretrain-mol``, ``suite graph finetune-mol`` and ``suite graph predict`` (registered by
+``graph/cli.py``).
 
     suite graph pretrain-mol --profile cpu --corpus zinc --loss macl --out ckpt/macl
     suite graph finetune-mol --dataset bbbp --init ckpt/macl --seed 0
     suite graph finetune-mol --dataset bbbp --init none          # no-pretraining baseline
+    suite graph finetune-mol --data my.csv --smiles-column smiles --target-columns logS,pKa --init ckpt/macl \
+        --out runs/mine                                          # your own molecules; the model in runs/mine/export
+    suite graph predict --model runs/mine --data new.csv --out preds.csv
 
 Every config field is a flag; ``--profile`` (cpu | paper) picks ``graph/configs/mol_*_<profile>.yaml``
 and ``--config`` a YAML file of your own. Under ``torchrun`` both commands run data-parallel.
@@ -56,11 +60,30 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     cfg, res = _run("finetune", FinetuneMolConfig, finetune, args)
     if res is not None:
         r = res.info
-        print(f"{r['dataset']} ({r['loss']}) seed {r['seed']}: test ROC-AUC last {100 * r['test_rocauc_last']:.2f}, "
-              f"best-valid (epoch {int(r['best_epoch'])}) {100 * r['test_rocauc_bestval']:.2f}")
+        if cfg.data:  # what was fine-tuned on: the task (given or inferred) and the targets, said once
+            print(f"{r['dataset']}: {r['task']} ({r['task_reason']}) on {len(r['targets'])} target(s): "
+                  f"{', '.join(r['targets'])}")
+        if r["metric"] == "rmse":
+            print(f"{r['dataset']} ({r['loss']}) seed {r['seed']}: test RMSE last {r['test_rmse_last']:.4g} "
+                  f"(MAE {r['test_mae_last']:.4g}), best-valid (epoch {int(r['best_epoch'])}) RMSE "
+                  f"{r['test_rmse_bestval']:.4g} (MAE {r['test_mae_bestval']:.4g})")
+        else:
+            print(f"{r['dataset']} ({r['loss']}) seed {r['seed']}: test ROC-AUC last {100 * r['test_rocauc_last']:.2f}, "
+                  f"best-valid (epoch {int(r['best_epoch'])}) {100 * r['test_rocauc_bestval']:.2f}")
         if r["skipped"] or r["non_numeric_labels"]:
-            print(f"{cfg.dataset}: {r['molecules']} molecules used, {r['skipped']} skipped (SMILES not "
+            print(f"{r['dataset']}: {r['molecules']} molecules used, {r['skipped']} skipped (SMILES not "
                   f"featurised), {r['non_numeric_labels']} non-numeric label(s) treated as missing")
+        if res.export is not None:
+            print(f"model: {res.export} (suite graph predict --model {res.folder} --data new.csv)")
+    return 0
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    from graph.mol.predict import predict_file
+
+    p = predict_file(args.model, args.data, smiles_column=args.smiles_column, out=args.out,
+                     batch_size=args.batch_size, device=args.device)
+    print(p.line)
     return 0
 
 
@@ -70,7 +93,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register_mol(gsub: Any) -> None:
-    """Add ``pretrain-mol`` and ``finetune-mol`` to the ``graph`` sub-parsers."""
+    """Add ``pretrain-mol``, ``finetune-mol`` and ``predict`` to the ``graph`` sub-parsers."""
     from graph.mol.finetune import FinetuneMolConfig
     from graph.mol.pretrain import PretrainMolConfig
 
@@ -78,7 +101,19 @@ def register_mol(gsub: Any) -> None:
     _common(p)
     add_config_args(p, PretrainMolConfig)
     p.set_defaults(func=_cmd_pretrain)
-    f = gsub.add_parser("finetune-mol", help="fine-tune on a MoleculeNet classification set (ROC-AUC)")
+    f = gsub.add_parser("finetune-mol", help="fine-tune on a MoleculeNet classification set (ROC-AUC) or on your own "
+                                             "CSV (--data: classification or regression; the model is exported)")
     _common(f)
     add_config_args(f, FinetuneMolConfig)
     f.set_defaults(func=_cmd_finetune)
+    pr = gsub.add_parser("predict", help="predict new molecules with a model fine-tuned on your own CSV (one row per "
+                                         "input row)")
+    pr.add_argument("--model", required=True, help="the fine-tuning's run folder or its export/")
+    pr.add_argument("--data", required=True, help="a CSV of molecules with a SMILES column")
+    pr.add_argument("--smiles-column", default=None, help="the SMILES column (default: the one the model was trained "
+                                                          "on, else a column named smiles, else the first)")
+    pr.add_argument("--out", default=None, help="the predictions CSV (default: <data stem>_preds.csv beside the data)")
+    pr.add_argument("--batch-size", type=int, default=512, help="molecules per forward pass (default: 512)")
+    pr.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    pr.set_defaults(func=_cmd_predict)
+

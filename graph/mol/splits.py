@@ -1,8 +1,9 @@
-"""Train/valid/test splits for MoleculeNet: scaffold (Bemis-Murcko), random, random-scaffold.
+"""Train/valid/test splits for MoleculeNet: scaffold (Bemis-Murcko), random, random-scaffold; a user's own split.
 
 As in pretrain-gnns ``splitters.py``: scaffold sets (with chirality) sorted largest first (ties by
 first index, the larger first), filled into train until 80 %, then valid until 90 %, the rest test; deterministic.
-``random_scaffold`` shuffles the scaffold sets with ``seed`` instead of sorting them.
+``random_scaffold`` shuffles the scaffold sets with ``seed`` instead of sorting them. ``given`` (a user's own CSV,
+:func:`given_split`) takes each molecule's part from a column of the file.
 
 Example: >>> train, valid, test = split(smiles, "scaffold")
 """
@@ -16,6 +17,7 @@ from torch import Tensor
 from suite.train.seeding import fixed_random_state
 
 SPLITS = ("scaffold", "random", "random_scaffold")
+GIVEN = "given"  # a user's own data: the part of every molecule named in a column (train / valid / test)
 
 
 def scaffold_of(smiles: str, include_chirality: bool = True) -> str:
@@ -103,3 +105,16 @@ def split(smiles: Sequence[str], method: str = "scaffold", seed: int = 0,
     if method == "random_scaffold":
         return random_scaffold_split(smiles, seed, frac)
     raise ValueError(f"unknown split {method!r}; choose from {SPLITS}")
+
+
+def given_split(parts: Sequence[str], what: str = "the split column") -> tuple[Tensor, Tensor, Tensor]:
+    """Indices (train, valid, test) of ``parts`` (each ``"train"``, ``"valid"`` or ``"test"``); an empty part is a
+    ``ValueError`` naming ``what`` and the sizes."""
+    out = tuple(torch.tensor([i for i, p in enumerate(parts) if p == name], dtype=torch.long)
+                for name in ("train", "valid", "test"))
+    if bad := sorted({p for p in parts} - {"train", "valid", "test"}):
+        raise ValueError(f"{what}: parts {bad} are not train, valid or test")
+    if any(p.numel() == 0 for p in out):
+        sizes = ", ".join(f"{k} {p.numel()}" for k, p in zip(("train", "valid", "test"), out))
+        raise ValueError(f"{what} leaves a part empty ({sizes}): every part needs molecules")
+    return out  # type: ignore[return-value]

@@ -35,10 +35,19 @@ def test_loader_rows_land_in_the_registry(small, capsys):
     assert m["ratio_min"] <= m["ratio_max"] and m["ratio"] > 0
 
 
+def test_memory_slope_is_a_least_squares_fit_over_three_sizes_or_more():
+    """the figure is the slope in kB a bank image (peaks in MB, 1,000 bytes a kB), exact on a line; two sizes refused"""
+    m = il.memory_slope({1000: 200.0, 2000: 200.0 + 6e6 / 2**20, 4000: 200.0 + 18e6 / 2**20})
+    assert m["peak_rss_kb_per_image"] == pytest.approx(6.0) and m["fit_r2"] == pytest.approx(1.0)
+    assert m["peak_rss_mb_at_0"] == pytest.approx(200.0 - 6e6 / 2**20)
+    with pytest.raises(ValueError, match="at least three sizes"):
+        il.memory_slope({1000: 1.0, 2000: 2.0})
+
+
 @pytest.mark.slow
 def test_memory_rows(small):
     db = small / "r.sqlite"
-    assert il.main(["--memory", "--memory-sizes", "30,60", "--registry", str(db)]) == 0
+    assert il.main(["--memory", "--memory-sizes", "60,120,240", "--registry", str(db)]) == 0
     (run,) = Registry(str(db)).runs(task=il.TASK)
     m = {x["name"]: x["value"] for x in Registry(str(db)).metrics(run["id"])}
-    assert m["peak_rss_mb_30"] > 100 and m["peak_ratio"] > 0
+    assert m["peak_rss_mb_60"] > 100 and "peak_rss_kb_per_image" in m and "fit_r2" in m

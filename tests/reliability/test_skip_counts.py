@@ -80,3 +80,16 @@ def test_finetune_records_non_numeric_labels(tmp_path: Path, capsys: pytest.Capt
     logged = {m["name"]: m["value"] for m in Registry().metrics(run["id"])}
     assert logged["non_numeric_labels"] == 1
     assert json.loads(run["config"])["dataset"] == "bbbp"
+
+
+def test_image_folder_with_val_instead_of_test(tmp_path: Path) -> None:
+    """`mem:` reads a folder whose held-out split is val/, as `folder:` does (it wanted test/ only; issue 80)"""
+    from vision.data import load_image_folder
+
+    root = _image_folder(tmp_path / "imgs", odd=0)
+    (root / "test").rename(root / "val")
+    data = load_image_folder(root, cache=False)
+    assert data.test_x.shape[0] == 8 and data.train_x.shape[0] == 8
+    (root / "val").rename(root / "other")
+    with pytest.raises(ValueError, match=r"test/<class>/\*\.jpg \(or val/\)"):
+        load_image_folder(root, cache=False)

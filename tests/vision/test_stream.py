@@ -271,3 +271,35 @@ def test_imagenets_linear_protocol_trains_a_classifier_on_augmented_crops(folder
     assert 0 <= res.metrics["linear_train_acc"] <= 1
     with pytest.raises(ValueError, match="--probe sgd apply to streamed data"):
         pretrain(_cfg(tmp_path, "digits", probe="sgd"))
+
+
+def test_streamed_evaluation_fills_banks_and_times_its_stages(folder: Path, tmp_path: Path) -> None:
+    """evaluate_streamed (issue 76): kNN on the bank filled in place gives the accuracy of the whole-bank kNN on the
+    same features gathered as a list and concatenated, the probe trained in torch the accuracy of scikit-learn's, and
+    each stage's seconds come with the metrics"""
+    from suite.eval import knn_accuracy, linear_probe
+    from vision.models import build_encoder
+    from vision.stream import eval_images
+    from vision.streamed import evaluate_streamed, prepare_stream
+    from vision.transforms import EvalTransform, get_recipe
+
+    cfg = _cfg(tmp_path, f"folder:{folder}")
+    data, _ = prepare_stream(cfg)
+    recipe = get_recipe("imagenet", 32)
+    torch.manual_seed(0)
+    model = build_encoder("convnet", 4, 32, 16)
+    cpu = torch.device("cpu")
+    m = evaluate_streamed(model, data, recipe, cpu, knn_k=5, geometry_batches=0, batch_size=7,
+                          bank_dtype=torch.float32)
+    assert {"eval_extract_s", "eval_knn_s", "eval_probe_s"} <= set(m) and "eval_geometry_s" not in m
+    assert all(m[k] > 0 for k in ("eval_extract_s", "eval_knn_s", "eval_probe_s"))
+    tf = EvalTransform(recipe)
+    model.eval()
+    with torch.no_grad():
+        tr, te = ([(model.features(tf(x)), y) for x, y in eval_images(s, 32, 7)] for s in (data.bank, data.test))
+    (tr_x, tr_y), (te_x, te_y) = ((torch.cat([h for h, _ in b]), torch.cat([y for _, y in b])) for b in (tr, te))
+    assert m["knn_acc"] == knn_accuracy(tr_x, tr_y, te_x, te_y, k=5, num_classes=data.num_classes)
+    ref = linear_probe(tr_x, tr_y, te_x, te_y)
+    assert abs(m["linear_acc"] - ref["test_acc"]) <= 1 / len(te_y) + 1e-9  # one test image at most
+    half = evaluate_streamed(model, data, recipe, cpu, knn_k=5, geometry_batches=0, linear=False)  # fp16 bank
+    assert half["knn_acc"] == m["knn_acc"] and "eval_probe_s" not in half

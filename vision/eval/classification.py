@@ -2,16 +2,22 @@
 exp(s / 0.1)) and a linear probe (standardised features, logistic regression), both on the
 standard test split, from backbone features extracted once.
 
-``ClassificationEvaluator(data)(features_fn) -> {"knn_acc", "linear_acc", "linear_train_acc"}``.
+``ClassificationEvaluator(data)(features_fn) -> {"knn_acc", "linear_acc", "linear_train_acc"}``; of features
+streamed into banks (:class:`suite.eval.bank.FeatureBank`), ``from_banks`` (the probe in torch, the kNN over chunks
+of the bank) adds each stage's seconds, ``eval_knn_s`` and ``eval_probe_s``.
 """
 from __future__ import annotations
 
 from typing import Callable
 
+import time
+
 import torch
 from torch import Tensor
 
 from suite.eval import extract_features, knn_accuracy, linear_probe
+from suite.eval.bank import FeatureBank
+from suite.eval.linear import logistic_probe
 
 
 def batches(x: Tensor, batch_size: int) -> list[Tensor]:
@@ -44,6 +50,21 @@ class ClassificationEvaluator:
         if self.linear:
             res = linear_probe(tr, self.train_y, te, self.test_y, max_iter=self.probe_max_iter)
             out["linear_acc"], out["linear_train_acc"] = res["test_acc"], res["train_acc"]
+        return out
+
+    def from_banks(self, tr: FeatureBank, te: FeatureBank, device: torch.device | str | None = None) -> dict[str, float]:
+        """kNN and the probe (:func:`suite.eval.linear.logistic_probe`: scikit-learn's objective in torch) on the
+        features of two banks as stored, on ``device`` a chunk at a time; each stage's seconds beside them."""
+        t0 = time.perf_counter()
+        out = {"knn_acc": knn_accuracy(tr.x, tr.y, te.x, te.y, k=self.knn_k, temperature=self.knn_t,
+                                       num_classes=self.num_classes, unit=True, device=device)}
+        out["eval_knn_s"] = time.perf_counter() - t0
+        if self.linear:
+            t0 = time.perf_counter()
+            res = logistic_probe(tr, tr.y, te, te.y, max_iter=self.probe_max_iter, num_classes=self.num_classes,
+                                 device=device)
+            out["linear_acc"], out["linear_train_acc"] = res["test_acc"], res["train_acc"]
+            out["eval_probe_s"] = time.perf_counter() - t0
         return out
 
     def __call__(self, encode: Callable[[Tensor], Tensor]) -> dict[str, float]:

@@ -10,9 +10,15 @@
 - a FIFO queue of the last Q keys (:class:`KeyQueue`, with their labels) is passed to the loss as
   ``queue=`` (and ``queue_labels`` / ``queue_similarity`` for supcon / xclr); the current keys are
   enqueued after the loss (gathered over ranks under torch.distributed);
-- key BN: the key batch is shuffled and run in ``bn_splits`` chunks so BatchNorm statistics cannot
-  leak which key belongs to which query (MoCo's Shuffle-BN, single-process form); with one chunk the
-  shuffle changes no key, and a GPU skips it.
+- key BN (MoCo's Shuffle-BN, Sec. 3.3): the key batch's BatchNorm statistics must not be those of its queries.
+  Under torch.distributed (``shuffle_ranks``, the default) every rank's keys are gathered, shuffled by one random
+  permutation drawn on rank 0 and broadcast, each rank encodes its slice of the shuffled batch and the keys are
+  gathered and unshuffled by the inverse permutation (``_batch_shuffle_ddp`` / ``_batch_unshuffle_ddp`` of MoCo's
+  ``builder.py``): a rank's keys are normalised with statistics of other ranks' images. In one process the key
+  batch is shuffled and run in ``bn_splits`` chunks (the single-process form); with one chunk the shuffle changes
+  no key, and a GPU skips it;
+- projection head (``vision.models.ProjectionHead``): MoCo v2's is Linear-ReLU-Linear (``head="mocov2"``, no
+  BatchNorm; the query's statistics cannot reach the key through the head), chosen by the trainer's ``proj_head``.
 
 Shapes: views (V, N, C, S, S), labels (N,) -> scalar loss.
 """
@@ -126,7 +132,8 @@ def momentum_update(key: nn.Module | list[Tensor], query: nn.Module | list[Tenso
 
 class MoCo(nn.Module):
     def __init__(self, encoder: Encoder, loss: L.ContrastiveLoss, queue_size: int = 4096, momentum: float = 0.99,
-                 class_graph: Tensor | None = None, bn_splits: int = 1, iou_tau: float = 1.0) -> None:
+                 class_graph: Tensor | None = None, bn_splits: int = 1, iou_tau: float = 1.0,
+                 shuffle_ranks: bool = True) -> None:
         super().__init__()
         if not 0.0 <= momentum <= 1.0:
             raise ValueError(f"momentum must be in [0, 1], got {momentum}")
@@ -135,6 +142,7 @@ class MoCo(nn.Module):
         for p in self.key_encoder.parameters():
             p.requires_grad_(False)
         self.momentum, self.bn_splits, self.iou_tau = float(momentum), max(1, int(bn_splits)), iou_tau
+        self.shuffle_ranks = bool(shuffle_ranks)  # Shuffle-BN across ranks under torch.distributed
         out_dim = encoder.head.out_dim
         self.queue = KeyQueue(queue_size, out_dim, random_init=True)
         self.register_buffer("class_graph", class_graph if class_graph is not None else None, persistent=False)
@@ -152,19 +160,43 @@ class MoCo(nn.Module):
 
     @torch.no_grad()
     def _keys(self, x: Tensor, shuffle: bool | None = None) -> Tensor:
-        """Key projections of x (B, C, S, S) with shuffled, split BatchNorm batches -> (B, d). With one BatchNorm batch
-        (``bn_splits`` 1) the shuffle changes no key (the batch statistics are over the same images, summed in another
-        order): on a GPU it is skipped, its randperm, gathers and argsort being launches of a step bound by the host;
-        the CPU keeps it (``shuffle`` None: that rule), and with it the random stream of its committed results."""
+        """Key projections of x (B, C, S, S) with shuffled BatchNorm batches -> (B, d).
+
+        Under torch.distributed with ``shuffle_ranks``: MoCo's cross-rank shuffle (:meth:`_keys_shuffled_ranks`;
+        every rank must pass the same B). In one process: shuffled and split into ``bn_splits`` BatchNorm batches.
+        With one BatchNorm batch (``bn_splits`` 1) that shuffle changes no key (the batch statistics are over the same
+        images, summed in another order): on a GPU it is skipped, its randperm, gathers and argsort being launches of
+        a step bound by the host; the CPU keeps it (``shuffle`` None: that rule), and with it the random stream of its
+        committed results."""
+        if self.shuffle_ranks and sd.is_distributed() and shuffle is not False:
+            return self._keys_shuffled_ranks(x)
         if shuffle is None:
             shuffle = self.bn_splits > 1 or x.device.type != "cuda"
         perm = torch.randperm(x.shape[0], device=x.device) if shuffle else None
         xs = x if perm is None else x[perm]
-        if self.bn_splits == 1:
-            k = self.key_encoder(xs)
-        else:
-            k = torch.cat([self.key_encoder(c) for c in xs.chunk(self.bn_splits)])  # a loop over bn_splits chunks
+        k = self._encode_keys(xs)
         return k if perm is None else k[torch.argsort(perm)]
+
+    def _encode_keys(self, x: Tensor) -> Tensor:
+        if self.bn_splits == 1:
+            return self.key_encoder(x)
+        return torch.cat([self.key_encoder(c) for c in x.chunk(self.bn_splits)])  # a loop over bn_splits chunks
+
+    @torch.no_grad()
+    def _keys_shuffled_ranks(self, x: Tensor) -> Tensor:
+        """MoCo's ``_batch_shuffle_ddp`` / ``_batch_unshuffle_ddp``: x (B, ...) on each of W ranks -> keys (B, d) of
+        this rank's images, each computed on the rank the permutation sent it to (in ``bn_splits`` chunks there)."""
+        import torch.distributed as dist
+
+        w, r, b = sd.world_size(), sd.rank(), x.shape[0]
+        xg = sd.gather_nograd(x)  # (W*B, ...) in rank order
+        perm = torch.randperm(w * b, device=x.device) if r == 0 else torch.empty(w * b, dtype=torch.long,
+                                                                                device=x.device)
+        dist.broadcast(perm, src=0)  # one permutation on every rank
+        k = self._encode_keys(xg[perm.view(w, b)[r]])  # (B, d): this rank's slice of the shuffled batch
+        kg = sd.gather_nograd(k)  # (W*B, d): the keys of xg[perm]
+        inverse = torch.argsort(perm)  # xg[i] is at position inverse[i] of the shuffled batch
+        return kg[inverse.view(w, b)[r]]
 
     def forward(self, views: Tensor, labels: Tensor | None = None, iou: Tensor | None = None) -> Tensor:
         v, n = views.shape[:2]

@@ -18,7 +18,7 @@ from suite.pretrained import POSITIVE_INT, load_pretrained, load_state, save_pre
 
 from vision.models.alexnet import SmallAlexNet
 from vision.models.convnet import SmallConvNet
-from vision.models.head import ProjectionHead
+from vision.models.head import HEADS, ProjectionHead
 from vision.models.resnet import STEMS, CifarResNet18, ResNet
 
 ENCODERS = ("resnet18", "resnet50", "alexnet", "convnet")
@@ -60,10 +60,10 @@ class Encoder(nn.Module):
 
     Shapes: x (N, 3, S, S) -> features (N, out_dim of f), forward (N, proj_dim)."""
 
-    def __init__(self, backbone: nn.Module, proj_dim: int = 128, proj_hidden: int = 0) -> None:
+    def __init__(self, backbone: nn.Module, proj_dim: int = 128, proj_hidden: int = 0, proj_head: str = "simclr") -> None:
         super().__init__()
         self.backbone = backbone
-        self.head = ProjectionHead(int(backbone.out_dim), proj_hidden, proj_dim)
+        self.head = ProjectionHead(int(backbone.out_dim), proj_hidden, proj_dim, proj_head)
 
     def features(self, x: Tensor) -> Tensor:
         return self.backbone(x.contiguous(memory_format=self.memory_format))
@@ -97,7 +97,7 @@ class Encoder(nn.Module):
                                                                     lambda v: v in ENCODERS),
                                                         "proj_dim": POSITIVE_INT, "image_size": POSITIVE_INT})
         enc = build_encoder(cfg["encoder"], float(cfg.get("width", 0)), cfg["image_size"], cfg["proj_dim"],
-                            int(cfg.get("proj_hidden", 0)), _export_value(cfg, "stem"))
+                            int(cfg.get("proj_hidden", 0)), _export_value(cfg, "stem"), _export_value(cfg, "proj_head"))
         load_state(enc, state, path)
         return enc.eval()
 
@@ -122,6 +122,8 @@ def load_init(encoder: Encoder, path: str | Path) -> Encoder:
     folder = init_folder(path)
     cfg, state = load_pretrained(folder, MODEL_TYPE)
     spec = encoder.spec or {}
+    if spec:  # the head's kind is checked even where this run's spec leaves it out (the first head, "simclr")
+        spec = {**spec, "proj_head": spec.get("proj_head", "simclr")}
     for k, v in spec.items():
         have = _export_value(cfg, k)
         if have is None or (float(have) if isinstance(v, float) else have) != v:
@@ -132,13 +134,17 @@ def load_init(encoder: Encoder, path: str | Path) -> Encoder:
 
 
 def build_encoder(name: str, width: float = 0, image_size: int = 32, proj_dim: int = 128, proj_hidden: int = 0,
-                  stem: str = "auto") -> Encoder:
+                  stem: str = "auto", proj_head: str = "simclr") -> Encoder:
+    """Backbone and projection head; ``proj_head`` "simclr" (Linear-BN-ReLU-Linear) or "mocov2" (Linear-ReLU-Linear,
+    :mod:`vision.models.head`)."""
     stem = resolve_stem(name, image_size, stem)
-    enc = Encoder(build_backbone(name, width, image_size, stem), proj_dim, proj_hidden)
+    enc = Encoder(build_backbone(name, width, image_size, stem), proj_dim, proj_hidden, proj_head)
     enc.spec = {"encoder": name, "width": float(width), "image_size": int(image_size), "proj_dim": int(proj_dim),
                 "proj_hidden": int(proj_hidden)}
     if stem:  # the ResNets' (an export before the stems has none: "auto")
         enc.spec["stem"] = stem
+    if proj_head != "simclr":  # exports of the first head have none ("simclr")
+        enc.spec["proj_head"] = proj_head
     return enc
 
 
@@ -146,8 +152,10 @@ def _export_value(cfg: dict[str, Any], key: str) -> Any:
     """A setting of an export's config; exports before the ResNet stems have none: "auto" for their image size."""
     if key == "stem" and key not in cfg:
         return resolve_stem(str(cfg.get("encoder", "")), int(cfg.get("image_size", 0)))
+    if key == "proj_head" and key not in cfg:
+        return "simclr"
     return cfg.get(key, 0 if key == "proj_hidden" else None)
 
 
-__all__ = ["ENCODERS", "MODEL_TYPE", "CifarResNet18", "ResNet", "resolve_stem", "Encoder", "ProjectionHead", "SmallAlexNet", "SmallConvNet", "build_backbone",
+__all__ = ["ENCODERS", "HEADS", "MODEL_TYPE", "CifarResNet18", "ResNet", "resolve_stem", "Encoder", "ProjectionHead", "SmallAlexNet", "SmallConvNet", "build_backbone",
            "build_encoder", "init_folder", "load_init"]
