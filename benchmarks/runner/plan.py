@@ -7,6 +7,7 @@ after one with a failed job is blocked. The plan says its progress and ETA, and 
 file's contract is :mod:`benchmarks.runner.suitefile`."""
 from __future__ import annotations
 
+import json
 import statistics
 import threading
 from dataclasses import dataclass, field
@@ -19,6 +20,27 @@ from benchmarks.runner.progress import Progress, duration_text, job_kind
 from benchmarks.runner.suitefile import Job
 from suite.paths import resolve_model_path
 from suite.registry import Registry
+
+
+def snapshot_seconds(hashes: set[str], snapshot: Path | None = None) -> dict[str, float]:
+    """{job hash: wall seconds} of the finished runs of the committed snapshot whose job is among ``hashes`` (a job's
+    runs summed: its seeds run as one job where the front-end takes several)."""
+    from benchmarks.paths import SNAPSHOT
+
+    path = snapshot or SNAPSHOT
+    out: dict[str, float] = {}
+    if not path.is_file():
+        return out
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            h, secs = row.get("config_hash"), row.get("wall_time")
+            if h in hashes and row.get("status") == "finished" and isinstance(secs, (int, float)) and secs > 0:
+                out[h] = out.get(h, 0.0) + float(secs)
+    return out
 
 
 @dataclass
@@ -163,11 +185,16 @@ class Runner:
     def durations(self, jobs: list[Job], reg: Registry) -> dict[str, list[float]]:
         """Seconds of the finished jobs by front-end and command: those the runner recorded
         (:meth:`Registry.job_durations`), and those of ``jobs`` and the whole suite (:attr:`whole`) imported from a
-        snapshot (their rows have no command; the job says its kind)."""
+        snapshot (their rows have no command; the job says its kind); for a kind neither knows, the committed
+        snapshot's runs of those jobs (:func:`snapshot_seconds`)."""
         out = reg.job_durations()
         kinds = {j.hash: self.kind(j) for j in [*self.whole, *jobs]}
         for h, secs in reg.imported_job_seconds(list(kinds)).items():
             out.setdefault(kinds[h], []).append(secs)
+        known = set(out)  # a kind the registry has not timed (a fresh clone's): the committed snapshot's runs of these
+        for h, secs in snapshot_seconds(set(kinds)).items():  # jobs say how long it takes (issue 80: it said 0 s)
+            if kinds[h] not in known:
+                out.setdefault(kinds[h], []).append(secs)
         return out
 
     def estimate(self, jobs: list[Job], reg: Registry) -> tuple[float, float, int]:
@@ -225,7 +252,8 @@ class Runner:
             total, wall, unknown = self.estimate(jobs, reg)
             self.estimated = (total, wall, unknown)
             print(f"estimate: {duration_text(total)} of job time, about {duration_text(wall)} wall with {self.jobs} "
-                  "at a time (median durations of finished jobs of each front-end and command in the registry)"
+                  "at a time (median durations of finished jobs of each front-end and command in the registry, else "
+                  "in the committed snapshot)"
                   + (f"; {unknown} jobs of commands with no recorded duration not counted" if unknown else ""))
         self._progress.begin(jobs, None if self.dry_run else self.durations(jobs, reg))
         if not self.dry_run:  # jobs finished before this run are done from the first progress line on, not left

@@ -222,6 +222,23 @@ def test_estimate_reads_the_durations_of_imported_jobs(tmp_path):
     assert Runner(db, jobs=1, dry_run=True, log_dir=tmp_path / "logs").estimate(jobs[2:], Registry(db))[2] == 1
 
 
+def test_a_fresh_registry_estimates_from_the_committed_snapshot(tmp_path, monkeypatch):
+    """a fresh clone's empty registry -> the dry run estimates a kind of job from the committed snapshot's runs of the
+    suite's jobs (their wall times), where it said "0 s of job time" and counted every job unknown (issue 80)"""
+    import json
+
+    import benchmarks.paths
+
+    _, jobs = load_suite(_suite(tmp_path, 3))
+    snap = tmp_path / "snap.jsonl"
+    snap.write_text("".join(json.dumps({"config_hash": j.hash, "status": "finished", "wall_time": secs}) + "\n"
+                            for j, secs in zip(jobs[:2], (40, 60))))
+    monkeypatch.setattr(benchmarks.paths, "SNAPSHOT", snap)
+    db = str(tmp_path / "fresh.sqlite")
+    runner = Runner(db, jobs=1, dry_run=True, log_dir=tmp_path / "logs", whole=jobs)
+    assert runner.estimate(jobs, Registry(db)) == (150.0, 150.0, 0)  # three jobs at the median of 40 and 60 s
+
+
 def test_unknown_duration_and_failure_summary(tmp_path, capsys):
     """no recorded durations -> 'ETA unknown'; a failing job -> the summary lists it with its log, exit status 1"""
     from benchmarks.runner.run import execute
