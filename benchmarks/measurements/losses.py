@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import suite.losses as L
-from benchmarks.measurements.loss_tables import LARGE_TASKS, RESULTS, RESULTS_LARGE, table, table_large
+from benchmarks.measurements.loss_tables import LARGE_TASKS, OPS_TASK, RESULTS, RESULTS_LARGE, table, table_large
 from benchmarks.measurements.measured import Measurement, record
 from suite.losses.examples import example_inputs
 from suite.measure import Case, median_time, peak_tensor_bytes, round_robin, time_interleaved
@@ -251,6 +251,97 @@ def run_large(sizes: tuple[int, ...] = (4096, 16384), losses: list[str] | None =
     return _record_and_write(taken, registry, out, table_large)
 
 
+# ----------------------------------------------------------------------------- --ops: operations eager and compiled
+
+# no work of their own (metadata, allocation): not counted; and ops counted by what they call (a copy, or nothing)
+_NOT_LAUNCHES = frozenset({
+    "aten::view", "aten::t", "aten::transpose", "aten::permute", "aten::slice", "aten::select", "aten::expand",
+    "aten::as_strided", "aten::unsqueeze", "aten::squeeze", "aten::alias", "aten::detach", "aten::_unsafe_view",
+    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::resolve_conj", "aten::resolve_neg",
+    "aten::lift_fresh", "aten::unbind", "aten::split", "aten::narrow", "aten::diagonal", "aten::unflatten",
+    "aten::to", "aten::reshape", "aten::contiguous", "aten::flatten", "aten::view_as", "aten::expand_as",
+    "aten::split_with_sizes", "aten::chunk", "aten::_reshape_alias"})
+
+
+def count_launches(fn: Callable[[], torch.Tensor], leaves: list[torch.Tensor]) -> int:
+    """Operations launched by one forward + backward of ``fn`` (torch.profiler, CPU): the outermost ATen operators and
+    Inductor's fused kernels (``cpp_fused_*``, recorded with ``torch._inductor.config.cpp.enable_kernel_profile``),
+    views and allocations left out (what is inside a counted one is its own work). On a GPU each is about one kernel
+    launch and its host time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for x in leaves:
+        x.grad = None
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn().backward()
+    for x in leaves:
+        x.grad = None
+
+    def counted(e: Any) -> bool:
+        return ("cpp_fused" in e.name or e.name.startswith("aten::")) and e.name not in _NOT_LAUNCHES
+
+    n = 0
+    for e in prof.events():
+        if not counted(e):
+            continue
+        p = e.cpu_parent
+        while p is not None and not counted(p):
+            p = p.cpu_parent
+        n += p is None
+    return n
+
+
+def run_ops(two_n: int = 256, losses: list[str] | None = None, repeats: int = 9, registry: Registry | None = None,
+            out: Path = RESULTS, seed: int = 0) -> str:
+    """Per loss on its dense path at 2N = ``two_n`` (d = :data:`D`, multi-view V = :data:`V`), as the engine calls it
+    (checks deferred): the operations launched by a forward + backward (:func:`count_launches`) eager and compiled
+    whole (``torch.compile(fullgraph=True)``, Inductor), and the time of each as a ratio to the plain InfoNCE loop
+    (``gpu_loops.nt_xent``, eager; timed in the same rounds, the ratio of the medians). Recorded under
+    :data:`OPS_TASK`, then the table written as :func:`run` writes it (its "operations per loss" section)."""
+    import torch._inductor.config as inductor_config
+
+    from benchmarks.measurements.gpu_loops import nt_xent
+    from suite.losses.checks import DeferredChecks, deferred
+    from suite.measure import median_ratio
+
+    inductor_config.cpp.enable_kernel_profile = True  # the fused kernels appear in the profile
+    torch.manual_seed(seed)
+    names = losses or sorted(set(L.available()) - set(L.plugins()))
+    threads = torch.get_num_threads()
+    n = two_n // 2
+    gen = torch.Generator().manual_seed(seed)
+    a, b = (torch.randn(n, D, generator=gen).requires_grad_() for _ in range(2))
+    plain: Case = (lambda: nt_xent(a, b), [a, b])
+    taken: list[Measurement] = []
+    checks = DeferredChecks()
+    with deferred(checks):
+        plain_ops = count_launches(*plain)
+        for name in names:
+            ex = example_inputs(name, n, D, views=V, generator=torch.Generator().manual_seed(seed))
+            loss = L.build(name, chunk_size=None)
+            compiled = torch.compile(loss, fullgraph=True)
+            cases = {"plain": plain, "eager": (ex.call(loss), ex.leaves), "compiled": (ex.call(compiled), ex.leaves)}
+            rounds = round_robin(cases, repeats)  # (its warm-up call compiles)
+            ops = {k: count_launches(*cases[k]) for k in ("eager", "compiled")}
+            checks.pending.clear()
+            metrics = {"ops_eager": float(ops["eager"]), "ops_compiled": float(ops["compiled"]),
+                       "ops_plain": float(plain_ops),
+                       "eager_ms": 1e3 * statistics.median(rounds["eager"]),
+                       "compiled_ms": 1e3 * statistics.median(rounds["compiled"]),
+                       "plain_ms": 1e3 * statistics.median(rounds["plain"]),
+                       "eager_x_plain": median_ratio(rounds["eager"], rounds["plain"])["ratio"],
+                       "compiled_x_plain": median_ratio(rounds["compiled"], rounds["plain"])["ratio"]}
+            print(f"  ops {name:14s} eager {ops['eager']:4d} compiled {ops['compiled']:4d} (plain {plain_ops}); "
+                  f"x plain eager {metrics['eager_x_plain']:.2f} compiled {metrics['compiled_x_plain']:.2f}", flush=True)
+            taken.append(Measurement(
+                OPS_TASK, f"random-2N{two_n}-d{D}", name,
+                {"two_n": two_n, "d": D, "views": V if loss.multi_view else 2, "threads": threads, "path": "dense",
+                 "repeats": repeats, "compiler": "inductor", "fullgraph": True}, metrics, "ops_compiled",
+                loss_hparams=L.defaults(name), seed=seed))
+            torch._dynamo.reset()
+    return _record_and_write(taken, registry, out, table)
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("losses", help="time forward+backward and memory of every loss; write benchmarks/results/losses.md")
     p.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 4096], help="2N values")
@@ -264,6 +355,8 @@ def register(sub: Any) -> None:
     p.add_argument("--large", action="store_true", help="the tiled path: speed vs dense, peak RSS, time growth "
                                                          "(writes benchmarks/results/losses_large.md)")
     p.add_argument("--huge", nargs="*", default=[], help="--large: losses also measured at 2N = 65,536 ('all': every loss)")
+    p.add_argument("--ops", action="store_true", help="operations launched and time per loss, eager and compiled whole "
+                                                       "(torch.compile, Inductor), at 2N = the first --sizes value")
     p.set_defaults(func=_main)
 
 
@@ -282,6 +375,9 @@ def _main(args: argparse.Namespace) -> int:
     if args.large:
         sizes = tuple(args.sizes) if args.sizes != [256, 1024, 4096] else (4096, 16384)
         print(run_large(sizes, args.losses, args.repeats or 5, out=out, huge=tuple(args.huge), registry=reg))
+        return 0
+    if getattr(args, "ops", False):
+        print(run_ops(args.sizes[0], args.losses, args.repeats or 9, reg, out))
         return 0
     print(run(tuple(args.sizes), args.repeats, args.losses, reg, out, pml_check=args.pml_check))
     return 0

@@ -3,8 +3,8 @@ views, queues, labels, weights and hyper-parameter values, each refused with a `
 the value; the scale-robust row normalisation and the weighted means of per-anchor terms."""
 from __future__ import annotations
 
-import contextvars
 import math
+import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
@@ -21,36 +21,78 @@ class DeferredChecks:
     read the device (non-finite inputs, zero embeddings, negative weights) keeps its flag (a 0-d tensor, no further
     work on the device) with the micro-batch it was made in (``index``, set by the engine); the engine reads every flag
     with the loss at its next host read and raises the first failed check's ``ValueError`` naming that step. Outside
-    :func:`deferred` every check reads the device at once, as before."""
+    :func:`deferred` every check reads the device at once, as before.
+
+    The flags are tensor operations only, so a loss compiled whole (``torch.compile(fullgraph=True)``, issue 78) keeps
+    its checks: the traced code keeps (message, flag) for the micro-batch and reads nothing else of this object (no
+    ``index``: its value would be a guard, one compile per micro-batch of the read's window); each flag takes the index
+    when ``index`` next changes or ``pending`` is read."""
 
     def __init__(self) -> None:
-        self.pending: list[tuple[int, str, Tensor]] = []  # (micro-batch index, message, failed flag)
-        self.index = 0
+        self._pending: list[tuple[int, str, Tensor]] = []  # (micro-batch index, message, failed flag)
+        # message -> failed flag of the current micro-batch, a check made twice in it (a loss called twice) OR-ed into
+        # one flag: a list that grew by a flag a call was a new guard, and a new compile, at every call
+        self._new: dict[str, Tensor] = {}
+        self._index = 0
 
     def add(self, bad: Tensor, message: str) -> None:
-        self.pending.append((self.index, message, bad))
+        before = self._new.get(message)
+        self._new[message] = bad if before is None else before | bad
+
+    def _fold(self) -> None:
+        if self._new:
+            self._pending.extend((self._index, m, b) for m, b in self._new.items())
+            self._new.clear()
+
+    @property
+    def pending(self) -> list[tuple[int, str, Tensor]]:
+        """Every (micro-batch index, message, failed flag) since the last ``pending.clear()``."""
+        self._fold()
+        return self._pending
+
+    @property
+    def index(self) -> int:
+        return self._index
+
+    @index.setter
+    def index(self, value: int) -> None:
+        self._fold()  # the flags made so far belong to the micro-batch before
+        self._index = value
 
 
-_DEFERRED: contextvars.ContextVar[DeferredChecks | None] = contextvars.ContextVar("suite_deferred_checks", default=None)
+class _Deferred(threading.local):
+    """The checks in force on this thread (:func:`deferred`): a thread-local attribute, which ``torch.compile`` traces
+    and guards (a ``ContextVar``'s ``get`` was a graph break in every loss)."""
+
+    checks: DeferredChecks | None = None
+
+
+_DEFERRED = _Deferred()
 
 
 @contextmanager
 def deferred(checks: DeferredChecks) -> Iterator[DeferredChecks]:
     """Inside: the losses' value checks go to ``checks`` instead of reading the device."""
-    token = _DEFERRED.set(checks)
+    before, _DEFERRED.checks = _DEFERRED.checks, checks
     try:
         yield checks
     finally:
-        _DEFERRED.reset(token)
+        _DEFERRED.checks = before
 
 
 def _fails(bad: Tensor, message: str) -> bool:
-    """Whether a value check failed: read now (False when deferred: the flag waits for the engine's next read)."""
-    checks = _DEFERRED.get()
-    if checks is None:
-        return bool(bad)
-    checks.add(bad, message)
-    return False
+    """Whether a value check failed: read now (False when deferred: the flag waits for the engine's next read). Under
+    ``torch.compile`` outside :func:`deferred` (a compiled loss called on its own) the flag is an asynchronous assert
+    (``torch._assert_async``): no host read in the graph; a failed check raises ``RuntimeError`` with ``message`` (on a
+    GPU, a device-side assert). The engine's calls are deferred: their checks are read at its sync as ``ValueError``."""
+    checks = _DEFERRED.checks
+    if checks is not None:
+        checks.add(bad, message)
+        return False
+    if torch.compiler.is_compiling():
+        torch._assert_async(~bad, message)
+        return False
+    return bool(bad)
 
 
 def _check_float(x: Any, what: str) -> Tensor:

@@ -72,12 +72,16 @@ class _RowLSE(torch.autograd.Function):
 def cat_rows(z_a: Tensor, z_b: Tensor) -> Tensor:
     """``torch.cat([z_a, z_b])``, without a copy where the two are the consecutive halves of one tensor (what
     :func:`normalize_pair` returns): then that tensor, and the gradient reaches it directly. At 2N = 2^20, d = 128,
-    each copy is 512 MB of the loss's memory on a GPU."""
+    each copy is 512 MB of the loss's memory on a GPU. Under ``torch.compile`` the concatenation is traced as it is
+    (whether two views are a tensor's consecutive halves is a comparison of storage offsets, which the compiler cannot
+    trace: a graph break in every loss; the compiler plans the buffers of the graph itself)."""
+    if torch.compiler.is_compiling():
+        return torch.cat([z_a, z_b])
     base = z_a._base
     if (base is not None and z_b._base is base and base.dim() == 2 and base.is_contiguous()
             and z_a.is_contiguous() and z_b.is_contiguous() and z_a.shape[0] + z_b.shape[0] == base.shape[0]
-            and z_a.data_ptr() == base.data_ptr()
-            and z_b.data_ptr() == base.data_ptr() + z_a.numel() * base.element_size()):
+            and z_a.storage_offset() == base.storage_offset()
+            and z_b.storage_offset() == base.storage_offset() + z_a.numel()):
         return base
     return torch.cat([z_a, z_b])
 
@@ -186,6 +190,62 @@ def pair_rows(ps: PairSetup, start: int, stop: int, *, exclude_positive: bool = 
     if ps.queue is not None:
         sim = torch.cat([sim, a @ ps.queue.T], dim=1)  # (rows, C + Q)
     return sim
+
+
+def pair_row_lse(ps: PairSetup, *, exclude_positive: bool = False) -> Tensor:
+    """(A,) log-sum-exp of every row of the scaled similarity matrix (the self column and, with ``exclude_positive``,
+    the positive left out): the dense form of :func:`pair_lse`, the same values as ``row_logsumexp(pair_rows(ps, 0,
+    A, exclude_positive=...))`` from one autograd Function (:class:`_SimLSE`) that makes the product, masks it in
+    place and keeps log p for a backward of one (A, C) matrix. ``pair_rows``' in-place mask (``index_put_``) made
+    autograd clone the whole (A, C) gradient in the backward to zero the masked entries, where p is 0 already."""
+    if ps.negatives == "none":  # [positive | queue]: nothing masked but the positive, the only in-batch column
+        lse_q = row_logsumexp(ps.anchors @ ps.queue.T)  # type: ignore[union-attr]
+        return lse_q if exclude_positive else torch.logaddexp(ps.pos_sim, lse_q)  # type: ignore[arg-type]
+    if len(ps.cands) == 1:
+        excl = [c for c in (ps.self_col, ps.pos if exclude_positive else None) if c is not None]
+        return _SimLSE.apply(ps.anchors, ps.cands[0], ps.queue, torch.stack(excl) if excl else None)
+    n = ps.n_local  # "cross", symmetric: rows [0, N) against z_b, rows [N, 2N) against z_a (no self column)
+    return torch.cat([_SimLSE.apply(ps.anchors[h * n:(h + 1) * n], cand, ps.queue,
+                                    ps.pos[h * n:(h + 1) * n][None] if exclude_positive else None)
+                      for h, cand in enumerate(ps.cands)])
+
+
+class _SimLSE(torch.autograd.Function):
+    """lse_i = log sum_j exp S_ij over the rows of S = [anchors @ cands.T, -inf at the ``excl`` (k, A) columns of
+    each row | anchors @ queue.T] (A, C + Q); the queue gets no gradient. The forward keeps log p = log_softmax(S)
+    (the product is this Function's own, so it is masked in place); the backward is G = g p (0 at the masked
+    entries, exp(-inf) = 0), d anchors = G [cands; queue], d cands = G_c^T anchors: one (A, C + Q) matrix, where
+    autograd's graph of the product, the mask and the log-sum-exp made two (its ``index_put_`` cloned the gradient).
+    Values: lse_i = m_i - max_j log p_ij (:func:`row_logsumexp`); -inf for a row with every entry masked."""
+
+    @staticmethod
+    def forward(ctx: Any, anchors: Tensor, cands: Tensor, queue: Tensor | None, excl: Tensor | None) -> Tensor:
+        sim = anchors @ cands.T  # (A, C)
+        if queue is not None:
+            sim = torch.cat([sim, anchors @ queue.T], dim=1)  # (A, C + Q)
+        if excl is not None:
+            rows = torch.arange(anchors.shape[0], device=anchors.device).repeat(excl.shape[0])
+            sim.index_put_((rows, excl.reshape(-1)), torch.full((), NEG_INF, dtype=sim.dtype, device=sim.device))
+        log_p = torch.log_softmax(sim, -1)
+        m = sim.amax(-1)
+        ctx.save_for_backward(anchors, cands, queue, log_p)
+        return torch.where(m == NEG_INF, m, m - log_p.amax(-1))
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor | None, Tensor | None, None, None]:  # type: ignore[override]
+        anchors, cands, queue, log_p = ctx.saved_tensors
+        need_a, need_c = ctx.needs_input_grad[:2]
+        gs = log_p.exp().mul_(g.unsqueeze(-1))  # (A, C + Q)
+        c = cands.shape[0]
+        da = dc = None
+        if need_a:
+            da = gs[:, :c] @ cands
+            if queue is not None:
+                da = da.addmm_(gs[:, c:], queue)
+        if need_c:
+            dc = gs[:, :c].T @ anchors
+        return da, dc, None, None
 
 
 def pair_lse(ps: PairSetup, chunk: int, *, exclude_positive: bool = False, uniform: bool = False,

@@ -16,10 +16,9 @@ Example: >>> InfoNCE(temperature=0.1)(torch.randn(8, 16), torch.randn(8, 16))
 """
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import Tensor
 
-from suite.losses.core import pair_lse, pair_rows
+from suite.losses.core import pair_lse, pair_row_lse
 from suite.losses.pair import PairLoss
 from suite.losses.registry import register_loss
 
@@ -35,9 +34,8 @@ class InfoNCE(PairLoss):
         (z_a, z_b, queue, weights), ps = self.arrange(z_a, z_b, queue, weights, 1.0 / self.temperature)
 
         chunk = self._tile(ps.n_rows, ps.n_cols)
-        if chunk is None:  # dense
-            per = F.cross_entropy(pair_rows(ps, 0, ps.n_rows), ps.pos, reduction="none")
-        else:  # tiled: l_i = logsumexp_k s_ik / tau - s_ip / tau, the row statistics by the fused path
-            pos = self.per_anchor((z_a * z_b).sum(-1)) / self.temperature  # (A,)
-            per = pair_lse(ps, chunk, uniform=weights is None) - pos
+        # l_i = logsumexp_k s_ik / tau - s_ip / tau: the row statistics dense (one autograd Function) or by the fused path
+        pos = self.per_anchor((z_a * z_b).sum(-1)) / self.temperature  # (A,)
+        lse = pair_row_lse(ps) if chunk is None else pair_lse(ps, chunk, uniform=weights is None)
+        per = lse - pos
         return self.mean(per, weights)

@@ -70,7 +70,9 @@ class MACL(PairLoss):
                              "lower tau_min or raise tau0")
         self.tau_a: Tensor = torch.tensor(self.tau0)
         self.alignment: Tensor = torch.tensor(float("nan"))
-        self._clamped: Tensor | int = 0  # calls whose temperature was clamped, counted on the device
+        # calls whose temperature was clamped, counted on the device (a tensor from the start: under torch.compile an
+        # int that became a tensor made the second call compile again)
+        self._clamped: Tensor = torch.zeros((), dtype=torch.long)
 
     @property
     def n_clamped(self) -> int:
@@ -102,7 +104,7 @@ class MACL(PairLoss):
                                     uniform=weights is None)
             loss = self.mean(per, weights)
         self.tau_a, self.alignment = tau.detach(), align.detach()
-        self._clamped = self._clamped + clamped.long() if isinstance(self._clamped, Tensor) else clamped.long()
+        self._clamped = self._clamped + clamped.long()  # a 0-d CPU count meets a CUDA flag as a scalar: on its device
         self._record(tau=tau, alignment=align, tau_clamped=clamped.float())
         return loss
 

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from suite.losses.base import ContrastiveLoss
 from suite.losses.checks import check_choice, check_pair, check_positive, check_queue, check_weights, weighted_rows
-from suite.losses.core import NEGATIVES, PairSetup, normalize_pair, pair_lse, pair_rows, pair_setup, row_logsumexp
+from suite.losses.core import NEGATIVES, PairSetup, normalize_pair, pair_lse, pair_row_lse, pair_setup
 
 
 class PairInputs(NamedTuple):
@@ -81,7 +81,7 @@ class PairLoss(ContrastiveLoss):
         dense, or in row tiles (:func:`suite.losses.core.pair_lse`) when the batch calls for them."""
         chunk = self._tile(ps.n_rows, ps.n_cols)
         if chunk is None:
-            return row_logsumexp(pair_rows(ps, 0, ps.n_rows, exclude_positive=True))
+            return pair_row_lse(ps, exclude_positive=True)
         return pair_lse(ps, chunk, exclude_positive=True, uniform=uniform)
 
     @staticmethod

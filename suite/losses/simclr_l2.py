@@ -37,17 +37,18 @@ _EPS2 = 1e-24  # squared-distance floor: sqrt has no gradient at 0
 _BIG = 40  # features with an entry above 2^40 are rescaled (their squared distances near float32's overflow)
 
 
-def _large_exponent(*xs: Tensor | None) -> int:
-    """0, or the power of two k to divide features by when their largest entry (on any rank: one k for all) exceeds
-    2^40."""
+def _large_scale(*xs: Tensor | None) -> Tensor | None:
+    """None (no features), or the 0-d float64 power of two 2^-k to multiply the features by: k the exponent of their
+    largest entry (on any rank: one k for all) where it exceeds 2^40, else k = 0 (the scale 1). On the device: no host
+    read, and ``torch.compile`` traces it (the exponent was read back to choose the path, issue 78)."""
     ts = [x for x in xs if x is not None and x.numel() and x.device.type != "meta"]
     if not ts:
-        return 0
+        return None
     peak = torch.stack([x.detach().abs().max().double() for x in ts]).max()
-    k = int(torch.frexp(peak)[1])
+    k = torch.frexp(peak)[1].double()
     if sd.is_distributed():
-        k = int(sd.all_reduce_mean(torch.tensor(float(k), device=peak.device)).round())
-    return k if k > _BIG else 0
+        k = sd.all_reduce_mean(k).round()
+    return torch.exp2(-torch.where(k > _BIG, k, torch.zeros_like(k)))  # exact: a power of two
 
 
 def neg_distances(a: Tensor, b: Tensor) -> Tensor:
@@ -65,7 +66,7 @@ class SimCLRL2(PairLoss):
         self._arrangement(negatives, symmetric, temperature)
 
     def _rows(self, ps: PairSetup, queue: Tensor | None, pos: Tensor, start: int, stop: int,
-              t: float | None = None) -> Tensor:
+              t: float | Tensor | None = None) -> Tensor:
         """Rows [start, stop) of s / t (t: the temperature at the features' scale, default tau): the candidates
         (own column -inf), then the queue."""
         t = self.temperature if t is None else t
@@ -95,11 +96,13 @@ class SimCLRL2(PairLoss):
         z_a, z_b, queue, weights = self.pair_inputs(z_a, z_b, queue, weights)  # not normalised (hypersphere False)
         if self.negatives == "none" and queue is None:
             raise ValueError('negatives="none" needs a queue of negatives (queue=(Q, d))')
-        t, k = self.temperature, _large_exponent(z_a, z_b, queue)
-        if k:  # features beyond float32's squares: divide them (and tau) by 2^k, exact; s / tau is unchanged
-            z_a, z_b = z_a * 2.0 ** -k, z_b * 2.0 ** -k  # a power of two: exact
-            queue = queue * 2.0 ** -k if queue is not None else None
-            t = self.temperature / 2.0 ** k
+        t: float | Tensor = self.temperature
+        inv = _large_scale(z_a, z_b, queue)
+        if inv is not None:  # features beyond float32's squares: divided (and tau with them) by 2^k, exact; s / tau is
+            # unchanged (k = 0, the scale 1, below 2^40: the same values)
+            z_a, z_b = z_a * inv.to(z_a.dtype), z_b * inv.to(z_b.dtype)  # a power of two: exact
+            queue = queue * inv.to(queue.dtype) if queue is not None else None
+            t = (self.temperature * inv).to(z_a.dtype)  # (): the temperature at the features' scale
         mu = torch.cat([z_a, z_b]).mean(0).detach()  # (d,) the centre: float32 products cancel less
         if sd.is_distributed():
             import torch.distributed as dist
@@ -115,8 +118,9 @@ class SimCLRL2(PairLoss):
         chunk = self._tile(ps.n_rows, n_cols)
         if chunk is None:
             lse = row_logsumexp(self._rows(ps, q, pos, 0, ps.n_rows, t))
-        else:  # row tiles recomputed in the backward: no (A, C) tensor is kept
-            lse = self._tiled_lse(ps, q, pos, t, chunk, uniform=weights is None)
+        else:  # row tiles recomputed in the backward: no (A, C) tensor is kept (their kernel takes tau as a number:
+            # one host read a call, beside the tiles' work)
+            lse = self._tiled_lse(ps, q, pos, float(t), chunk, uniform=weights is None)
         return self.mean(lse - pos, weights)
 
     @staticmethod

@@ -19,7 +19,7 @@ from torch import Tensor
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss
 from suite.losses.checks import check_labels, check_pair, check_positive, check_queue
-from suite.losses.core import normalize, normalize_pair, pair_lse, pair_rows, pair_setup, row_logsumexp
+from suite.losses.core import normalize, normalize_pair, pair_lse, pair_row_lse, pair_setup
 from suite.losses.registry import register_loss
 
 
@@ -58,7 +58,7 @@ class SupCon(ContrastiveLoss):
         pos_mean = pos_sum / (count - 1)  # |P(i)| >= 1: the partner view
 
         # mean over P(i) of log p_ip = (sum_p logit_ip) / |P(i)| - logsumexp_a logit_ia
-        lse = row_logsumexp(pair_rows(ps, 0, ps.n_rows)) if chunk is None else pair_lse(ps, chunk, uniform=True)
+        lse = pair_row_lse(ps) if chunk is None else pair_lse(ps, chunk, uniform=True)
         return (lse - pos_mean).mean()
 
 

@@ -28,8 +28,8 @@ tiles of about :data:`AUTO_TILE_ELEMENTS` entries (at least one row).
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import math
+import threading
 from typing import Any, Callable, Iterator
 
 import torch
@@ -45,18 +45,27 @@ AUTO_DENSE_ELEMENTS = 1 << 24  # 2N = 4096 two-view: dense (64 MiB per float32 m
 # for 8 of their 10 losses on an H200 (InfoNCE 2.9 against 4.3 ms); at 32,768 it needs 12-37 GB
 AUTO_DENSE_ELEMENTS_CUDA = 1 << 26
 AUTO_TILE_ELEMENTS = 1 << 22  # 16 MiB per float32 tile
-_cuda: contextvars.ContextVar[bool] = contextvars.ContextVar("suite_tiling_cuda", default=False)
+
+
+class _OnCuda(threading.local):
+    """Whether the loss being called on this thread has its inputs on a CUDA device (a thread-local attribute, which
+    ``torch.compile`` traces and guards; a ``ContextVar``'s ``get`` was a graph break)."""
+
+    flag = False
+
+
+_cuda = _OnCuda()
 
 
 @contextlib.contextmanager
 def on_cuda(flag: bool) -> Iterator[None]:
     """Within the block the loss being called has its inputs on a CUDA device (set by ``ContrastiveLoss.__call__``):
     ``"auto"`` uses :data:`AUTO_DENSE_ELEMENTS_CUDA`."""
-    token = _cuda.set(flag)
+    before, _cuda.flag = _cuda.flag, flag
     try:
         yield
     finally:
-        _cuda.reset(token)
+        _cuda.flag = before
 
 
 def check_chunk_size(chunk_size: Any) -> int | str | None:
@@ -78,7 +87,7 @@ def resolve(chunk_size: int | str | None, n_rows: int, n_cols: int) -> int | Non
     if chunk_size is None:
         return None
     if chunk_size == "auto":
-        if n_rows * n_cols <= (AUTO_DENSE_ELEMENTS_CUDA if _cuda.get() else AUTO_DENSE_ELEMENTS):
+        if n_rows * n_cols <= (AUTO_DENSE_ELEMENTS_CUDA if _cuda.flag else AUTO_DENSE_ELEMENTS):
             return None
         return auto_rows(n_cols)
     return None if chunk_size >= n_rows else int(chunk_size)

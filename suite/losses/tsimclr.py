@@ -30,7 +30,7 @@ from torch import Tensor
 
 from suite import distributed as sd
 from suite.losses.base import ContrastiveLoss
-from suite.losses.checks import check_pair, check_positive, check_queue, check_weights, weighted_mean
+from suite.losses.checks import _fails, check_pair, check_positive, check_queue, check_weights, weighted_mean
 from suite.losses.registry import register_loss
 from suite.losses.tiling import pair_kernel_lse
 from suite.losses.core import cat_rows
@@ -53,6 +53,14 @@ def _needs_float64(*xs: Tensor | None) -> bool:
         return False
     peak = torch.stack([x.detach().abs().max().double() for x in ts]).max()
     peak = sd.all_reduce_mean(peak) if sd.is_distributed() else peak  # one decision (any large rank lifts the mean)
+    if torch.compiler.is_compiling():  # the path is chosen by a host read, which a compiled graph does not make: the
+        # float32 path, with a check (deferred: read at the engine's sync) that refuses what it cannot square
+        f64 = ts[0].dtype == torch.float64
+        _fails(peak > (_BIG64 if f64 else _BIG32),
+               f"tsimclr: embeddings of magnitude above 2^{500 if f64 else 40} are beyond what "
+               f"{'float64' if f64 else 'float32'} can square under torch.compile (uncompiled, float32 inputs take a "
+               f"float64 path); rescale them or call the loss uncompiled")
+        return False
     if ts[0].dtype == torch.float64:
         if float(peak) > _BIG64:
             raise ValueError(f"tsimclr: embeddings of magnitude {float(peak):.3g} are beyond what float64 can square "

@@ -38,7 +38,7 @@ from suite import distributed as sd
 from suite.losses import fused
 from suite.losses.base import ContrastiveLoss
 from suite.losses.checks import _check_float, _fails, check_device, check_pair, check_positive, check_queue
-from suite.losses.core import normalize, normalize_pair, pair_lse, pair_rows, pair_setup, row_logsumexp
+from suite.losses.core import normalize, normalize_pair, pair_lse, pair_row_lse, pair_setup
 from suite.losses.registry import register_loss
 from suite.losses.tiling import weighted_cross
 
@@ -125,7 +125,7 @@ class XCLR(ContrastiveLoss):
         if chunk is None:
             ws = weights(0, n)
             mix = ws[0] @ cand_sum if qs is None else torch.addmm(ws[0] @ cand_sum, ws[1], ps.queue)
-            lse, cross = row_logsumexp(pair_rows(ps, 0, ps.n_rows)), (both * mix).sum()
+            lse, cross = pair_row_lse(ps), (both * mix).sum()
         else:  # tiled: the fused log-sum-exps; the weighted term on the kernels too where the graph is embeddings and
             # the queue has no targets, else with its weights made per tile of samples
             lse = pair_lse(ps, chunk, uniform=True)
