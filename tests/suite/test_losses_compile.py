@@ -156,6 +156,55 @@ def test_the_engine_names_a_compiled_losss_failed_check_with_its_step() -> None:
         eng.fit(lambda ep: epoch_batches(len(x), 8, seed=1, epoch=ep), step, epochs=1)
 
 
+def test_the_engine_compiles_the_loss_call_where_asked_and_records_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """the engine puts the loss's forward through torch.compile on CUDA by default (SUITE_COMPILE_LOSS=1 here, on the
+    CPU, with a fast backend): the front-end's own call of the loss object takes the compiled graph, the values equal
+    an uncompiled run's, a failed check still names its step, and the run records what was compiled"""
+    from torch._dynamo.utils import counters
+
+    from suite.train import Engine, epoch_batches
+    from suite.train.engine import compile_loss_of
+
+    assert not compile_loss_of(L.build("infonce"), torch.device("cpu"))  # the CPU's default: eager
+    monkeypatch.setenv("SUITE_COMPILE_BACKEND", "eager")
+    x = torch.randn(32, 6, generator=torch.Generator().manual_seed(0))
+
+    class Row:  # the registry row's logging, as the engine calls it
+        def __init__(self) -> None:
+            self.logged: list[tuple[dict[str, float], str | None]] = []
+
+        def log_many(self, metrics: dict[str, float], split: str | None = None, step: int | None = None) -> None:
+            self.logged.append((metrics, split))
+
+    def train(compiled: bool, poison: bool = False) -> tuple[list[float], Engine]:
+        monkeypatch.setenv("SUITE_COMPILE_LOSS", "1" if compiled else "0")
+        torch.manual_seed(0)
+        model, loss = nn.Linear(6, 8), L.build("macl")
+        eng = Engine(model, torch.optim.SGD(model.parameters(), lr=0.1), device="cpu", loss=loss, run=Row())
+        seen: list[torch.Tensor] = []
+
+        def step(idx: torch.Tensor) -> torch.Tensor:
+            z = eng.ddp(x[idx])
+            if poison and eng.step == 1:
+                z = z * torch.cat([torch.zeros(1, 1), torch.ones(len(idx) - 1, 1)])
+            out = loss(z, eng.ddp(x[idx] + 0.1))  # the front-end's call of its loss object
+            seen.append(out.detach())
+            return out
+
+        eng.fit(lambda ep: epoch_batches(len(x), 8, seed=1, epoch=ep), step, epochs=1)
+        return [float(v) for v in seen], eng
+
+    before = counters["stats"]["unique_graphs"]
+    got, eng = train(True)
+    assert counters["stats"]["unique_graphs"] > before and eng.compiled == {"model": False, "loss": True}
+    assert ({"compiled_model": 0.0, "compiled_loss": 1.0}, "data") in eng.run.logged
+    want, plain = train(False)
+    assert plain.compiled["loss"] is False
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"zero vectors.*step 2 \(epoch 1, batch 2\)"):
+        train(True, poison=True)
+
+
 def test_the_euclidean_losses_choose_their_path_on_the_device() -> None:
     """-l2 SimCLR's rescale of features above 2^40 is traced (a device power of two, no host read): compiled at 1e20
     it equals eager (finite); t-SimCLR's float64 path is chosen by a read, so compiled it refuses such features by a
