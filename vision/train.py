@@ -3,13 +3,13 @@
 Data stay uint8 tensors; each step takes a slice of a seeded per-epoch permutation (sharded over
 ranks under torch.distributed, as a DistributedSampler would), augments it on the device with
 kornia, and runs the framework. Seeds, the run folder, checkpoints (``<folder>/checkpoints/step-<N>.pt``),
-resume, the registry row and the encoder export are the run owner's (:mod:`suite.train.run`).
+resume, the registry row and the encoder export are the run owner's (:mod:`suite.train.run`). What a run is built from
+(data, recipe, method, optimiser) is :mod:`vision.build`'s; the evaluation by the run's protocol, at the end and of a
+checkpoint (:func:`evaluate_checkpoint`, here), is :mod:`vision.evaluate`'s. Their names are importable from here too.
 """
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -19,67 +19,26 @@ from torch import Tensor, nn
 
 from suite import distributed as sd
 from suite.eval.points import log_points
-from suite.presets import make_loss
 from suite.config import check_ints, check_numbers, is_number
-from suite.train import CachedStep, data_workers, optimizer_options, to_device
-from suite.train.lars import LARS, scaled_lr
-from suite.train.seeding import derive_seed, forked_rng
+from suite.train import CachedStep, data_workers, to_device
 from suite.train.legacy import Earlier, OldFolder, OldHash
 from suite.train.run import RunContext, RunResult, Task, Training, run
+from vision.build import base_lr, build_method, build_optimizer, lr_at, prepare_data, recipe_for
 from vision.card import vision_card
 from vision.config import PretrainConfig
-from vision.data import ImageData, class_subset_indices, imbalanced_indices, load_dataset
+from vision.data import ImageData
+from vision.evaluate import (check_eval_options, class_similarities, eval_protocol, evaluate, projections_2d,
+                             run_evaluation)
 from vision.sources import expand_shards, is_streamed
-from vision.stream import EVAL_RESIZE, Crops, EpochBatch, Skips, StreamBatch, caption_embeddings
-from vision.streamed import SKIP_COUNTS, VAL_SPLIT_SEED, StreamedData, evaluate_streamed, prepare_stream
-from vision.eval import ClassificationEvaluator, GeometryEvaluator
-from vision.methods import MoCo, SimCLR, check_views_for_loss
-from vision.models import MODEL_TYPE, Encoder, build_encoder
-from vision.transforms import EvalTransform, Recipe, ViewAugment, get_recipe
+from vision.stream import Crops, EpochBatch, Skips, StreamBatch, caption_embeddings
+from vision.streamed import SKIP_COUNTS, StreamedData, prepare_stream
+from vision.models import MODEL_TYPE, Encoder
+from vision.transforms import ViewAugment
 
-
-def recipe_for(cfg: PretrainConfig, data: ImageData | StreamedData) -> Recipe:
-    name = cfg.recipe
-    if name == "auto" and isinstance(data, StreamedData):
-        name = "imagenet"  # streamed folders and shards: images of any size, ImageNet's recipe
-    elif name == "auto":
-        name = {"digits": "digits", "stl10": "stl10"}.get(data.name, "cifar" if data.image_shape[-1] <= 32 else "imagenet")
-    return get_recipe(name, cfg.image_size)
-
-
-def prepare_data(cfg: PretrainConfig) -> tuple[ImageData, ImageData, dict[str, Any]]:
-    """Load the data set; returns the pretraining data (imbalance rule / balanced subset applied),
-    the evaluation data (the balanced standard training split as kNN bank / probe training set,
-    optionally subsampled per class, and the test split) and log info."""
-    data = load_dataset(cfg.dataset, cfg.data_root or None)
-    skipped = data.info.get("skipped") or {}  # image folders: images of another size, not stacked
-    if cfg.val_per_class > 0:  # validation: held-out training images take the test split's place, never the test set
-        val = class_subset_indices(data.train_y, cfg.val_per_class, seed=VAL_SPLIT_SEED)
-        keep = torch.ones(data.train_y.shape[0], dtype=torch.bool)
-        keep[val] = False
-        data = ImageData(data.name, data.train_x[keep], data.train_y[keep], data.train_x[val], data.train_y[val],
-                         data.classes, {**data.info, "validation": int(val.numel())})
-    eval_data = data
-    if cfg.eval_train_per_class > 0:
-        eval_data = eval_data.subset_train(class_subset_indices(data.train_y, cfg.eval_train_per_class, seed=cfg.seed))
-    if cfg.eval_test_per_class > 0:
-        ti = class_subset_indices(data.test_y, cfg.eval_test_per_class, seed=cfg.seed)
-        eval_data = ImageData(data.name, eval_data.train_x, eval_data.train_y, data.test_x[ti], data.test_y[ti],
-                              data.classes, data.info)
-    info: dict[str, Any] = {"train_full": int(data.train_x.shape[0]), "test": int(eval_data.test_x.shape[0]),
-                            "eval_bank": int(eval_data.train_x.shape[0]),
-                            "skipped_train_images": int(skipped.get("train", 0)),
-                            "skipped_test_images": int(skipped.get("test", 0))}
-    if cfg.train_per_class > 0:
-        idx = class_subset_indices(data.train_y, cfg.train_per_class, seed=cfg.seed)
-        data = data.subset_train(idx, train_per_class=cfg.train_per_class)
-    if cfg.imbalance != "none":
-        idx, counts = imbalanced_indices(data.train_y, cfg.imbalance, seed=cfg.seed, min_ratio=cfg.imbalance_min_ratio,
-                                         num_classes=data.num_classes)
-        data = data.subset_train(idx, imbalance=cfg.imbalance, class_counts=counts)
-        info["class_counts"] = counts
-    info["train"] = int(data.train_x.shape[0])
-    return data, eval_data, info
+__all__ = ["CheckpointEvalTask", "EARLIER", "PretrainTask", "base_lr", "build_method", "build_optimizer",
+           "check_config", "check_eval_options", "checkpoint_config", "class_similarities", "eval_protocol",
+           "evaluate", "evaluate_checkpoint", "lr_at", "prepare_data", "pretrain", "projections_2d", "recipe_for",
+           "run_evaluation", "step_output"]
 
 
 _COUNTS = ("train_per_class", "eval_train_per_class", "eval_test_per_class", "val_per_class", "image_size",
@@ -136,77 +95,6 @@ def check_config(cfg: PretrainConfig) -> None:
         init_folder(cfg.init)
 
 
-def check_eval_options(cfg: PretrainConfig) -> None:
-    """The evaluation's options against the data (a ``ValueError`` naming the option): ``--eval-dataset`` and
-    ``--probe sgd`` take streamed data; the probe's rate and epochs."""
-    if not is_streamed(cfg.dataset) and (cfg.eval_dataset or cfg.probe != "features"):
-        raise ValueError(f"--eval-dataset and --probe sgd apply to streamed data (folder: or wds:), "
-                         f"not {cfg.dataset!r}")
-    if not (is_number(cfg.probe_lr) and cfg.probe_lr > 0) or not (isinstance(cfg.probe_epochs, int)
-                                                                    and cfg.probe_epochs >= 1):
-        raise ValueError(f"--probe-lr must be > 0 and --probe-epochs >= 1, got {cfg.probe_lr!r} and "
-                         f"{cfg.probe_epochs!r}")
-
-
-def eval_protocol(cfg: PretrainConfig, size: int) -> dict[str, str]:
-    """What produced each evaluation metric, keyed by its name (the names stay ``knn_acc`` / ``linear_acc``, the
-    registry tables' keys), with ``data`` the bank, the test split and the crops: recorded with the registry row
-    (run options ``eval_protocol``) and shown on the model card. ``size``: the recipe's crop size."""
-    streamed = is_streamed(cfg.dataset)
-    crops = f"centre {size} of resize {round(size * EVAL_RESIZE)}" if streamed else f"images resized to {size}"
-    ev = cfg.eval_dataset or cfg.dataset
-    bank = f"{ev} train split" + (f", {cfg.eval_train_per_class}/class" if cfg.eval_train_per_class else "")
-    test = (f"{cfg.val_per_class}/class held out of the train split" if cfg.val_per_class else
-            f"{ev} {'val/ or test/' if ev.lower().startswith('folder:') else 'test split'}"
-            + (f", {cfg.eval_test_per_class}/class" if cfg.eval_test_per_class else ""))
-    out = {"knn_acc": f"knn k={cfg.knn_k} t={cfg.knn_t:g} (cosine, weighted votes, backbone features)",
-           "data": f"bank {bank}; test {test}; {crops}"}
-    if cfg.linear_probe and cfg.probe == "sgd" and streamed:
-        out["linear_acc"] = (f"probe=sgd epochs={cfg.probe_epochs} lr={cfg.probe_lr:g} (momentum 0.9, /10 at 60% and "
-                             f"80%; random resized crops 0.08-1 + flips at {size}, frozen backbone)")
-    elif cfg.linear_probe:
-        out["linear_acc"] = "probe=features (logistic regression C=1 on standardised frozen backbone features)"
-    return out
-
-
-def build_method(cfg: PretrainConfig, data: ImageData | StreamedData, recipe: Recipe) -> nn.Module:
-    context = {"dataset": cfg.dataset, "views": cfg.views} if cfg.dataset else {}
-    loss = make_loss(cfg.framework, cfg.loss, cfg.loss_hparams, provides=("labels", "similarity"), **context).loss
-    check_views_for_loss(loss, cfg.views)
-    if cfg.grad_cache_chunk and cfg.framework != "simclr":
-        raise ValueError("grad_cache_chunk applies to SimCLR (in-batch negatives); MoCo's queue already decouples "
-                         "the negatives from the batch")
-    if cfg.grad_cache_chunk < 0:
-        raise ValueError(f"grad_cache_chunk must be >= 0, got {cfg.grad_cache_chunk}")
-    if cfg.iou_weights and "weights" not in inspect.signature(loss.forward).parameters:
-        raise ValueError(f"iou_weights needs a loss that takes pair weights (infonce, dcl, macl, hard_negative, "
-                         f"tsimclr), not {loss.name!r}")
-    graph, caption_record = None, None
-    if "similarity" in loss.requires and getattr(data, "captions", False):  # each image's own caption (X-CLR CC3M)
-        if cfg.framework != "simclr":
-            raise ValueError("X-CLR's graph from captions runs with --framework simclr (MoCo's queue keeps classes)")
-        if cfg.text_model in ("labels",) or cfg.text_model.startswith("random"):
-            raise ValueError(f"--text-model {cfg.text_model} makes a class graph; image-caption shards take a "
-                             "sentence-transformers model for their captions")
-    elif "similarity" in loss.requires:  # captions of the class names (WordNet ids named; --class-names)
-        from vision.graph import named_class_graph
-
-        graph, caption_record = named_class_graph(list(data.classes), cfg.text_model, cfg.caption_template,
-                                                  cfg.class_names)
-    head = cfg.proj_head if cfg.proj_head != "auto" else ("mocov2" if cfg.framework == "moco" else "simclr")
-    enc = build_encoder(cfg.encoder, cfg.width, recipe.size, cfg.proj_dim, cfg.proj_hidden, cfg.stem, head)
-    method: nn.Module
-    if cfg.framework == "simclr":
-        method = SimCLR(enc, loss, graph, cfg.iou_tau)
-    elif cfg.framework == "moco":
-        method = MoCo(enc, loss, cfg.queue_size, cfg.moco_momentum, graph, cfg.bn_splits, cfg.iou_tau,
-                      shuffle_ranks=cfg.cross_rank_bn)
-    else:
-        raise ValueError(f"framework must be 'simclr' or 'moco', got {cfg.framework!r}")
-    method.caption_names = caption_record  # X-CLR's class captions (source, sha256): recorded by the run (run_info)
-    return method
-
-
 def step_output(ddp: nn.Module, inner: nn.Module, out: Any, labels: Tensor, chunk: int,
                 captions: Tensor | None = None) -> Tensor | CachedStep:
     """One training step's loss from its augmented views ``out`` (``ViewAugment``'s output): the method's loss,
@@ -220,36 +108,6 @@ def step_output(ddp: nn.Module, inner: nn.Module, out: Any, labels: Tensor, chun
     return ddp(out.views, labels=labels, iou=out.iou, **extra)
 
 
-def base_lr(cfg: PretrainConfig) -> float:
-    """The peak learning rate: ``lr`` scaled by the global batch under ``lr_scaling``, or without ``lr`` the
-    optimiser's rule (sgd 0.06 x B / 256; adam 1e-3; lars 0.3 x B / 256, or 0.075 x sqrt(B) with ``sqrt``, SimCLR's
-    and MACL's App. B.1)."""
-    batch = cfg.batch_size * sd.world_size()
-    if cfg.lr:
-        return scaled_lr(cfg.lr, batch, cfg.lr_scaling)
-    if cfg.optimizer == "lars":
-        return scaled_lr(0.075, batch, "sqrt") if cfg.lr_scaling == "sqrt" else scaled_lr(0.3, batch, "linear")
-    if cfg.lr_scaling != "none":
-        raise ValueError(f"--lr-scaling {cfg.lr_scaling} scales a base learning rate: give --lr")
-    return 0.06 * batch / 256 if cfg.optimizer == "sgd" else 1e-3
-
-
-def build_optimizer(cfg: PretrainConfig, params: list[nn.Parameter],
-                    device: torch.device = torch.device("cpu")) -> tuple[torch.optim.Optimizer, float]:
-    """The optimiser and its base learning rate (:func:`base_lr`); SGD and Adam fused on CUDA
-    (:func:`suite.train.optimizer_options`); LARS (:class:`suite.train.lars.LARS`) with BatchNorm and biases
-    excluded from adaptation and weight decay."""
-    fast = optimizer_options(device)
-    lr = base_lr(cfg)
-    if cfg.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, **fast), lr
-    if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=cfg.weight_decay, **fast), lr
-    if cfg.optimizer == "lars":
-        return LARS(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, eta=cfg.lars_eta), lr
-    raise ValueError(f"optimizer must be 'sgd', 'adam' or 'lars', got {cfg.optimizer!r}")
-
-
 def _on_device(x: Tensor, device: torch.device, share: float = 0.25) -> Tensor:
     """``x`` moved to a CUDA ``device`` once when it takes at most ``share`` of its free memory (CIFAR-10's uint8
     images: 150 MB), so a step gathers its batch there; else (and on the CPU) ``x``."""
@@ -257,14 +115,6 @@ def _on_device(x: Tensor, device: torch.device, share: float = 0.25) -> Tensor:
         return x
     free, _ = torch.cuda.mem_get_info(device)
     return x.to(device) if x.numel() * x.element_size() <= share * free else x
-
-
-def lr_at(step: int, total: int, warmup: int, base: float) -> float:
-    """Linear warm-up then cosine decay to 0 (steps)."""
-    if step < warmup:
-        return base * (step + 1) / warmup
-    t = (step - warmup) / max(1, total - warmup)
-    return base * 0.5 * (1.0 + math.cos(math.pi * t))
 
 
 def _name_stem(cfg: PretrainConfig) -> str:
@@ -279,52 +129,6 @@ EARLIER = Earlier(checkpoints=("epoch*.pt",), entries={"model": "method"}, folde
     OldFolder("runs/vision", OldHash(drop=("resume", "registry", "eval_every", "out", "checkpoint_every",
                                            "keep_checkpoints"), constants={"run_name": ""},
                                      renamed={"ckpt_every": "checkpoint_every"}))))
-
-
-def evaluate(model: Encoder, data: ImageData, recipe: Recipe, device: torch.device, *, knn_k: int = 200,
-             knn_t: float = 0.1, linear: bool = True, batch_size: int = 512, seed: int = 0,
-             geometry_batches: int = 20) -> dict[str, float]:
-    """kNN / linear-probe accuracy on backbone features (bank: ``data``'s training split) and the
-    geometry of projections, on ``data``'s test split."""
-    tf = EvalTransform(recipe).to(device)
-    was_training = model.training
-    model.eval()
-    train_x, train_y = data.train_x, data.train_y
-
-    def feats(x: Tensor) -> Tensor:
-        return model.features(tf(x.to(device))).float()
-
-    clf = ClassificationEvaluator(train_x, train_y, data.test_x, data.test_y, data.num_classes, knn_k, knn_t, linear,
-                                  batch_size)
-    out = clf(feats)
-    if geometry_batches > 0:
-        aug = ViewAugment(recipe, views=2).to(device)
-
-        def project(v: Tensor) -> Tensor:
-            return model(v.to(device)).float()
-
-        bs = min(256, data.test_x.shape[0])
-        out.update(GeometryEvaluator(data.test_x.to(device), aug, batch_size=bs, max_batches=geometry_batches,
-                                     seed=seed)(project))
-    model.train(was_training)
-    return out
-
-
-def run_evaluation(cfg: PretrainConfig, model: Encoder, data: ImageData | StreamedData, recipe: Recipe,
-                   device: torch.device, *, linear: bool, skips: Skips | None = None) -> dict[str, float]:
-    """The run's evaluation of ``model`` by ``cfg``'s protocol (:func:`eval_protocol`): kNN, the probe ``cfg.probe``
-    and the geometry, the same at the end of a run and for ``suite vision eval --ckpt`` of its checkpoint. Torch's
-    global generator is seeded from ``cfg.seed`` inside (and left as it was outside), so what draws from it (the
-    probe's initial weights) is the same whatever ran before."""
-    kw = dict(knn_k=cfg.knn_k, knn_t=cfg.knn_t, linear=linear, batch_size=cfg.eval_batch_size, seed=cfg.seed,
-              geometry_batches=cfg.geometry_batches)
-    with forked_rng(derive_seed(cfg.seed, stream="evaluation")):
-        if isinstance(data, StreamedData):
-            return evaluate_streamed(model, data, recipe, device, skips=skips, probe=cfg.probe,
-                                     probe_epochs=cfg.probe_epochs, probe_lr=cfg.probe_lr,
-                                     workers=cfg.workers if cfg.workers >= 0 else data_workers(device),
-                                     **kw)  # type: ignore[arg-type]
-        return evaluate(model, data, recipe, device, **kw)  # type: ignore[arg-type]
 
 
 class PretrainTask(Task[PretrainConfig]):
@@ -381,9 +185,6 @@ class PretrainTask(Task[PretrainConfig]):
         recipe = getattr(self, "recipe", None)
         protocol = {"eval_protocol": eval_protocol(cfg, recipe.size)} if recipe is not None else {}
         return {**({"caption_names": names} if names else {}), **protocol}
-
-    def keep_checkpoints(self, cfg: PretrainConfig) -> int:
-        return cfg.keep_checkpoints
 
     def build(self, cfg: PretrainConfig, ctx: RunContext[PretrainConfig]) -> Training:
         device = ctx.device
@@ -618,36 +419,6 @@ def evaluate_checkpoint(path: str | Path, overrides: dict[str, Any], *, knn_k: i
     task.method.load_state_dict(state["model"])
     return evaluation(task, cfg, registry=registry, loss=task.method.loss,  # type: ignore[arg-type]
                       folder=p.parent, step=int(state.get("epoch", 0))).metrics
-
-
-@torch.no_grad()
-def projections_2d(model: Encoder, data: ImageData, recipe: Recipe, device: torch.device, n: int,
-                   normalise: bool) -> tuple[Tensor, Tensor]:
-    """(projections (n', 2), labels) of ``n // classes`` test images per class (a fixed subset), L2-normalised
-    for the hypersphere losses (what their loss sees)."""
-    idx = class_subset_indices(data.test_y, max(1, n // data.num_classes), seed=0)
-    was = model.training
-    model.eval()
-    z = torch.cat([model(EvalTransform(recipe).to(device)(data.test_x[b].to(device))).float().cpu()
-                   for b in idx.split(512)])
-    model.train(was)
-    return (torch.nn.functional.normalize(z, dim=-1) if normalise else z), data.test_y[idx]
-
-
-@torch.no_grad()
-def class_similarities(model: Encoder, data: ImageData, recipe: Recipe, device: torch.device,
-                       per_class: int) -> dict[str, float]:
-    """Mean cosine similarity of backbone features between every pair of classes over ``per_class`` test images
-    of each (a fixed subset; :mod:`vision.eval.class_sim`), as ``sim_<i>_<j>`` metrics."""
-    from vision.eval.class_sim import as_metrics, class_similarity
-
-    idx = class_subset_indices(data.test_y, per_class, seed=0)
-    was = model.training
-    model.eval()
-    h = torch.cat([model.features(EvalTransform(recipe).to(device)(data.test_x[b].to(device))).float().cpu()
-                   for b in idx.split(512)])
-    model.train(was)
-    return as_metrics(class_similarity(h, data.test_y[idx], data.num_classes))
 
 
 def _dataset_label(cfg: PretrainConfig) -> str:

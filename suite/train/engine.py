@@ -417,8 +417,6 @@ class Engine(Generic[B]):
         if epochs is None and max_steps is None:
             raise ValueError("fit needs epochs or max_steps")
         self.model.train()
-        if self.step == 0 and self.run is not None:  # a run records what was compiled (a resumed one did at its start)
-            self.record({f"compiled_{k}": float(v) for k, v in self.compiled.items()}, split="data", step=None)
         self.curve_rate = rate_name
         self._curve_items, self._curve_t0 = 0, time.perf_counter()  # the rate counts from the loop's start, not the build
         prefetch = Prefetch(collate, workers, pin=self.device.type == "cuda") if collate is not None else None

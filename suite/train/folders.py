@@ -1,8 +1,9 @@
 """A run's folder, as the run owner (:mod:`suite.train.run`) keeps it: the config resolved once into a
-:class:`RunRecord` (its experiment config, hash, folder and inputs: :func:`resolve_run`), where the folder is
-(:func:`locate_run`, :func:`run_folder`), its checkpoints (:class:`Checkpoints`: ``checkpoints/step-<step>.pt``, the newest kept), its export
-(``export/`` with ``run.json``), the checks of the run options every owner reads (:func:`check_run_options`), and its one
-writer at a time (:func:`hold_folder`: an exclusive lock on ``.lock``)."""
+:class:`RunRecord` (its experiment config, hash, folder, inputs, data and run options: :func:`resolve_run`), where the
+folder is (:func:`locate_run`, :func:`run_folder`), its checkpoints (:class:`Checkpoints`:
+``checkpoints/step-<step>.pt``, the newest kept), its export (``export/`` with ``run.json``), the checks of the run
+options every owner reads (:func:`check_run_options`), and its one writer at a time (:func:`hold_folder`: an exclusive
+lock on ``.lock``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,17 +11,18 @@ import os
 import re
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import torch
 
 from suite import distributed as sd
-from suite.config import check_ranges, experiment_config, experiment_hash, run_options
-from suite.inputs import input_identities
+from suite.config import check_ranges, experiment_config, experiment_hash, run_option_values, run_options
+from suite.inputs import data_identities, input_identities
 from suite.registry import config_hash
 from suite.train.engine import Engine
+from suite.train.legacy import Earlier, Found, earlier_layout
 from suite.train.seeding import derive_seed
 
 RUNS_ROOT = "runs"  # the default runs root, relative to the working folder ($SUITE_RUNS overrides it)
@@ -34,37 +36,72 @@ _CKPT = re.compile(r"step-(\d+)\.pt$")
 
 @dataclass(frozen=True)
 class RunRecord:
-    """A config resolved once by the run owner (:func:`resolve_run`) and handed down: nothing below it derives the
-    config's identity again."""
+    """A config resolved once by the run owner (:func:`resolve_run`) and handed down: what the run is (its experiment
+    config, hash and inputs), where it is (its folder, what an earlier layout left for it) and how it goes (its run
+    options, read once). The owner's machinery below it (reuse, checkpoints, resume, trackers, the registry row, the
+    export's record) reads the record, never the config: nothing below it derives the config's identity again."""
 
     experiment: dict[str, Any]  # suite.config.experiment_config: what the row and a checkpoint record, a resume matches
     hash: str  # config_hash(experiment): the row's hash unless the runner gives its job's; the folder takes 8 characters
     folder: Path
     options: tuple[str, ...]  # the config's run options (suite.config.run_options): what a resume may change
     inputs: dict[str, dict[str, Any]]  # the exported models the config names (suite.inputs.input_identities)
+    data: dict[str, dict[str, Any]] = field(default_factory=dict)  # the task's data (suite.inputs.data_identities)
+    # how the run goes: the run options (suite.config.RunOptions), read once (a config without one: the default here)
+    option_values: dict[str, Any] = field(default_factory=dict)  # suite.config.run_option_values: recorded with the row
+    seed: int = 0
+    device: str = "auto"  # as asked: suite.train.resolve_device picks it when the run starts
+    precision: str = "fp32"  # what the device is checked for before anything is built ("bf16" where cfg.bf16 is true)
+    resume: bool = True  # from the folder's newest checkpoint
+    checkpoint_every: int = 1  # epochs (or steps, as the task counts them); 0: at the end only
+    keep_checkpoints: int = 2  # the task's (Task.keep_checkpoints); 0: none once the run has finished
+    registry: bool = True  # False: no registry row
+    log_to: str = ""  # the trackers (suite.train.trackers.parse)
+    mlflow_uri: str = ""
+    earlier: Found = field(default_factory=Found)  # what an earlier layout of the task left for the run (resumable)
 
 
 def locate_run(cfg: Any, task: str, stem: str = "") -> tuple[Path, dict[str, Any] | None]:
     """The run's folder, found before it is held: ``cfg.out``, else :func:`run_folder` named by the experiment's hash,
     whose experiment config is returned too (None with ``out``: :func:`resolve_run` derives it under the folder's lock,
     so a folder another process holds is refused before the config is read further)."""
-    if getattr(cfg, "out", "") or "":
-        return run_folder(cfg, task, stem), None
+    out = getattr(cfg, "out", "") or ""
+    if out:
+        return _out_folder(out), None
     experiment = experiment_config(cfg)
-    return run_folder(cfg, task, stem, config_hash(experiment)[:8]), experiment
+    return _default_folder(task, stem, config_hash(experiment)[:8]), experiment
 
 
 def resolve_run(cfg: Any, task: str = "", stem: str = "", folder: str | Path | None = None,
-                experiment: dict[str, Any] | None = None) -> RunRecord:
-    """The :class:`RunRecord` of ``cfg``: its experiment config (``experiment`` where :func:`locate_run` made it) and
-    hash, its folder (``folder`` as given, e.g. an evaluation's or the one :func:`locate_run` found; else
-    :func:`locate_run` of ``task`` and ``stem``) and the identities of its inputs (less the run's own folder)."""
+                experiment: dict[str, Any] | None = None, *, keep: int | None = None, earlier: Earlier | None = None,
+                data: dict[str, str | Path | list[str]] | None = None, inputs: bool = True) -> RunRecord:
+    """The :class:`RunRecord` of ``cfg``, in one pass: its experiment config (``experiment`` where :func:`locate_run`
+    made it), hash and run options; its folder (``folder`` as given, e.g. an evaluation's or the one
+    :func:`locate_run` found; else :func:`locate_run` of ``task`` and ``stem``); what the task's earlier layouts
+    (``earlier``) left for it, in the folder and by ``stem`` (call it while the folder is held); the identities of its
+    inputs (less the run's own folder; none with ``inputs`` false) and of the data the task reads (``data``:
+    :meth:`suite.train.task.Task.data_inputs`). ``keep``: the task's checkpoints kept (default
+    ``cfg.keep_checkpoints``, else 2)."""
     if folder is None:
         folder, experiment = locate_run(cfg, task, stem)
     experiment = experiment_config(cfg) if experiment is None else experiment
+    every = getattr(cfg, "checkpoint_every", 1)
+    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+        raise ValueError(f"checkpoint_every must be an integer >= 0 (0: at the end only), got {every!r}")
+    keep = getattr(cfg, "keep_checkpoints", 2) if keep is None else keep
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+        raise ValueError(f"keep_checkpoints must be an integer >= 0, got {keep!r}")
+    options, values = run_options(cfg), run_option_values(cfg)
+    found = Found() if earlier is None else earlier_layout(earlier, Path(folder), cfg=cfg, stem=stem)
     own = Path(folder) if folder else None
-    return RunRecord(experiment, config_hash(experiment), Path(folder), run_options(cfg),
-                     input_identities(cfg, own=own))
+    return RunRecord(
+        experiment, config_hash(experiment), Path(folder), options,
+        input_identities(cfg, own=own) if inputs else {}, data_identities(data or {}), values,
+        seed=getattr(cfg, "seed", 0), device=getattr(cfg, "device", "auto"),
+        precision="bf16" if getattr(cfg, "bf16", False) is True else getattr(cfg, "precision", "fp32"),
+        resume=getattr(cfg, "resume", True), checkpoint_every=every, keep_checkpoints=keep,
+        registry=getattr(cfg, "registry", True), log_to=getattr(cfg, "log_to", ""),
+        mlflow_uri=getattr(cfg, "mlflow_uri", ""), earlier=found)
 
 
 def run_folder(cfg: Any, task: str, stem: str = "", digest: str | None = None) -> Path:
@@ -72,12 +109,19 @@ def run_folder(cfg: Any, task: str, stem: str = "", digest: str | None = None) -
     ``$SUITE_RUNS`` or ``runs/``; ``digest``: the hash where the caller has it, :attr:`RunRecord.hash`'s first 8
     characters): the hash leaves out the config's run options, so a restart with another device or checkpoint interval
     finds its folder."""
-    from suite.paths import resolve_model_path
-
     out = getattr(cfg, "out", "") or ""
     if out:
-        return resolve_model_path(out)
-    digest = digest or experiment_hash(cfg)
+        return _out_folder(out)
+    return _default_folder(task, stem, digest or experiment_hash(cfg))
+
+
+def _out_folder(out: str) -> Path:
+    from suite.paths import resolve_model_path
+
+    return resolve_model_path(out)
+
+
+def _default_folder(task: str, stem: str, digest: str) -> Path:
     name = f"{stem}-{digest}" if stem else digest
     return runs_root() / task / re.sub(r"[^A-Za-z0-9._=-]+", "_", name)
 

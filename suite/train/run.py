@@ -1,14 +1,17 @@
 """One owner for everything a run is: ``run(task, cfg)``.
 
-A front-end supplies a :class:`Task`: what to build (model, optimiser, batches, the step), how to evaluate the
-trained model (and which metric is the headline), and what to export. Everything else is decided here, once:
+A front-end supplies a :class:`Task` (:mod:`suite.train.task`, with what it sees and gets back): what to build
+(model, optimiser, batches, the step), how to evaluate the trained model (and which metric is the headline), and what
+to export. Everything else is decided here, once:
 
 * **seeds**: :func:`derive_seed` is the one derivation, from ``(seed, rank, epoch, stream)``; the process is seeded
   with stream ``"main"`` of its rank, and a task asks :meth:`RunContext.generator` for a named stream (its
   augmentations, its data order), which the checkpoints save and a resume restores;
 * **device**: :func:`suite.train.resolve_device` on ``cfg.device`` (threads are the launcher's: ``OMP_NUM_THREADS``);
 * **the run's record**: the config is resolved once into a frozen :class:`suite.train.folders.RunRecord` (experiment
-  config, its hash, folder, the identities of its inputs), which everything below reads;
+  config, its hash, folder, the identities of its inputs, its run options, what an earlier layout left), which
+  everything below reads: folders, reuse, checkpoints, resume, trackers, the registry row and the export's record take
+  the record, never the config (the task's own methods still take its config);
 * **the output folder**: ``cfg.out``, or ``<runs root>/<task>/<stem>-<experiment hash>``, the hash of the config less
   its run options (:class:`suite.config.RunOptions`: device, output folder, checkpoint interval, ...; the class's
   ``RUN_OPTIONS``): changing one of those resumes the same run, changing anything else starts a new one;
@@ -81,213 +84,28 @@ import json
 import os
 import time
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Generic, Iterator, Sequence, TypeVar
+from typing import Any, Iterator
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 
 from suite import distributed as sd
-from suite.config import experiment_config, run_option_values
-from suite.inputs import changed_inputs, data_changes, data_identities, recorded_data
+from suite.inputs import changed_inputs, data_changes, recorded_data
 from suite.faults import OutOfMemory, oom_memory
-from suite.train.batches import epoch_batches
 from suite.train.device import check_device_precision, resolve_device
-from suite.train.engine import LOG_EVERY, CachedStep, Engine, resumable
+from suite.train.engine import Engine, resumable
 from suite.train.folders import (CHECKPOINTS, EXPORT, LOCK, PROVENANCE, RUNS_ROOT, Checkpoints, FolderBusyError,
                                   RunRecord, check_run_options, hold_folder, locate_run, resolve_run, run_folder,
                                   runs_root)
 from suite.train.checkpoint import ConfigMismatchError
 from suite.train.legacy import Earlier, earlier_layout, remove_when_built, upgrade_entries
 from suite.train.seeding import derive_seed, seed_everything, seeded_generator
+from suite.train.task import C, RunContext, RunResult, Task, Training
 
-C = TypeVar("C")
 # a run of one process also saves a checkpoint once this long has passed since the last (a step's end): the first
 # comes within minutes of work, not at an epoch's end or step 125 (issue 80); 0 in the environment turns it off
 SAVE_EVERY_S = float(os.environ.get("SUITE_CHECKPOINT_SECONDS", "300"))
-
-# ----------------------------------------------------------------------------- what a task supplies
-
-@dataclass
-class Training:
-    """What :meth:`Task.build` returns: the module the checkpoints and the export hold, its optimiser, the epoch's
-    batches, the step (batch -> loss, or a :class:`suite.train.CachedStep`) and how long to train."""
-
-    model: nn.Module
-    optimizer: torch.optim.Optimizer
-    batches: Callable[[int], Sequence[Any]]
-    step: Callable[[Any], Tensor | CachedStep]
-    epochs: int | None = None
-    max_steps: int | None = None
-    scheduler: Any = None
-    loss: Any = None  # the contrastive loss (its diagnostics are logged); None for a supervised task
-    precision: str = "fp32"
-    grad_clip: float = 0.0
-    on_step: Callable[[], None] | None = None
-    size: Callable[[Any], int] | None = None
-    rate_name: str = "items_per_s"
-    unit: str = "batch"
-    data_info: dict[str, float] = field(default_factory=dict)  # logged once as split "data"
-    checkpoint_unit: str = "epoch"  # what cfg.checkpoint_every counts: "epoch" or "step"
-    checkpoint_steps: int = 0  # also a checkpoint every this many optimiser steps, mid-epoch (long epochs; 0: off)
-    log_epochs: bool = True  # the engine logs each epoch's training stats (a task that logs its own: False)
-    log_every: int = LOG_EVERY  # optimiser steps between the engine's host reads (no read per step on a GPU)
-    compile: bool = False  # the forward through torch.compile (opt-in)
-    collate: Callable[[Any], Any] | None = None  # the host's part of a step: step() then takes its result (Engine.fit)
-    workers: int = 0  # DataLoader workers that run collate ahead of the step (0: in the training process)
-
-
-class Task(Generic[C]):
-    """A front-end's part of a run. Override :meth:`build` and :meth:`evaluate`; the rest has defaults."""
-
-    modality: ClassVar[str] = ""
-    name: ClassVar[str] = ""  # the registry task
-    primary: ClassVar[tuple[str, str | None] | None] = None  # the headline (metric, split) of the evaluation
-    eval_split: ClassVar[str | None] = "test"  # the split :meth:`evaluate`'s metrics are logged as
-    model_type: ClassVar[str] = ""  # the export's model type (``from_pretrained`` checks it); "" = no export
-    earlier: ClassVar[Earlier] = Earlier()  # what earlier versions of the task left in a run folder (data)
-
-    def stem(self, cfg: C) -> str:
-        """The readable part of the default folder name."""
-        return f"{self.dataset(cfg)}-{self.loss_name(cfg)}-s{getattr(cfg, 'seed', 0)}"
-
-    def dataset(self, cfg: C) -> str:
-        return str(getattr(cfg, "dataset", ""))
-
-    def loss_name(self, cfg: C) -> str:
-        return str(getattr(cfg, "loss", ""))
-
-    def data_inputs(self, cfg: C) -> dict[str, str | Path | list[str]]:
-        """The data files and folders the run reads, by name (e.g. ``{"data": <TU raw folder>}``; a list of files:
-        shards): the run owner records their identity (:func:`suite.inputs.data_identity`, a digest of the content of
-        a small set, a manifest of a large one) with the row and every checkpoint, and reuses or resumes only while it
-        is the same. Found from the config alone, before anything is read."""
-        return {}
-
-    def run_info(self, cfg: C) -> dict[str, Any]:
-        """Facts recorded with the row's run options (never hashed), e.g. which built start model a run used."""
-        return {}
-
-    def record(self, cfg: C, experiment: dict[str, Any], training: Training) -> dict[str, Any]:
-        """The experiment config recorded with the registry row (default: the config less its run options)."""
-        return experiment
-
-    def build(self, cfg: C, ctx: "RunContext[C]") -> Training:
-        raise NotImplementedError
-
-    def evaluate(self, cfg: C, ctx: "RunContext[C]", training: Training) -> dict[str, float]:
-        return {}
-
-    def on_epoch(self, cfg: C, ctx: "RunContext[C]", training: Training, epoch: int, stats: dict[str, float]) -> None:
-        """After every epoch, before its checkpoint (e.g. an evaluation during training)."""
-
-    def state(self, cfg: C, ctx: "RunContext[C]", training: Training) -> dict[str, Any]:
-        """Task state a checkpoint carries besides the engine's (tensors and plain data)."""
-        return {"loss": training.loss.state_dict()} if isinstance(training.loss, nn.Module) else {}
-
-    def restore(self, cfg: C, ctx: "RunContext[C]", training: Training, state: dict[str, Any]) -> None:
-        if isinstance(training.loss, nn.Module) and "loss" in state:
-            training.loss.load_state_dict(state["loss"])
-
-    def keep_checkpoints(self, cfg: C) -> int:
-        """How many checkpoints stay (0: none once the run has finished)."""
-        return getattr(cfg, "keep_checkpoints", 2)
-
-    def export_module(self, cfg: C, training: Training) -> nn.Module | None:
-        """The module exported at the end (default: the trained model when :attr:`model_type` is set). A module with
-        its own ``save_pretrained(path)`` writes itself; any other is saved with :meth:`export_config`."""
-        return training.model if self.model_type else None
-
-    def export(self, cfg: C, ctx: "RunContext[C]", training: Training, module: nn.Module, path: Path) -> None:
-        """Write ``module`` to ``path``: its own ``save_pretrained(path)``, else :func:`suite.pretrained.save_pretrained`
-        with :attr:`model_type` and :meth:`export_config`; then the card (:meth:`card`). The run owner adds
-        ``run.json``."""
-        from suite.model_card import write_card
-        from suite.pretrained import save_pretrained
-
-        if callable(getattr(module, "save_pretrained", None)):
-            module.save_pretrained(path)  # type: ignore[operator]
-        else:
-            save_pretrained(module, path, self.model_type, self.export_config(cfg, training))
-        info = self.card(cfg, ctx, training)
-        if info is not None:
-            write_card(path, info)
-
-    def export_config(self, cfg: C, training: Training) -> dict[str, Any]:
-        """What rebuilds the exported module (written to ``config.json`` beside the weights)."""
-        return {}
-
-    def card(self, cfg: C, ctx: "RunContext[C]", training: Training) -> dict[str, Any] | None:
-        """The export's model card (:func:`suite.model_card.card_info`), or None for none."""
-        return None
-
-
-@dataclass
-class RunContext(Generic[C]):
-    """What a task sees of its run while it builds and evaluates."""
-
-    cfg: C
-    device: torch.device
-    folder: Path
-    seed: int
-    run: Any = None  # the registry run (main rank), or None
-    engine: Engine[Any] | None = None
-    generators: dict[str, torch.Generator] = field(default_factory=dict)
-    moved: dict[str, Path] = field(default_factory=dict)  # today's name -> where an earlier layout keeps it
-
-    def path(self, name: str) -> Path:
-        """``<folder>/<name>``, or where the task's earlier layout keeps it when the folder is of that layout."""
-        return self.moved.get(name, self.folder / name)
-
-    def generator(self, stream: str, per_rank: bool = True, device: str | torch.device = "cpu") -> torch.Generator:
-        """The generator of ``stream`` on ``device``: this rank's own (augmentations, dropout-like noise), or with
-        ``per_rank=False`` the same on every rank (data). Ask for it in :meth:`Task.build`: the checkpoints save it, a
-        resume restores it."""
-        if stream not in self.generators:
-            self.generators[stream] = seeded_generator(self.seed, rank=sd.rank() if per_rank else 0, stream=stream,
-                                                       device=device)
-        return self.generators[stream]
-
-    def epoch_batches(self, n: int, batch_size: int, epoch: int) -> list[Tensor]:
-        """The contrastive epoch rule (:func:`suite.train.epoch_batches`) for this run's seed."""
-        return epoch_batches(n, batch_size, self.seed, epoch)
-
-    def log(self, metrics: dict[str, float], split: str | None, step: int | None = None) -> None:
-        if not metrics:
-            return
-        if self.engine is not None:
-            self.engine.flush()  # nothing is logged after a non-finite loss the engine has not read yet
-            self.engine.record(metrics, split=split, step=step)  # the registry row and the trackers
-        elif self.run is not None:
-            self.run.log_many(metrics, split=split, step=step)
-
-    def checkpoint(self) -> None:
-        """Write a checkpoint now (e.g. after an evaluation that picked a new best state); every rank calls it."""
-        assert self._save is not None, "checkpoint() is available while the run trains"
-        self._save()
-
-    _save: Callable[[], None] | None = field(default=None, repr=False)
-
-
-@dataclass
-class RunResult:
-    """What every entry function returns: the run's folder, registry row, evaluation (``metrics``, the task's
-    :attr:`Task.eval_split`), progress, time and export; ``reused``: the id of the finished row returned instead of a
-    run, whose final metrics of every split are ``recorded`` (``"<split>/<name>"``); ``info``: the task's own summary
-    (data counts, training stats)."""
-
-    folder: Path
-    run_id: str | None
-    metrics: dict[str, float]
-    epochs: int
-    steps: int
-    resumed_from: int  # the epoch the run resumed at (0: a fresh run)
-    wall_s: float
-    export: Path | None
-    reused: str | None = None
-    recorded: dict[str, float] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- the owner
@@ -302,21 +120,24 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
     instead of a new run (every rank reads it, so all agree)."""
     check_run_options(cfg)  # before anything is built, read, reused or written
     sd.init_from_env()
-    folder, experiment = locate_run(cfg, task.name or task.modality, task.stem(cfg))
+    stem = task.stem(cfg)
+    folder, experiment = locate_run(cfg, task.name or task.modality, stem)
     # the main rank holds the folder (every rank shares it; only the main rank writes) until the row is closed
     from suite.registry.store import _sigterm_as_interrupt
 
     with hold_folder(folder) if sd.is_main() else _nothing(folder):
-        record = resolve_run(cfg, folder=folder, experiment=experiment)  # the config's identity, once
-        data = data_identities(task.data_inputs(cfg))  # what the run reads: its identity decides reuse and resume
+        # the config's identity and run options, once: what is below takes the record, never the config
+        # (with the identity of the data it reads, which decides reuse and resume)
+        record = resolve_run(cfg, folder=folder, experiment=experiment, stem=stem,
+                             keep=task.keep_checkpoints(cfg), earlier=task.earlier, data=task.data_inputs(cfg))
         if reuse:
-            cfg_hash = row_hash(cfg, cfg_hash, record)
-            found = _finished(task, cfg, open_registry(cfg, registry, every_rank=True), cfg_hash, record, data)
+            cfg_hash = row_hash(record, cfg_hash)
+            found = _finished(task, open_registry(record, registry, every_rank=True), cfg_hash, record)
             if found is not None:
                 return found
         restore = _sigterm_as_interrupt()  # SIGTERM while building or training ends the run like Ctrl-C
         try:
-            return _run(task, cfg, record, registry, cfg_hash, stop_after, data)
+            return _run(task, cfg, record, registry, cfg_hash, stop_after)
         except KeyboardInterrupt as exc:  # the same exception, told where the run resumes (suite's one line says it)
             if getattr(exc, "run_folder", None) is None:
                 exc.run_folder = folder  # type: ignore[attr-defined]
@@ -331,11 +152,12 @@ def _nothing(folder: Path) -> Iterator[Path]:
     yield folder
 
 
-def open_registry(cfg: Any, registry: Any = None, every_rank: bool = False) -> Any:
+def open_registry(record: RunRecord, registry: Any = None, every_rank: bool = False) -> Any:
     """The registry a run records in (the one meaning of ``registry`` for every entry function): None the default
-    (:class:`suite.registry.Registry`, ``$SUITE_REGISTRY``), False none, else ``registry`` itself; none when
-    ``cfg.registry`` is false, and none off the main rank unless ``every_rank`` (a lookup all ranks must agree on)."""
-    if registry is False or not getattr(cfg, "registry", True) or not (every_rank or sd.is_main()):
+    (:class:`suite.registry.Registry`, ``$SUITE_REGISTRY``), False none, else ``registry`` itself; none when the
+    run's ``record.registry`` is false, and none off the main rank unless ``every_rank`` (a lookup all ranks must agree
+    on)."""
+    if registry is False or not record.registry or not (every_rank or sd.is_main()):
         return None
     if registry is not None:
         return registry
@@ -344,13 +166,10 @@ def open_registry(cfg: Any, registry: Any = None, every_rank: bool = False) -> A
     return Registry()
 
 
-def row_hash(cfg: Any, cfg_hash: str | None = None, record: RunRecord | None = None) -> str:
+def row_hash(record: RunRecord, cfg_hash: str | None = None) -> str:
     """The hash a run's row is found and recorded under: ``cfg_hash``, else the runner's job hash
-    (``$SUITE_CONFIG_HASH``), else the hash of the experiment config (``record``'s, where the caller resolved it)."""
-    from suite.registry import config_hash
-
-    return cfg_hash or os.environ.get("SUITE_CONFIG_HASH") or (
-        record.hash if record is not None else config_hash(experiment_config(cfg)))
+    (``$SUITE_CONFIG_HASH``), else the hash of the run's experiment config (:attr:`RunRecord.hash`)."""
+    return cfg_hash or os.environ.get("SUITE_CONFIG_HASH") or record.hash
 
 
 INPUTS = "_inputs"  # a checkpoint's config entry: {field: files digest} of the exported models the run reads
@@ -372,8 +191,7 @@ def _other_inputs(path: Path, inputs: dict[str, str]) -> list[str]:
     return sorted(k for k in was.keys() & inputs.keys() if was[k] != inputs[k])
 
 
-def _finished(task: Task[C], cfg: C, reg: Any, cfg_hash: str, record: RunRecord,
-              data: dict[str, dict[str, Any]]) -> RunResult | None:
+def _finished(task: Task[C], reg: Any, cfg_hash: str, record: RunRecord) -> RunResult | None:
     """The finished row of ``cfg_hash`` as a result (its evaluation split's final metrics), or None; None too where an
     exported model the row recorded reading (``inputs``) has other files now, or the data it read (``data``) is other
     data now (said in one line: ``data changed: MUTAG_graph_labels.txt``): the run is made again, and the newer row is
@@ -381,7 +199,7 @@ def _finished(task: Task[C], cfg: C, reg: Any, cfg_hash: str, record: RunRecord,
     prev = reg.find_finished(cfg_hash) if reg is not None else None
     if prev is None or changed_inputs(prev, record.inputs):
         return None
-    if changed := data_changes(recorded_data(prev) or {}, data):
+    if changed := data_changes(recorded_data(prev) or {}, record.data):
         if sd.is_main():
             print(f"[{task.name or task.modality}] finished run {prev['id'][:10]} not reused, data changed: "
                   f"{', '.join(changed)}; the run is made again", flush=True)
@@ -393,24 +211,19 @@ def _finished(task: Task[C], cfg: C, reg: Any, cfg_hash: str, record: RunRecord,
 
 
 def _run(task: Task[C], cfg: C, record: RunRecord, registry: Any, cfg_hash: str | None,
-         stop_after: int | None, data: dict[str, dict[str, Any]]) -> RunResult:
+         stop_after: int | None) -> RunResult:
     from suite.train.trackers import end_status, open_trackers, parse
 
     folder = record.folder
 
     # a missing package: one line, before anything is built
-    trackers = parse(getattr(cfg, "log_to", ""), getattr(cfg, "mlflow_uri", ""))
-    seed = getattr(cfg, "seed")
-    device = resolve_device(getattr(cfg, "device", "auto"))
-    check_device_precision(device, "bf16" if getattr(cfg, "bf16", False) is True else getattr(cfg, "precision", "fp32"))
+    trackers = parse(record.log_to, record.mlflow_uri)
+    seed, every = record.seed, record.checkpoint_every
+    device = resolve_device(record.device)
+    check_device_precision(device, record.precision)
     seed_everything(seed, rank=sd.rank())
-    found = earlier_layout(task.earlier, folder, cfg=cfg, stem=task.stem(cfg))
-    ckpts = Checkpoints(folder / CHECKPOINTS, task.keep_checkpoints(cfg), found.checkpoints)
-    every = getattr(cfg, "checkpoint_every", 1)
-    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
-        raise ValueError(f"checkpoint_every must be an integer >= 0 (0: at the end only), got {every!r}")
-    ctx: RunContext[C] = RunContext(cfg, device, folder, seed, moved=found.files)
-    reg = open_registry(cfg, registry)  # a damaged or locked registry is said before any data is read or model built
+    ctx: RunContext[C] = RunContext(cfg, device, folder, seed, moved=record.earlier.files)
+    reg = open_registry(record, registry)  # a damaged or locked registry is said before any data is read or model built
     training = task.build(cfg, ctx)
     engine: Engine[Any] = Engine(training.model, training.optimizer, device=device, scheduler=training.scheduler,
                                  precision=training.precision, grad_clip=training.grad_clip, loss=training.loss,
@@ -419,9 +232,11 @@ def _run(task: Task[C], cfg: C, record: RunRecord, registry: Any, cfg_hash: str 
     ctx.engine = engine
     experiment = record.experiment
     inputs = {k: v["files"] for k, v in record.inputs.items()}
-    inputs.update({f"data:{k}": v["digest"] for k, v in data.items()})  # a checkpoint of other data is not resumed
+    # a checkpoint of other data is not resumed
+    inputs.update({f"data:{k}": v["digest"] for k, v in record.data.items()})
     checked = {**experiment, INPUTS: inputs} if inputs else experiment  # what a checkpoint records, and resume checks
-    last = ckpts.latest() if getattr(cfg, "resume", True) else None
+    ckpts = Checkpoints(folder / CHECKPOINTS, record.keep_checkpoints, record.earlier.checkpoints)
+    last = ckpts.latest() if record.resume else None
     if last is not None and (other := _other_inputs(last, inputs)):
         sd.barrier()  # every rank has read it before the main rank removes it
         if sd.is_main():
@@ -460,11 +275,11 @@ def _run(task: Task[C], cfg: C, record: RunRecord, registry: Any, cfg_hash: str 
     ctx._save = save
     with ExitStack() as stack:
         if reg is not None:
-            ctx.run = stack.enter_context(_open_row(reg, task, cfg, training.loss, task.record(cfg, experiment, training),
+            ctx.run = stack.enter_context(_open_row(reg, task, cfg, record, training.loss,
+                                                    task.record(cfg, experiment, training),
                                                     {"folder": str(folder), **_processes(),
-                                                     **({"data": data} if data else {})},
-                                                    resumable(reg, engine.resume_run_id),
-                                                    cfg_hash, record.inputs))
+                                                     **({"data": record.data} if record.data else {})},
+                                                    resumable(reg, engine.resume_run_id), cfg_hash))
             # resumed: the step curves continue from the checkpoint's step, and what else the interrupted process
             # logged after the checkpoint is logged again, not twice
             if engine.step > 0 and hasattr(reg, "drop_metrics"):
@@ -478,11 +293,13 @@ def _run(task: Task[C], cfg: C, record: RunRecord, registry: Any, cfg_hash: str 
             engine.trackers = open_trackers(trackers, folder, {"run_id": getattr(ctx.run, "id", None), "seed": seed,
                                                                "task": task.name or task.modality,
                                                                "code_version": code_version(), "config": experiment},
-                                            {"mlflow_uri": getattr(cfg, "mlflow_uri", "")})
+                                            {"mlflow_uri": record.mlflow_uri})
             for t in engine.trackers:  # closed with the run's end: finished, interrupted or failed
                 stack.push(lambda exc_type, *_, t=t: t.close(end_status(exc_type)))
         if engine.step == 0:  # a fresh run (a resumed one logged its data when it started)
-            ctx.log(training.data_info, split="data")
+            ctx.log({**training.data_info, **{f"compiled_{k}": float(v) for k, v in engine.compiled.items()}},
+                    split="data", step=0)  # with what the engine compiled (issue 78); step 0 in the registry and
+            # in the trackers alike
         by_step = training.checkpoint_unit == "step"
         single = sd.world_size() == 1  # a save is a collective: under torchrun the ranks keep to the step rules
 
@@ -519,10 +336,10 @@ def _run(task: Task[C], cfg: C, record: RunRecord, registry: Any, cfg_hash: str 
             ctx.log(metrics, split=task.eval_split, step=engine.step if by_step else engine.epoch)
             module = task.export_module(cfg, training)
             if module is not None:
-                export = _export(task, cfg, ctx, training, module, folder / EXPORT, metrics, experiment)
+                export = _export(task, cfg, record, ctx, training, module, folder / EXPORT, metrics)
                 for t in engine.trackers:
                     t.artifact(export)
-        if task.keep_checkpoints(cfg) == 0 and sd.is_main():
+        if record.keep_checkpoints == 0 and sd.is_main():
             ckpts.prune(0)
         if sd.is_main():
             remove_when_built(task.earlier, folder)
@@ -549,19 +366,18 @@ def evaluation(task: Task[C], cfg: C, *, registry: Any = None, loss: Any = None,
     metrics from ``task.evaluate(cfg, ctx, None)``, recorded as a registry row of its own by the same rule (task,
     dataset, ``loss``'s name and hyper-parameters, :meth:`Task.record` of the experiment config, run options, the
     headline; ``registry`` False: no row) and logged at ``step``."""
-    seed = getattr(cfg, "seed", 0)
-    derive_seed(seed)
-    device = resolve_device(getattr(cfg, "device", "auto"))
-    seed_everything(seed, rank=sd.rank())
-    ctx: RunContext[C] = RunContext(cfg, device, Path(folder), seed)
-    reg = open_registry(cfg, registry)
+    record = resolve_run(cfg, folder=folder, inputs=registry is not False)  # the inputs: recorded with a row only
+    derive_seed(record.seed)
+    device = resolve_device(record.device)
+    seed_everything(record.seed, rank=sd.rank())
+    ctx: RunContext[C] = RunContext(cfg, device, Path(folder), record.seed)
+    reg = open_registry(record, registry)
     t0 = time.perf_counter()
     with ExitStack() as stack:
         if reg is not None:
-            record = resolve_run(cfg, folder=folder)
-            ctx.run = stack.enter_context(_open_row(reg, task, cfg, loss, task.record(cfg, record.experiment, None),
-                                                    {"folder": str(folder)} if folder else {}, None, cfg_hash,
-                                                    record.inputs))
+            ctx.run = stack.enter_context(_open_row(reg, task, cfg, record, loss,
+                                                    task.record(cfg, record.experiment, None),
+                                                    {"folder": str(folder)} if folder else {}, None, cfg_hash))
         metrics = task.evaluate(cfg, ctx, None)  # type: ignore[arg-type]
         ctx.log(metrics, split=task.eval_split, step=step)
     return RunResult(Path(folder), getattr(ctx.run, "id", None), metrics, 0, 0, 0, time.perf_counter() - t0, None)
@@ -573,23 +389,24 @@ def _processes() -> dict[str, int]:
 
 
 @contextmanager
-def _open_row(reg: Any, task: Task[C], cfg: C, loss: Any, config: dict[str, Any], options: dict[str, Any],
-              resume_id: str | None, cfg_hash: str | None, inputs: dict[str, dict[str, Any]]) -> Iterator[Any]:
-    """The registry row of a run, its headline set; finished / interrupted / failed on exit. Its run options record
-    the exported models it reads (``inputs``, :attr:`suite.train.folders.RunRecord.inputs`)."""
-    if inputs:
-        options = {**options, "inputs": inputs}
+def _open_row(reg: Any, task: Task[C], cfg: C, record: RunRecord, loss: Any, config: dict[str, Any],
+              options: dict[str, Any], resume_id: str | None, cfg_hash: str | None) -> Iterator[Any]:
+    """The registry row of a run, its headline set; finished / interrupted / failed on exit. Its run options are the
+    record's, with the exported models it reads (:attr:`suite.train.folders.RunRecord.inputs`), ``options`` and the
+    task's :meth:`Task.run_info`; ``cfg`` is the task's (its dataset, loss name and run info)."""
+    if record.inputs:
+        options = {**options, "inputs": record.inputs}
     with reg.run(resume_id=resume_id, modality=task.modality, task=task.name, dataset=task.dataset(cfg),
                  loss=task.loss_name(cfg), loss_hparams=loss.hparams() if hasattr(loss, "hparams") else {},
-                 config=config, run_options={**run_option_values(cfg), **options, **task.run_info(cfg)},
-                 seed=getattr(cfg, "seed", 0), cfg_hash=cfg_hash) as row:
+                 config=config, run_options={**record.option_values, **options, **task.run_info(cfg)},
+                 seed=record.seed, cfg_hash=cfg_hash) as row:
         if task.primary is not None:
             row.set_primary(*task.primary)
         yield row
 
 
-def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, module: nn.Module, path: Path,
-            metrics: dict[str, float], experiment: dict[str, Any]) -> Path:
+def _export(task: Task[C], cfg: C, record: RunRecord, ctx: RunContext[C], training: Training, module: nn.Module,
+            path: Path, metrics: dict[str, float]) -> Path:
     from suite.model_card import registry_metrics
     from suite.registry import code_version
     from suite.safeio import write_atomic
@@ -597,9 +414,9 @@ def _export(task: Task[C], cfg: C, ctx: RunContext[C], training: Training, modul
     task.export(cfg, ctx, training, module, path)
     loss = training.loss
     provenance = {"modality": task.modality, "task": task.name, "dataset": task.dataset(cfg),
-                  "loss": task.loss_name(cfg), "loss_hparams": loss.hparams() if hasattr(loss, "hparams") else {}, "seed": getattr(cfg, "seed"),
+                  "loss": task.loss_name(cfg), "loss_hparams": loss.hparams() if hasattr(loss, "hparams") else {}, "seed": record.seed,
                   "run_id": getattr(ctx.run, "id", None), "code_version": code_version(),
-                  "epochs": ctx.engine.epoch if ctx.engine else None, "steps": ctx.engine.step if ctx.engine else None, "config": experiment,
+                  "epochs": ctx.engine.epoch if ctx.engine else None, "steps": ctx.engine.step if ctx.engine else None, "config": record.experiment,
                   "metrics": {**registry_metrics(ctx.run), **{f"{task.eval_split}/{k}": v for k, v in metrics.items()}}}
     write_atomic(path / PROVENANCE, json.dumps(provenance, indent=1, sort_keys=True, default=str) + "\n",
                  what="run record")

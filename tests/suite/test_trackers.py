@@ -250,7 +250,8 @@ def test_wandb_offline_run_holds_the_metrics(tmp_path: Path, monkeypatch: Any) -
         elif kind == "history":
             items = {i.key or "/".join(i.nested_key): float(i.value_json) for i in r.history.item
                      if (i.key or "/".join(i.nested_key)).startswith("train-step/")}
-            history[int(r.history.step.num)] = items
+            if items:  # the step curve's points (the run's data points, at step 0, hold no train-step key)
+                history[int(r.history.step.num)] = items
         elif kind == "artifact":
             artifacts.append(r.artifact.type)
         elif kind == "exit":

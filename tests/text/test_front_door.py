@@ -37,6 +37,11 @@ def test_own_pairs_train_and_the_run_says_what_and_how_to_load(tiny_model_dir, d
     assert rc == 0 and (out / "export" / "modules.json").exists()
     assert f"training on 20 pairs (anchor, positive; in-batch negatives) from {pairs}" in printed
     assert f"load it with: SentenceTransformer('{out / 'export'}')" in printed
+    from suite.registry import Registry
+
+    (row,) = [r for r in Registry().runs(task="simcse-sup") if str(out) in r["run_options"]]
+    data = {m["name"]: m["value"] for m in Registry().metrics(row["id"]) if m["split"] == "data"}
+    assert data["compiled_loss"] == 0.0 and data["compiled_model"] == 0.0  # what was compiled, recorded (the CPU: none)
     # a file of pairs has no hard negatives to weight: refused in one line
     with pytest.raises(ValueError, match="needs triplets"):
         train_simcse(_cfg(tmp_path / "w", tiny_model_dir, mode="sup", data=str(pairs), hard_negative_weight=0.5))
