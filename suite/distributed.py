@@ -8,13 +8,19 @@ ranks) training with batch N per rank on W ranks is then the same as one process
 """
 from __future__ import annotations
 
+import contextlib
+import datetime
+import math
 import os
 import re
+import time
 import zlib
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import torch
 import torch.distributed as dist
+
+from suite.faults import RunFault
 
 
 def is_distributed() -> bool:
@@ -166,7 +172,7 @@ def init_from_env(backend: str | None = None) -> bool:
         return False
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
-    dist.init_process_group(backend=backend)
+    dist.init_process_group(backend=backend, timeout=collective_timeout())
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % max(1, torch.cuda.device_count()))
     return True
@@ -253,3 +259,116 @@ def convert_sync_batchnorm(module: torch.nn.Module, process_group: Any = None) -
     for name, child in module.named_children():
         module.add_module(name, convert_sync_batchnorm(child, process_group))
     return module
+
+
+# ----------------------------------------------------------------------------- a rank that fails
+
+TIMEOUT_ENV = "SUITE_DIST_TIMEOUT"  # seconds a collective waits for the other ranks (torch's default: 30 minutes)
+FAILED_KEY = "suite/failed/"  # + rank: the one line of a rank's own error, told to the others through the store
+ALIVE_KEY = "suite/alive/"  # + rank: a rank that met a failed collective and is still here
+
+
+def collective_timeout(environ: Mapping[str, str] | None = None) -> datetime.timedelta | None:
+    """How long a collective waits for the other ranks: ``SUITE_DIST_TIMEOUT`` seconds (a positive finite number;
+    anything else is a ``ValueError`` naming it), or torch's default (None) when unset."""
+    text = (os.environ if environ is None else environ).get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"{TIMEOUT_ENV} must be a number of seconds > 0, got {text!r}")
+    return datetime.timedelta(seconds=seconds)
+
+
+class RankFailed(RunFault, RuntimeError):
+    """Another rank failed (raised, was killed, or stalled past :data:`TIMEOUT_ENV`) while this one waited for it in a
+    collective: one line naming that rank and what it said; the last checkpoint is kept."""
+
+
+_COLLECTIVE_WORDS = ("connection closed by peer", "connection reset by peer", "timed out", "timeout", "gloo",
+                     "nccl", "broken pipe", "socket", "store")
+
+
+def is_collective_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is a collective (or the store) failing because another rank is gone or late, rather than this
+    rank's own error."""
+    kinds = tuple(k for k in (getattr(dist, n, None) for n in ("DistError", "DistBackendError", "DistNetworkError",
+                                                                "DistStoreError")) if isinstance(k, type))
+    if kinds and isinstance(exc, kinds):
+        return True
+    return type(exc) is RuntimeError and any(w in str(exc).lower() for w in _COLLECTIVE_WORDS)
+
+
+def _store(wait_s: float) -> Any:
+    store = dist.distributed_c10d._get_default_store()
+    store.set_timeout(datetime.timedelta(seconds=max(wait_s, 0.1)))
+    return store
+
+
+def _one_line(text: str) -> str:
+    return " | ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())[:500]
+
+
+def say_failed(exc: BaseException) -> None:
+    """Tell the other ranks, through the process group's store, that this rank failed and with what (one line);
+    nothing if the store cannot be reached."""
+    try:
+        _store(2.0).set(f"{FAILED_KEY}{rank()}", _one_line(f"{type(exc).__name__}: {exc}") or type(exc).__name__)
+    except Exception:  # the store's host is gone too: the others say this rank stopped answering
+        pass
+
+
+def failed_ranks(exc: BaseException, wait_s: float = 2.0) -> str:
+    """The one line of a failed collective: which rank failed and what it said (its own error, told through the
+    store), or which stopped answering (killed, or stalled in its data or its step), found by waiting ``wait_s``
+    seconds for every rank still here to say so."""
+    me, world = rank(), world_size()
+    head = f"rank {me} of {world} stopped at a collective"
+    try:
+        store = _store(wait_s)
+        store.set(f"{ALIVE_KEY}{me}", "1")
+        others = [r for r in range(world) if r != me]
+        said: dict[int, str] = {}
+        deadline = time.monotonic() + wait_s
+        while True:
+            for r in others:
+                if r not in said and store.check([f"{FAILED_KEY}{r}"]):
+                    said[r] = store.get(f"{FAILED_KEY}{r}").decode("utf-8", "replace")
+            alive = {r for r in others if store.check([f"{ALIVE_KEY}{r}"])}
+            if said or len(alive) == len(others) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        if said:
+            what = "; ".join(f"rank {r} failed ({m})" for r, m in sorted(said.items()))
+        else:
+            gone = [r for r in others if r not in alive]
+            what = ("; ".join(f"rank {r} stopped answering (killed, or stalled in its data or its step)"
+                              for r in gone) or f"another rank stopped answering ({_one_line(exc)[:200]})")
+    except Exception:  # the store went with the rank that held it (the main rank, launched without torchrun)
+        what = "rank 0 (which holds the process group's store) stopped answering (killed, or stalled)"
+    return f"{what}; {head}; the last checkpoint is kept"
+
+
+@contextlib.contextmanager
+def watch_ranks(wait_s: float = 2.0) -> Iterator[None]:
+    """Around a distributed run: this rank's own error is told to the others (:func:`say_failed`) and raised as it
+    is; a collective that fails because another rank raised, was killed or stalled past :data:`TIMEOUT_ENV` is a
+    :class:`RankFailed` of one line naming that rank (:func:`failed_ranks`). Nothing in one process."""
+    if not is_distributed():
+        yield
+        return
+    try:
+        yield
+    except RankFailed:
+        raise
+    except Exception as exc:
+        if is_collective_failure(exc):
+            raise RankFailed(failed_ranks(exc, wait_s)) from None
+        say_failed(exc)
+        raise
+    except BaseException as exc:  # Ctrl-C, SIGTERM: the others are told too
+        say_failed(exc)
+        raise

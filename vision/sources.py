@@ -16,8 +16,12 @@ Layouts:
 
 A file is opened without blocking and read only if it is a regular file; an error of the mount (ETIMEDOUT, EIO,
 ESTALE) or a file that is not an image file is an :class:`UnreadableImage` of one line naming it. Names of images
-that are not files are left out of the index, named and counted. A read that never returns (a hard-mounted share gone)
-stops the run after :data:`suite.train.batches.STALL_S` seconds with one line naming the file it waits on.
+that are not files are left out of the index, named and counted (``info["not_files"]``), and so are files that are
+not images (``.DS_Store``, ``Thumbs.db``, macOS's ``._*`` forks: ``info["not_images"]``); a class folder's
+sub-folders are walked, as torchvision's ``ImageFolder`` walks them. A name that is not UTF-8 keeps its bytes and is
+shown with ``\\xNN`` in messages, a newline in a name as ``\\n`` (:func:`shown`). A read that never
+returns (a hard-mounted share gone) stops the run after :data:`suite.train.batches.STALL_S` seconds with one line
+naming the file it waits on.
 """
 from __future__ import annotations
 
@@ -47,8 +51,22 @@ def is_streamed(dataset: str) -> bool:
     return dataset.lower().startswith(STREAM_PREFIXES)
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in range(32)} | {10: "\\n", 13: "\\r", 9: "\\t", 127: "\\x7f"}
+
+
+def shown(text: str) -> str:
+    """``text`` as a message shows it on one line: control characters in a file's name (a newline) escaped, bytes of a
+    name that are not UTF-8 (surrogate-escaped by the file system) as ``\\xNN``."""
+    if text.isprintable():
+        return text
+    return os.fsencode(text).decode("utf-8", "backslashreplace").translate(_CONTROL)
+
+
 class UnreadableImage(ValueError):
-    """An image that cannot be read or decoded; its message names the file."""
+    """An image that cannot be read or decoded; its message names the file, on one line (:func:`shown`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(shown(message))
 
 
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -136,14 +154,14 @@ class Names:
 
     @classmethod
     def of(cls, strings: Sequence[str]) -> "Names":
-        enc = [s.encode() for s in strings]
+        enc = [os.fsencode(s) for s in strings]  # a name that is not UTF-8 (surrogate-escaped) keeps its bytes
         offsets = np.zeros(len(enc) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([len(e) for e in enc])
         return cls(np.frombuffer(b"".join(enc), dtype=np.uint8).copy(), offsets, np.arange(len(enc), dtype=np.int64))
 
     def __getitem__(self, i: int) -> str:
         r = self.rows[i]
-        return bytes(self.buf[self.offsets[r]:self.offsets[r + 1]]).decode()
+        return os.fsdecode(bytes(self.buf[self.offsets[r]:self.offsets[r + 1]]))
 
     def take(self, idx: np.ndarray) -> "Names":
         return Names(self.buf, self.offsets, self.rows[idx])
@@ -177,6 +195,46 @@ class FolderSource(Source):
         self.names.digest(h)
         h.update(self.labels.tobytes())
         return h.hexdigest()[:16]
+
+
+APPLE_DOUBLE = "._"  # macOS's resource forks beside each copied file (``._0001.JPEG``): never an image
+
+
+def _scan(d: Path) -> tuple[list[str], list[str], list[str]]:
+    """(images, names of images that are not files, other files) of a class folder ``d``, at any depth below it (as
+    torchvision's ``ImageFolder`` walks it: folders and links to folders followed, each real folder once, so a link
+    that loops ends), as paths relative to ``d``. Other files: names that are not images (``.DS_Store``,
+    ``Thumbs.db``, ``notes.txt``) and macOS's ``._*`` resource forks."""
+    images: list[str] = []
+    odd: list[str] = []
+    other: list[str] = []
+    seen: set[tuple[int, int]] = set()
+    todo = [(d, "")]
+    while todo:
+        folder, rel = todo.pop()
+        try:
+            st = folder.stat()
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            entries = list(os.scandir(folder))
+        except OSError:
+            odd.append(str(folder))
+            continue
+        for e in entries:
+            name = rel + e.name
+            if e.name.lower().endswith(IMAGE_EXTS) and not e.name.startswith(APPLE_DOUBLE):
+                if e.is_file():
+                    images.append(name)
+                else:  # a named pipe, a broken link, a folder named like an image (named; what it holds is read)
+                    odd.append(e.path)
+                    if e.is_dir():
+                        todo.append((Path(e.path), name + "/"))
+            elif e.is_dir():
+                todo.append((Path(e.path), name + "/"))
+            else:
+                other.append(e.path)
+    return sorted(images), odd, other
 
 
 def _classes(split_dir: Path, root: Path) -> list[str]:
@@ -351,7 +409,7 @@ def _flat_source(root: Path, split_dir: Path, classes: list[str] | None) -> Fold
                       f"out; first: {other[0]}", stacklevel=3)
     if odd:
         warnings.warn(f"{split_dir}: {len(odd)} name(s) of images that are not files (a named pipe, a folder or a "
-                      f"broken link) left out; first: {odd[0]}", stacklevel=3)
+                      f"broken link) left out; first: {shown(odd[0])}", stacklevel=3)
     if not files:
         raise ValueError(f"{split_dir}: none of its images has a class among the {len(classes)} of the data "
                          f"(labels from {where})")
@@ -381,14 +439,15 @@ def folder_source(root: str | Path, split: str, classes: list[str] | None = None
     labels: list[int] = []
     empty: list[str] = []
     odd: list[str] = []  # named like images but not files: a named pipe, a folder, a broken link
+    other: list[str] = []  # files that are not images: .DS_Store, Thumbs.db, notes, macOS's ._* forks
     for c, name in enumerate(classes):
         d = split_dir / name
         if not d.is_dir():
             empty.append(str(d))
             continue
-        entries = [e for e in os.scandir(d) if e.name.lower().endswith(IMAGE_EXTS)]
-        found = sorted(e.name for e in entries if e.is_file())
-        odd += [e.path for e in entries if not e.is_file()]
+        found, odd_here, other_here = _scan(d)
+        odd += odd_here
+        other += other_here
         if not found:
             empty.append(str(d))
         files += [f"{split_dir.name}/{name}/{f}" for f in found]
@@ -398,12 +457,17 @@ def folder_source(root: str | Path, split: str, classes: list[str] | None = None
                       stacklevel=2)
     if odd:
         warnings.warn(f"{split_dir}: {len(odd)} name(s) of images that are not files (a named pipe, a folder or a "
-                      f"broken link) left out; first: {sorted(odd)[0]}", stacklevel=2)
+                      f"broken link) left out; first: {shown(sorted(odd)[0])}", stacklevel=2)
+    if other:
+        warnings.warn(f"{split_dir}: {len(other)} file(s) that are not images ({', '.join(IMAGE_EXTS)}: e.g. "
+                      f".DS_Store, Thumbs.db, macOS's ._* forks) left out; first: {shown(sorted(other)[0])}",
+                      stacklevel=2)
     if not files:
         raise ValueError(f"no images ({', '.join(IMAGE_EXTS)}) under {split_dir}/<class>/")
     return FolderSource(root.name, list(classes), np.asarray(labels, dtype=np.int64),
                         {"source": str(root), "layout": "image-folder", "split": split_dir.name,
-                         "empty_classes": len(empty), "not_files": len(odd)}, str(root), Names.of(files))
+                         "empty_classes": len(empty), "not_files": len(odd), "not_images": len(other)}, str(root),
+                        Names.of(files))
 
 
 # ----------------------------------------------------------------------------- WebDataset shards
@@ -440,29 +504,45 @@ def _index_shard(path: str) -> tuple[list[tuple[str, int, int, int, int, str | N
                     members[key] = {}
                     order.append(key)
                 members[key][ext.lower()] = (m.offset_data, m.size)
-                if ext.lower() == "cls":
-                    cls[key] = -2  # read below
-            for key in [k for k, v in cls.items() if v == -2]:
-                off, size = members[key]["cls"]
-                tar.fileobj.seek(off)  # type: ignore[union-attr]
-                try:
-                    cls[key] = int(tar.fileobj.read(size).decode().strip())  # type: ignore[union-attr]
-                except ValueError:
-                    problems.append(f"{path}: sample {key}: class is not an integer")
-                    cls[key] = -1
     except (tarfile.TarError, OSError, EOFError) as exc:
         problems.append(f"{path}: cut off or not a tar file after {len(order)} sample(s) ({type(exc).__name__}: {exc})")
+    end = os.path.getsize(path)
+    cut: set[str] = set()
+    for key in order:  # a member whose data runs past the end (a cut-off shard): left out, named with its sample
+        for ext, (off, size) in list(members[key].items()):
+            if off + size > end:
+                del members[key][ext]
+                cut.add(key)
+                problems.append(f"{path}: sample {key}: its .{ext} is cut off ({max(0, end - off)} of {size} bytes)")
+    for key in order:  # every sample's class, read after the headers (a cut in the headers keeps the classes read)
+        if "cls" not in members[key]:
+            continue
+        off, size = members[key]["cls"]
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(off)
+                text = fh.read(size).decode().strip()
+            cls[key] = int(text)
+            if cls[key] < 0:
+                raise ValueError(text)
+        except (ValueError, OSError):  # UnicodeDecodeError is a ValueError
+            problems.append(f"{path}: sample {key}: class is not an integer >= 0")
+            cls[key] = -1
     rows = []
     for key in order:
         m = members[key]
         img = next((k for k in SHARD_IMAGE_KEYS if k in m), None)
         if img is None:
-            problems.append(f"{path}: sample {key} has no image ({', '.join(SHARD_IMAGE_KEYS)})")
+            if key not in cut:
+                problems.append(f"{path}: sample {key} has no image ({', '.join(SHARD_IMAGE_KEYS)})")
             continue
         cap_kind = "txt" if "txt" in m else ("json" if "json" in m else None)
         cap = m[cap_kind] if cap_kind else (0, 0)
         rows.append((key, *m[img], *cap, cap_kind, cls.get(key, -1)))
     return rows, problems
+
+
+INDEX_VERSION = 2  # a shard index cached by an older rule is read again (1: a cut shard's classes were -2)
 
 
 @dataclass
@@ -526,7 +606,8 @@ def shard_source(pattern: str, cache: bool = True) -> ShardSource:
     problems_all: list[str] = []
     for s_id, p in enumerate(paths):
         st = os.stat(p)
-        key = hashlib.sha256(f"{os.path.realpath(p)}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:20]
+        key = hashlib.sha256(f"{INDEX_VERSION}:{os.path.realpath(p)}:{st.st_size}:{st.st_mtime_ns}".encode()
+                             ).hexdigest()[:20]
         cached = cache_dir("vision", "shard-index") / f"{key}.json"
         rows = problems = None
         if cache and cached.exists():

@@ -46,14 +46,31 @@ MAX_REPLACEMENTS = 16  # unreadable samples in a row before a batch gives up (th
 # ----------------------------------------------------------------------------- decoding and crops
 
 def decode(data: bytes, where: str) -> Any:
-    """A PIL image in RGB; a file that is not a readable image is an :class:`UnreadableImage` naming it."""
+    """A PIL image in RGB; a file that is not a readable image is an :class:`UnreadableImage` naming it (the same
+    words each time it is met, so it is counted once). Any mode is taken: CMYK, grayscale, palette (with
+    transparency: through RGBA, as Pillow asks), 16-bit and 32-bit grayscale scaled to 8 bits (Pillow's own
+    conversion clips them: a 16-bit PNG would be white)."""
     from PIL import Image, UnidentifiedImageError
 
+    if not data:
+        raise UnreadableImage(f"image {where} cannot be decoded (an empty file)")
     try:
         im = Image.open(io.BytesIO(data))
         im.load()
-        return im.convert("RGB") if im.mode != "RGB" else im
-    except (OSError, UnidentifiedImageError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        if im.mode == "RGB":
+            return im
+        if im.mode.startswith("I") or im.mode == "F":  # I;16, I;16B, I (16 or 32-bit integers), F: to 8 bits
+            arr = np.asarray(im, dtype=np.float64)
+            top = 65535.0 if im.mode.startswith("I;16") or arr.max(initial=0) > 255 else 255.0
+            if im.mode == "F":
+                top = 1.0 if arr.max(initial=0) <= 1.0 else 255.0
+            im = Image.fromarray(np.clip(np.rint(arr * (255.0 / top)), 0, 255).astype(np.uint8))
+        elif im.mode == "P" and "transparency" in im.info:
+            im = im.convert("RGBA")
+        return im.convert("RGB")
+    except UnidentifiedImageError:
+        raise UnreadableImage(f"image {where} cannot be decoded (not an image Pillow reads)") from None
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise UnreadableImage(f"image {where} cannot be decoded ({type(exc).__name__}: {exc})") from None
 
 

@@ -83,7 +83,7 @@ class _Board:
         self.buf = multiprocessing.RawArray(ctypes.c_char, workers * self.SLOT)
 
     def set(self, worker: int, what: str) -> None:
-        text = f"{time.time():.3f} {what}".encode("utf-8")[: self.SLOT - 1] if what else b""
+        text = f"{time.time():.3f} {what}".encode("utf-8", "backslashreplace")[: self.SLOT - 1] if what else b""
         text = text.decode("utf-8", "ignore").encode("utf-8")
         start = worker * self.SLOT
         self.buf[start:start + len(text) + 1] = text + b"\0"
