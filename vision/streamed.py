@@ -21,7 +21,7 @@ from vision.sources import Source, open_source
 from vision.stream import Skips, eval_images
 from vision.transforms import EvalTransform, Recipe, ViewAugment
 
-SKIP_COUNTS = ("empty_classes", "not_files", "shard_problems")  # what the file index left out, counted
+SKIP_COUNTS = ("empty_classes", "not_files", "not_images", "shard_problems")  # what the file index left out, counted
 VAL_SPLIT_SEED = 20_241_122  # one validation split for every run and seed (in memory and streamed)
 
 

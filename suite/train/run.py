@@ -137,7 +137,8 @@ def run(task: Task[C], cfg: C, *, registry: Any = None, cfg_hash: str | None = N
                 return found
         restore = _sigterm_as_interrupt()  # SIGTERM while building or training ends the run like Ctrl-C
         try:
-            return _run(task, cfg, record, registry, cfg_hash, stop_after)
+            with sd.watch_ranks():  # under torchrun: a rank that fails is named in one line on every other (issue 79)
+                return _run(task, cfg, record, registry, cfg_hash, stop_after)
         except KeyboardInterrupt as exc:  # the same exception, told where the run resumes (suite's one line says it)
             if getattr(exc, "run_folder", None) is None:
                 exc.run_folder = folder  # type: ignore[attr-defined]
