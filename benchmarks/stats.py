@@ -3,7 +3,8 @@ the tests of a linear contrast of per-seed cells (**paired** by seed where the c
 paired** where two cells share some of them, else **Welch**'s), their intervals and one-sided p-values against a
 minimum effect (with **TOST** for equivalence), their power and the seeds a side a gap would need (the noncentral t),
 the exact **binomial** tests of a rate against a known chance level with the Clopper-Pearson interval, **Holm**'s
-correction of a family, and the DerSimonian-Laird random-effects pool. Every function takes numbers and returns
+correction of a family, the DerSimonian-Laird random-effects pool and its Hartung-Knapp-Sidik-Jonkman interval, and
+the alpha an **O'Brien-Fleming** or **Pocock** spending leaves at a claim's last look. Every function takes numbers and returns
 numbers; scipy is imported where it is used.
 
 Example: >>> est, se, df, design, r, units = contrast([(1.0, [3.0, 4.0, 5.0]), (-1.0, [1.0, 1.5, 2.5])])
@@ -11,6 +12,7 @@ Example: >>> est, se, df, design, r, units = contrast([(1.0, [3.0, 4.0, 5.0]), (
 """
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from typing import Hashable, Protocol, Sequence
@@ -287,6 +289,94 @@ def dersimonian_laird(gaps: Sequence[float], ses: Sequence[float]) -> tuple[floa
     return est, se, tau2, i2, q, float(stats.chi2.sf(q, k - 1))
 
 
+def hartung_knapp(gaps: Sequence[float], ses: Sequence[float]) -> tuple[float, float, float, float, float, float, float]:
+    """The random-effects pool of :func:`dersimonian_laird` (its estimate and between-set variance tau²) with the
+    Hartung-Knapp-Sidik-Jonkman variance: with ``w_i = 1 / (se_i² + tau²)`` and ``mu`` the pooled estimate,
+
+        var_HK = sum w_i (y_i - mu)² / ((k - 1) sum w_i),
+
+    read with Student's t on ``k - 1`` degrees of freedom (``statsmodels``' ``combine_effects(method_re="dl")``,
+    the "random effect wls" row of ``summary_frame(use_t=True)``; IntHout, Ioannidis and Borm 2014). The normal
+    interval on DerSimonian-Laird's ``1 / sum w_i`` ignores that tau² and the per-set variances are estimates, and
+    covers the pooled effect well below 95 % with few sets (``tests/benchmarks/test_hksj.py`` simulates it). Returns
+    the estimate, the HKSJ standard error, its degrees of freedom ``k - 1``, tau², I² (%), Cochran's Q and its
+    p-value."""
+    est, _, tau2, i2, q, q_p = dersimonian_laird(gaps, ses)
+    w = [1 / (s * s + tau2) for s in ses]
+    k = len(gaps)
+    var = sum(wi * (yi - est) ** 2 for wi, yi in zip(w, gaps)) / ((k - 1) * sum(w))
+    return est, math.sqrt(var), k - 1.0, tau2, i2, q, q_p
+
+
+def information(looks: Sequence[tuple[int, int]]) -> list[float]:
+    """The information fraction of each look of a claim (seeds a side ``(a, b)`` at each): the precision of a
+    difference of two means, ``1 / (1/a + 1/b)`` (a paired or one-sample look, ``a == b``: proportional to ``a``), over
+    the last look's."""
+    info = [1 / (1 / a + 1 / b) for a, b in looks]
+    return [i / info[-1] for i in info]
+
+
+def spent(t: float, alpha: float, spending: str) -> float:
+    """The one-sided alpha spent by information fraction ``t`` (Lan and DeMets 1983): O'Brien-Fleming-type
+    ``2 - 2 Phi(z_{alpha/2} / sqrt(t))``, Pocock-type ``alpha ln(1 + (e - 1) t)``; both give ``alpha`` at ``t = 1``."""
+    from scipy import stats
+
+    if spending == "obrien-fleming":
+        return float(2 - 2 * stats.norm.cdf(stats.norm.isf(alpha / 2) / math.sqrt(t))) if t > 0 else 0.0
+    if spending == "pocock":
+        return alpha * math.log(1 + (math.e - 1) * t)
+    raise ValueError(f"unknown alpha spending {spending!r}; choose obrien-fleming or pocock")
+
+
+def boundaries(t: Sequence[float], alpha: float, spending: str) -> list[float]:
+    """One-sided group-sequential critical values ``c_k`` at information fractions ``t`` (increasing, the last 1)
+    spending ``alpha``: the chance under the null that the z-statistic (correlation ``sqrt(t_i / t_j)`` between looks)
+    first crosses at look k is ``spent(t_k) - spent(t_{k-1})``. Computed as Armitage, McPherson and Rowe (1969) do:
+    the score ``S_k = Z_k sqrt(t_k)`` is a Brownian motion, and the density of the paths that have not crossed is
+    carried from look to look by the normal kernel of the increment (trapezoidal rule on a fine grid)."""
+    return list(_boundaries(tuple(float(x) for x in t), float(alpha), spending))
+
+
+GRID = 2001  # points of the continuation region at each look
+
+
+@functools.lru_cache(maxsize=256)
+def _boundaries(t: tuple[float, ...], alpha: float, spending: str) -> tuple[float, ...]:
+    import numpy as np
+    from scipy import optimize, stats
+
+    c = [float(stats.norm.isf(spent(t[0], alpha, spending)))]
+    sd = math.sqrt(t[0])
+    u = np.linspace(-10 * sd, c[0] * sd, GRID)  # the scores that have not crossed at look 1
+    f = stats.norm.pdf(u, scale=sd)  # their density (GRID,)
+    wts = np.full(GRID, u[1] - u[0])
+    wts[[0, -1]] /= 2  # trapezoid
+    for k in range(1, len(t)):
+        step = math.sqrt(t[k] - t[k - 1])
+        mass = wts * f  # (GRID,)
+        want = spent(t[k], alpha, spending) - spent(t[k - 1], alpha, spending)
+        ck = optimize.brentq(lambda x: float(mass @ stats.norm.sf((x * math.sqrt(t[k]) - u) / step)) - want,
+                             -10.0, 40.0, xtol=1e-10)
+        c.append(ck)
+        s = np.linspace(-10 * math.sqrt(t[k]), ck * math.sqrt(t[k]), GRID)
+        f = stats.norm.pdf((s[:, None] - u[None, :]) / step) @ mass / step  # (GRID,) the density at look k
+        u = s
+        wts = np.full(GRID, s[1] - s[0])
+        wts[[0, -1]] /= 2
+    return tuple(c)
+
+
+def final_alpha(t: Sequence[float], alpha: float = ALPHA, spending: str = "obrien-fleming") -> float:
+    """The two-sided nominal alpha of the last look of a claim read at information fractions ``t``, each of its
+    one-sided tests spending ``alpha / 2`` over the looks (:func:`boundaries`): a verdict at the last look holds when
+    its two-sided p-value is below this. One look: ``alpha``."""
+    from scipy import stats
+
+    if len(t) < 2:
+        return alpha
+    return 2 * float(stats.norm.sf(boundaries(t, alpha / 2, spending)[-1]))
+
+
 def normal_interval(est: float, se: float, alpha: float) -> tuple[float, float]:
     """The two-sided ``1 - alpha`` normal interval of an estimate."""
     from scipy import stats
@@ -296,5 +386,6 @@ def normal_interval(est: float, se: float, alpha: float) -> tuple[float, float]:
 
 
 __all__ = ["ALPHA", "MAX_SEEDS", "POWER", "Tested", "Units", "binomial_tests", "blocks", "clopper_pearson", "contrast",
-           "dersimonian_laird", "detectable_gap", "df_at", "holm", "normal_interval", "power", "rate_critical",
+           "boundaries", "dersimonian_laird", "detectable_gap", "df_at", "final_alpha", "hartung_knapp", "holm",
+           "information", "spent", "normal_interval", "power", "rate_critical",
            "rate_detectable", "rate_power", "seeds_needed", "std", "t_interval", "t_tests"]

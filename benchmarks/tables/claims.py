@@ -1,9 +1,9 @@
 """One rule for every claim a benchmark table, the report or ``suite bench compare`` states, and one mean ± std.
 
 A :class:`Claim` says that side ``a`` beats side ``b`` on ``metric`` within one task (and one data set and setting: the
-caller picks the rows), by at least the claim's minimum effect ``m`` (``min_effect``, in the metric's unit: half a point
-for metrics in percent). It is judged on a linear contrast of cells (``a - b``, or e.g. a gain at one batch size minus
-the gain at another) from their per-seed values:
+caller picks the rows), by at least the claim's minimum effect ``m`` (``min_effect``, in the metric's unit, declared
+per metric with its reason in :data:`benchmarks.tables.catalogue.MIN_EFFECTS`). It is judged on a linear contrast of
+cells (``a - b``, or e.g. a gain at one batch size minus the gain at another) from their per-seed values:
 
 - **the design.** Where every cell holds one value per seed and the cells' runs record the same identities (the same
   seed on the same data set, :class:`Seeded`: the seed draws the training subset and the initialisation, so the arms
@@ -31,7 +31,10 @@ the gain at another) from their per-seed values:
 
 A rate against a known chance level (:meth:`Claim.judge_rate`) follows the same rule with the exact binomial test and
 the Clopper-Pearson interval. A claim over several data sets is pooled by random effects (:func:`pool`,
-DerSimonian-Laird, with its heterogeneity) beside the count rule the catalogue judges it by.
+DerSimonian-Laird's tau² with the Hartung-Knapp-Sidik-Jonkman interval, t on k - 1 df, and the heterogeneity) beside
+the count rule the catalogue judges it by. The minimum effect of each metric is declared, with its reason, in
+:data:`benchmarks.tables.catalogue.MIN_EFFECTS`; a claim read at several looks is judged at the alpha its spending
+leaves for the last one (:func:`at_looks`).
 
 The std everywhere is the sample std (``ddof=1``); :func:`mean_std` is the one formatter.
 """
@@ -43,11 +46,11 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Hashable, Iterable, Sequence
 
-from benchmarks.stats import (ALPHA, POWER, binomial_tests, clopper_pearson, contrast, dersimonian_laird,
-                              detectable_gap, normal_interval, rate_detectable, t_interval, t_tests)
+from benchmarks.stats import (ALPHA, POWER, binomial_tests, clopper_pearson, contrast, detectable_gap, hartung_knapp,
+                              rate_detectable, t_interval, t_tests)
 
 MIN_SEEDS = 3
-MIN_EFFECT = 0.5  # points, for metrics in percent
+MIN_EFFECT = 0.5  # points: the default where the catalogue declares no minimum effect for a claim's metric
 
 
 class Verdict(str, Enum):
@@ -144,7 +147,7 @@ class Result:
     alpha: float = ALPHA
     units: tuple[tuple[float, int], ...] = ()
     k_of_n: tuple[int, int, float] | None = None  # (successes, trials, chance in percent)
-    bonferroni: int = 1
+    bonferroni: float = 1  # a combined claim's choice (C(N, k)) times a sequential plan's alpha / alpha_last
 
     def p(self) -> float:
         """The claim's two-sided p-value: twice the smallest of its three one-sided ones (times ``bonferroni``),
@@ -221,8 +224,15 @@ class Claim:
     metric: str
     text: str = ""
     higher_is_better: bool = True
-    min_effect: float = MIN_EFFECT
+    min_effect: float | None = None  # None: the catalogue's for (task, metric) (MIN_EFFECTS), else MIN_EFFECT
     alpha: float = ALPHA
+
+    def __post_init__(self) -> None:
+        if self.min_effect is None:
+            from benchmarks.tables.min_effects import min_effect_of
+
+            m = min_effect_of(self.task, self.metric)
+            object.__setattr__(self, "min_effect", MIN_EFFECT if m is None else m)
 
     def judge(self, a: Sequence[float], b: Sequence[float]) -> Result:
         """Verdict from the per-seed values of the two sides (paired where they pair by seed)."""
@@ -234,7 +244,7 @@ class Claim:
         terms = [(sign * c, _finite(v)) for c, v in terms]
         est, se, df, design, r, units = contrast(terms)
         ns = tuple(len(v) for _, v in terms)
-        m = self.min_effect
+        m = float(self.min_effect)  # type: ignore[arg-type]
         if se != se:
             return Result(Verdict.INCONCLUSIVE if min(ns) < MIN_SEEDS else Verdict.NOT_CONFIRMED, est, math.nan,
                           math.nan, math.nan, math.nan, ns, design=design, min_effect=m, alpha=self.alpha)
@@ -248,7 +258,7 @@ class Claim:
         binomial tests (``scipy.stats.binom``) against ``chance ± m``; the gap is the rate minus chance, its interval
         the Clopper-Pearson one minus chance, and the detectable gap the smallest rate above chance that ``n`` trials
         confirm with power :data:`POWER` (:func:`rate_power`)."""
-        m = self.min_effect
+        m = float(self.min_effect)  # type: ignore[arg-type]
         if n < MIN_SEEDS:
             return Result(Verdict.INCONCLUSIVE, math.nan, math.nan, math.nan, math.nan, math.nan, (n,),
                           design="binomial", min_effect=m, alpha=self.alpha)
@@ -268,9 +278,10 @@ def _finite(v: Sequence[float]) -> list[float]:
 
 @dataclass(frozen=True)
 class Pooled:
-    """A random-effects (DerSimonian-Laird) pool of per-data-set gaps: the pooled gap as a :class:`Result` (normal
-    interval and tests), between-set variance ``tau2``, ``i2`` (the share of the spread that is between sets, in %)
-    and Cochran's ``q`` with its p-value, over ``k`` sets."""
+    """A random-effects pool of per-data-set gaps: the pooled gap as a :class:`Result` (DerSimonian-Laird's estimate
+    and tau², the Hartung-Knapp-Sidik-Jonkman interval and tests: t on ``k - 1`` degrees of freedom), between-set
+    variance ``tau2``, ``i2`` (the share of the spread that is between sets, in %) and Cochran's ``q`` with its
+    p-value, over ``k`` sets."""
     result: Result
     tau2: float
     i2: float
@@ -280,23 +291,37 @@ class Pooled:
 
     def text(self, digits: int = 2) -> str:
         r = self.result
-        return (f"{r.gap:+.{digits}f} [{r.ci[0]:+.{digits}f}, {r.ci[1]:+.{digits}f}] over {self.k} sets, "
-                f"{r.p_text()}, tau² = {self.tau2:.{digits}g}, I² = {self.i2:.0f} %")
+        return (f"{r.gap:+.{digits}f} [{r.ci[0]:+.{digits}f}, {r.ci[1]:+.{digits}f}] over {self.k} sets (HKSJ, t on "
+                f"{self.k - 1} df), {r.p_text()}, tau² = {self.tau2:.{digits}g}, I² = {self.i2:.0f} %")
 
 
-def pool(parts: Sequence[Result], min_effect: float = MIN_EFFECT, alpha: float = ALPHA) -> Pooled | None:
-    """The DerSimonian-Laird random-effects pool of ``parts`` (each a gap with its standard error; the same estimator as
-    ``statsmodels.stats.meta_analysis.combine_effects(method_re="dl")``), judged by the rule on its normal interval;
-    None with fewer than two parts with a standard error."""
+def pool(parts: Sequence[Result], min_effect: float | None = None, alpha: float = ALPHA) -> Pooled | None:
+    """The random-effects pool of ``parts`` (each a gap with its standard error): DerSimonian-Laird's estimate and
+    tau² with the Hartung-Knapp-Sidik-Jonkman standard error and Student's t on ``k - 1`` degrees of freedom
+    (:func:`benchmarks.stats.hartung_knapp`; ``statsmodels.stats.meta_analysis.combine_effects(method_re="dl")``,
+    its "random effect wls" row with ``use_t=True``), judged by the rule against ``min_effect`` (default: the parts'
+    own); None with fewer than two parts with a standard error."""
     ok = [r for r in parts if r.se == r.se and r.se > 0]
     if len(ok) < 2:
         return None
-    est, se, tau2, i2, q, q_p = dersimonian_laird([r.gap for r in ok], [r.se for r in ok])
-    p_holds, p_rev, p_eq = t_tests(est, se, math.inf, min_effect)
-    res = Result(_verdict(p_holds, p_rev, p_eq, alpha), est, p_holds, p_rev, p_eq, math.inf,
-                 tuple(n for r in ok for n in r.ns), normal_interval(est, se, alpha), design="random effects", se=se,
-                 min_effect=min_effect, alpha=alpha)
+    m = ok[0].min_effect if min_effect is None else min_effect
+    est, se, df, tau2, i2, q, q_p = hartung_knapp([r.gap for r in ok], [r.se for r in ok])
+    p_holds, p_rev, p_eq = t_tests(est, se, df, m)
+    res = Result(_verdict(p_holds, p_rev, p_eq, alpha), est, p_holds, p_rev, p_eq, df,
+                 tuple(n for r in ok for n in r.ns), t_interval(est, se, df, alpha), design="random effects (HKSJ)",
+                 se=se, min_effect=m, alpha=alpha)
     return Pooled(res, tau2, i2, q, q_p, len(ok))
+
+
+def at_looks(result: Result, alpha_last: float) -> Result:
+    """``result`` read at its final look of a sequential plan: its p-value scaled by ``alpha / alpha_last`` (a verdict
+    holds when the nominal two-sided p is below ``alpha_last``, :func:`benchmarks.stats.final_alpha`) and its
+    interval at level ``1 - alpha_last`` (times any Bonferroni factor it already carries); unchanged at
+    ``alpha_last == alpha``."""
+    if not alpha_last < result.alpha:
+        return result
+    factor = result.bonferroni * result.alpha / alpha_last
+    return replace(result, bonferroni=factor, ci=_interval_at(result, result.alpha / factor))
 
 
 def combine(results: Sequence[Result], need: int | None = None, total: int | None = None) -> Verdict:
@@ -395,8 +420,9 @@ RULE_TEXT = (f"Verdicts (benchmarks/tables/claims.py; docs/evidence.md explains 
              f"of per-seed values, tested **paired by seed** where the arms' runs record the same seeds on the same "
              f"data (the seed draws their subset and initialisation; the arms' correlation by seed, r, is given), "
              f"**partially paired** (Derrick et al. 2017's partially overlapping samples t-test) where two arms share "
-             f"only some seeds, and by **Welch**'s test otherwise, against a minimum effect m ({MIN_EFFECT} points "
-             f"unless stated). Its two-sided "
+             f"only some seeds, and by **Welch**'s test otherwise, against a minimum effect m declared per metric "
+             f"with its reason (benchmarks/tables/catalogue.py, MIN_EFFECTS: 0.2 published between-seed SDs (Cohen's small effect) of "
+             f"the baseline where the paper prints one, else the field's convention). Its two-sided "
              f"{100 * (1 - ALPHA):.0f} % interval decides: **confirmed** when it lies above +m, **contradicted** "
              f"below -m, **equivalent** (within ±m, two one-sided tests) inside (-m, +m), **not confirmed** otherwise; "
              f"**inconclusive (n < 3)**: a side has fewer than {MIN_SEEDS} seeds; **not judged**: the experiment "
@@ -406,6 +432,11 @@ RULE_TEXT = (f"Verdicts (benchmarks/tables/claims.py; docs/evidence.md explains 
              f"verdict that does not survive is **nominal**. A claim of parts (\"k of N\" sets, every margin) shows "
              f"the part that decides it, its p and interval Bonferroni-adjusted for the choice. The detectable gap and "
              f"the seeds a side the paper's gap would need are the power {POWER} of the claim's own test (noncentral "
-             f"t; a rate: the exact binomial test and the Clopper-Pearson interval). Against the paper's gap: "
-             f"**excluded** (our interval lies below it), **exceeded** (above it), **below the minimum effect** (no number of seeds confirms "
-             f"it), **detectable**, else **underpowered** (~N seeds a side). Std = sample std (ddof 1).")
+             f"t; a rate: the exact binomial test and the Clopper-Pearson interval). A claim read at several looks "
+             f"(seeds added after a look) is judged at the alpha an O'Brien-Fleming spending over those looks leaves "
+             f"for the last. Pooled over sets: DerSimonian-Laird with the Hartung-Knapp-Sidik-Jonkman interval (t, "
+             f"k - 1 df). Against the paper's gap: "
+             f"**excluded** (our interval lies below it), **exceeded** (above it, the arms tuned alike), **above, "
+             f"tuned unalike**, **direction only** (values not comparable), **below the minimum effect** (no number "
+             f"of seeds confirms it), **detectable**, else **underpowered** (~N seeds a side). Std = sample std "
+             f"(ddof 1).")

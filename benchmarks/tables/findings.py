@@ -8,11 +8,14 @@ the seeds confirm with power 0.8."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
-from benchmarks.stats import holm, seeds_needed
-from benchmarks.tables.catalogue import ENTRIES, Entry
-from benchmarks.tables.claims import Judged, Result, Verdict, final
+from benchmarks.stats import ALPHA, holm, seeds_needed
+from benchmarks.tables.catalogue import ENTRIES, MIN_EFFECTS, Entry
+from benchmarks.tables.claims import Judged, Result, Verdict, at_looks, final
+
+DECIDED = (Verdict.CONFIRMED, Verdict.CONTRADICTED, Verdict.EQUIVALENT)
 
 
 def family(judged: list[tuple[Entry, Judged]]) -> dict[str, float]:
@@ -39,25 +42,44 @@ def verdicts(registry: Any) -> tuple[list[tuple[Entry, Judged]], dict[str, float
     if key not in _VERDICTS:
         if len(_VERDICTS) > 8:
             _VERDICTS.clear()
-        judged = [(e, e.judged(registry)) for e in ENTRIES]
+        judged = [(e, read_at_last_look(e, e.judged(registry))) for e in ENTRIES]
         _VERDICTS[key] = (judged, family(judged))
     return _VERDICTS[key]
 
 
+def read_at_last_look(e: Entry, j: Judged) -> Judged:
+    """A claim read at several looks (:attr:`Entry.plan`) judged at its last one: its comparison (and pool) at the
+    two-sided alpha the plan's spending leaves for that look (:func:`benchmarks.tables.claims.at_looks`), its verdict
+    "not confirmed" where the p-value no longer clears it; a claim of one look unchanged."""
+    plan = getattr(e, "plan", None)  # an entry-like object without a plan: one look
+    alpha_last = ALPHA if plan is None else plan.alpha_at_last(ALPHA)
+    if j.summary is None or not alpha_last < ALPHA:
+        return j
+    summary = at_looks(j.summary, alpha_last)
+    verdict = Verdict.NOT_CONFIRMED if j.verdict in DECIDED and not summary.p() < ALPHA else j.verdict
+    pooled = None if j.pooled is None else replace(j.pooled, result=at_looks(j.pooled.result, alpha_last))
+    return replace(j, verdict=verdict, summary=replace(summary, verdict=verdict), pooled=pooled,
+                   evidence=f"{j.evidence}; {e.plan.text()}, read at two-sided alpha {alpha_last:.3g} at the last")
+
+
 def against_paper(e: Entry, j: Judged) -> str:
-    """Our interval against the paper's gap: ``excluded`` (the upper end lies below it: the paper's effect is ruled
-    out at this scale), ``exceeded`` (the lower end lies above it: the effect is larger here than the paper's),
-    ``below the minimum effect`` (the paper's gap is at most the minimum effect: no number of seeds
-    would confirm it), ``detectable`` (these seeds confirm it with power 0.8), else ``underpowered (~N seeds a
-    side)`` (:func:`benchmarks.stats.seeds_needed`, the claim's own test). A claim judged per data set reads
-    the paper's gap (its average over the sets) against the pooled interval."""
+    """Our interval against the paper's gap: ``direction only`` (the entry's numbers compare with the paper's in
+    direction, not in value: :attr:`Entry.gap_scale`), ``excluded`` (the upper end lies below it: the paper's effect
+    is ruled out at this scale), ``exceeded`` (the lower end lies above it and the arms were tuned alike: the effect is
+    larger here than the paper's), ``above, tuned unalike`` (the same, but one arm's hyper-parameter was chosen on
+    validation and the other's not: :attr:`Entry.tuning`), ``below the minimum effect`` (the paper's gap is at most the
+    minimum effect: no number of seeds would confirm it), ``detectable`` (these seeds confirm it with power 0.8), else
+    ``underpowered (~N seeds a side)`` (:func:`benchmarks.stats.seeds_needed`, the claim's own test). A claim judged
+    per data set reads the paper's gap (its average over the sets) against the pooled interval."""
     r = _against(j)
     if r is None or e.paper_gap is None or r.ci[1] != r.ci[1]:
         return "-"
+    if e.gap_scale == "direction":
+        return "direction only"
     if r.ci[1] < e.paper_gap:
         return "excluded"
     if r.ci[0] > e.paper_gap:
-        return "exceeded"
+        return "above, tuned unalike" if e.tuning else "exceeded"
     if not e.paper_gap > r.min_effect:
         return "below the minimum effect"
     if r.detectable == r.detectable and r.detectable <= e.paper_gap:
@@ -85,24 +107,43 @@ def _detectable(r: Result | None) -> str:
 
 
 def reading(e: Entry, j: Judged) -> str:
-    """Our interval against the paper's gap (:func:`against_paper`), in words."""
+    """Our interval against the paper's gap (:func:`against_paper`), in words; then what else qualifies it: an
+    equivalence margin that contains the paper's gap, arms tuned unalike (:attr:`Entry.tuning`)."""
     case = against_paper(e, j)
-    if case == "-":
-        return ""
     r = _against(j)
-    assert r is not None and e.paper_gap is not None
+    out = []
+    if case != "-":
+        assert r is not None and e.paper_gap is not None
+        out.append(_case_text(case, e.paper_gap, r))
+    s = j.summary
+    if j.verdict is Verdict.EQUIVALENT and s is not None and e.paper_gap is not None \
+            and abs(e.paper_gap) < s.min_effect:
+        out.append(f"equivalent within ±{s.min_effect:g}, a margin that contains the paper's gap ({e.paper_gap:+.2f}): "
+                   "the verdict does not rule the paper's effect out")
+    if e.tuning:
+        out.append(f"tuned unalike: {e.tuning}")
+    return "; ".join(out)
+
+
+def _case_text(case: str, gap: float, r: Result) -> str:
+    if case == "direction only":
+        side = "the same" if (r.gap > 0) == (gap > 0) else "the opposite"
+        return (f"the paper's gap ({gap:+.2f}) compares with ours in direction only (another layout of the data): "
+                f"ours points {side} way")
     if case == "excluded":
-        return f"the paper's gap ({e.paper_gap:+.2f}) is excluded at this scale (our upper bound {r.ci[1]:+.2f})"
+        return f"the paper's gap ({gap:+.2f}) is excluded at this scale (our upper bound {r.ci[1]:+.2f})"
     if case == "exceeded":
-        return f"our gap exceeds the paper's ({e.paper_gap:+.2f}) at this scale (our lower bound {r.ci[0]:+.2f})"
+        return f"our gap exceeds the paper's ({gap:+.2f}) at this scale (our lower bound {r.ci[0]:+.2f})"
+    if case == "above, tuned unalike":
+        return (f"our interval lies above the paper's gap ({gap:+.2f}; our lower bound {r.ci[0]:+.2f}), but the arms "
+                "were not tuned alike, so it is not read as exceeding it")
     if case == "below the minimum effect":
-        return (f"the paper's gap ({e.paper_gap:+.2f}) is below the minimum effect ({r.min_effect:g}): no number of "
+        return (f"the paper's gap ({gap:+.2f}) is below the minimum effect ({r.min_effect:g}): no number of "
                 f"seeds would confirm it")
     if case == "detectable":
-        return f"these seeds confirm the paper's gap with power 0.8 ({e.paper_gap:+.2f} >= {r.detectable:.2f})"
-    return (f"underpowered: the paper's gap ({e.paper_gap:+.2f}) is below what these seeds confirm with power 0.8 "
-            f"({r.detectable:.2f})"
-            + (f"; about {n} seeds a side would" if (n := seeds_needed(r, e.paper_gap)) else ""))
+        return f"these seeds confirm the paper's gap with power 0.8 ({gap:+.2f} >= {r.detectable:.2f})"
+    return (f"underpowered: the paper's gap ({gap:+.2f}) is below what these seeds confirm with power 0.8 "
+            f"({r.detectable:.2f})" + (f"; about {n} seeds a side would" if (n := seeds_needed(r, gap)) else ""))
 
 
 def line(claim_id: str, registry: Any) -> str:
@@ -138,11 +179,34 @@ def findings_table(judged: list[tuple[Entry, Judged]]) -> str:
     for e, j in judged:
         r = j.summary
         ns = "-" if r is None else (f"{r.ns[0]}" if len(set(r.ns)) == 1 else f"{min(r.ns)}-{max(r.ns)}")
+        if r is not None and len(e.plan.looks) > 1:
+            ns += f" ({e.plan.text()}; alpha at the last {e.plan.alpha_at_last(ALPHA):.3g})"
         p, q = j.p_value(), adjusted[e.id]
         rows.append([e.paper, e.claim, "-" if e.paper_gap is None else f"{e.paper_gap:+.2f}", _gap(r),
-                     "-" if r is None or r.gap != r.gap else r.design_text(), _detectable(r), ns,
+                     "-" if r is None or r.gap != r.gap else r.design_text(),
+                     "-" if r is None else f"{r.min_effect:g}", _detectable(r), ns,
                      "-" if p != p else f"{r.p_text()} / {q:.3g}", f"**{shown(j, q)}**",  # type: ignore[union-attr]
                      "-" if j.pooled is None else j.pooled.text(), against_paper(e, j), e.protocol])
-    return markdown_table(["paper", "claim", "paper's gap", "our gap [95 % CI]", "test", "detectable gap",
+    return markdown_table(["paper", "claim", "paper's gap", "our gap [95 % CI]", "test", "minimum effect", "detectable gap",
                            "seeds a side", "p (two-sided, its hypothesis) / Holm's p", "verdict",
                            "pooled over data sets (random effects)", "the paper's gap", "protocol"], rows)
+
+
+def min_effects_table() -> str:
+    """The declared minimum effect of every metric a claim is judged on, its value and its reason
+    (:data:`benchmarks.tables.catalogue.MIN_EFFECTS`)."""
+    from suite.registry import markdown_table
+
+    return markdown_table(["task", "metric", "minimum effect", "why"],
+                          [[m.task, m.metric, f"{m.resolve():g}", m.reason] for m in MIN_EFFECTS])
+
+
+def looks_table() -> str:
+    """Every claim's seeds as declared: its looks, whether they were planned, the spending and the alpha at the last
+    look (:attr:`benchmarks.tables.catalogue.Entry.plan`)."""
+    from suite.registry import markdown_table
+
+    return markdown_table(["claim", "looks (seeds a side)", "planned", "alpha at the last look", "history"],
+                          [[e.id, " -> ".join(f"{a}" if a == b else f"{a}/{b}" for a, b in e.plan.looks),
+                            "yes" if e.plan.planned else "no (seeds added after a look)",
+                            f"{e.plan.alpha_at_last(ALPHA):.3g}", e.plan.history or "-"] for e in ENTRIES])

@@ -13,6 +13,7 @@ from typing import Any
 
 from benchmarks.tables.claims import RULE_TEXT, Claim, Judged, Verdict, of_parts, pool
 from benchmarks.tables.findings import line
+from benchmarks.tables.published import PUBLISHED_TU
 from benchmarks.paths import RESULTS
 from benchmarks.tables import cell, md, progress_line, select, suite_runs, values, register_table, table_cli
 from suite.registry import Registry
@@ -20,11 +21,7 @@ from suite.registry import Registry
 SUITE = "graph-tu"
 OUT = RESULTS / "graph_tu.md"
 DATASETS = ("MUTAG", "PROTEINS", "NCI1", "DD", "IMDB-BINARY", "REDDIT-BINARY")
-PUBLISHED = {  # You et al. 2020 (GraphCL, mean ± std) and Huang et al. 2023 (GraphCL + MACL, Table 4)
-    "MUTAG": ((86.80, 1.34), (89.04, 0.98)), "PROTEINS": ((74.39, 0.45), (74.47, 0.85)),
-    "NCI1": ((77.87, 0.41), (78.41, 0.47)), "DD": ((78.62, 0.40), (78.80, 0.66)),
-    "IMDB-BINARY": ((71.14, 0.44), (71.42, 1.05)), "REDDIT-BINARY": ((89.53, 0.84), (90.59, 0.36)),
-}
+PUBLISHED = PUBLISHED_TU  # You et al. 2020 (GraphCL, mean ± std), Huang et al. 2023 (MACL, Table 4)
 CLAIM = Claim("graph/tu-graphcl", "macl", "graphcl", "acc", "MACL ≥ GraphCL on at least 4 of 6 TU data sets (MACL Table 4)")
 NOTES = """## Notes
 

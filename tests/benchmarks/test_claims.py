@@ -327,10 +327,10 @@ def test_random_effects_pool_is_statsmodels_dersimonian_laird():
     got = pool(parts)
     ref = combine_effects(np.array([r.gap for r in parts]), np.array([r.se ** 2 for r in parts]), method_re="dl")
     assert math.isclose(got.result.gap, ref.mean_effect_re, rel_tol=1e-9)
-    assert math.isclose(got.result.se, ref.sd_eff_w_re, rel_tol=1e-9)
+    assert math.isclose(got.result.se, math.sqrt(ref.var_hksj_re), rel_tol=1e-9)  # issue 77: HKSJ, not DL's
     assert math.isclose(got.tau2, ref.tau2, rel_tol=1e-9, abs_tol=1e-12)
     assert math.isclose(got.q, ref.q, rel_tol=1e-9)
-    lo, hi = ref.conf_int(alpha=ALPHA)[1]  # the random-effects row (normal interval)
+    lo, hi = ref.conf_int(alpha=ALPHA, use_t=True)[3]  # the random-effects row with the HKSJ scale, t on k - 1 df
     assert math.isclose(got.result.ci[0], lo, rel_tol=1e-9) and math.isclose(got.result.ci[1], hi, rel_tol=1e-9)
     assert math.isclose(got.i2, 100 * max(0.0, (ref.q - 3) / ref.q), rel_tol=1e-9)
     assert pool(parts[:1]) is None
