@@ -200,8 +200,8 @@ def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
     fam = sum(p == p for p in adjusted.values())
     cases = [against_paper(e, j).split(" (")[0] for e, j in judged
              if after[e.id] is not Verdict.CONFIRMED and j.verdict not in (Verdict.NOT_MEASURED, Verdict.NOT_JUDGED)]
-    lead = (f"Of the {len(judged)} claims declared in `benchmarks/tables/catalogue.py`, {measured} are measured here; "
-            f"judged as one family of {fam} (Holm's correction over two-sided p-values), {count(Verdict.CONFIRMED)} "
+    lead = (f"Of the {len(judged)} claims declared in `benchmarks/tables/catalogue.py`, {measured} are judged here, "
+            f"as one family of {fam} (Holm's correction over two-sided p-values), {count(Verdict.CONFIRMED)} "
             f"hold up at this scale, {count(Verdict.CONTRADICTED)} contradicted and {count(Verdict.EQUIVALENT)} "
             f"equivalent within the minimum effect. **Holds up (confirmed):** {named(Verdict.CONFIRMED)}. "
             f"**Contradicted by our runs:** {named(Verdict.CONTRADICTED)}. **No difference beyond the minimum effect "

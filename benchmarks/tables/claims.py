@@ -17,7 +17,8 @@ cells (``a - b``, or e.g. a gain at one batch size minus the gain at another) fr
 - **the interval.** The two-sided 95 % interval of the contrast (``1 - alpha``) from the same test.
 - **the verdicts**, read off that interval against the minimum effect: **confirmed** when it lies above ``+m``;
   **contradicted** when it lies below ``-m``; **equivalent** (within ``±m``) when it lies inside ``(-m, +m)`` (two
-  one-sided tests, TOST); **not confirmed** otherwise; **inconclusive (n < 3)** when a cell has fewer than 3 seeds.
+  one-sided tests, TOST); **not confirmed** otherwise; **inconclusive** when a cell has fewer than 3 seeds, or a claim
+  of parts has parts not measured (or too few seeds) that could still decide it.
 - **the p-value.** Each verdict is a one-sided test (``gap > +m``, ``gap < -m``, both one-sided tests of ``gap within
   ±m``); the claim's p-value is twice the smallest of the three, capped at 1 (:meth:`Result.p`), named by its
   hypothesis (:meth:`Result.p_text`). It is two-sided: below ``alpha`` exactly when the 95 % interval gives a verdict,
@@ -61,7 +62,8 @@ class Verdict(str, Enum):
     NOMINAL_HOLDS = "nominal: holds before Holm only"
     NOMINAL_REVERSED = "nominal: reversed before Holm only"
     NOMINAL_EQUIVALENT = "nominal: equivalent before Holm only"
-    INCONCLUSIVE = "inconclusive (n < 3)"
+    INCONCLUSIVE = "inconclusive"  # too few seeds a side, or a claim of parts with parts still open (issue 80: it
+    # said "(n < 3)" beside 3 seeds, where n counted data sets)
     NOT_MEASURED = "not measured"
     NOT_JUDGED = "not judged"  # measured, but the experiment cannot speak to the claim (its precondition failed)
 
@@ -327,7 +329,7 @@ def at_looks(result: Result, alpha_last: float) -> Result:
 def combine(results: Sequence[Result], need: int | None = None, total: int | None = None) -> Verdict:
     """The count rule's verdict on a claim that must hold on at least ``need`` (default: all) of ``total`` (default:
     as many as given) data sets / margins, ``results`` being those measured: the verdict of :func:`decide` (one
-    comparison, Bonferroni over the ways to choose the deciding parts), or inconclusive (n < 3) where no verdict is
+    comparison, Bonferroni over the ways to choose the deciding parts), or inconclusive where no verdict is
     reached yet parts with too few seeds (or not measured) could still make it; no parts: not measured."""
     if not results:
         return Verdict.NOT_MEASURED
@@ -425,7 +427,8 @@ RULE_TEXT = (f"Verdicts (benchmarks/tables/claims.py; docs/evidence.md explains 
              f"the baseline where the paper prints one, else the field's convention). Its two-sided "
              f"{100 * (1 - ALPHA):.0f} % interval decides: **confirmed** when it lies above +m, **contradicted** "
              f"below -m, **equivalent** (within ±m, two one-sided tests) inside (-m, +m), **not confirmed** otherwise; "
-             f"**inconclusive (n < 3)**: a side has fewer than {MIN_SEEDS} seeds; **not judged**: the experiment "
+             f"**inconclusive**: a side has fewer than {MIN_SEEDS} seeds (trials), or a claim of parts has parts not "
+             f"measured or too small that could still decide it; **not judged**: the experiment "
              f"cannot speak to the claim. Each p-value names its hypothesis (p(gap > +m), p(gap < -m), "
              f"p(gap within ±m)) "
              f"and is two-sided (twice the one-sided); the claims are one family, Holm-adjusted at {ALPHA}, and a "

@@ -51,3 +51,29 @@ def test_memory_rows(small):
     (run,) = Registry(str(db)).runs(task=il.TASK)
     m = {x["name"]: x["value"] for x in Registry(str(db)).metrics(run["id"])}
     assert m["peak_rss_mb_60"] > 100 and "peak_rss_kb_per_image" in m and "fit_r2" in m
+
+
+def test_the_loader_jpegs_have_imagenets_size_and_weight():
+    """500 x 375 (one in four portrait), about 110 kB each at quality 90, photo-like (not a flat image's few kB)"""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    blobs = [il.imagenet_jpeg(rng) for _ in range(8)]
+    kb = np.array([len(b) for b in blobs]) / 1000
+    assert 100 <= kb.mean() <= 120 and kb.min() > 90, kb
+    im = Image.open(io.BytesIO(blobs[0]))
+    assert im.size == il.IMAGENET_SIZE and im.mode == "RGB" and im.format == "JPEG"
+    assert Image.open(io.BytesIO(il.imagenet_jpeg(rng, il.IMAGENET_SIZE[::-1]))).size == (375, 500)
+
+
+def test_worker_counts_take_a_list_and_all():
+    import os
+
+    cpus = len(os.sched_getaffinity(0))
+    assert il.worker_counts("1,2,all") == list(dict.fromkeys([1, 2, cpus]))
+    assert il.worker_counts("0") == [0]
+    with pytest.raises(ValueError):
+        il.worker_counts("-1")
