@@ -109,6 +109,10 @@ def _cases(f: dict[str, str], d: Path) -> list[list[str]]:
         ["graph", "pretrain-mol", "--loss", "nosuch"], ["graph", "pretrain-mol", "--corpus", f["mols.csv"], "--loss", "nosuch"],
         ["graph", "pretrain-mol", "--corpus", f["mols.csv"], "--epochs", "0"],
         ["graph", "finetune-mol", "--dataset", "nosuch"], ["graph", "finetune-mol", "--init", str(d / "none")],
+        ["graph", "finetune-mol", "--data", str(d / "none.csv")], ["graph", "finetune-mol", "--data", f["mols.csv"],
+                                                                   "--target-columns", "nosuch"],
+        ["graph", "predict", "--model", str(d / "none"), "--data", f["mols.csv"]],
+        ["graph", "ecfp-mol", "--dataset", "nosuch"], ["graph", "ecfp-mol", "--dataset", "bbbp", "--seed", "-1"],
         # text (a valid sentences file and a backbone that is not there: each case's own check must come first)
         ["text", "train", "--grad-cache-chunk", "-1", *text_ok], ["text", "train", "--data", f["latin1.txt"]],
         ["text", "train", "--data", f["empty.txt"]], ["text", "train", "--mode", "sup", "--data", f["one.csv"]],
