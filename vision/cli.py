@@ -43,7 +43,8 @@ def _summary(metrics: dict[str, Any]) -> str:
 
 
 _EVAL_OVERRIDES = ("dataset", "data_root", "device", "eval_dataset", "knn_t", "eval_train_per_class",
-                   "eval_test_per_class", "probe", "probe_epochs", "probe_lr", "eval_batch_size", "workers")
+                   "eval_test_per_class", "probe", "probe_epochs", "probe_lr", "probe_schedule", "eval_batch_size",
+                   "workers")
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -96,6 +97,8 @@ def register(sub: Any) -> None:
                          "or sgd (ImageNet's protocol, streamed data)")
     pe.add_argument("--probe-epochs", dest="probe_epochs", type=int, default=None, help="default: the run's")
     pe.add_argument("--probe-lr", dest="probe_lr", type=float, default=None, help="default: the run's")
+    pe.add_argument("--probe-schedule", dest="probe_schedule", choices=("moco", "simclr"), default=None,
+                    help="the SGD probe's linear protocol, MoCo's or SimCLR's (default: the run's)")
     pe.add_argument("--eval-batch-size", dest="eval_batch_size", type=int, default=None)
     pe.add_argument("--workers", type=int, default=None, help="DataLoader workers decoding streamed images")
     lin = pe.add_mutually_exclusive_group()

@@ -116,8 +116,13 @@ class PretrainConfig(RunOptions):
     probe_epochs: int = field(default=100, metadata={"help": "--probe sgd: epochs (MoCo / MACL: 100)",
                                                      "omit_default": True})
     probe_lr: float = field(default=30.0, metadata={"help": "--probe sgd: learning rate (MoCo v2: 30; MACL: 10), "
-                                                            "divided by 10 at 60 %% and 80 %% of the epochs",
+                                                            "divided by 10 at 60 %% and 80 %% of the epochs (--probe-"
+                                                            "schedule moco), or the cosine's peak (simclr)",
                                                     "omit_default": True})
+    probe_schedule: Literal["moco", "simclr"] = field(default="moco", metadata={
+        "help": "--probe sgd: moco (MoCo's linear protocol: momentum 0.9, the rate /10 at 60 %% and 80 %% of the "
+                "epochs) or simclr (SimCLR's, App. B.6: Nesterov momentum 0.9, cosine decay, no weight decay)",
+        "omit_default": True})
     eval_batch_size: int = 512
     geometry_batches: int = field(default=20, metadata={"help": "test batches (256 images) for alignment/uniformity/H(X-|X)"})
     points: int = field(default=0, metadata={

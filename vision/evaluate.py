@@ -47,8 +47,10 @@ def eval_protocol(cfg: PretrainConfig, size: int) -> dict[str, str]:
     out = {"knn_acc": f"knn k={cfg.knn_k} t={cfg.knn_t:g} (cosine, weighted votes, backbone features)",
            "data": f"bank {bank}; test {test}; {crops}"}
     if cfg.linear_probe and cfg.probe == "sgd" and streamed:
-        out["linear_acc"] = (f"probe=sgd epochs={cfg.probe_epochs} lr={cfg.probe_lr:g} (momentum 0.9, /10 at 60% and "
-                             f"80%; random resized crops 0.08-1 + flips at {size}, frozen backbone)")
+        sched = ("Nesterov momentum 0.9, cosine (SimCLR's)" if cfg.probe_schedule == "simclr" else
+                 "momentum 0.9, /10 at 60% and 80% (MoCo's)")
+        out["linear_acc"] = (f"probe=sgd epochs={cfg.probe_epochs} lr={cfg.probe_lr:g} ({sched}; random resized crops "
+                             f"0.08-1 + flips at {size}, frozen backbone)")
     elif cfg.linear_probe:
         out["linear_acc"] = "probe=features (logistic regression C=1 on standardised frozen backbone features)"
     return out
@@ -95,6 +97,7 @@ def run_evaluation(cfg: PretrainConfig, model: Encoder, data: ImageData | Stream
         if isinstance(data, StreamedData):
             return evaluate_streamed(model, data, recipe, device, skips=skips, probe=cfg.probe,
                                      probe_epochs=cfg.probe_epochs, probe_lr=cfg.probe_lr,
+                                     probe_schedule=cfg.probe_schedule,
                                      workers=cfg.workers if cfg.workers >= 0 else data_workers(device),
                                      **kw)  # type: ignore[arg-type]
         return evaluate(model, data, recipe, device, **kw)  # type: ignore[arg-type]

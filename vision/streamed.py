@@ -3,6 +3,7 @@
 evaluation, features extracted as the images are decoded (:func:`evaluate_streamed`)."""
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -99,7 +100,7 @@ def evaluate_streamed(model: Encoder, data: StreamedData, recipe: Recipe, device
                       knn_t: float = 0.1, linear: bool = True, batch_size: int = 512, seed: int = 0,
                       geometry_batches: int = 20, workers: int = 0, skips: Skips | None = None,
                       probe: str = "features", probe_epochs: int = 100, probe_lr: float = 30.0,
-                      bank_dtype: torch.dtype = torch.float16) -> dict[str, float]:
+                      probe_schedule: str = "moco", bank_dtype: torch.dtype = torch.float16) -> dict[str, float]:
     """:func:`evaluate` of streamed data: the bank's and the test split's features extracted as they are decoded
     (ImageNet's evaluation crops, resize 256 and centre 224 at the recipe's size, :func:`vision.stream.eval_images`)
     into banks preallocated from the index (:class:`suite.eval.bank.FeatureBank`, ``bank_dtype`` fp16 by default),
@@ -130,7 +131,7 @@ def evaluate_streamed(model: Encoder, data: StreamedData, recipe: Recipe, device
     if linear and probe == "sgd":
         t0 = time.perf_counter()
         out.update(sgd_probe(model, data, recipe, device, te, epochs=probe_epochs, lr=probe_lr,
-                             batch_size=batch_size, seed=seed, workers=workers, skips=skips))
+                             batch_size=batch_size, seed=seed, workers=workers, skips=skips, schedule=probe_schedule))
         out["eval_probe_s"] = time.perf_counter() - t0
     if geometry_batches > 0:
         t0 = time.perf_counter()
@@ -148,10 +149,11 @@ def evaluate_streamed(model: Encoder, data: StreamedData, recipe: Recipe, device
 def sgd_probe(model: Encoder, data: StreamedData, recipe: Recipe, device: torch.device,
               test: FeatureBank | tuple[Tensor, Tensor],
               *, epochs: int, lr: float, batch_size: int, seed: int, workers: int = 0,
-              skips: Skips | None = None) -> dict[str, float]:
-    """ImageNet's linear evaluation (MoCo's and MACL's protocol): a linear classifier on the frozen backbone (eval
-    mode), trained ``epochs`` epochs by SGD (momentum 0.9, no weight decay, the rate divided by 10 at 60 % and 80 %
-    of the epochs, MoCo's schedule) on random resized crops (torchvision's default scale 0.08-1) and horizontal flips
+              skips: Skips | None = None, schedule: str = "moco") -> dict[str, float]:
+    """ImageNet's linear evaluation: a linear classifier on the frozen backbone (eval mode), trained ``epochs`` epochs
+    by SGD with no weight decay, ``schedule`` "moco" (MoCo's and MACL's protocol: momentum 0.9, the rate divided by
+    10 at 60 % and 80 % of the epochs) or "simclr" (SimCLR's, App. B.6: Nesterov momentum 0.9, the rate decayed by a
+    cosine over the steps), on random resized crops (torchvision's default scale 0.08-1) and horizontal flips
     of the whole bank in a seeded order, decoded as they are streamed; evaluated on the test features of the
     evaluation crops (``test``: a bank, or features and labels). Each epoch shows a progress bar over its
     batches."""
@@ -162,13 +164,16 @@ def sgd_probe(model: Encoder, data: StreamedData, recipe: Recipe, device: torch.
     tf = EvalTransform(recipe).to(device)
     bank = test if isinstance(test, FeatureBank) else FeatureBank.of(*test)
     head = torch.nn.Linear(bank.dim, data.num_classes).to(device)
-    opt = torch.optim.SGD(head.parameters(), lr=lr, momentum=0.9, weight_decay=0.0)
+    if schedule not in ("moco", "simclr"):
+        raise ValueError(f"probe schedule must be moco or simclr, got {schedule!r}")
+    opt = torch.optim.SGD(head.parameters(), lr=lr, momentum=0.9, weight_decay=0.0, nesterov=schedule == "simclr")
     crops = Crops(data.bank, recipe.size, 1, (0.08, 1.0), recipe.ratio, seed=seed)
     pf = Prefetch(crops, workers=workers, pin=device.type == "cuda")
     n = len(data.bank)
     correct = seen = 0
     try:
         with torch.enable_grad():  # the evaluation runs under no_grad; the classifier learns
+            steps = epochs * -(-n // batch_size)
             for epoch in range(epochs):
                 for group in opt.param_groups:
                     group["lr"] = lr * (0.1 ** sum(epoch >= f * epochs for f in (0.6, 0.8)))
@@ -176,7 +181,7 @@ def sgd_probe(model: Encoder, data: StreamedData, recipe: Recipe, device: torch.
                 order = torch.randperm(n, generator=g).split(batch_size)
                 flips = torch.rand(n, generator=g) < 0.5
                 progress = bar(n, f"probe epoch {epoch + 1}/{epochs}", unit="img", leave=False)
-                for b, sb in zip(order, pf([EpochBatch(epoch, b) for b in order])):
+                for i, (b, sb) in enumerate(zip(order, pf([EpochBatch(epoch, b) for b in order]))):
                     if skips is not None:
                         skips.add(sb.skipped)
                     x = to_device(sb.images[0], device)
@@ -186,6 +191,10 @@ def sgd_probe(model: Encoder, data: StreamedData, recipe: Recipe, device: torch.
                     logits = head(h)
                     y = to_device(sb.labels, device)
                     loss = torch.nn.functional.cross_entropy(logits, y)
+                    if schedule == "simclr":  # the cosine over the steps, from the step's start
+                        done = epoch * len(order) + i
+                        for group in opt.param_groups:
+                            group["lr"] = 0.5 * lr * (1 + math.cos(math.pi * min(done, steps) / steps))
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()

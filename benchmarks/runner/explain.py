@@ -111,7 +111,9 @@ def resolve(job: Job) -> dict[str, Any]:
         "eval_train_per_class": cfg.eval_train_per_class,
     }
     if cfg.probe == "sgd":
-        out.update(probe_epochs=cfg.probe_epochs, probe_lr=cfg.probe_lr)
+        out.update(probe_epochs=cfg.probe_epochs, probe_lr=cfg.probe_lr,
+                   probe_schedule=(f"Nesterov SGD, batch {cfg.eval_batch_size}, cosine" if cfg.probe_schedule == "simclr"
+                                   else f"SGD momentum 0.9, batch {cfg.eval_batch_size}, x0.1 at 60 % and 80 %"))
     if cfg.framework == "moco":
         out.update(queue_size=cfg.queue_size, moco_momentum=cfg.moco_momentum)
     if "similarity" in getattr(built.loss, "requires", ()):

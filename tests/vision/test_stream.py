@@ -273,6 +273,38 @@ def test_imagenets_linear_protocol_trains_a_classifier_on_augmented_crops(folder
         pretrain(_cfg(tmp_path, "digits", probe="sgd"))
 
 
+def test_sgd_probe_takes_simclrs_linear_protocol(folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--probe-schedule simclr (issue 75: SimCLR-framework jobs take SimCLR's linear protocol, App. B.6): Nesterov
+    momentum and a cosine over the steps from the given rate; moco: plain momentum, /10 at 60 % and 80 % of the
+    epochs; the run records which"""
+    import json
+
+    from vision import streamed
+
+    rates: dict[str, list[float]] = {}
+    real_sgd = torch.optim.SGD
+
+    def watched(kind: str):  # noqa: ANN202
+        class SGD(real_sgd):  # type: ignore[misc, valid-type]
+            def step(self, closure=None):  # noqa: ANN001, ANN202
+                rates.setdefault(kind, []).append(self.param_groups[0]["lr"])
+                assert self.param_groups[0]["nesterov"] is (kind == "simclr")
+                return super().step(closure)
+        return SGD
+
+    for kind in ("simclr", "moco"):
+        monkeypatch.setattr(streamed.torch.optim, "SGD", watched(kind))
+        res = pretrain(_cfg(tmp_path / kind, f"folder:{folder}", probe="sgd", probe_epochs=5, probe_lr=1.0,
+                            probe_schedule=kind, geometry_batches=0, registry=True))
+        protocol = json.loads(Registry().get(res.run_id)["run_options"])["eval_protocol"]["linear_acc"]
+        assert ("cosine (SimCLR's)" in protocol) is (kind == "simclr"), protocol
+    monkeypatch.setattr(streamed.torch.optim, "SGD", real_sgd)
+    cos, step = rates["simclr"], rates["moco"]
+    assert cos[0] == pytest.approx(1.0) and all(a >= b for a, b in zip(cos, cos[1:])) and cos[-1] < 0.2
+    assert len(set(cos)) == len(cos)  # a new rate every step
+    assert sorted(set(step), reverse=True) == pytest.approx([1.0, 0.1, 0.01])  # epochs 0-2, 3, 4 of 5
+
+
 def test_streamed_evaluation_fills_banks_and_times_its_stages(folder: Path, tmp_path: Path) -> None:
     """evaluate_streamed (issue 76): kNN on the bank filled in place gives the accuracy of the whole-bank kNN on the
     same features gathered as a list and concatenated, the probe trained in torch the accuracy of scikit-learn's, and
