@@ -37,6 +37,7 @@ import torch
 from torch import Tensor
 
 from suite.train.seeding import sample_rng
+from vision.decode import draft_image, fast_crops, fast_decode
 from vision.sources import Source, UnreadableImage
 
 EVAL_RESIZE = 256 / 224  # ImageNet's evaluation: resize the short side to 256, take the centre 224
@@ -54,6 +55,9 @@ def decode(data: bytes, where: str) -> Any:
 
     if not data:
         raise UnreadableImage(f"image {where} cannot be decoded (an empty file)")
+    fast = fast_decode(data)  # an RGB or grayscale JPEG by libjpeg-turbo directly (vision.decode): Pillow's pixels
+    if fast is not None:
+        return fast
     try:
         im = Image.open(io.BytesIO(data))
         im.load()
@@ -176,14 +180,24 @@ class Crops:
     (memory-mapped) of per-sample caption embeddings, gathered for the batch."""
 
     def __init__(self, source: Source, size: int, views: int, scale: tuple[float, float],
-                 ratio: tuple[float, float], seed: int, captions: np.ndarray | None = None, iou: bool = False) -> None:
+                 ratio: tuple[float, float], seed: int, captions: np.ndarray | None = None, iou: bool = False,
+                 draft: float | None = None) -> None:
         self.source, self.size, self.views, self.scale, self.ratio = source, int(size), int(views), scale, ratio
-        self.seed, self.captions, self.iou = int(seed), captions, iou
+        self.seed, self.captions, self.iou, self.draft = int(seed), captions, iou, draft
+
+    def _boxes(self, epoch: int, i: int, height: int, width: int) -> list[tuple[int, int, int, int]]:
+        rng = sample_rng(self.seed, epoch, i)
+        return [crop_params(rng, height, width, self.scale, self.ratio) for _ in range(self.views)]
 
     def _one(self, epoch: int, i: int) -> tuple[list[np.ndarray], list[tuple[int, int, int, int]]]:
-        im = decode(self.source.read(i), self.source.where(i))
-        rng = sample_rng(self.seed, epoch, i)
-        boxes = [crop_params(rng, im.height, im.width, self.scale, self.ratio) for _ in range(self.views)]
+        data = self.source.read(i)
+        # an RGB or grayscale JPEG by the fast decoder (vision.decode: these crops' pixels exactly), or with the
+        # named option ``draft`` decoded at 1/2 to 1/8 where the crops allow; None: Pillow, as before
+        got = fast_crops(data, lambda h, w: self._boxes(epoch, i, h, w), self.size, self.draft)
+        if got is not None:
+            return got
+        im = decode(data, self.source.where(i))
+        boxes = self._boxes(epoch, i, im.height, im.width)
         return [resized_crop(im, b, self.size) for b in boxes], boxes
 
     def __call__(self, batch: EpochBatch) -> StreamBatch:
@@ -210,12 +224,14 @@ class CenterCrops:
     (resize the short side to ``round(size * 256 / 224)``, centre ``size``); an unreadable file stays counted and
     its slot is the next readable image's (the features of every other image are unchanged)."""
 
-    def __init__(self, source: Source, size: int) -> None:
-        self.source, self.size = source, int(size)
+    def __init__(self, source: Source, size: int, draft: float | None = None) -> None:
+        self.source, self.size, self.draft = source, int(size), draft
         self.resize = int(round(size * EVAL_RESIZE))
 
     def _crop(self, j: int) -> np.ndarray:
-        return center_crop(decode(self.source.read(j), self.source.where(j)), self.size, self.resize)
+        data = self.source.read(j)
+        im = draft_image(data, self.resize, self.draft) if self.draft else None  # the named option, off by default
+        return center_crop(im if im is not None else decode(data, self.source.where(j)), self.size, self.resize)
 
     def __call__(self, index: Tensor) -> StreamBatch:
         n, s = len(index), self.size

@@ -4,8 +4,13 @@
   resized crops at decode time, to a uint8 batch) against the plain loop torchvision's ``ImageFolder`` +
   ``RandomResizedCrop`` + ``RandomHorizontalFlip`` amount to (Pillow decoding, crop-resize and flip per sample and
   view in the ``Dataset``, the default collate), on the same ``DataLoader`` workers, the same batches and the same
-  generated folder of JPEGs of 120 to 400 pixels; interleaved rounds, the one ratio of the benches (the median of
-  one side's rates over the median of the other's, the per-round range beside it).
+  generated folder of photo-like JPEGs of ImageNet's size and weight (:func:`imagenet_jpeg`: 500 x 375, one in four
+  portrait, about 110 kB at quality 90; ImageNet's training JPEGs average about 110 kB at about 400 x 350);
+  interleaved rounds, the one ratio of the benches (the median of one side's rates over the median of the
+  other's, the per-round range beside it). One row per worker count (``--workers``, default 1, 2 and all the
+  CPUs); the row names the JPEG decoder the suite's path used (:func:`vision.decode.jpeg_decoder`). ``--draft X``
+  adds the named DCT-domain option (:mod:`vision.decode`) as a third side and the mean / max absolute difference of
+  its crops from the reference's (``draft_crop_mad``, ``draft_crop_max``, the same boxes).
 - ``--memory``: the peak resident memory of a short pretraining run (``suite vision pretrain``, a few steps and the
   default evaluation: kNN and the feature probe over the whole training set as the bank, a test split a tenth of
   it) over generated folders of at least three sizes, with 2,048-d features; the least-squares slope is the memory
@@ -57,6 +62,50 @@ def generated_folder(n_train: int, n_test: int = 200, classes: int = 10, seed: i
     return root
 
 
+IMAGENET_SIZE = (500, 375)  # the commonest ImageNet training size (width, height); one in four is portrait
+IMAGENET_JPEG_KB = 110  # ImageNet-1k's training JPEGs: about 140 GB over 1.28 M files
+IMAGENET_QUALITY = 90
+
+
+def imagenet_jpeg(rng: np.random.Generator, size: tuple[int, int] = IMAGENET_SIZE) -> bytes:
+    """One photo-like JPEG of ImageNet's size and weight: smooth random colour fields at three scales (64, 16 and
+    4 pixels) plus luminance grain (sigma 22), at quality 90: about 110 kB at 500 x 375 (what a JPEG decoder's
+    entropy decoding, IDCT and upsampling see in a photo; a flat or smooth image would be a few kB and decode
+    faster than any photo)."""
+    import io
+
+    from PIL import Image
+
+    w, h = size
+    out = np.zeros((h, w, 3), np.float32)
+    for cell, amp in ((64, 1.0), (16, 0.5), (4, 0.25)):
+        small = rng.integers(0, 256, (h // cell + 2, w // cell + 2, 3), dtype=np.uint8)
+        out += amp * np.asarray(Image.fromarray(small).resize((w, h), Image.BICUBIC), np.float32)
+    out /= 1.75
+    out += rng.normal(0.0, 22.0, (h, w, 1)).astype(np.float32)
+    buf = io.BytesIO()
+    Image.fromarray(np.clip(out, 0, 255).astype(np.uint8)).save(buf, "JPEG", quality=IMAGENET_QUALITY)
+    return buf.getvalue()
+
+
+def imagenet_folder(n_train: int, classes: int = 10, seed: int = 0) -> Path:
+    """A cached ImageNet-style folder (``train/cXXX/*.JPEG``) of ``n_train`` :func:`imagenet_jpeg` files."""
+    from suite.paths import cache_dir
+
+    root = cache_dir("vision", "bench-folders") / f"imagenet-{n_train}-{classes}-{seed}"
+    done = root / ".complete"
+    if done.exists():
+        return root
+    rng = np.random.default_rng(seed)
+    for i in range(n_train):
+        d = root / "train" / f"c{i % classes:03d}"
+        d.mkdir(parents=True, exist_ok=True)
+        size = IMAGENET_SIZE if i % 4 else IMAGENET_SIZE[::-1]
+        (d / f"{i:06d}.JPEG").write_bytes(imagenet_jpeg(rng, size))
+    done.write_text("")
+    return root
+
+
 class PlainFolder(torch.utils.data.Dataset):  # type: ignore[type-arg]
     """torchvision's ``ImageFolder`` with SimCLR's two-crop transform, written out (torchvision cannot be installed
     beside the pinned torch): per sample, Pillow decodes, and per view ``RandomResizedCrop(size)`` (the same
@@ -99,32 +148,94 @@ def _rate(loader: Any, batches: int, batch: int) -> float:
     return batches * batch / (time.perf_counter() - t0)
 
 
-def measure_loader(n: int, size: int, batch: int, workers: int, rounds: int, batches: int) -> dict[str, float]:
-    """Both loaders' images per second over ``rounds`` interleaved rounds; the ratio suite / plain and its range."""
+def measure_loader(n: int, size: int, batch: int, workers: int, rounds: int, batches: int,
+                   draft: float | None = None) -> dict[str, float]:
+    """Both loaders' images per second over ``rounds`` interleaved rounds on :func:`imagenet_folder` ``(n)``; the
+    ratio suite / plain and its range. ``draft``: the suite's loader with the DCT-domain option as a third side
+    (``draft_images_per_s``, ``draft_ratio`` over the plain loop) and its crops' difference from the reference's."""
+    from suite.measure import median_ratio
     from suite.train.engine import Prefetch
     from vision.sources import folder_source
     from vision.stream import Crops, EpochBatch
 
-    root = generated_folder(n)
+    root = imagenet_folder(n)
     src = folder_source(root, "train")
-    crops = Crops(src, size, 2, (0.2, 1.0), (3 / 4, 4 / 3), seed=0)
+    sides = {"suite": Crops(src, size, 2, (0.2, 1.0), (3 / 4, 4 / 3), seed=0)}
+    if draft:
+        sides["draft"] = Crops(src, size, 2, (0.2, 1.0), (3 / 4, 4 / 3), seed=0, draft=draft)  # type: ignore[call-arg]
     plain = PlainFolder(root, size)
     order = torch.randperm(len(src), generator=torch.Generator().manual_seed(0))
     need = (batches + 1) * batch
+    if need > len(src):
+        raise ValueError(f"--images {n}: {batches} timed batches of {batch} and a warm one need {need} images")
     ours_b = [EpochBatch(0, b) for b in order[:need].split(batch)]
-    suite_rates, plain_rates = [], []
+    rates: dict[str, list[float]] = {k: [] for k in (*sides, "plain")}
     for _ in range(rounds):
-        pf = Prefetch(crops, workers=workers)
-        suite_rates.append(_rate(pf(ours_b), batches, batch))
-        pf.close()
+        for name, crops in sides.items():
+            pf = Prefetch(crops, workers=workers)
+            rates[name].append(_rate(pf(ours_b), batches, batch))
+            pf.close()
         loader = torch.utils.data.DataLoader(plain, batch_size=batch, sampler=order[:need].tolist(),
                                              num_workers=workers, prefetch_factor=4 if workers else None,
                                              persistent_workers=False)
-        plain_rates.append(_rate(loader, batches, batch))
-    from suite.measure import median_ratio
+        rates["plain"].append(_rate(loader, batches, batch))
+    out = {"suite_images_per_s": statistics.median(rates["suite"]),
+           "plain_images_per_s": statistics.median(rates["plain"]), **median_ratio(rates["suite"], rates["plain"])}
+    if draft:
+        r = median_ratio(rates["draft"], rates["plain"])
+        out.update(draft_images_per_s=statistics.median(rates["draft"]), draft_ratio=r["ratio"],
+                   **crop_difference(src, size, draft, min(len(src), 200)))
+    return out
 
-    return {"suite_images_per_s": statistics.median(suite_rates), "plain_images_per_s": statistics.median(plain_rates),
-            **median_ratio(suite_rates, plain_rates)}
+
+def crop_difference(src: Any, size: int, draft: float, n: int) -> dict[str, float]:
+    """The named ``draft`` option's crops against the reference path's (Pillow decode, crop, bilinear resize), the
+    same boxes (SimCLR's two random resized crops at ``size``) of the first ``n`` samples: the mean and max absolute
+    difference over every pixel and channel (0-255; a sample the option leaves in full counts as its zeros; and
+    ``draft_crop_mad_reduced`` over the reduced ones alone), and the share of the samples the option reduced."""
+    from suite.train.seeding import sample_rng
+    from vision.decode import draft_scale, fast_crops
+    from vision.stream import crop_params, decode, resized_crop
+
+    def plan(i: int) -> Any:
+        def boxes(h: int, w: int) -> list[tuple[int, int, int, int]]:
+            rng = sample_rng(0, 0, i)
+            return [crop_params(rng, h, w, (0.2, 1.0), (3 / 4, 4 / 3)) for _ in range(2)]
+        return boxes
+
+    diffs: list[float] = []
+    only: list[float] = []
+    worst, reduced = 0, 0
+    for i in range(n):
+        data = src.read(i)
+        im = decode(data, src.where(i))
+        boxes = plan(i)(im.height, im.width)
+        got = fast_crops(data, plan(i), size, draft)
+        crops = [resized_crop(im, b, size) for b in boxes] if got is None else got[0]
+        drafted = draft_scale(im.width, im.height, boxes, size, draft) > 1
+        reduced += drafted
+        for box, crop in zip(boxes, crops):
+            dd = np.abs(resized_crop(im, box, size).astype(np.int16) - crop.astype(np.int16))
+            diffs.append(float(dd.mean()))
+            worst = max(worst, int(dd.max()))
+            if drafted:
+                only.append(diffs[-1])
+    return {"draft_crop_mad": float(np.mean(diffs)), "draft_crop_max": float(worst),
+            "draft_crop_mad_reduced": float(np.mean(only)) if only else 0.0,
+            "draft_reduced_share": reduced / max(1, n)}
+
+
+def worker_counts(spec: str) -> list[int]:
+    """``--workers``: a comma list of counts, ``all`` the CPUs this process may use; duplicates dropped, in order."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    out: list[int] = []
+    for part in str(spec).split(","):
+        k = cpus if part.strip() == "all" else int(part)
+        if k < 0:
+            raise ValueError(f"--workers: a count >= 0 or 'all', got {part!r}")
+        if k not in out:
+            out.append(k)
+    return out
 
 
 MEMORY_ENV = {"OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "131072", "SUITE_NO_PROGRESS": "1"}
@@ -234,7 +345,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--images", type=int, default=4000, help="--loader: training images of the folder")
     ap.add_argument("--size", type=int, default=224, help="--loader: crop size")
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", default="1,2,all",
+                    help="--loader: DataLoader workers, a comma list ('all': the CPUs); one row each")
+    ap.add_argument("--draft", type=float, default=None,
+                    help="--loader: also the DCT-domain draft option (vision.decode), each crop kept >= X x size")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--batches", type=int, default=8, help="--loader: timed batches per round")
     ap.add_argument("--memory-sizes", default="2000,4000,8000,16000", help="--memory: training images, three or more")
@@ -245,13 +359,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reg = Registry(args.registry) if args.registry else Registry()
     if args.loader:
-        m = measure_loader(args.images, args.size, args.batch, args.workers, args.rounds, args.batches)
-        cfg = {"images": args.images, "size": args.size, "batch": args.batch, "workers": args.workers,
-               "rounds": args.rounds, "views": 2, **environment(torch.device("cpu")),
-               "threads": str(torch.get_num_threads())}
-        _record(reg, "generated-folder", {"measure": "loader", **cfg}, m, "ratio")
-        print(f"loader: suite {m['suite_images_per_s']:.0f} images/s, plain {m['plain_images_per_s']:.0f} images/s, "
-              f"ratio {m['ratio']:.2f} ({m['ratio_min']:.2f}-{m['ratio_max']:.2f}), {args.workers} workers")
+        from vision.decode import jpeg_decoder
+
+        for workers in worker_counts(args.workers):
+            m = measure_loader(args.images, args.size, args.batch, workers, args.rounds, args.batches, args.draft)
+            cfg = {"images": args.images, "size": args.size, "batch": args.batch, "workers": workers,
+                   "rounds": args.rounds, "views": 2, "jpeg": f"{IMAGENET_SIZE[0]}x{IMAGENET_SIZE[1]} q{IMAGENET_QUALITY}",
+                   "decoder": jpeg_decoder()[0], **({"draft": args.draft} if args.draft else {}),
+                   **environment(torch.device("cpu")), "threads": str(torch.get_num_threads())}
+            _record(reg, "generated-imagenet-jpegs", {"measure": "loader", **cfg}, m, "ratio")
+            extra = (f"; draft {args.draft:g}: {m['draft_images_per_s']:.0f} images/s, ratio {m['draft_ratio']:.2f}, "
+                     f"crops' mean abs difference {m['draft_crop_mad']:.2f} (max {m['draft_crop_max']:.0f})"
+                     if args.draft else "")
+            print(f"loader: suite {m['suite_images_per_s']:.0f} images/s ({cfg['decoder']}), plain "
+                  f"{m['plain_images_per_s']:.0f} images/s, ratio {m['ratio']:.2f} ({m['ratio_min']:.2f}-"
+                  f"{m['ratio_max']:.2f}), {workers} workers{extra}")
     if args.memory:
         sizes = sorted({int(s) for s in args.memory_sizes.split(",")})
         if len(sizes) < 3:
