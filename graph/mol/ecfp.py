@@ -51,11 +51,9 @@ class EcfpMolConfig(RunOptions):
 def check_config(cfg: EcfpMolConfig) -> None:
     """Refuse settings no forest can use, before any data is read (``ValueError`` naming the field)."""
     from graph.mol.splits import SPLITS
+    from suite.config import check_ints
 
-    for name, low in (("radius", 0), ("n_bits", 1), ("n_estimators", 1)):
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+    check_ints(cfg, {"radius": 0, "n_bits": 1, "n_estimators": 1})
     if cfg.class_weight not in CLASS_WEIGHTS:
         raise ValueError(f"class_weight must be one of {CLASS_WEIGHTS}, got {cfg.class_weight!r}")
     if cfg.split not in SPLITS:

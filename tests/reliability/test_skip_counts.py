@@ -83,7 +83,8 @@ def test_finetune_records_non_numeric_labels(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_image_folder_with_val_instead_of_test(tmp_path: Path) -> None:
-    """`mem:` reads a folder whose held-out split is val/, as `folder:` does (it wanted test/ only; issue 80)"""
+    """a `mem:` image folder whose held-out split is val/ -> read as its test split, as `folder:` reads it; one with
+    neither test/ nor val/ -> ValueError naming both (it wanted test/ only: issue 80)"""
     from vision.data import load_image_folder
 
     root = _image_folder(tmp_path / "imgs", odd=0)
