@@ -63,10 +63,7 @@ def _fresh_dynamo() -> Any:
     dynamo.reset()
 
 
-@pytest.mark.parametrize("name, queue", CASES, ids=[f"{n}{'-queue' if q else ''}" for n, q in CASES])
-def test_the_loss_compiles_whole_and_equals_eager(name: str, queue: bool) -> None:
-    """explain finds no graph break (InfoNCE had 10, SupCon 11, DCL 12, MACL 13, X-CLR 13, t-SimCLR 5), the engine's
-    checks deferred; fullgraph=True compiles forward and backward; value and gradients as eager's (float32, 1e-5)"""
+def _compiles_whole(name: str, queue: bool, backend: str) -> None:
     loss = L.build(name)
     args, extra = _inputs(name, queue)
     with deferred(DeferredChecks()) as checks:
@@ -74,14 +71,28 @@ def test_the_loss_compiles_whole_and_equals_eager(name: str, queue: bool) -> Non
             report = dynamo.explain(loss)(*args, **extra)
             assert report.graph_break_count == 0, [b.reason for b in report.break_reasons]
             dynamo.reset()
-        # with a queue the same Functions' backwards: Dynamo's graph alone, run by eager autograd
-        compiled = torch.compile(loss, fullgraph=True, backend="eager" if queue else "aot_eager")
+        compiled = torch.compile(loss, fullgraph=True, backend=backend)
         got, got_g = _grads(compiled, args, extra)
     assert checks.pending and not any(bool(b) for _, _, b in checks.pending)  # the checks ran, and passed
     want, want_g = _grads(loss, args, extra)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     for g, w in zip(got_g, want_g):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name, queue", CASES, ids=[f"{n}{'-queue' if q else ''}" for n, q in CASES])
+def test_the_loss_compiles_whole_and_equals_eager(name: str, queue: bool) -> None:
+    """explain finds no graph break (InfoNCE had 10, SupCon 11, DCL 12, MACL 13, X-CLR 13, t-SimCLR 5), the engine's
+    checks deferred; fullgraph=True traces the whole forward (Dynamo's graph, run by eager autograd: the cheap check
+    that nothing breaks it, in `make test`); value and gradients as eager's (float32, 1e-5)"""
+    _compiles_whole(name, queue, "eager")
+
+
+@pytest.mark.slow  # AOT autograd traces each backward too: about 10 s a loss on a loaded core (`make test-slow`)
+@pytest.mark.parametrize("name", NAMES)
+def test_the_loss_compiles_whole_with_its_backward(name: str) -> None:
+    """the same through AOT autograd (forward and backward graphs, as Inductor receives them)"""
+    _compiles_whole(name, False, "aot_eager")
 
 
 def test_a_loss_compiled_on_its_own_traces_whole_and_asserts_its_checks() -> None:
