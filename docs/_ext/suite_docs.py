@@ -1,7 +1,8 @@
 """Sphinx extension of this site: the references that cannot drift.
 
 * ``reference/cli.rst`` is written from :func:`suite.cli.build_parser` at every build: one section per command of the
-  whole tree with its ``--help`` text, so a new option or help text shows up without an edit here.
+  whole tree with its ``--help`` text, so a new option or help text shows up without an edit here. It is committed
+  (readable on the forge) and a test checks it against the parsers.
 * ``reference/api/<package>.rst`` is written from the packages' modules (``pkgutil``): one ``automodule`` per public
   module with every member. After reading, every public class and function defined in those modules must have an
   entry; a missing one is a warning, hence an error under ``-W``.
@@ -36,15 +37,17 @@ SKIP = {"__main__"}
 
 # ----------------------------------------------------------------------------- CLI reference
 
-def cli_rst() -> str:
+def cli_rst(root: argparse.ArgumentParser | None = None) -> str:
+    """The page, from ``root`` (default: a new :func:`suite.cli.build_parser`). It is committed, so that it reads on
+    the forge; ``tests/docs/test_cli_help.py`` fails when the committed page is not this text."""
     from suite.cli import build_parser, walk_commands
 
     os.environ["COLUMNS"] = "110"  # argparse wraps at $COLUMNS: a fixed width, the same page on every machine
     out = [".. This page is written by docs/_ext/suite_docs.py from suite.cli.build_parser(); do not edit.", "",
            "CLI reference", "=============", "",
            "Every command of ``suite``, with the help text its parser prints (``suite <command> --help``). The page is",
-           "generated from the parsers at every build, so it cannot drift from them.", ""]
-    for path, parser in walk_commands(build_parser()):
+           "generated from the parsers at every build and committed; a test fails when it has drifted from them.", ""]
+    for path, parser in walk_commands(root or build_parser()):
         title = " ".join(path)
         out += [title, "-" * len(title), "", ".. code-block:: text", ""]
         out += ["   " + line if line.strip() else "" for line in parser.format_help().rstrip().splitlines()]

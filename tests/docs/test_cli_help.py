@@ -8,13 +8,37 @@ from __future__ import annotations
 import argparse
 import re
 
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
 from suite.cli import build_parser, walk_commands
 from suite.config import DEFAULT_STATEMENT, option_help
 
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
-def test_no_help_states_its_default_twice() -> None:
+
+@pytest.fixture(scope="module")
+def root() -> argparse.ArgumentParser:
+    os.environ["COLUMNS"] = "110"  # the width the page is written at (suite_docs.cli_rst)
+    return build_parser()
+
+
+def test_the_committed_cli_reference_is_the_parsers_page(root: argparse.ArgumentParser) -> None:
+    """docs/reference/cli.rst is committed so that it reads on the forge; it must be the page the parsers give
+    (after a new option: `make docs`, or `python -c "..."` as the assertion says)."""
+    spec = importlib.util.spec_from_file_location("suite_docs", DOCS / "_ext" / "suite_docs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    assert (DOCS / "reference" / "cli.rst").read_text(encoding="utf-8") == mod.cli_rst(root), \
+        "docs/reference/cli.rst is stale: rebuild it with `make docs` and commit it"
+
+
+def test_no_help_states_its_default_twice(root: argparse.ArgumentParser) -> None:
     seen, bad = 0, []
-    commands = list(walk_commands(build_parser()))
+    commands = list(walk_commands(root))
     assert {path[1] for path, _ in commands if len(path) > 1} >= {"losses", "results", "bench", "graph", "text", "vision"}
     for path, parser in commands:
         for action in parser._actions:
