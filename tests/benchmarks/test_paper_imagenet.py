@@ -24,6 +24,7 @@ def _bench(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Comple
                           capture_output=True, text=True, timeout=240)
 
 
+@pytest.mark.slow  # over 10 s of one core: `make test-slow`, which CI runs (make test within 5 min)
 def test_every_setting_named_dry_runs_on_slurm(tmp_path):
     """every paper setting the file names is a job (MACL Tables 1, 6, 7, 8, Fig. 3 and B.1; CACR Table 15's two columns;
     X-CLR on ImageNet-1K (5 seeds) and CC3M; t-MoCo-v2 and its tau x t_df grid), each submitted with its resources;

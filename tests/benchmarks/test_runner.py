@@ -69,6 +69,7 @@ def test_log_to_in_a_suite_file_is_a_run_option(tmp_path):
             load(top, own, name="bad")
 
 
+@pytest.mark.slow  # over 10 s of one core: `make test-slow`, which CI runs (make test within 5 min)
 def test_interrupted_sweep_resumes_without_duplicates(tmp_path):
     db = str(tmp_path / "r.sqlite")
     path = _suite(tmp_path, 3)

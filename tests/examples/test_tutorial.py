@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +28,7 @@ def commands(markdown: str) -> list[str]:
     return [line.strip() for b in blocks for line in b.splitlines() if line.strip() and not line.startswith("#")]
 
 
+@pytest.mark.slow  # over 10 s of one core: `make test-slow`, which CI runs (make test within 5 min)
 def test_tutorial_commands_run_as_written(tmp_path: Path) -> None:
     cmds = commands(TUTORIAL.read_text(encoding="utf-8"))
     assert [c.split()[:3] for c in cmds] == [["suite", "vision", "pretrain"], ["pip", "install", "-e"],

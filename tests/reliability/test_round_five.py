@@ -228,6 +228,7 @@ def test_user_loss_diagnostic_that_is_not_a_number(user_tu, capsys):
     _kept_epoch_one(folder)
 
 
+@pytest.mark.slow  # over 10 s of one core: `make test-slow`, which CI runs (make test within 5 min)
 def test_slow_user_loss_is_interrupted_cleanly(user_tu, tmp_path):
     """a user's loss that hangs (sleeps 60 s) at step 5, and the user (or a scheduler) sends SIGTERM -> the process ends
     within seconds with exit 130 and one line saying where the run resumes; the row is 'interrupted' (not finished);

@@ -213,6 +213,7 @@ class _ProbeRunner(Runner):
         return [sys.executable, str(here / "probe.py"), job.command, json.dumps(dict(job.values())), str(here)]
 
 
+@pytest.mark.slow  # over 10 s of one core: `make test-slow`, which CI runs (make test within 5 min)
 def test_a_job_whose_input_changed_runs_again(tmp_path, monkeypatch, capsys):
     """a stage-1 job read an encoder made by a stage-0 job; the encoder is then made again -> with the same files (and,
     for a run that recorded no digest, the same training loss at every epoch) every job is skipped; with other files

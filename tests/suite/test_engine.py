@@ -307,6 +307,7 @@ def test_distributed_resume_restores_every_ranks_random_state(tmp_path: Path) ->
         _engine(_model()).load(tmp_path / "ck.pt", {"seed": 3})
 
 
+@pytest.mark.slow  # over 10 s of one core: `make test-slow`, which CI runs (make test within 5 min)
 def test_compile_equals_eager() -> None:
     """--compile (the forward through torch.compile) -> after 8 steps the same parameters as eager within float32
     tolerance, and checkpoints hold the module's own state (no compiled wrapper's names)"""

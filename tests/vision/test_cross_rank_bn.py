@@ -126,6 +126,7 @@ def _close(a, b):
     return torch.allclose(a, b, atol=1e-10, rtol=1e-10)
 
 
+@pytest.mark.slow  # two gloo processes started: about 15 s of one core (`make test-slow`)
 def test_global_batchnorm_equals_one_process_over_the_global_batch(ranks):
     xs, t, h, img = _bn_inputs()
     for key, bn, batches, target, rows in (
@@ -168,6 +169,7 @@ def _index(rows: torch.Tensor, images: torch.Tensor) -> list[int]:
     return d.argmin(1).tolist()
 
 
+@pytest.mark.slow  # two gloo processes started: about 15 s of one core (`make test-slow`)
 def test_moco_key_shuffle_crosses_ranks_and_is_undone(ranks):
     images = _moco_inputs()
     # each rank encoded B images of the global batch; together every image exactly once; rank 0's images reach rank 1
