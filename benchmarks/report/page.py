@@ -393,7 +393,8 @@ def _main(args: argparse.Namespace) -> int:
     out_dir = results_target(args.out_dir, RESULTS, reg, local=REPORT_LOCAL)  # refused before anything is built (issue 80)
     md, page, summary = build(reg, out_dir)
     print(summary)
-    print(f"wrote {md}\nwrote {page}  (open it in a browser; built from {reg.shown})")
+    source = reg.source if str(reg.source).endswith(".jsonl") else reg.shown  # a snapshot: its file, not its copy
+    print(f"wrote {md}\nwrote {page}  (open it in a browser; built from {source})")
     if not is_snapshot(reg) and args.out_dir is None:
         print(f"(the committed {RESULTS.parent.name}/{RESULTS.name}/ is built from its snapshot only: "
               f"suite bench report --registry {os.path.relpath(SNAPSHOT)})")

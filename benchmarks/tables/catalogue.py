@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from benchmarks.tables.claims import Judged
 
 
+SPENDING_NAMES = {"obrien-fleming": "O'Brien-Fleming", "pocock": "Pocock"}  # as the literature writes them
+
+
 @dataclass(frozen=True)
 class Plan:
     """A claim's seeds, declared before its runs: ``looks`` the seeds a side (a, b) at each time the claim was read,
@@ -46,7 +49,7 @@ class Plan:
         if len(self.looks) < 2:
             return f"{seeds} seeds a side, fixed before the runs"
         kind = "planned" if self.planned else "unplanned"
-        return f"looks at {seeds} seeds a side ({kind}; {self.spending.replace('-', ' ').title()} spending)"
+        return f"looks at {seeds} seeds a side ({kind}; {SPENDING_NAMES.get(self.spending, self.spending)} spending)"
 
 
 @dataclass(frozen=True)
