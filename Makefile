@@ -45,7 +45,7 @@ test-cluster: $(STAMP)
 		tests/suite/test_trackers.py::test_a_server_gone_costs_a_warning_not_the_run \
 		tests/reliability/test_round_five_cluster.py
 
-# The slow tests CI runs beside `make test` (about 15 min): the reliability probes marked slow (two processes at once,
+# The slow tests CI runs beside `make test` (about 8 min): the reliability probes marked slow (two processes at once,
 # a runner killed, a reuse decided on the data end to end, ranks that fail, a folder of 200,000 names; the cluster's
 # own probes are in test-cluster), the fused kernels compiled for an H100 by ptxas (about 25 s of one core), every
 # loss through AOT autograd and one through Inductor, docs/tiny.md's journeys on the real data (about 4 min), and the
