@@ -11,12 +11,10 @@ torch.Size([2, 8])
 """
 from __future__ import annotations
 
-import os
-import sys
-from typing import Any
-
 import torch
 from torch import Tensor
+
+from suite.train.meters import bar  # noqa: F401 (the evaluation's bars: the training loop's rule)
 
 
 class FeatureBank:
@@ -83,14 +81,3 @@ class FeatureBank:
     @property
     def nbytes(self) -> int:
         return self.x.numel() * self.x.element_size() + self.norm.numel() * 4 + self.y.numel() * 8
-
-
-def bar(total: int | None, desc: str, unit: str = "it", **kw: Any) -> Any:
-    """A tqdm bar with rate and ETA on stderr, as the training loop's (off with ``SUITE_NO_PROGRESS=1`` and on ranks
-    other than the first, :func:`suite.train.meters.progress`'s rule)."""
-    from tqdm.auto import tqdm
-
-    from suite import distributed as sd
-
-    disable = not sd.is_main() or os.environ.get("SUITE_NO_PROGRESS") == "1"
-    return tqdm(total=total, desc=desc, unit=unit, disable=disable, dynamic_ncols=True, file=sys.stderr, **kw)

@@ -16,10 +16,16 @@ from suite.losses.base import ContrastiveLoss
 T = TypeVar("T")
 
 
-def progress(it: Iterable[T], desc: str = "", total: int | None = None, unit: str = "it", **kw: Any) -> Iterator[T]:
-    """tqdm progress bar on the main rank only (disabled with SUITE_NO_PROGRESS=1)."""
+def bar(total: int | None = None, desc: str = "", unit: str = "it", it: Iterable[Any] | None = None, **kw: Any) -> Any:
+    """A tqdm bar with rate and ETA on stderr, on the main rank only (disabled with SUITE_NO_PROGRESS=1): over ``it``,
+    or updated by hand (``update(n)``)."""
     disable = not sd.is_main() or os.environ.get("SUITE_NO_PROGRESS") == "1"
-    return iter(tqdm(it, desc=desc, total=total, unit=unit, disable=disable, dynamic_ncols=True, file=sys.stderr, **kw))
+    return tqdm(it, total=total, desc=desc, unit=unit, disable=disable, dynamic_ncols=True, file=sys.stderr, **kw)
+
+
+def progress(it: Iterable[T], desc: str = "", total: int | None = None, unit: str = "it", **kw: Any) -> Iterator[T]:
+    """:func:`bar` over an iterable."""
+    return iter(bar(total, desc, unit, it, **kw))
 
 
 class Throughput:
