@@ -54,7 +54,7 @@ def read_at_last_look(e: Entry, j: Judged) -> Judged:
     plan = getattr(e, "plan", None)  # an entry-like object without a plan: one look
     alpha_last = ALPHA if plan is None else plan.alpha_at_last(ALPHA)
     if j.summary is None or not alpha_last < ALPHA:
-        return j
+        return j if plan is None or not plan.final else replace(j, evidence=f"{j.evidence}; {plan.text()}")
     summary = at_looks(j.summary, alpha_last)
     verdict = Verdict.NOT_CONFIRMED if j.verdict in DECIDED and not summary.p() < ALPHA else j.verdict
     pooled = None if j.pooled is None else replace(j.pooled, result=at_looks(j.pooled.result, alpha_last))
@@ -179,7 +179,7 @@ def findings_table(judged: list[tuple[Entry, Judged]]) -> str:
     for e, j in judged:
         r = j.summary
         ns = "-" if r is None else (f"{r.ns[0]}" if len(set(r.ns)) == 1 else f"{min(r.ns)}-{max(r.ns)}")
-        if r is not None and len(e.plan.looks) > 1:
+        if r is not None and (len(e.plan.looks) > 1 or e.plan.final):
             ns += f" ({e.plan.text()}; alpha at the last {e.plan.alpha_at_last(ALPHA):.3g})"
         p, q = j.p_value(), adjusted[e.id]
         rows.append([e.paper, e.claim, "-" if e.paper_gap is None else f"{e.paper_gap:+.2f}", _gap(r),
@@ -207,6 +207,6 @@ def looks_table() -> str:
     from suite.registry import markdown_table
 
     return markdown_table(["claim", "looks (seeds a side)", "planned", "alpha at the last look", "history"],
-                          [[e.id, " -> ".join(f"{a}" if a == b else f"{a}/{b}" for a, b in e.plan.looks),
+                          [[e.id, e.plan.looks_text(),
                             "yes" if e.plan.planned else "no (seeds added after a look)",
                             f"{e.plan.alpha_at_last(ALPHA):.3g}", e.plan.history or "-"] for e in ENTRIES])

@@ -69,23 +69,56 @@ def test_graph_tu_table_from_registry(reg, tmp_path):
 
 
 def test_molnet_table_from_registry(reg, tmp_path):
-    """fake fine-tuning and pretraining runs -> ROC-AUC cells, average row, the claim against no pretraining"""
+    """fake fine-tuning runs from three GraphCL encoders (fine-tuning seeds 0 and 1 nested in each, encoder 0 also
+    seed 2) and of no pretraining (seeds 0-2), and a pretraining run -> ROC-AUC cells of encoder 0 and no pretraining,
+    the encoders' section, and the claim judged with the encoder as the unit: Welch's test of the three encoder means
+    (each the mean of its seeds 0 and 1) against no pretraining's seeds, as scipy computes it"""
+    from scipy import stats
+
+    enc = {"graphcl": 0.70, "graphcl-s1": 0.66, "graphcl-s2": 0.74}  # encoders far apart, seeds within each close
     for seed in (0, 1, 2):
-        for init, v in (("none", 0.60), ("runs/bench/molnet/graphcl", 0.70)):
-            (job,) = _job("molnet", command="finetune-mol", dataset="bbbp", init=init, seed=seed)
-            _record(reg, job, "graph", "molnet-finetune", {("rocauc_last", "test"): v + seed / 100,
-                                                           ("rocauc_bestval", "test"): v}, step=10)
-    (job,) = _job("molnet", command="pretrain-mol", loss="graphcl")
+        (job,) = _job("molnet", command="finetune-mol", dataset="bbbp", init="none", seed=seed)
+        _record(reg, job, "graph", "molnet-finetune", {("rocauc_last", "test"): 0.60 + seed / 100,
+                                                       ("rocauc_bestval", "test"): 0.60}, step=10)
+        for e, v in enc.items():
+            if seed < 2 or e == "graphcl":
+                (job,) = _job("molnet", command="finetune-mol", dataset="bbbp", init=f"runs/bench/molnet/{e}",
+                              seed=seed)
+                _record(reg, job, "graph", "molnet-finetune", {("rocauc_last", "test"): v + seed / 500,
+                                                               ("rocauc_bestval", "test"): v}, step=10)
+    (job,) = _job("molnet", command="pretrain-mol", loss="graphcl", seed=0)
     _record(reg, job, "graph", "mol-pretrain", {("loss", "train"): 5.5, ("mol_per_s", "train"): 300.0})
     text = graph_molnet.table(reg)
     bbbp = next(l for l in text.splitlines() if l.startswith("| bbbp"))
-    assert "61.0 ± 1.0" in bbbp and "71.0 ± 1.0" in bbbp and "65.8" in bbbp and "69.7" in bbbp
+    assert "61.0 ± 1.0" in bbbp and "70.2 ± 0.2" in bbbp and "65.8" in bbbp and "69.7" in bbbp
+    assert "graphcl-s1" not in bbbp  # the replicates have their own section
     assert "not run" in next(l for l in text.splitlines() if l.startswith("| tox21"))
-    assert re.search(r"GraphCL pretraining beats no pretraining on MoleculeNet transfer \(reduced fine-tuning\) \(GraphCL "
-                     r"\(You et al. 2020\), Table 5\): \*\*confirmed\*\* \(rows graphcl vs none, average over bbbp: ", text)
-    assert "| graphcl | 5.5000 |" in text
-    assert "Jobs with results: 7 of 267" in text  # 3 pretrainings + 8 sets x 4 starts x 5 seeds + 8 x 2 x 4 (seeds 5-8)
-    # + the fingerprint baseline's 8 sets x 5 seeds
+    units = [100 * v + 0.1 for v in enc.values()]  # each encoder: the mean of seeds 0 and 1
+    assert "| graphcl | graphcl-s1 | 2 | 66.1 | not run |" in text and "| graphcl | graphcl | 2 | 70.1 |" in text
+    assert "| **graphcl, across encoders** |  |  | 70.1 ± 4.0 (n=3) | – |" in text and "| macl | macl-s1" not in text
+    ref = stats.ttest_ind(units, [60.0, 61.0, 62.0], equal_var=False)
+    claim = next(l for l in text.splitlines() if l.startswith("- GraphCL pretraining beats no pretraining"))
+    assert "(rows graphcl vs none, average over bbbp; graphcl: 3 pretrained encoders (the unit)" in claim
+    assert "70.1 ± 4.0 (n=3) vs 61.0 ± 1.0 (n=3), gap +9.1" in claim and "Welch, n = 3/3" in claim
+    lo, hi = ref.confidence_interval(0.95)
+    assert f"95 % CI [{lo:+.1f}, {hi:+.1f}]" in claim
+    assert "| graphcl | 0 | 5.5000 |" in text
+    assert "Jobs with results: 11 of 369" in text  # 3 + 6 pretrainings, 8 sets x 4 starts x 5 seeds, 8 x 2 x 4
+    # (seeds 5-8), 8 x 6 encoders x 2 seeds (replicated) + the fingerprint baseline's 8 sets x 5 seeds
+    _no_cache(tmp_path)
+
+
+def test_molnet_claim_with_one_encoder_is_inconclusive(reg, tmp_path):
+    """one GraphCL encoder fine-tuned with 5 seeds, far above no pretraining -> inconclusive (1 of the 3 encoders the
+    rule asks), with the test within that encoder beside it"""
+    for seed in range(5):
+        for init, v in (("none", 0.60), ("runs/bench/molnet/graphcl", 0.70)):
+            (job,) = _job("molnet", command="finetune-mol", dataset="bbbp", init=init, seed=seed)
+            _record(reg, job, "graph", "molnet-finetune", {("rocauc_last", "test"): v + seed / 100}, step=10)
+    claim = next(l for l in graph_molnet.table(reg).splitlines() if l.startswith("- GraphCL pretraining beats no"))
+    assert "**inconclusive**" in claim and "graphcl: 1 pretrained encoder (the unit)" in claim
+    assert "1 of the 3 encoders the rule asks, so inconclusive: the test within encoder 0" in claim
+    assert "gap +10.0, 95 % CI [+10.0, +10.0]" in claim and "says nothing of another pretraining run" in claim
     _no_cache(tmp_path)
 
 
@@ -108,7 +141,8 @@ def test_molnet_rows_keep_to_one_build_of_each_encoder(reg, tmp_path):
     tox21 = next(l for l in text.splitlines() if l.startswith("| tox21")).split(" | ")
     assert bbbp[1] == "62.0 ± 1.6" and bbbp[4] == "72.0 ± 1.6" and tox21[1] == "62.0 ± 1.6" and tox21[4] == "not run"
     claim = next(l for l in text.splitlines() if l.startswith("- GraphCL pretraining beats"))
-    assert "average over bbbp; tox21 left out" in claim and "72.0 ± 1.6 (n=5) vs 62.0 ± 1.6 (n=5)" in claim
+    assert "average over bbbp; tox21 left out" in claim and "70.5 (n=1) vs 62.0 ± 1.6 (n=5)" in claim
+    assert "**inconclusive**" in claim  # one encoder: 1 of the 3 the rule asks
     assert "3 fine-tuning runs from an earlier build of their encoder are left out" in text
     _no_cache(tmp_path)
 
@@ -138,8 +172,9 @@ def test_molnet_full_protocol_section(reg, tmp_path):
     assert ("within the published standard deviation on 3 of 4 sets: the harness is not validated (outside: bace "
             "-10.0, below the published mean)") in full
     assert re.search(r"MACL pretraining beats no pretraining on MoleculeNet transfer \(MACL \(Huang et al. 2023\), Table 5\): "
-                     r"\*\*confirmed\*\* \(rows macl vs none, average over bbbp; sider, clintox, bace left out: fewer than 3 "
-                     r"macl seeds: 72\.1 ± 0\.1 \(n=3\) vs 66\.1 ± 0\.1 \(n=3\)", full)
+                     r"\*\*inconclusive\*\* \(rows macl vs none, average over bbbp, sider; clintox, bace left out: fewer "
+                     r"than 3 macl encoders; macl: 1 pretrained encoder \(the unit\), each the mean of its fine-tuning "
+                     r"seeds 0 and 1: 61\.0 \(n=1\) vs 61\.6 ± 0\.1 \(n=3\)", full)
     assert "Jobs with results: 16 of 83" in full
     cpu_claims = text[:text.index("## Full fine-tuning protocol")].split("Claims:")[1].split("##")[0]
     assert "): **confirmed**" not in cpu_claims and "): **not measured**" in cpu_claims  # the full suite's runs stay there
@@ -241,7 +276,7 @@ def test_vision_cifar_table_from_registry(reg, tmp_path):
     _no_cache(tmp_path)
 
 
-@pytest.mark.parametrize("bench,jobs", [("graph-tu", 150), ("graph-molnet", 267), ("text-sts", 34), ("vision-cifar", 81)])
+@pytest.mark.parametrize("bench,jobs", [("graph-tu", 150), ("graph-molnet", 369), ("text-sts", 34), ("vision-cifar", 81)])
 def test_short_hand_dry_run_lists_the_suite_jobs(bench, jobs, tmp_path, capsys):
     """suite bench <table> --dry-run -> the runner lists every job of the table's suite file and runs nothing"""
     from suite.cli import main
