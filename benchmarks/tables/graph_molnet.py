@@ -304,7 +304,7 @@ def replicated(ft: list[JobRuns], datasets: list[str]) -> list[str]:
     (the claims' units) and their mean ± std across encoders (empty when no method has a second encoder)."""
     per_method = {v: {e: {d: x for d in datasets if (x := encoder_unit(ft, d, e)) is not None} for e in encoders(ft, v)}
                   for v in dict.fromkeys(method_of(variant(jr)) for jr in ft)}
-    methods = [v for v, per in per_method.items() if len(per) > 1 and any(per.values())]
+    methods = [v for v, per in per_method.items() if sum(1 for xs in per.values() if xs) > 1]  # 2+ encoders ran
     if not methods:
         return []
     rows = []
