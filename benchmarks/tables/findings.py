@@ -85,7 +85,7 @@ def against_paper(e: Entry, j: Judged) -> str:
     if r.detectable == r.detectable and r.detectable <= e.paper_gap:
         return "detectable"
     n = seeds_needed(r, e.paper_gap)
-    return "underpowered" + (f" (~{n} seeds a side)" if n is not None else "")
+    return "underpowered" + (f" (~{n} {_unit(e)} a side)" if n is not None else "")
 
 
 def _against(j: Judged) -> Result | None:
@@ -114,7 +114,7 @@ def reading(e: Entry, j: Judged) -> str:
     out = []
     if case != "-":
         assert r is not None and e.paper_gap is not None
-        out.append(_case_text(case, e.paper_gap, r))
+        out.append(_case_text(case, e.paper_gap, r, _unit(e)))
     s = j.summary
     if j.verdict is Verdict.EQUIVALENT and s is not None and e.paper_gap is not None \
             and abs(e.paper_gap) < s.min_effect:
@@ -125,7 +125,13 @@ def reading(e: Entry, j: Judged) -> str:
     return "; ".join(out)
 
 
-def _case_text(case: str, gap: float, r: Result) -> str:
+def _unit(e: Entry) -> str:
+    """What a side of the claim counts: seeds, or for the molecular claims encoders (against the baseline's seeds)."""
+    plan = getattr(e, "plan", None)
+    return plan.unit if plan is not None and plan.final else "seeds"
+
+
+def _case_text(case: str, gap: float, r: Result, unit: str = "seeds") -> str:
     if case == "direction only":
         side = "the same" if (r.gap > 0) == (gap > 0) else "the opposite"
         return (f"the paper's gap ({gap:+.2f}) compares with ours in direction only (another layout of the data): "
@@ -143,7 +149,7 @@ def _case_text(case: str, gap: float, r: Result) -> str:
     if case == "detectable":
         return f"these seeds confirm the paper's gap with power 0.8 ({gap:+.2f} >= {r.detectable:.2f})"
     return (f"underpowered: the paper's gap ({gap:+.2f}) is below what these seeds confirm with power 0.8 "
-            f"({r.detectable:.2f})" + (f"; about {n} seeds a side would" if (n := seeds_needed(r, gap)) else ""))
+            f"({r.detectable:.2f})" + (f"; about {n} {unit} a side would" if (n := seeds_needed(r, gap)) else ""))
 
 
 def line(claim_id: str, registry: Any) -> str:
