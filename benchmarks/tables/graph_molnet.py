@@ -202,8 +202,9 @@ def transfer_judged(ft: list[JobRuns], v: str, base: str = "none") -> Judged:
                            values(runs_of(ft, d, base), "rocauc_last", "test", scale=100)) for d in sets]
     out = f"; {', '.join(left)} left out: fewer than 3 {v} encoders" if left else ""
     nested = " and ".join(map(str, NESTED_SEEDS))
-    text = (f"rows {v} vs {base}, average over {', '.join(sets)}{out}; {v}: {len(a)} pretrained encoder{'s' * (len(a) != 1)} (the unit), "
-            f"each the mean of its fine-tuning seeds {nested}: {mean_std(a, 1)} vs {mean_std(b, 1)}, {res.evidence(1)}")
+    text = (f"rows {v} vs {base}, average over {', '.join(sets)}{out}; {v}: {len(a)} pretrained "
+            f"encoder{'s' * (len(a) != 1)} (the unit), each the mean of its fine-tuning seeds {nested}: "
+            f"{mean_std(a, 1)} vs {mean_std(b, 1)}, {res.evidence(1)}")
     if len(a) < MIN_SEEDS:
         within = claim.judge(seed_avgs(v, sets), b)
         text += (f"; {len(a)} of the {MIN_SEEDS} encoders the rule asks, so inconclusive: the test within encoder 0, "
@@ -227,7 +228,7 @@ def table(registry: Registry, suite: str = SUITE) -> str:
     jrs = suite_runs(registry, suite)
     ft = scored(jrs)
     # encoder 0 of each method (its replicates: the section below), no pretraining, the fingerprint baseline
-    variants = list(dict.fromkeys(variant(jr) for jr in ft if variant(jr) != ECFP and method_of(variant(jr)) == variant(jr)))
+    variants = list(dict.fromkeys(v for jr in ft if (v := variant(jr)) != ECFP and method_of(v) == v))
     variants += [ECFP] if any(jr.runs for jr in ft if variant(jr) == ECFP) else []  # the baseline: a row once it ran
     datasets = [d for d in DATASETS if select(ft, dataset=d)]
 
