@@ -336,7 +336,7 @@ def full_protocol(registry: Registry) -> list[str]:
     standard deviation), the pretrained encoders beside it, and the pretraining claims judged on these runs."""
     jrs = suite_runs(registry, FULL_SUITE)
     ft = select(jrs, command="finetune-mol")
-    variants = list(dict.fromkeys(variant(jr) for jr in ft))
+    variants = list(dict.fromkeys(v for jr in ft if method_of(v := variant(jr)) == v))  # encoder 0 (replicates: below)
     rows, misses, judged = [], [], 0
     for ds in FULL_SETS:
         none = values(runs_of(ft, ds, "none"), "rocauc_last", "test", scale=100)
@@ -372,6 +372,7 @@ def full_protocol(registry: Registry) -> list[str]:
             f"recorded: {', '.join(map(str, epochs)) or '-'}.", "",
             md(header, rows), "",
             f"Harness check (no pretraining, last epoch, mean of 3+ seeds against Hu et al.'s mean ± std): {verdict}", "",
+            *replicated(ft, FULL_SETS),
             "Claims at the full fine-tuning protocol (same rule as above):", "",
             *(claims or ["- not measured yet (fine-tuning runs from pretrained encoders missing)."]), "",
             progress_line(jrs, FULL_SUITE), ""]
