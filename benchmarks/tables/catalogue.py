@@ -50,13 +50,15 @@ class Plan:
 
     def looks_text(self) -> str:
         """``5 -> 6 -> 9``, and the final reading on its unit where there is one."""
-        seeds = " -> ".join(f"{a}" if a == b else f"{a}/{b}" for a, b in self.looks)
-        return seeds + (f" -> {self.final[0]}/{self.final[1]} {self.unit}" if self.final else "")
+        return self._seeds() + (f" -> {self.final[0]}/{self.final[1]} {self.unit}" if self.final else "")
+
+    def _seeds(self) -> str:
+        return " -> ".join(f"{a}" if a == b else f"{a}/{b}" for a, b in self.looks)
 
     def text(self) -> str:
         last = (f", then read on {self.final[0]}/{self.final[1]} {self.unit} a side (declared before their runs)"
                 if self.final else "")
-        seeds = " -> ".join(f"{a}" if a == b else f"{a}/{b}" for a, b in self.looks)
+        seeds = self._seeds()
         if len(self.looks) < 2:
             return f"{seeds} seeds a side, fixed before the runs{last}"
         kind = "planned" if self.planned else "unplanned"

@@ -85,6 +85,7 @@ ECFP = "ecfp-rf"  # the Morgan-fingerprint random forest (graph/mol/ecfp.py), a 
 ECFP_COMMAND = "ecfp-mol"
 NESTED_SEEDS = (0, 1)  # the fine-tuning seeds every encoder of a method runs (molnet.yaml); encoder 0's others (2-8)
 # stay in its row of the table but not in a claim, so that every encoder is the mean of the same two
+NESTED_TEXT = " and ".join(map(str, NESTED_SEEDS))
 
 
 def variant(jr: JobRuns) -> str:
@@ -165,8 +166,10 @@ def transfer_judged(ft: list[JobRuns], v: str, base: str = "none") -> Judged:
     datasets = [d for d in DATASETS if select(ft, dataset=d)]
     encs = encoders(ft, v)
 
+    by_set = {d: {e: x for e in encs if (x := encoder_unit(ft, d, e)) is not None} for d in datasets}  # once a set
+
     def units(ds: str) -> dict[str, float]:
-        return {e: x for e in encs if (x := encoder_unit(ft, ds, e)) is not None}
+        return by_set[ds]
 
     def seed_avgs(var: str, sets: list[str]) -> Seeded:
         """Per seed, the average over ``sets``, named by (seed, the sets): the forest's seeds are named apart (they
@@ -201,7 +204,7 @@ def transfer_judged(ft: list[JobRuns], v: str, base: str = "none") -> Judged:
     per_set = [claim.judge(Seeded.of(((("encoder", e), d), x) for e, x in units(d).items()),
                            values(runs_of(ft, d, base), "rocauc_last", "test", scale=100)) for d in sets]
     out = f"; {', '.join(left)} left out: fewer than 3 {v} encoders" if left else ""
-    nested = " and ".join(map(str, NESTED_SEEDS))
+    nested = NESTED_TEXT
     text = (f"rows {v} vs {base}, average over {', '.join(sets)}{out}; {v}: {len(a)} pretrained "
             f"encoder{'s' * (len(a) != 1)} (the unit), each the mean of its fine-tuning seeds {nested}: "
             f"{mean_std(a, 1)} vs {mean_std(b, 1)}, {res.evidence(1)}")
@@ -286,7 +289,7 @@ def table(registry: Registry, suite: str = SUITE) -> str:
             "Claims: every pretraining method beats no pretraining, and the fingerprint baseline, on the average "
             "last-epoch ROC-AUC over the sets both it and the other row ran (with 3 units each, where any has). The "
             "unit of a pretraining method is its encoder: each of its independently pretrained encoders (3, "
-            "molnet.yaml) is the mean of its nested fine-tuning seeds " + " and ".join(map(str, NESTED_SEEDS)) +
+            "molnet.yaml) is the mean of its nested fine-tuning seeds " + NESTED_TEXT +
             ", averaged over the sets, so that the spread between encoders carries the pretraining run's variance as "
             "well as fine-tuning's; no pretraining and the forest have one level, their per-seed averages. The arms "
             "share no draw, so the test is Welch's. A claim with fewer than 3 encoders is inconclusive. " + RULE_TEXT,
@@ -320,7 +323,7 @@ def replicated(ft: list[JobRuns], datasets: list[str]) -> list[str]:
         rows.append([f"**{v}, across encoders**", "", "",
                      *(mean_std([xs[d] for xs in per.values() if d in xs], 1) for d in datasets),
                      mean_std(whole, 1)])
-    nested = " and ".join(map(str, NESTED_SEEDS))
+    nested = NESTED_TEXT
     return ["## Replicated pretraining: the encoders (the claims' units)", "",
             f"Each method pretrained independently {max(len(encoders(ft, v)) for v in methods)} times (molnet.yaml: "
             "the same 20k-molecule subset and settings, the pretraining seed drawing the initialisation, augmentations "
