@@ -134,3 +134,35 @@ def test_timing_measures_both_methods_in_one_process():
     m = measure(steps=1, repeats=3, batch_size=8, width=4, text_model="labels")
     assert m["ratio"] == pytest.approx(m["xclr_s_per_step"] / m["simclr_s_per_step"])
     assert sorted(k for k in m if "_round_" in k) == [f"{k}_round_{i}" for k in ("simclr", "xclr") for i in range(3)]
+
+
+def test_baselines_tuned_alike_are_judged_at_their_validation_best():
+    """issue 77: SimCLR and SupCon on X-CLR's grid; a baseline whose best tau is not the core's 0.1 is compared
+    through its rerun arm at that tau (empty until it runs), never through its untuned core row"""
+    def cell(*vals: float) -> xclr.Cell:
+        return xclr.Cell(dict(enumerate(vals)), dict(enumerate(vals)), {}, {})
+
+    assert xclr.arms({}) == {xclr.SIMCLR: xclr.SIMCLR, xclr.SUPCON: xclr.SUPCON}  # not tuned: the core's rows
+    res = {("select", f"{m}: temperature={t}", 500): cell(v) for m, t, v in (
+        ("SimCLR", 0.05, 0.30), ("SimCLR", 0.1, 0.41), ("SimCLR", 0.2, 0.40), ("SimCLR", 0.5, 0.35),
+        ("SupCon", 0.05, 0.30), ("SupCon", 0.1, 0.40), ("SupCon", 0.2, 0.50), ("SupCon", 0.5, 0.45),
+        ("X-CLR", 0.5, 0.55))}
+    rows, best = xclr.selection(res)
+    assert best == {"SimCLR": "temperature=0.1", "SupCon": "temperature=0.2", "X-CLR": "temperature=0.5"}
+    assert [r[:2] for r in rows[:2]] == [["SimCLR", "temperature=0.05"], ["SimCLR", "temperature=0.1"]]
+    assert xclr.arms(res) == {xclr.SIMCLR: xclr.SIMCLR, xclr.SUPCON: "SupCon (temperature=0.2)"}
+    res.update({("main", xclr.XCLR, 500): cell(.55, .56, .55, .57, .56),
+                ("main", xclr.SIMCLR, 500): cell(.4, .41, .4, .4, .42),
+                ("main", xclr.SUPCON, 500): cell(.4, .41, .4, .4, .42)})
+    margins = xclr._margins(res, None)
+    assert margins["linear-supcon"][1][0][1][1] == []  # SupCon's arm at 0.2 has not run: nothing to judge
+    assert len(margins["linear-simclr"][1][0][1][1]) == 5  # SimCLR's best is the core's tau: its core row
+    res[("main", "SupCon (temperature=0.2)", 500)] = cell(.5, .5, .51, .5, .5)
+    assert len(margins := xclr._margins(res, None)["linear-supcon"][1][0][1][1]) == 5 and min(margins) >= 50
+    assert "the claims' row SupCon (temperature=0.2)" in xclr._tuning_text(res)
+    # a tie in validation linear accuracy goes to the better validation kNN (SimCLR's 0.05 and 0.5 at 43.7 %)
+    tie = {("select", "SimCLR: temperature=0.05", 500): xclr.Cell({0: .437}, {0: .387}, {}, {}),
+           ("select", "SimCLR: temperature=0.5", 500): xclr.Cell({0: .437}, {0: .362}, {}, {})}
+    assert xclr.selection(tie)[1] == {"SimCLR": "temperature=0.05"}
+    tie[("select", "SimCLR: temperature=0.5", 500)].knn[0] = .39
+    assert xclr.selection(tie)[1] == {"SimCLR": "temperature=0.5"}
