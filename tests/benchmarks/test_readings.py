@@ -99,3 +99,22 @@ def test_the_evidence_page_has_no_stale_counts() -> None:
         assert stale not in text, stale
     for needed in ("Hartung-Knapp", "O'Brien-Fleming", "tuned unalike", "direction only", "MIN_EFFECTS"):
         assert needed in text, needed
+
+
+def test_xclr_tuning_notes_follow_the_validation_runs() -> None:
+    """The catalogue's tuning notes on X-CLR's claims agree with the snapshot: a claim whose baselines' arms ran at
+    the tau they chose on X-CLR's grid carries none; one whose SimCLR arm kept the core's 0.1 while SimCLR chose
+    another value, or whose baselines were never tuned, carries one."""
+    from benchmarks.report.page import SNAPSHOT
+    from benchmarks.tables import suite_runs, xclr
+    from benchmarks.tables.catalogue import BY_ID
+    from suite.registry import open_registry
+
+    res = xclr.collect(suite_runs(open_registry(str(SNAPSHOT)), xclr.SUITE))
+    _, best = xclr.selection(res)
+    tuned = all(b in best for b in xclr.BASELINES) and all(("main", r, 500) in res for r in xclr.arms(res).values())
+    for key in ("linear-simclr", "linear-supcon", "knn", "follows-graph", "connectivity"):
+        assert (BY_ID[f"xclr-{key}"].tuning == "") == tuned, key
+    simclr_moved = best.get(xclr.SIMCLR, xclr.TAU_DEFAULT) != xclr.TAU_DEFAULT
+    for key in ("data-efficiency", "finetune"):
+        assert bool(BY_ID[f"xclr-{key}"].tuning) == (simclr_moved or not tuned), key
