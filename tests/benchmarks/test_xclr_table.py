@@ -166,3 +166,6 @@ def test_baselines_tuned_alike_are_judged_at_their_validation_best():
     assert xclr.selection(tie)[1] == {"SimCLR": "temperature=0.05"}
     tie[("select", "SimCLR: temperature=0.5", 500)].knn[0] = .39
     assert xclr.selection(tie)[1] == {"SimCLR": "temperature=0.5"}
+    # the value that tied and lost the tie-break is kept for the sensitivity reading
+    assert xclr.ties(tie) == {xclr.SIMCLR: ["temperature=0.05"]}
+    assert xclr._sensitivity(tie) == ["X-CLR against SimCLR at `temperature=0.05`: not run"]
