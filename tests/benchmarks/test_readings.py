@@ -15,12 +15,18 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "evidence.md"
 
 
 @pytest.fixture(scope="module")
-def judged():
+def snapshot():
     from benchmarks.report.page import SNAPSHOT
-    from benchmarks.tables.findings import findings
     from suite.registry import open_registry
 
-    return findings(open_registry(str(SNAPSHOT)))
+    return open_registry(str(SNAPSHOT))
+
+
+@pytest.fixture(scope="module")
+def judged(snapshot):
+    from benchmarks.tables.findings import findings
+
+    return findings(snapshot)
 
 
 def expected_case(e, j) -> str:
@@ -101,16 +107,14 @@ def test_the_evidence_page_has_no_stale_counts() -> None:
         assert needed in text, needed
 
 
-def test_xclr_tuning_notes_follow_the_validation_runs() -> None:
+def test_xclr_tuning_notes_follow_the_validation_runs(snapshot) -> None:
     """The catalogue's tuning notes on X-CLR's claims agree with the snapshot: a claim whose baselines' arms ran at
     the tau they chose on X-CLR's grid carries none; one whose SimCLR arm kept the core's 0.1 while SimCLR chose
     another value, or whose baselines were never tuned, carries one."""
-    from benchmarks.report.page import SNAPSHOT
     from benchmarks.tables import suite_runs, xclr
     from benchmarks.tables.catalogue import BY_ID
-    from suite.registry import open_registry
 
-    res = xclr.collect(suite_runs(open_registry(str(SNAPSHOT)), xclr.SUITE))
+    res = xclr.collect(suite_runs(snapshot, xclr.SUITE))
     _, best = xclr.selection(res)
     tuned = all(b in best for b in xclr.BASELINES) and all(("main", r, 500) in res for r in xclr.arms(res).values())
     for key in ("linear-simclr", "linear-supcon", "knn", "follows-graph", "connectivity"):
