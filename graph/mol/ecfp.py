@@ -79,9 +79,15 @@ def fingerprints(smiles: list[str], radius: int = 2, n_bits: int = 2048) -> np.n
 def forest_scores(x: np.ndarray, y: np.ndarray, train: np.ndarray, seed: int, n_estimators: int = 500,
                   class_weight: str = "balanced") -> np.ndarray:
     """Per task, a random forest fit on the task's labelled training rows; P(class 1) for every row. Shapes: x (N, B),
-    y (N, T) NaN = missing, train (n,) indices -> (N, T)."""
+    y (N, T) NaN = missing, train (n,) indices -> (N, T).
+
+    The bits go in as a sparse matrix (about 1.5 % of ECFP4's bits are set): scikit-learn's sparse splitter sorts only
+    the set bits at a node and grows the same trees as on the dense array (the same scores, bit for bit, on every
+    Tox21 and SIDER task checked; tests/graph/test_mol_ecfp.py), about 3x faster on Tox21."""
+    from scipy.sparse import csr_matrix
     from sklearn.ensemble import RandomForestClassifier
 
+    xs = csr_matrix(x)
     scores = np.zeros(y.shape, dtype=np.float64)
     for t in range(y.shape[1]):  # one forest per task
         rows = train[~np.isnan(y[train, t])]
@@ -91,8 +97,8 @@ def forest_scores(x: np.ndarray, y: np.ndarray, train: np.ndarray, seed: int, n_
             continue
         rf = RandomForestClassifier(n_estimators=n_estimators, n_jobs=1, random_state=seed,
                                     class_weight=None if class_weight == "none" else class_weight)
-        rf.fit(x[rows], labels)
-        scores[:, t] = rf.predict_proba(x)[:, list(rf.classes_).index(1)]
+        rf.fit(xs[rows], labels)
+        scores[:, t] = rf.predict_proba(xs)[:, list(rf.classes_).index(1)]
     return scores
 
 

@@ -46,6 +46,20 @@ def test_each_task_learns_from_its_labelled_training_rows_only() -> None:
     assert np.allclose(forest_scores(x, y, train, seed=0, n_estimators=20), s)
 
 
+def test_the_sparse_fit_grows_the_dense_fits_trees() -> None:
+    """forest_scores fits on a sparse matrix for speed: the scores equal a forest fit on the dense bits exactly"""
+    from sklearn.ensemble import RandomForestClassifier
+
+    rng = np.random.default_rng(1)
+    x = (rng.random((200, 256)) < 0.05).astype(np.uint8)  # sparse bits, as fingerprints
+    y = ((x[:, :8].sum(1) + rng.random(200)) > 1.0).astype(float)[:, None]
+    train = np.arange(150)
+    dense = RandomForestClassifier(n_estimators=15, n_jobs=1, random_state=4, class_weight="balanced")
+    want = dense.fit(x[train], y[train, 0].astype(int)).predict_proba(x)[:, 1]
+    assert len(np.unique(want)) > 5  # a forest with something to learn, not a constant
+    assert np.array_equal(forest_scores(x, y, train, seed=4, n_estimators=15), want[:, None])
+
+
 def test_the_run_uses_the_finetuning_split_and_records_a_row(tmp_path: Path) -> None:
     from graph.mol.data import load_moleculenet
     from graph.mol.splits import split
