@@ -204,9 +204,8 @@ def transfer_judged(ft: list[JobRuns], v: str, base: str = "none") -> Judged:
     per_set = [claim.judge(Seeded.of(((("encoder", e), d), x) for e, x in units(d).items()),
                            values(runs_of(ft, d, base), "rocauc_last", "test", scale=100)) for d in sets]
     out = f"; {', '.join(left)} left out: fewer than 3 {v} encoders" if left else ""
-    nested = NESTED_TEXT
     text = (f"rows {v} vs {base}, average over {', '.join(sets)}{out}; {v}: {len(a)} pretrained "
-            f"encoder{'s' * (len(a) != 1)} (the unit), each the mean of its fine-tuning seeds {nested}: "
+            f"encoder{'s' * (len(a) != 1)} (the unit), each the mean of its fine-tuning seeds {NESTED_TEXT}: "
             f"{mean_std(a, 1)} vs {mean_std(b, 1)}, {res.evidence(1)}")
     if len(a) < MIN_SEEDS:
         within = claim.judge(seed_avgs(v, sets), b)
@@ -323,13 +322,12 @@ def replicated(ft: list[JobRuns], datasets: list[str]) -> list[str]:
         rows.append([f"**{v}, across encoders**", "", "",
                      *(mean_std([xs[d] for xs in per.values() if d in xs], 1) for d in datasets),
                      mean_std(whole, 1)])
-    nested = NESTED_TEXT
     return ["## Replicated pretraining: the encoders (the claims' units)", "",
             f"Each method pretrained independently {max(len(encoders(ft, v)) for v in methods)} times (molnet.yaml: "
             "the same 20k-molecule subset and settings, the pretraining seed drawing the initialisation, augmentations "
             f"and batch order). A cell is the encoder's mean test ROC-AUC (%, last epoch) over its fine-tuning seeds "
-            f"{nested}; `seeds` counts them (per set, the fewest-most); the method's row is the mean ± sample std "
-            "across its encoders, whose spread carries both levels of variance.", "",
+            f"{NESTED_TEXT}; `seeds` counts them (per set, the fewest-most); the method's row is the mean ± sample "
+            "std across its encoders, whose spread carries both levels of variance.", "",
             md(["method", "encoder", "seeds", *datasets, "avg"], rows), ""]
 
 

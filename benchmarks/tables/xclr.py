@@ -274,18 +274,24 @@ def selection(res: dict[tuple[str, str, int], Cell]) -> tuple[list[list[Any]], d
     """The validation table's rows (method, loss hyper-parameters, val linear, val kNN, seeds) and each method's best
     hyper-parameters: the highest mean validation linear accuracy, a tie broken by validation kNN accuracy (SimCLR's
     tau 0.05 and 0.5 tied at 43.7 %; the tie-break was declared after the tie was seen, xclr.yaml stage 9)."""
-    rows: list[list[Any]] = []
+    rows = [[*key.split(": ", 1), _fmt(c.values("lin")), _fmt(c.values("knn")), ",".join(map(str, sorted(c.lin)))]
+            for (section, key, _), c in sorted(res.items()) if section == "select"]
     best: dict[str, tuple[str, tuple[float, float]]] = {}
-    for (section, key, _), c in sorted(res.items()):
-        if section != "select":
-            continue
-        method, hp = key.split(": ", 1)
-        lin, knn = c.values("lin"), c.values("knn")
-        rows.append([method, hp, _fmt(lin), _fmt(knn), ",".join(map(str, sorted(c.lin)))])
-        score = (statistics.fmean(lin), statistics.fmean(knn) if knn else -1.0) if lin else None
-        if score and score > best.get(method, ("", (-1.0, -1.0)))[1]:
+    for (method, hp), score in _val_scores(res).items():  # in grid order: the first of exact ties on both
+        if score > best.get(method, ("", (-1.0, -1.0)))[1]:
             best[method] = (hp, score)
     return rows, {m: hp for m, (hp, _) in best.items()}
+
+
+def _val_scores(res: dict[tuple[str, str, int], Cell]) -> dict[tuple[str, str], tuple[float, float]]:
+    """Per (method, loss hyper-parameters) with validation runs: (mean val linear, mean val kNN or -1)."""
+    out: dict[tuple[str, str], tuple[float, float]] = {}
+    for (section, key, _), c in sorted(res.items()):
+        if section == "select" and c.lin:
+            method, hp = key.split(": ", 1)
+            knn = c.values("knn")
+            out[(method, hp)] = (statistics.fmean(c.values("lin")), statistics.fmean(knn) if knn else -1.0)
+    return out
 
 
 def arms(res: dict[tuple[str, str, int], Cell]) -> dict[str, str]:
@@ -299,15 +305,11 @@ def ties(res: dict[tuple[str, str, int], Cell]) -> dict[str, list[str]]:
     """Per baseline, the values that tied with its chosen one on validation linear accuracy and lost the tie-break:
     the tie-break was declared after the tie was seen, so the table shows the comparison against them beside the
     verdict (a sensitivity reading, not a claim)."""
-    out: dict[str, list[str]] = {}
     _, best = selection(res)
-    val = {k: statistics.fmean(c.values("lin")) for (sec, k, _), c in res.items() if sec == "select" and c.lin}
-    for b in BASELINES:
-        if b in best:
-            top = val[f"{b}: {best[b]}"]
-            out[b] = [k.split(": ", 1)[1] for k, v in sorted(val.items())
-                      if k.startswith(f"{b}: ") and v == top and k != f"{b}: {best[b]}"]
-    return out
+    scores = _val_scores(res)
+    top = {b: scores[(b, best[b])][0] for b in BASELINES if b in best}
+    return {b: [hp for (m, hp), (lin, _) in scores.items() if m == b and hp != best[b] and lin == v]
+            for b, v in top.items()}
 
 
 def _sensitivity(res: dict[tuple[str, str, int], Cell]) -> list[str]:
@@ -384,7 +386,8 @@ def table(registry: Registry, suite: str = SUITE) -> str:
              "Best on validation: " + "; ".join(f"{m} `{hp}`" for m, hp in best.items()) if best else "not run",
              "", f"X-CLR's test-split groups use `{used}`.", "",
              "## Table 1 / 7: linear and kNN accuracy (batch 256, 500 images per class)", "",
-             accuracy_table("row", "published linear (ImageNet, Table 7)", "main", (SIMCLR, SUPCON, *tuned, *tied, XCLR),
+             accuracy_table("row", "published linear (ImageNet, Table 7)", "main",
+                            (SIMCLR, SUPCON, *tuned, *tied, XCLR),
                             PUBLISHED_LINEAR), "",
              *(["The tie-break (validation kNN) was declared after the tie was seen, so X-CLR's linear margin over "
                 "each tied value that lost it is shown here (a sensitivity reading, outside the claims and Holm's "
