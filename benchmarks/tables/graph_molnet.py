@@ -302,9 +302,15 @@ def table(registry: Registry, suite: str = SUITE) -> str:
     return "\n".join(text)
 
 
-def replicated(ft: list[JobRuns], datasets: list[str]) -> list[str]:
+REPLICATED = "## Replicated pretraining: the encoders (the claims' units)"
+
+
+def replicated(ft: list[JobRuns], datasets: list[str], heading: str = REPLICATED,
+               suite_file: str = "molnet.yaml") -> list[str]:
     """The section on replicated pretraining: per method, each encoder's mean over its nested fine-tuning seeds per set
-    (the claims' units) and their mean ± std across encoders (empty when no method has a second encoder)."""
+    (the claims' units) and their mean ± std across encoders (empty when no method has a second encoder). Inside
+    another section (the full protocol's) ``heading`` is a sub-heading, so that the section's anchor keeps it and the
+    claims after it."""
     per_method = {v: {e: {d: x for d in datasets if (x := encoder_unit(ft, d, e)) is not None} for e in encoders(ft, v)}
                   for v in dict.fromkeys(method_of(variant(jr)) for jr in ft)}
     methods = [v for v, per in per_method.items() if sum(1 for xs in per.values() if xs) > 1]  # 2+ encoders ran
@@ -322,8 +328,8 @@ def replicated(ft: list[JobRuns], datasets: list[str]) -> list[str]:
         rows.append([f"**{v}, across encoders**", "", "",
                      *(mean_std([xs[d] for xs in per.values() if d in xs], 1) for d in datasets),
                      mean_std(whole, 1)])
-    return ["## Replicated pretraining: the encoders (the claims' units)", "",
-            f"Each method pretrained independently {max(len(encoders(ft, v)) for v in methods)} times (molnet.yaml: "
+    return [heading, "",
+            f"Each method pretrained independently {max(len(encoders(ft, v)) for v in methods)} times ({suite_file}: "
             "the same 20k-molecule subset and settings, the pretraining seed drawing the initialisation, augmentations "
             f"and batch order). A cell is the encoder's mean test ROC-AUC (%, last epoch) over its fine-tuning seeds "
             f"{NESTED_TEXT}; `seeds` counts them (per set, the fewest-most); the method's row is the mean ± sample "
@@ -373,10 +379,12 @@ def full_protocol(registry: Registry) -> list[str]:
             f"recorded: {', '.join(map(str, epochs)) or '-'}.", "",
             md(header, rows), "",
             f"Harness check (no pretraining, last epoch, mean of 3+ seeds against Hu et al.'s mean ± std): {verdict}", "",
-            *replicated(ft, FULL_SETS),
             "Claims at the full fine-tuning protocol (same rule as above):", "",
             *(claims or ["- not measured yet (fine-tuning runs from pretrained encoders missing)."]), "",
-            progress_line(jrs, FULL_SUITE), ""]
+            progress_line(jrs, FULL_SUITE), "",
+            # after the claims: a heading ends the section's excerpt on the results page
+            *replicated(ft, FULL_SETS, "### Replicated pretraining at this protocol: the encoders (the claims' units)",
+                        "molnet-full.yaml")]
 
 
 def figures(registry: Registry) -> list[tuple[str, Any]]:
