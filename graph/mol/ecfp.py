@@ -77,9 +77,9 @@ def fingerprints(smiles: list[str], radius: int = 2, n_bits: int = 2048) -> np.n
 
 
 def forest_scores(x: np.ndarray, y: np.ndarray, train: np.ndarray, seed: int, n_estimators: int = 500,
-                  class_weight: str = "balanced") -> np.ndarray:
-    """Per task, a random forest fit on the task's labelled training rows; P(class 1) for every row. Shapes: x (N, B),
-    y (N, T) NaN = missing, train (n,) indices -> (N, T).
+                  class_weight: str = "balanced", score: np.ndarray | None = None) -> np.ndarray:
+    """Per task, a random forest fit on the task's labelled training rows; P(class 1) for the rows ``score`` (default
+    every row). Shapes: x (N, B), y (N, T) NaN = missing, train (n,) and score (m,) indices -> (m, T).
 
     The bits go in as a sparse matrix (about 1.5 % of ECFP4's bits are set): scikit-learn's sparse splitter sorts only
     the set bits at a node and grows the same trees as on the dense array (the same scores, bit for bit, on every
@@ -88,7 +88,8 @@ def forest_scores(x: np.ndarray, y: np.ndarray, train: np.ndarray, seed: int, n_
     from sklearn.ensemble import RandomForestClassifier
 
     xs = csr_matrix(x)
-    scores = np.zeros(y.shape, dtype=np.float64)
+    xp = xs if score is None else xs[score]  # predicting only the rows read: ~0.5 s a ToxCast task saved
+    scores = np.zeros((xp.shape[0], y.shape[1]), dtype=np.float64)
     for t in range(y.shape[1]):  # one forest per task
         rows = train[~np.isnan(y[train, t])]
         labels = y[rows, t].astype(int)
@@ -98,7 +99,7 @@ def forest_scores(x: np.ndarray, y: np.ndarray, train: np.ndarray, seed: int, n_
         rf = RandomForestClassifier(n_estimators=n_estimators, n_jobs=1, random_state=seed,
                                     class_weight=None if class_weight == "none" else class_weight)
         rf.fit(xs[rows], labels)
-        scores[:, t] = rf.predict_proba(xs)[:, list(rf.classes_).index(1)]
+        scores[:, t] = rf.predict_proba(xp)[:, list(rf.classes_).index(1)]
     return scores
 
 
@@ -129,13 +130,15 @@ class EcfpMolTask(Task[EcfpMolConfig]):
         x = fingerprints(graphs.smiles, cfg.radius, cfg.n_bits)  # (N, n_bits)
         y = graphs.y.double().numpy()  # (N, T), NaN = missing
         t1 = time.perf_counter()
-        s = forest_scores(x, y, train.numpy(), cfg.seed, cfg.n_estimators, cfg.class_weight)  # (N, T)
+        va, te = valid.numpy(), test.numpy()
+        s = forest_scores(x, y, train.numpy(), cfg.seed, cfg.n_estimators, cfg.class_weight,
+                          score=np.concatenate([va, te]))  # (n_valid + n_test, T): only the rows scored
         fit_s = time.perf_counter() - t1
         ev = RocAuc()
         out = {}
-        for name, idx in (("valid", valid), ("test", test)):
+        for name, idx, part in (("valid", va, s[:len(va)]), ("test", te, s[len(va):])):
             try:
-                out[name] = ev(torch.from_numpy(y[idx.numpy()]), torch.from_numpy(s[idx.numpy()]))["rocauc"]
+                out[name] = ev(torch.from_numpy(y[idx]), torch.from_numpy(part))["rocauc"]
             except ValueError:  # no task with both classes in this part
                 out[name] = float("nan")
         if out["valid"] == out["valid"]:

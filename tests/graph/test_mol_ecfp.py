@@ -58,6 +58,9 @@ def test_the_sparse_fit_grows_the_dense_fits_trees() -> None:
     want = dense.fit(x[train], y[train, 0].astype(int)).predict_proba(x)[:, 1]
     assert len(np.unique(want)) > 5  # a forest with something to learn, not a constant
     assert np.array_equal(forest_scores(x, y, train, seed=4, n_estimators=15), want[:, None])
+    # scoring only some rows gives those rows' scores, bit for bit
+    rows = np.array([199, 150, 3])
+    assert np.array_equal(forest_scores(x, y, train, seed=4, n_estimators=15, score=rows), want[rows, None])
 
 
 def test_the_run_uses_the_finetuning_split_and_records_a_row(tmp_path: Path) -> None:
