@@ -162,7 +162,9 @@ def transfer_judged(ft: list[JobRuns], v: str, base: str = "none") -> Judged:
     between encoders carries both levels of variance, pretraining and fine-tuning; ``base`` has one level, its
     per-seed averages. The arms share no draw (an encoder is not a seed): Welch's test (benchmarks/tables/claims.py).
     With fewer than 3 encoders the claim is inconclusive, whatever its fine-tuning seeds say: the evidence gives the
-    test within encoder 0 beside it, which speaks of that encoder only."""
+    test within encoder 0 beside it, which speaks of that encoder only. While the declared encoders have not all run
+    on a set the baseline ran, the claim (the average over every set) stays inconclusive too, and the test on the sets
+    complete so far is shown as an interim look, out of Holm's family."""
     datasets = [d for d in DATASETS if select(ft, dataset=d)]
     encs = encoders(ft, v)
 
@@ -207,11 +209,17 @@ def transfer_judged(ft: list[JobRuns], v: str, base: str = "none") -> Judged:
     text = (f"rows {v} vs {base}, average over {', '.join(sets)}{out}; {v}: {len(a)} pretrained "
             f"encoder{'s' * (len(a) != 1)} (the unit), each the mean of its fine-tuning seeds {NESTED_TEXT}: "
             f"{mean_std(a, 1)} vs {mean_std(b, 1)}, {res.evidence(1)}")
+    verdict = res.verdict
     if len(a) < MIN_SEEDS:
         within = claim.judge(seed_avgs(v, sets), b)
         text += (f"; {len(a)} of the {MIN_SEEDS} encoders the rule asks, so inconclusive: the test within encoder 0, "
                  f"over its fine-tuning seeds ({within.evidence(1)}), says nothing of another pretraining run")
-    return Judged(res.verdict, res, text, pooled=pool(per_set))
+    elif short := [d for d in left if len(units(d)) < MIN_SEEDS]:  # the declared encoders still running there
+        verdict = Verdict.INCONCLUSIVE
+        text += (f"; inconclusive until every set has {MIN_SEEDS} {v} encoders (short: {', '.join(short)}): the claim "
+                 f"is the average over every set, so the test above, on {', '.join(sets)} alone, is an interim look, "
+                 "not its verdict")
+    return Judged(verdict, res, text, pooled=pool(per_set))
 
 
 def judge(registry: Registry, suite: str, v: str, base: str = "none") -> Judged:
