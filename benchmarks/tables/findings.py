@@ -70,9 +70,11 @@ def against_paper(e: Entry, j: Judged) -> str:
     validation and the other's not: :attr:`Entry.tuning`), ``below the minimum effect`` (the paper's gap is at most the
     minimum effect: no number of seeds would confirm it), ``detectable`` (these seeds confirm it with power 0.8), else
     ``underpowered (~N seeds a side)`` (:func:`benchmarks.stats.seeds_needed`, the claim's own test). A claim judged
-    per data set reads the paper's gap (its average over the sets) against the pooled interval."""
+    per data set reads the paper's gap (its average over the sets) against the pooled interval. An inconclusive claim
+    has no reading: its interval, where it has one, is an interim look (the molecular claims while their encoders run
+    on some sets only: benchmarks/tables/graph_molnet.py)."""
     r = _against(j)
-    if r is None or e.paper_gap is None or r.ci[1] != r.ci[1]:
+    if r is None or e.paper_gap is None or r.ci[1] != r.ci[1] or j.verdict is Verdict.INCONCLUSIVE:
         return "-"
     if e.gap_scale == "direction":
         return "direction only"

@@ -32,8 +32,8 @@ def judged(snapshot):
 def expected_case(e, j) -> str:
     """The case, from the numbers alone (written apart from findings.against_paper)."""
     r = j.pooled.result if j.parts and j.pooled is not None else j.summary
-    if r is None or e.paper_gap is None or r.ci[1] != r.ci[1]:
-        return "-"
+    if r is None or e.paper_gap is None or r.ci[1] != r.ci[1] or j.verdict is Verdict.INCONCLUSIVE:
+        return "-"  # not judged yet: an inconclusive claim's interval (an interim look) is not read
     lo, hi, g = r.ci[0], r.ci[1], e.paper_gap
     if e.gap_scale == "direction":
         return "direction only"
