@@ -254,8 +254,8 @@ _ENC_ECFP = ("molnet.yaml: the forest's seeds 0-4 declared with its group and re
              "seeds; then the encoder as the unit (issue 77), encoders 1-2 declared before their runs")
 _MOL_FULL_ONE = ("molnet-full.yaml: 5 seeds planned, 3 run first (the order of the runs, not a decision on their "
                  "results); one encoder per method, so inconclusive by the rule until encoders 1-2 run at this protocol "
-                 "(declared in molnet-full.yaml before their runs: the 6 pretrainings ran, the 48 fine-tunings of ~16 min, "
-                 "~12.8 core-hours, not yet)")
+                 "(declared in molnet-full.yaml before their runs: 6 pretrainings, then 48 fine-tunings of ~16 min, "
+                 "~12.8 core-hours, run in parts)")
 _IOU_LOOKS = "fidelity.yaml: seeds 0-4, then seeds 5-6 of the IoU arm and its SimCLR baseline as the claims rule asked"
 DECLARED: dict[str, dict[str, Any]] = {
     "mol-graphcl-full": {"plan": Plan(((5, 5),), history=_MOL_FULL_ONE)},
