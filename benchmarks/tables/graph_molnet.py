@@ -15,7 +15,7 @@ import json
 import re
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from benchmarks.tables.catalogue import BY_ID
 from benchmarks.tables.claims import MIN_SEEDS, RULE_TEXT, Claim, Judged, Seeded, Verdict, mean_std, pool
@@ -154,6 +154,20 @@ def encoder_unit(ft: list[JobRuns], ds: str, e: str) -> float | None:
     return statistics.fmean(xs) if xs else None
 
 
+def left_out(left: list[str], units: Callable[[str], dict[str, float]], seeds: Callable[[str, str], int], v: str,
+             base: str) -> dict[str, list[str]]:
+    """Why each set of ``left`` is out of the average, naming the side that is short there (``base`` not run, or
+    fewer than 3 of its seeds; fewer than 3 ``v`` encoders; both when both are): each reason with its sets, in the
+    order first met."""
+    out: dict[str, list[str]] = {}
+    for d in left:
+        n = seeds(base, d)
+        why = [f"no {base} runs" if not n else f"fewer than {MIN_SEEDS} {base} seeds"] if n < MIN_SEEDS else []
+        why += [f"fewer than {MIN_SEEDS} {v} encoders"] if len(units(d)) < MIN_SEEDS else []
+        out.setdefault(" and ".join(why), []).append(d)
+    return out
+
+
 def transfer_judged(ft: list[JobRuns], v: str, base: str = "none") -> Judged:
     """Does pretraining method ``v`` beat ``base`` (no pretraining, or the fingerprint baseline) on the last-epoch
     ROC-AUC averaged over the sets both ran (those where ``v`` has 3 encoders and ``base`` 3 seeds, if any; the
@@ -194,6 +208,7 @@ def transfer_judged(ft: list[JobRuns], v: str, base: str = "none") -> Judged:
     # cut every encoder's average down to the encoders that ran it
     sets = [d for d in ran if min(len(units(d)), seeds(base, d)) >= MIN_SEEDS] or [d for d in ran if units(d)]
     left = [d for d in ran if d not in sets]
+    left_named = left + [d for d in datasets if d not in ran and units(d)]  # sets only v ran: named, not judged
     if not sets:
         return Judged(Verdict.NOT_MEASURED, None, f"no fine-tuning runs from a {v} encoder and of {base} on a "
                                                   "common set")
@@ -205,7 +220,7 @@ def transfer_judged(ft: list[JobRuns], v: str, base: str = "none") -> Judged:
     res = claim.judge(a, b)
     per_set = [claim.judge(Seeded.of(((("encoder", e), d), x) for e, x in units(d).items()),
                            values(runs_of(ft, d, base), "rocauc_last", "test", scale=100)) for d in sets]
-    out = f"; {', '.join(left)} left out: fewer than 3 {v} encoders" if left else ""
+    out = "".join(f"; {', '.join(ds)} left out: {why}" for why, ds in left_out(left_named, units, seeds, v, base).items())
     text = (f"rows {v} vs {base}, average over {', '.join(sets)}{out}; {v}: {len(a)} pretrained "
             f"encoder{'s' * (len(a) != 1)} (the unit), each the mean of its fine-tuning seeds {NESTED_TEXT}: "
             f"{mean_std(a, 1)} vs {mean_std(b, 1)}, {res.evidence(1)}")

@@ -201,6 +201,22 @@ def test_molnet_full_claim_waits_for_every_sets_encoders(reg, tmp_path):
     _no_cache(tmp_path)
 
 
+def test_molnet_left_out_sets_name_the_side_short_of_them(reg, tmp_path):
+    """each set out of a claim's average says which side is short there: BACE complete (3 encoders, 3 seeds); SIDER
+    with 2 seeds of no pretraining; ClinTox with no run of it; BBBP with one encoder (the baseline complete)"""
+    for ds, n_none, encs in (("bace", 3, 3), ("sider", 2, 3), ("clintox", 0, 3), ("bbbp", 3, 1)):
+        for seed in range(n_none):
+            (job,) = _job("molnet-full", command="finetune-mol", dataset=ds, init="none", seed=seed)
+            _record(reg, job, "graph", "molnet-finetune", {("rocauc_last", "test"): 0.60 + seed / 1000}, step=100)
+        for e in ("graphcl", "graphcl-s1", "graphcl-s2")[:encs]:
+            (job,) = _job("molnet-full", command="finetune-mol", dataset=ds, init=f"runs/bench/molnet-full/{e}", seed=0)
+            _record(reg, job, "graph", "molnet-finetune", {("rocauc_last", "test"): 0.70}, step=100)
+    evidence = graph_molnet.judge(reg, "molnet-full", "graphcl").evidence
+    assert ("average over bace; bbbp left out: fewer than 3 graphcl encoders; sider left out: fewer than 3 none seeds; "
+            "clintox left out: no none runs; graphcl: 3 pretrained encoders") in evidence
+    assert "(short: bbbp)" in evidence  # only the encoders' shortfall makes the claim wait; the baseline's sets are named
+
+
 def test_text_sts_table_from_registry(reg, tmp_path):
     """training + evaluation runs of one job (same hash) -> STS cells and steps; the 2-seed, 0.05-point case of
     issue 16 is inconclusive"""
