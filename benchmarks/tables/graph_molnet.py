@@ -220,7 +220,8 @@ def transfer_judged(ft: list[JobRuns], v: str, base: str = "none") -> Judged:
     res = claim.judge(a, b)
     per_set = [claim.judge(Seeded.of(((("encoder", e), d), x) for e, x in units(d).items()),
                            values(runs_of(ft, d, base), "rocauc_last", "test", scale=100)) for d in sets]
-    out = "".join(f"; {', '.join(ds)} left out: {why}" for why, ds in left_out(left_named, units, seeds, v, base).items())
+    reasons = left_out(left_named, units, seeds, v, base)
+    out = "".join(f"; {', '.join(ds)} left out: {why}" for why, ds in reasons.items())
     text = (f"rows {v} vs {base}, average over {', '.join(sets)}{out}; {v}: {len(a)} pretrained "
             f"encoder{'s' * (len(a) != 1)} (the unit), each the mean of its fine-tuning seeds {NESTED_TEXT}: "
             f"{mean_std(a, 1)} vs {mean_std(b, 1)}, {res.evidence(1)}")

@@ -214,7 +214,7 @@ def test_molnet_left_out_sets_name_the_side_short_of_them(reg, tmp_path):
     evidence = graph_molnet.judge(reg, "molnet-full", "graphcl").evidence
     assert ("average over bace; bbbp left out: fewer than 3 graphcl encoders; sider left out: fewer than 3 none seeds; "
             "clintox left out: no none runs; graphcl: 3 pretrained encoders") in evidence
-    assert "(short: bbbp)" in evidence  # only the encoders' shortfall makes the claim wait; the baseline's sets are named
+    assert "(short: bbbp)" in evidence  # only the encoders' shortfall makes the claim wait; the baseline's are named
 
 
 def test_text_sts_table_from_registry(reg, tmp_path):
