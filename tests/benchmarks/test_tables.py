@@ -165,8 +165,8 @@ def test_molnet_full_protocol_section(reg, tmp_path):
     assert ("within the published standard deviation on 3 of 4 sets: the harness is not validated (outside: bace "
             "-10.0, below the published mean)") in full
     assert re.search(r"MACL pretraining beats no pretraining on MoleculeNet transfer \(MACL \(Huang et al. 2023\), Table 5\): "
-                     r"\*\*inconclusive\*\* \(rows macl vs none, average over bbbp; sider, clintox, bace left out: fewer "
-                     r"than 3 macl encoders; macl: 1 pretrained encoder \(the unit\), each the mean of its fine-tuning "
+                     r"\*\*inconclusive\*\* \(rows macl vs none, average over bbbp; sider, clintox, bace left out: "
+                     r"fewer than 3 macl encoders; macl: 1 pretrained encoder \(the unit\), each the mean of its fine-tuning "
                      r"seeds 0 and 1: 72\.0 \(n=1\) vs 66\.1 ± 0\.1 \(n=3\)", full)  # sider: seed 0 alone, no unit
     assert "Jobs with results: 16 of 137" in full  # 83, and 6 + 48 of replicated pretraining (issue 77)
     cpu_claims = text[:text.index("## Full fine-tuning protocol")].split("Claims:")[1].split("##")[0]
