@@ -179,9 +179,9 @@ def transfer_judged(ft: list[JobRuns], v: str, base: str = "none") -> Judged:
     between encoders carries both levels of variance, pretraining and fine-tuning; ``base`` has one level, its
     per-seed averages. The arms share no draw (an encoder is not a seed): Welch's test (benchmarks/tables/claims.py).
     With fewer than 3 encoders the claim is inconclusive, whatever its fine-tuning seeds say: the evidence gives the
-    test within encoder 0 beside it, which speaks of that encoder only. While the declared encoders have not all run
-    on a set the baseline ran, the claim (the average over every set) stays inconclusive too, and the test on the sets
-    complete so far is shown as an interim look, out of Holm's family."""
+    test within encoder 0 beside it, which speaks of that encoder only. While either side is short on a set (fewer
+    than 3 encoders there, or fewer than 3 baseline seeds), the claim (the average over every set) stays inconclusive
+    too, and the test on the sets complete so far is shown as an interim look, out of Holm's family."""
     datasets = [d for d in DATASETS if select(ft, dataset=d)]
     encs = encoders(ft, v)
 
@@ -233,11 +233,11 @@ def transfer_judged(ft: list[JobRuns], v: str, base: str = "none") -> Judged:
         within = claim.judge(seed_avgs(v, sets), b)
         text += (f"; {len(a)} of the {MIN_SEEDS} encoders the rule asks, so inconclusive: the test within encoder 0, "
                  f"over its fine-tuning seeds ({within.evidence(1)}), says nothing of another pretraining run")
-    elif short := [d for d in left if len(units(d)) < MIN_SEEDS]:  # the declared encoders still running there
+    elif left_named:  # a side still short on some set (the encoders, or the baseline's seeds)
         verdict = Verdict.INCONCLUSIVE
-        text += (f"; inconclusive until every set has {MIN_SEEDS} {v} encoders (short: {', '.join(short)}): the claim "
-                 f"is the average over every set, so the test above, on {', '.join(sets)} alone, is an interim look, "
-                 "not its verdict")
+        text += (f"; inconclusive until every set has {MIN_SEEDS} {v} encoders and {MIN_SEEDS} {base} seeds (short: "
+                 f"{', '.join(left_named)}): the claim is the average over every set, so the test above, on "
+                 f"{', '.join(sets)} alone, is an interim look, not its verdict")
     return Judged(verdict, res, text, pooled=pool(per_set))
 
 
