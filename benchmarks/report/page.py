@@ -18,7 +18,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -172,6 +172,17 @@ _HISTORY = ("Every setting of every task of this modality, from every finished r
             "rows are the papers' numbers at full scale.")
 
 
+def _declared_tables() -> list[tuple[str, str, Callable[[], str]]]:
+    """The findings' declarations, each under its heading: every claim's looks, and each metric's minimum effect."""
+    from benchmarks.tables.findings import looks_table, min_effects_table
+
+    return [("Each claim's looks", "The seeds (or encoders) a side each claim was read at, declared in "
+             "`benchmarks/tables/catalogue.py` before its runs; where seeds were added after a look, the alpha the "
+             "spending leaves for the last look (docs/evidence.md).", looks_table),
+            ("The minimum effect of each metric", "Declared in `benchmarks/tables/min_effects.py` with its reason; a "
+             "gap inside it is no difference for a claim.", min_effects_table)]
+
+
 def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
     """Every results file from ``reg``: the benchmark tables, then ``README.md`` and ``report.html``."""
     from benchmarks.report.figures import forest
@@ -223,6 +234,9 @@ def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
     page = [f"<h1>contrastive-suite: cross-modality report</h1><p>{n_runs} finished runs in the registry.</p>",
             f"<h2>Findings</h2><p>{_inline(lead)}</p>{md_tables_to_html(found_md)}",
             _figure_html(forest_alt, png(forest(judged))), f"<p>{_inline(RULE_TEXT)}</p>"]
+    for title, intro, table in _declared_tables():
+        md += [f"### {title}", "", intro, "", table().rstrip("\n"), ""]
+        page.append(f"<h3>{html.escape(title)}</h3><p>{_inline(intro)}</p>{md_tables_to_html(table())}")
     shown = declared()
     for sec in SECTIONS:
         md += [f"## {sec.title}", ""]

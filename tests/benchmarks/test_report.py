@@ -68,6 +68,13 @@ def test_report_tables_claims_and_page(tmp_path):
     # PROTEINS (gap 1) confirmed (the arms share their seeds and every seed's gap is the same: paired) -> still open
     assert md.index("## Findings") < md.index("| paper | claim |") < md.index("## Graphs") < md.index("## Images") \
         < md.index("## Sentences") < md.index("## Synthetic data") < md.index("## Evidence of each claim")
+    # the findings' declarations follow their table: every claim's looks (with the alpha at the last), every minimum
+    # effect with its reason (issue 77)
+    found = md[md.index("## Findings"):md.index("## Graphs")]
+    assert found.index("| paper | claim |") < found.index("### Each claim's looks") \
+        < found.index("### The minimum effect of each metric")
+    assert "| mol-macl-cpu | 5 -> 6 -> 9 -> 3/9 encoders/seeds | no (seeds added after a look) | 0.046 |" in found
+    assert "| graph/molnet-finetune | rocauc_last avg | 0.54 | 0.2 published between-seed SDs" in found
     # a modality section: the headline its suite file declares (graph-tu.yaml's report: entry, from graph_tu.md),
     # then every setting collapsed
     graphs = md[md.index("## Graphs"):md.index("## Images")]
