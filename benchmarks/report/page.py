@@ -235,8 +235,9 @@ def build(reg: Registry, out_dir: Path = RESULTS) -> tuple[Path, Path, str]:
             f"<h2>Findings</h2><p>{_inline(lead)}</p>{md_tables_to_html(found_md)}",
             _figure_html(forest_alt, png(forest(judged))), f"<p>{_inline(RULE_TEXT)}</p>"]
     for title, intro, table in _declared_tables():
-        md += [f"### {title}", "", intro, "", table().rstrip("\n"), ""]
-        page.append(f"<h3>{html.escape(title)}</h3><p>{_inline(intro)}</p>{md_tables_to_html(table())}")
+        text = table().rstrip("\n")
+        md += [f"### {title}", "", intro, "", text, ""]
+        page.append(f"<h3>{html.escape(title)}</h3><p>{_inline(intro)}</p>{md_tables_to_html(text)}")
     shown = declared()
     for sec in SECTIONS:
         md += [f"## {sec.title}", ""]

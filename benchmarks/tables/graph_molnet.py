@@ -151,10 +151,15 @@ def encoder_unit(ft: list[JobRuns], ds: str, e: str) -> float | None:
     """Encoder ``e``'s value on set ``ds``, the unit of a claim about its method: the mean last-epoch test ROC-AUC (%)
     over its nested fine-tuning seeds (:data:`NESTED_SEEDS`); None until every one of them has a score there, so that
     an encoder half fine-tuned is not a unit beside the others (it is counted short of them, as one not yet run)."""
-    jrs = [jr for jr in runs_of(ft, ds, e) if jr.seed in NESTED_SEEDS and jr.metric("rocauc_last", "test") is not None]
+    jrs = _nested(ft, ds, e)
     if {jr.seed for jr in jrs} != set(NESTED_SEEDS):
         return None
     return statistics.fmean(values(jrs, "rocauc_last", "test", scale=100))
+
+
+def _nested(ft: list[JobRuns], ds: str, e: str) -> list[JobRuns]:
+    """Encoder ``e``'s fine-tunings on set ``ds`` of its nested seeds that have a last-epoch test ROC-AUC."""
+    return [jr for jr in runs_of(ft, ds, e) if jr.seed in NESTED_SEEDS and jr.metric("rocauc_last", "test") is not None]
 
 
 def left_out(left: list[str], units: Callable[[str], dict[str, float]], seeds: Callable[[str, str], int], v: str,
@@ -364,7 +369,7 @@ def replicated(ft: list[JobRuns], datasets: list[str], heading: str = REPLICATED
 
 def _short(ft: list[JobRuns], ds: str, e: str) -> str:
     """The cell of an encoder not yet a unit on set ``ds``: how many of its nested fine-tuning seeds have a score."""
-    n = len(values([jr for jr in runs_of(ft, ds, e) if jr.seed in NESTED_SEEDS], "rocauc_last", "test"))
+    n = len({jr.seed for jr in _nested(ft, ds, e)})
     return f"{n} of {len(NESTED_SEEDS)} seeds" if n else "not run"
 
 
