@@ -73,9 +73,10 @@ gpu-check: $(STAMP)
 gpu-bench: $(STAMP)
 	$(PY) -m benchmarks.measurements.gpu_bench
 
-# Every GPU measurement in one call, in order of value, within 10 minutes on one GPU, all into the registry: gpu-check,
-# gpu-bench (front-ends, then the loss core), the fused kernels at 2N = 8,192 / 32,768 / 131,072, and the image loader
-# feeding ResNet-50 where benchmarks/measurements/image_loader.py exists; a summary at the end (docs/gpu.md).
+# Every GPU measurement in one call, in order of value, within 10 minutes on one GPU, all into the registry: gpu-check's
+# losses, gpu-bench (the loss core eager and compiled, then the front-ends), the fused kernels at 2N = 8,192 / 32,768 /
+# 131,072, gpu-check's front-ends, and the image loader feeding ResNet-50 where benchmarks/measurements/image_loader.py
+# exists; a summary at the end (docs/gpu.md).
 gpu-all: $(STAMP)
 	$(PY) -m benchmarks.measurements.gpu_all
 

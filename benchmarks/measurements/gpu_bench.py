@@ -27,7 +27,9 @@ The loss core: every loss, dense and tiled (the rows per tile ``chunk_size="auto
 CUDA the tiles are the fused kernels of :mod:`suite.losses.fused` where a loss takes them), forward and backward at
 2N = 8,192 and 32,768
 (``tiny``: 256), d = 128, fp32, against the plain InfoNCE at the same 2N (three-view losses against three plain pairs),
-interleaved round by round.
+interleaved round by round. On CUDA (``--compiled-losses``) the first size also times each loss's dense path as the
+engine runs it on one GPU, its call compiled whole (``<loss>-compiled``), and the plain InfoNCE compiled beside it
+(issue 78's target: every compiled loss at most 1.1x the plain InfoNCE at 2N = 8,192).
 
 Every number is recorded in the registry (task ``gpu-bench`` per front-end, ``gpu-bench-loss`` per loss, path and 2N;
 the device, torch and CUDA versions in the config), then ``benchmarks/results/gpu_bench.md`` is rendered from the
@@ -334,14 +336,18 @@ def measure_front_end(work: Work, size: Size, device: torch.device, scratch: Pat
 
 # ----------------------------------------------------------------------------- the loss core
 
-def loss_cases(n: int, device: torch.device) -> dict[str, tuple[Callable[[], Tensor], list[Tensor], int]]:
+def loss_cases(n: int, device: torch.device, compiled: bool = False
+               ) -> dict[str, tuple[Callable[[], Tensor], list[Tensor], int]]:
     """Every loss of the core (installed plugins left out), dense and tiled, at 2N = ``n``, d = 128, fp32, on its
     example inputs (:func:`suite.losses.examples.example_inputs`, three views; the same seed for every case, so every
     loss sees the same samples); the plain InfoNCE at 2N (and three plain pairs for the three-view losses). Value:
-    (forward, leaves, views)."""
+    (forward, leaves, views). ``compiled``: each loss's dense path also as the engine runs it on one GPU, its call
+    through ``torch.compile(fullgraph=True)`` (``<loss>-compiled``, :func:`suite.train.engine.compile_loss_of`;
+    issue 78), and the plain InfoNCE compiled beside it (``plain-infonce-compiled``); compiled on first call."""
     import suite.losses as L
     from suite.losses.examples import example_inputs
     from suite.losses.tiling import auto_rows
+    from suite.train.engine import compile_loss_of
 
     def inputs(name: str, graph: str = "matrix") -> Any:
         return example_inputs(name, n // 2, 128, views=3, graph=graph, generator=torch.Generator().manual_seed(0),
@@ -352,21 +358,27 @@ def loss_cases(n: int, device: torch.device) -> dict[str, tuple[Callable[[], Ten
     out: dict[str, tuple[Callable[[], Tensor], list[Tensor], int]] = {
         "plain-infonce": (lambda: nt_xent(a, b), [a, b], 2),
         "plain-infonce-3pairs": (lambda: nt_xent(a, b) + nt_xent(a, c) + nt_xent(b, c), [a, b, c], 3)}
+    if compiled:
+        plain = torch.compile(nt_xent, fullgraph=True)
+        out["plain-infonce-compiled"] = (lambda: plain(a, b), [a, b], 2)
     for name in sorted(set(L.available()) - set(L.plugins())):
-        for path, chunk in (("dense", None), ("tiled", auto_rows(n))):
+        for path, chunk in (("dense", None), ("tiled", auto_rows(n)), *((("compiled", None),) if compiled else ())):
             ex = inputs(name, "matrix" if chunk is None else "embeddings")
             loss = L.build(name, chunk_size=chunk).to(device)
+            if path == "compiled":
+                compile_loss_of(loss, device, wanted=True)
             out[f"{name}-{path}"] = (ex.call(loss), ex.leaves, 3 if loss.multi_view else 2)
     return out
 
 
-def measure_losses(n: int, device: torch.device, repeats: int) -> dict[str, dict[str, float]]:
-    """Median forward + backward time of every case, interleaved; the ratio to the plain InfoNCE (three-view losses:
-    to three plain pairs) by :func:`median_ratio`. The losses run as the engine runs them: their input checks deferred
-    to the engine's read (:func:`suite.losses.checks.deferred`)."""
+def measure_losses(n: int, device: torch.device, repeats: int, compiled: bool = False) -> dict[str, dict[str, float]]:
+    """Median forward + backward time of every case (``compiled``: :func:`loss_cases`' compiled ones too, compiled in
+    the warm-up), interleaved; the ratio to the plain InfoNCE (three-view losses: to three plain pairs) by
+    :func:`median_ratio`. The losses run as the engine runs them: their input checks deferred to the engine's read
+    (:func:`suite.losses.checks.deferred`)."""
     from suite.losses.checks import DeferredChecks, deferred
 
-    cases = loss_cases(n, device)
+    cases = loss_cases(n, device, compiled)
     times: dict[str, list[float]] = {k: [] for k in cases}
     peaks: dict[str, float] = {}
     failed: dict[str, str] = {}
@@ -380,21 +392,41 @@ def measure_losses(n: int, device: torch.device, repeats: int) -> dict[str, dict
         peaks[k] = nan_max(peaks.get(k, math.nan), peak)
         return dt
 
-    for k in list(cases):  # warm-up (and cases that cannot run at this size: out of memory)
+    for k in list(cases):  # warm-up (and cases that cannot run at this size: out of memory; or cannot compile)
         try:
             once(k)
         except torch.cuda.OutOfMemoryError as exc:
             failed[k] = f"out of memory ({str(exc).splitlines()[0][:80]})"
             del cases[k]
             torch.cuda.empty_cache()
+        except Exception as exc:  # noqa: BLE001 - a compiled case that does not compile is a finding, not a crash
+            if not k.endswith("-compiled"):
+                raise
+            failed[k] = f"did not compile ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+            del cases[k]
     for _ in range(repeats):
         for k in cases:
             times[k].append(once(k))
+
+    def value_and_grads(k: str) -> list[Tensor]:
+        fn, leaves, _ = cases[k]
+        for t in leaves:
+            t.grad = None
+        with deferred(checks):
+            value = fn()
+            value.backward()
+        checks.pending.clear()
+        return [value.detach(), *(t.grad for t in leaves if t.grad is not None)]
+
     out: dict[str, dict[str, float]] = {}
     for k in cases:
         ref = times["plain-infonce-3pairs" if cases[k][2] == 3 else "plain-infonce"]
         out[k] = {"ms": 1e3 * statistics.median(times[k]), **median_ratio(times[k], ref),
                   "peak_mb": peaks.get(k, math.nan)}
+        eager = k.replace("-compiled", "-dense" if not k.startswith("plain-") else "")
+        if k.endswith("-compiled") and eager in cases:  # the compiled call against the eager one, gpu-check's measure
+            pairs = list(zip(value_and_grads(k), value_and_grads(eager)))
+            out[k]["max_rel_diff"] = max(float(((a - b).abs() / (b.abs() + 1e-2)).max()) for a, b in pairs)
     for k, why in failed.items():
         out[k] = {"ms": math.nan, "ratio": math.nan, "peak_mb": math.nan, "failed": why}  # type: ignore[dict-item]
     return out
@@ -418,6 +450,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--skip-losses", action="store_true")
     ap.add_argument("--repeats", type=int, default=0, help="loss-core rounds (default: 10 full, 3 tiny)")
     ap.add_argument("--registry", default=None, help="registry (default: $SUITE_REGISTRY)")
+    ap.add_argument("--compiled-losses", action=argparse.BooleanOptionalAction, default=None,
+                    help="the loss core at its first size also compiled, as the engine runs it on one GPU (default: "
+                         "on CUDA)")
     ap.add_argument("--no-record", action="store_true", help="print this call's table only")
     ap.add_argument("--compile", action="store_true", help="both sides of each front-end through torch.compile (the "
                     "suite's --compile beside a compiled plain loop); recorded as its own rows")
@@ -431,6 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = resolve_device(args.device)
     size_name = args.size or ("full" if device.type == "cuda" else "tiny")
     size = SIZES[size_name]
+    if args.compiled_losses is None:
+        args.compiled_losses = device.type == "cuda"
     bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
     info = {**device_info(device), "size": size_name, **({"compile": True} if args.compile else {})}
     only = {s for s in args.only.split(",") if s}
@@ -446,8 +483,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         scratch = Path(tmp)
         # the loss core first, in a process nothing else has run in yet (front-ends leave workers and caches behind)
         if not args.skip_losses and not args.profile and (not only or "losses" in only):
-            for n in size.loss_n:
-                res = measure_losses(n, device, args.repeats or (10 if size_name == "full" else 3))
+            for i, n in enumerate(size.loss_n):  # compiled as the engine runs them: at the first size (issue 78)
+                res = measure_losses(n, device, args.repeats or (10 if size_name == "full" else 3),
+                                     compiled=args.compiled_losses and i == 0)
                 for case, m in res.items():
                     print(f"loss 2N={n} {case}: {m['ms']:.2f} ms, ratio {m['ratio']:.2f}", flush=True)
                     _record(reg, LOSS_TASK, case, {**info, "n": n, "d": 128, "precision": "fp32",

@@ -12,7 +12,10 @@ TASK, LOSS_TASK = "gpu-bench", "gpu-bench-loss"
 FRONT_END_TARGET = 0.9  # the suite's rate / the plain loop's (issue 47)
 # the loss core's targets (issue 47): time / the plain InfoNCE's (three-view: / three plain pairs'), dense paths
 LOSS_TARGETS = {"infonce-dense": 1.1, **{f"{n}-dense": 1.5 for n in ("dcl", "macl", "supcon", "xclr", "tsimclr",
-                                                                     "cacr", "cmc", "uaur")}}
+                                                                     "cacr", "cmc", "uaur")},
+                # issue 78: every loss compiled whole, as the engine runs it on one GPU, <= 1.1x the plain InfoNCE
+                **{f"{n}-compiled": 1.1 for n in ("infonce", "dcl", "macl", "supcon", "xclr", "tsimclr", "cacr", "cmc",
+                                                  "uaur")}}
 RATIO_TEXT = ("ratio = the median over interleaved rounds of one side's rate / the median of the other's (front-ends: "
               "suite / plain, >= 0.9 the target; the loss core: time / the plain InfoNCE's time, lower is better), "
               "its lowest and highest per-round ratio beside it in brackets")
@@ -128,7 +131,9 @@ def table(registry: Any, allow_dirty: bool = False) -> str:
             lines += [f"### The loss core on {dev}, size `{sz}`: forward + backward, d = 128, fp32", "",
                       "Ratio: the case's median time / the plain InfoNCE's (normalise, matrix product, cross-entropy) "
                       "in the same interleaved call; three-view losses (cacr, cmc, uaur) against three plain pairs. "
-                      "Targets: dense InfoNCE <= 1.1, two-view seed losses <= 1.5, three-view <= 1.5.", "",
+                      "Targets: dense InfoNCE <= 1.1, two-view seed losses <= 1.5, three-view <= 1.5; each loss "
+                      "compiled whole as the engine runs it on one GPU (`-compiled`) <= 1.1 (issue 78), "
+                      "`plain-infonce-compiled` the plain loss compiled beside them.", "",
                       "| 2N | case | ms | ratio (per-round range) | peak MB | code | versions, machine |",
                       "|---|---|---|---|---|---|---|"]
             ratios = {}
@@ -141,7 +146,7 @@ def table(registry: Any, allow_dirty: bool = False) -> str:
                              f"{r.code_version[:7]} | {_env(r.config)} |")
             short = [f"{k[2]} at 2N = {k[3]:,}: {ratios[k]:.2f} ({r.code_version[:7]}; target {LOSS_TARGETS[k[2]]})"
                      for k, r in lrows if k[2] in LOSS_TARGETS and not ratios[k] <= LOSS_TARGETS[k[2]]]
-            lines += ["", "Short of the targets (dense paths), open at their last fair value: "
+            lines += ["", "Short of the targets (dense and compiled paths), open at their last fair value: "
                       + ("; ".join(short) if short else "none") + "."]
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"

@@ -100,3 +100,38 @@ def test_every_size_is_whole_batches() -> None:
         for n, b in ((size.images, size.image_batch), (size.graphs, size.graph_batch),
                      (size.molecules, size.mol_batch), (size.sentences, size.text_batch)):
             assert n % b == 0, (name, n, b)
+
+
+def test_the_compiled_cases_are_the_engines_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``compiled=True`` -> every loss's dense path once more with its call compiled as the engine compiles it on one
+    GPU (``<loss>-compiled``, issue 78) and the plain InfoNCE compiled beside it; each gives its eager case's value
+    and gradients (dynamo's eager backend here: the tracing, not inductor's code); without it, no such case"""
+    monkeypatch.setenv("SUITE_COMPILE_BACKEND", "eager")
+    cpu = torch.device("cpu")
+    assert not any(k.endswith("-compiled") for k in gb.loss_cases(64, cpu))
+    cases = gb.loss_cases(64, cpu, compiled=True)
+    losses = set(L.available()) - set(L.plugins())
+    assert {k for k in cases if k.endswith("-compiled")} == {f"{n}-compiled" for n in losses} | {
+        "plain-infonce-compiled"}
+    for k, eager in (("supcon-compiled", "supcon-dense"), ("plain-infonce-compiled", "plain-infonce")):
+        got = []
+        for case in (k, eager):
+            fn, leaves, _ = cases[case]
+            value = fn()
+            got.append([value, *torch.autograd.grad(value, leaves)])
+        for x, y in zip(*got):
+            torch.testing.assert_close(x, y)
+
+
+def test_a_compiled_loss_above_issue_78s_target_is_named(tmp_path: Path) -> None:
+    """a compiled loss at 1.2x the plain InfoNCE at 2N = 8,192 -> named short of its 1.1 target; one at 1.05 not"""
+    reg = Registry(str(tmp_path / "r.sqlite"))
+    cfg = {"device": "NVIDIA H200", "size": "full", "n": 8192, "d": 128, "precision": "fp32"}
+    for case, ms in (("plain-infonce", 2.0), ("infonce-compiled", 2.1), ("supcon-compiled", 2.4),
+                     ("plain-infonce-compiled", 1.5)):
+        gb._record(reg, gb.LOSS_TASK, case, cfg, {"ms": ms, "ratio": ms / 2.0})
+    text = gb.table(reg, allow_dirty=True)
+    short = next(line for line in text.splitlines() if line.startswith("Short of the targets (dense and compiled"))
+    assert "supcon-compiled at 2N = 8,192: 1.20" in short and "target 1.1" in short
+    assert "infonce-compiled" not in short.replace("supcon-compiled", "")
+    assert "| 8,192 | plain-infonce-compiled | 1.50 | 0.75 |" in text
