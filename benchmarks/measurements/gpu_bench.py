@@ -450,6 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--skip-losses", action="store_true")
     ap.add_argument("--repeats", type=int, default=0, help="loss-core rounds (default: 10 full, 3 tiny)")
     ap.add_argument("--registry", default=None, help="registry (default: $SUITE_REGISTRY)")
+    ap.add_argument("--loss-n", default="", help="comma-separated 2N of the loss core (default: the size's)")
     ap.add_argument("--compiled-losses", action=argparse.BooleanOptionalAction, default=None,
                     help="the loss core at its first size also compiled, as the engine runs it on one GPU (default: "
                          "on CUDA)")
@@ -483,7 +484,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         scratch = Path(tmp)
         # the loss core first, in a process nothing else has run in yet (front-ends leave workers and caches behind)
         if not args.skip_losses and not args.profile and (not only or "losses" in only):
-            for i, n in enumerate(size.loss_n):  # compiled as the engine runs them: at the first size (issue 78)
+            loss_n = [int(v) for v in args.loss_n.split(",") if v] or list(size.loss_n)
+            for i, n in enumerate(loss_n):  # compiled as the engine runs them: at the first size (issue 78)
                 res = measure_losses(n, device, args.repeats or (10 if size_name == "full" else 3),
                                      compiled=args.compiled_losses and i == 0)
                 for case, m in res.items():

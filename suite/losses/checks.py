@@ -60,20 +60,26 @@ class DeferredChecks:
         self._index = value
 
 
-class _Deferred(threading.local):
-    """The checks in force on this thread (:func:`deferred`): a thread-local attribute, which ``torch.compile`` traces
-    and guards (a ``ContextVar``'s ``get`` was a graph break in every loss)."""
+# The checks in force on this thread (:func:`deferred`): an attribute of a plain ``threading.local``, which
+# ``torch.compile`` traces and guards (a ``ContextVar``'s ``get`` was a graph break). Plain, with no class default:
+# dynamo reads a ``threading.local`` subclass's attribute by static lookup, and torch 2.11 took the class default
+# (None) for the value, then failed building its guard when the engine's checks were set (every front-end on a GPU).
+_DEFERRED = threading.local()
+_DEFERRED.checks = None
 
-    checks: DeferredChecks | None = None
 
-
-_DEFERRED = _Deferred()
+def deferred_checks() -> DeferredChecks | None:
+    """The checks in force on this thread (None: on a thread that never entered :func:`deferred`)."""
+    try:
+        return _DEFERRED.checks
+    except AttributeError:
+        return None
 
 
 @contextmanager
 def deferred(checks: DeferredChecks) -> Iterator[DeferredChecks]:
     """Inside: the losses' value checks go to ``checks`` instead of reading the device."""
-    before, _DEFERRED.checks = _DEFERRED.checks, checks
+    before, _DEFERRED.checks = deferred_checks(), checks
     try:
         yield checks
     finally:
@@ -85,7 +91,7 @@ def _fails(bad: Tensor, message: str) -> bool:
     ``torch.compile`` outside :func:`deferred` (a compiled loss called on its own) the flag is an asynchronous assert
     (``torch._assert_async``): no host read in the graph; a failed check raises ``RuntimeError`` with ``message`` (on a
     GPU, a device-side assert). The engine's calls are deferred: their checks are read at its sync as ``ValueError``."""
-    checks = _DEFERRED.checks
+    checks = deferred_checks()
     if checks is not None:
         checks.add(bad, message)
         return False

@@ -47,21 +47,25 @@ AUTO_DENSE_ELEMENTS_CUDA = 1 << 26
 AUTO_TILE_ELEMENTS = 1 << 22  # 16 MiB per float32 tile
 
 
-class _OnCuda(threading.local):
-    """Whether the loss being called on this thread has its inputs on a CUDA device (a thread-local attribute, which
-    ``torch.compile`` traces and guards; a ``ContextVar``'s ``get`` was a graph break)."""
+# Whether the loss being called on this thread has its inputs on a CUDA device: an attribute of a plain
+# ``threading.local`` (no class default: see ``suite.losses.checks._DEFERRED``), which ``torch.compile`` traces and
+# guards (a ``ContextVar``'s ``get`` was a graph break).
+_cuda = threading.local()
+_cuda.flag = False
 
-    flag = False
 
-
-_cuda = _OnCuda()
+def _on_cuda() -> bool:
+    try:
+        return bool(_cuda.flag)
+    except AttributeError:  # a thread that never entered on_cuda
+        return False
 
 
 @contextlib.contextmanager
 def on_cuda(flag: bool) -> Iterator[None]:
     """Within the block the loss being called has its inputs on a CUDA device (set by ``ContrastiveLoss.__call__``):
     ``"auto"`` uses :data:`AUTO_DENSE_ELEMENTS_CUDA`."""
-    before, _cuda.flag = _cuda.flag, flag
+    before, _cuda.flag = _on_cuda(), flag
     try:
         yield
     finally:
@@ -87,7 +91,7 @@ def resolve(chunk_size: int | str | None, n_rows: int, n_cols: int) -> int | Non
     if chunk_size is None:
         return None
     if chunk_size == "auto":
-        if n_rows * n_cols <= (AUTO_DENSE_ELEMENTS_CUDA if _cuda.flag else AUTO_DENSE_ELEMENTS):
+        if n_rows * n_cols <= (AUTO_DENSE_ELEMENTS_CUDA if _on_cuda() else AUTO_DENSE_ELEMENTS):
             return None
         return auto_rows(n_cols)
     return None if chunk_size >= n_rows else int(chunk_size)

@@ -303,3 +303,32 @@ def test_sim_lse_backward_makes_one_matrix() -> None:
             lse.sum().backward()
         made[new] = big.made
     assert made[True] == ["exp.default"] and len(made[False]) >= 2, made
+
+
+def test_the_traced_thread_locals_have_no_static_value_to_go_stale() -> None:
+    """The two per-thread states a compiled loss reads (the engine's deferred checks, the CUDA flag) are plain
+    ``threading.local`` attributes: a static lookup (``inspect.getattr_static``, dynamo's first way to read an
+    attribute) finds nothing, so dynamo reads them dynamically, and a thread that never set them reads the default.
+    Before: class defaults of ``threading.local`` subclasses, which torch 2.11's dynamo took for the values: with the
+    engine's checks set, every front-end on an H200 failed building a guard ('Unexpected type DeferredChecks')."""
+    import threading
+
+    from suite.losses import checks, tiling
+
+    missing = object()
+    for holder, name in ((checks._DEFERRED, "checks"), (tiling._cuda, "flag")):
+        assert type(holder) is threading.local
+        assert inspect.getattr_static(holder, name, missing) is missing, name
+    mine = DeferredChecks()
+    seen: dict[str, Any] = {}
+
+    def other() -> None:
+        seen["checks"], seen["cuda"] = checks.deferred_checks(), tiling._on_cuda()
+
+    with deferred(mine), tiling.on_cuda(True):
+        assert checks.deferred_checks() is mine and tiling._on_cuda()
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+    assert seen == {"checks": None, "cuda": False}
+    assert checks.deferred_checks() is None and not tiling._on_cuda()
