@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import gc
 import math
 import os
 import re
@@ -179,8 +180,12 @@ def init_from_env(backend: str | None = None) -> bool:
 
 
 def cleanup() -> None:
+    """End the process group, then free at once what still holds it: a finished run's DDP module (its reducer holds
+    the group) lives on in reference cycles, and left to the interpreter's exit, gloo's teardown of the group under
+    finalisation can abort a run that succeeded ('terminate called without an active exception', exit -6)."""
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+        gc.collect()
 
 
 class GlobalBatchNorm(torch.nn.modules.batchnorm._BatchNorm):

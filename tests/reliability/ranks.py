@@ -15,38 +15,48 @@ from pathlib import Path
 AT, EVERY, EPOCHS = 4, 3, 3
 
 
+def train(rank: int, outdir: Path, fault: str) -> None:
+    """This rank's training (its engine freed when it returns: :func:`main` ends the group as ``suite``'s command
+    line does, after the run)."""
+    import torch
+
+    from suite import distributed as sd
+    from tests.suite.test_engine import _batches, _engine, _model, _step
+
+    with sd.watch_ranks():
+        eng = _engine(_model())
+        eng.generators["aug"].manual_seed(11 + rank)
+        torch.manual_seed(11 + rank)
+        ck = outdir / "ck.pt"
+        if ck.exists():
+            eng.load(ck, {"seed": 3})
+
+        def on_step() -> None:
+            if eng.step % EVERY == 0:
+                eng.save(ck, {"seed": 3})  # a collective
+            if rank == 1 and eng.step == AT and fault != "none":
+                if fault == "raise":
+                    raise ValueError("a bad batch on rank 1")
+                if fault == "kill":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                if fault == "stall":
+                    time.sleep(120)  # a loader that waits on a hung mount
+
+        eng.fit(_batches, _step(eng), epochs=EPOCHS, on_step=on_step)
+        torch.save([p.detach() for p in eng.model.parameters()], outdir / f"rank{rank}.pt")
+
+
 def main(rank: int, port: int, outdir: Path, fault: str) -> int:
     import torch
 
     from suite import distributed as sd
     from suite.faults import RunFault
-    from tests.suite.test_engine import _batches, _engine, _model, _step
 
     os.environ.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     sd.init_from_env("gloo")
     try:
-        with sd.watch_ranks():
-            eng = _engine(_model())
-            eng.generators["aug"].manual_seed(11 + rank)
-            torch.manual_seed(11 + rank)
-            ck = outdir / "ck.pt"
-            if ck.exists():
-                eng.load(ck, {"seed": 3})
-
-            def on_step() -> None:
-                if eng.step % EVERY == 0:
-                    eng.save(ck, {"seed": 3})  # a collective
-                if rank == 1 and eng.step == AT and fault != "none":
-                    if fault == "raise":
-                        raise ValueError("a bad batch on rank 1")
-                    if fault == "kill":
-                        os.kill(os.getpid(), signal.SIGKILL)
-                    if fault == "stall":
-                        time.sleep(120)  # a loader that waits on a hung mount
-
-            eng.fit(_batches, _step(eng), epochs=EPOCHS, on_step=on_step)
-            torch.save([p.detach() for p in eng.model.parameters()], outdir / f"rank{rank}.pt")
+        train(rank, outdir, fault)
         return 0
     except (RunFault, ValueError) as exc:  # as suite.cli.main says them
         print("error: " + " | ".join(str(exc).splitlines()), file=sys.stderr, flush=True)
