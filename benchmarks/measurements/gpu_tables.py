@@ -133,7 +133,8 @@ def table(registry: Any, allow_dirty: bool = False) -> str:
                       "in the same interleaved call; three-view losses (cacr, cmc, uaur) against three plain pairs. "
                       "Targets: dense InfoNCE <= 1.1, two-view seed losses <= 1.5, three-view <= 1.5; each loss "
                       "compiled whole as the engine runs it on one GPU (`-compiled`) <= 1.1 (issue 78), "
-                      "`plain-infonce-compiled` the plain loss compiled beside them.", "",
+                      "`plain-infonce-compiled` the plain loss compiled beside them. A case that could not run names why, "
+                      "at its code version (a later one may have mended it: `docs/gpu.md`).", "",
                       "| 2N | case | ms | ratio (per-round range) | peak MB | code | versions, machine |",
                       "|---|---|---|---|---|---|---|"]
             ratios = {}
@@ -141,10 +142,13 @@ def table(registry: Any, allow_dirty: bool = False) -> str:
                 m = r.metrics
                 ref = plain_ms.get((k[0], k[1], k[3], r.code_version, reference_case(k[2])), math.nan)
                 ratios[k] = m.get("ms", math.nan) / ref
-                lines.append(f"| {int(r.config.get('n', 0)):,} | {k[2]} | {_fmt(m.get('ms', math.nan), 2)} | "
+                failed = f"`{r.config['failed']}`" if r.config.get("failed") else ""  # a code span: no HTML
+                lines.append(f"| {int(r.config.get('n', 0)):,} | {k[2]} | {failed or _fmt(m.get('ms', math.nan), 2)} | "
                              f"{_fmt(ratios[k], 2)}{_range(m)} | {_fmt(m.get('peak_mb', math.nan))} | "
                              f"{r.code_version[:7]} | {_env(r.config)} |")
-            short = [f"{k[2]} at 2N = {k[3]:,}: {ratios[k]:.2f} ({r.code_version[:7]}; target {LOSS_TARGETS[k[2]]})"
+            short = [f"{k[2]} at 2N = {k[3]:,}: "
+                     + (r.config["failed"].split(" (")[0] if r.config.get("failed") else f"{ratios[k]:.2f}")
+                     + f" ({r.code_version[:7]}; target {LOSS_TARGETS[k[2]]})"
                      for k, r in lrows if k[2] in LOSS_TARGETS and not ratios[k] <= LOSS_TARGETS[k[2]]]
             lines += ["", "Short of the targets (dense and compiled paths), open at their last fair value: "
                       + ("; ".join(short) if short else "none") + "."]

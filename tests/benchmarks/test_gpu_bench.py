@@ -124,14 +124,19 @@ def test_the_compiled_cases_are_the_engines_call(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_compiled_loss_above_issue_78s_target_is_named(tmp_path: Path) -> None:
-    """a compiled loss at 1.2x the plain InfoNCE at 2N = 8,192 -> named short of its 1.1 target; one at 1.05 not"""
+    """a compiled loss at 1.2x the plain InfoNCE at 2N = 8,192 -> named short of its 1.1 target; one at 1.05 not; one
+    that did not compile named with its reason, in its row and among the short"""
     reg = Registry(str(tmp_path / "r.sqlite"))
     cfg = {"device": "NVIDIA H200", "size": "full", "n": 8192, "d": 128, "precision": "fp32"}
     for case, ms in (("plain-infonce", 2.0), ("infonce-compiled", 2.1), ("supcon-compiled", 2.4),
                      ("plain-infonce-compiled", 1.5)):
         gb._record(reg, gb.LOSS_TASK, case, cfg, {"ms": ms, "ratio": ms / 2.0})
+    gb._record(reg, gb.LOSS_TASK, "xclr-compiled", {**cfg, "failed": "did not compile (AssertionError: x)"},
+               {"ms": math.nan, "ratio": math.nan})
     text = gb.table(reg, allow_dirty=True)
     short = next(line for line in text.splitlines() if line.startswith("Short of the targets (dense and compiled"))
     assert "supcon-compiled at 2N = 8,192: 1.20" in short and "target 1.1" in short
+    assert "xclr-compiled at 2N = 8,192: did not compile (" in short
+    assert "| 8,192 | xclr-compiled | `did not compile (AssertionError: x)` | - |" in text
     assert "infonce-compiled" not in short.replace("supcon-compiled", "")
     assert "| 8,192 | plain-infonce-compiled | 1.50 | 0.75 |" in text
