@@ -133,8 +133,8 @@ def table(registry: Any, allow_dirty: bool = False) -> str:
                       "in the same interleaved call; three-view losses (cacr, cmc, uaur) against three plain pairs. "
                       "Targets: dense InfoNCE <= 1.1, two-view seed losses <= 1.5, three-view <= 1.5; each loss "
                       "compiled whole as the engine runs it on one GPU (`-compiled`) <= 1.1 (issue 78), "
-                      "`plain-infonce-compiled` the plain loss compiled beside them. A case that could not run names why, "
-                      "at its code version (a later one may have mended it: `docs/gpu.md`).", "",
+                      "`plain-infonce-compiled` the plain loss compiled beside them. A case that could not run "
+                      "names why, at its code version (a later one may have mended it: `docs/gpu.md`).", "",
                       "| 2N | case | ms | ratio (per-round range) | peak MB | code | versions, machine |",
                       "|---|---|---|---|---|---|---|"]
             ratios = {}
