@@ -423,7 +423,7 @@ def measure_losses(n: int, device: torch.device, repeats: int, compiled: bool = 
         ref = times["plain-infonce-3pairs" if cases[k][2] == 3 else "plain-infonce"]
         out[k] = {"ms": 1e3 * statistics.median(times[k]), **median_ratio(times[k], ref),
                   "peak_mb": peaks.get(k, math.nan)}
-        eager = k.replace("-compiled", "-dense" if not k.startswith("plain-") else "")
+        eager = "plain-infonce" if k == "plain-infonce-compiled" else k.replace("-compiled", "-dense")
         if k.endswith("-compiled") and eager in cases:  # the compiled call against the eager one, gpu-check's measure
             pairs = list(zip(value_and_grads(k), value_and_grads(eager)))
             out[k]["max_rel_diff"] = max(float(((a - b).abs() / (b.abs() + 1e-2)).max()) for a, b in pairs)
